@@ -1,0 +1,43 @@
+# Two commands set everything up on a fresh machine:
+#   make demo   -- .venv + package, then train on the built-in synthetic graph
+#   make test   -- .venv + package with the test extra, then the whole test suite
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+# torch is pinned and installed first: on the project's machines this resolves to the CPU build on
+# disk, while an unpinned torch (directly or via a dependency) would pull several GB of CUDA wheels.
+TORCH  := torch==2.13.0
+
+.PHONY: demo test bench install clean
+
+$(VENV)/.base:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet $(TORCH)
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.base pyproject.toml
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+$(VENV)/.installed-bench: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[bench,plot]'
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/fullgraph train --out runs/demo
+
+test: $(VENV)/.installed-test
+	$(PY) -m pytest -q
+
+bench: $(VENV)/.installed-bench
+	$(PY) benchmarks/single_process.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

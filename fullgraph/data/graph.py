@@ -1,0 +1,277 @@
+"""The ``Graph`` container: the global input every layout starts from.
+
+A graph is stored as CSR over **in-edges**: row ``v`` lists the sources ``u`` of the edges ``u -> v``,
+so that ``indptr[v]:indptr[v+1]`` are the nodes ``v`` aggregates from. This matches the block
+convention of DESIGN.md (rows are the nodes being computed, columns the nodes read).
+
+Everything is validated once, in ``__post_init__``; code after construction trusts the fields.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from fullgraph.errors import InputError
+
+__all__ = ["Graph", "csr_from_edges"]
+
+
+def _describe(t) -> str:
+    if isinstance(t, torch.Tensor):
+        layout = "" if t.layout == torch.strided else f" {t.layout}"
+        return f"{t.dtype}{layout} tensor of shape {tuple(t.shape)}"
+    return type(t).__name__
+
+
+def _as_tensor(name: str, value, dtype: torch.dtype | None = None) -> torch.Tensor:
+    if isinstance(value, np.ndarray):
+        value = torch.from_numpy(np.ascontiguousarray(value))
+    if not isinstance(value, torch.Tensor):
+        raise InputError(f"expected '{name}' to be a tensor or numpy array (got {type(value).__name__})")
+    if dtype is not None and value.dtype != dtype:
+        raise InputError(f"expected '{name}' to have dtype {dtype} (got {_describe(value)})")
+    return value
+
+
+def csr_from_edges(src, dst, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """In-edge CSR (``indptr``, ``indices``) of the edges ``src[i] -> dst[i]``.
+
+    Edge ids are checked before anything is built, so a bad id is reported as such instead of as
+    an indexing error deep inside a sort.
+    """
+    src = _as_tensor("src", src).to(torch.int64).reshape(-1)
+    dst = _as_tensor("dst", dst).to(torch.int64).reshape(-1)
+    if src.numel() != dst.numel():
+        raise InputError(f"expected as many edge sources as destinations (got {src.numel()} and {dst.numel()})")
+    if num_nodes <= 0:
+        raise InputError(f"expected a graph with at least one node (got num_nodes={num_nodes})")
+    for name, ids in (("source", src), ("destination", dst)):
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_nodes):
+            bad = ids[(ids < 0) | (ids >= num_nodes)]
+            raise InputError(
+                f"expected edge {name} ids in [0, {num_nodes}) (got {bad.numel()} out of range, "
+                f"e.g. {int(bad[0])})"
+            )
+    order = torch.argsort(dst * num_nodes + src, stable=True)
+    indices = src[order].contiguous()
+    counts = torch.bincount(dst, minlength=num_nodes)
+    indptr = torch.zeros(num_nodes + 1, dtype=torch.int64)
+    torch.cumsum(counts, 0, out=indptr[1:])
+    return indptr, indices
+
+
+@dataclass(eq=False)
+class Graph:
+    """A node-classification graph.
+
+    Attributes:
+        indptr: int64 ``[N+1]``, CSR row pointers over in-edges (row = destination node).
+        indices: int64 ``[E]``, the source node of each in-edge, sorted within each row.
+        x: float32 node features ``[N, F]``, dense or sparse CSR (sparse features stay sparse: a
+            bag-of-words matrix is often 99% zeros, and the first layer multiplies it as such).
+        y: labels: int64 ``[N]`` with classes ``0..C-1`` (``-1`` marks a node with no label, which
+            may not be in any split), or float32 ``[N, C]`` of 0/1 for multi-label graphs.
+        train_mask, val_mask, test_mask: bool ``[N]``, non-empty and pairwise disjoint.
+        name: a short name used in logs and summaries.
+        num_classes: ``C``; inferred from ``y`` when not given.
+    """
+
+    indptr: torch.Tensor
+    indices: torch.Tensor
+    x: torch.Tensor
+    y: torch.Tensor
+    train_mask: torch.Tensor
+    val_mask: torch.Tensor
+    test_mask: torch.Tensor
+    name: str = "graph"
+    num_classes: int | None = None
+    _fingerprint: str | None = field(default=None, repr=False)
+
+    # ---------------------------------------------------------------- construction
+    @classmethod
+    def from_edges(cls, src, dst, num_nodes: int, **fields) -> "Graph":
+        """Build from an edge list ``src[i] -> dst[i]`` (kept as given: no symmetrization)."""
+        indptr, indices = csr_from_edges(src, dst, num_nodes)
+        return cls(indptr=indptr, indices=indices, **fields)
+
+    def __post_init__(self) -> None:
+        self.indptr = _as_tensor("indptr", self.indptr)
+        self.indices = _as_tensor("indices", self.indices)
+        self.x = _as_tensor("x", self.x)
+        self.y = _as_tensor("y", self.y)
+        for m in ("train_mask", "val_mask", "test_mask"):
+            setattr(self, m, _as_tensor(m, getattr(self, m)))
+        self._check_structure()
+        self._check_features()
+        self._check_labels()
+        self._check_masks()
+
+    def _check_structure(self) -> None:
+        ip, ix = self.indptr, self.indices
+        if ip.dim() != 1 or ip.dtype != torch.int64:
+            raise InputError(f"expected 'indptr' to be a 1-D int64 tensor (got {_describe(ip)})")
+        n = ip.numel() - 1
+        if n <= 0:
+            raise InputError("expected a graph with at least one node (got an empty graph)")
+        if ix.dim() != 1 or ix.dtype != torch.int64:
+            raise InputError(f"expected 'indices' to be a 1-D int64 tensor (got {_describe(ix)})")
+        if int(ip[0]) != 0 or int(ip[-1]) != ix.numel():
+            raise InputError(
+                f"expected 'indptr' to start at 0 and end at len(indices)={ix.numel()} "
+                f"(got {int(ip[0])} and {int(ip[-1])})"
+            )
+        if n > 1 and bool((ip[1:] < ip[:-1]).any()):
+            raise InputError("expected 'indptr' to be non-decreasing (got a decreasing step)")
+        if ix.numel() and (int(ix.min()) < 0 or int(ix.max()) >= n):
+            bad = ix[(ix < 0) | (ix >= n)]
+            raise InputError(
+                f"expected edge ids in [0, {n}) (got {bad.numel()} out of range, e.g. {int(bad[0])})"
+            )
+
+    def _check_features(self) -> None:
+        x, n = self.x, self.num_nodes
+        if x.layout not in (torch.strided, torch.sparse_csr):
+            raise InputError(f"expected 'x' to be dense or sparse CSR (got {_describe(x)})")
+        if x.dim() != 2:
+            raise InputError(f"expected 'x' to be two-dimensional [N, F] (got {_describe(x)})")
+        if x.dtype != torch.float32:
+            raise InputError(f"expected 'x' to have dtype torch.float32 (got {_describe(x)})")
+        if x.shape[0] != n:
+            raise InputError(f"expected 'x' to have one row per node, {n} rows (got {x.shape[0]})")
+        if x.shape[1] == 0:
+            raise InputError(f"expected 'x' to have at least one feature column (got {_describe(x)})")
+        vals = x.values() if x.layout == torch.sparse_csr else x
+        finite = torch.isfinite(vals)
+        if not bool(finite.all()):
+            bad = int((~finite).sum())
+            raise InputError(f"expected finite features (got {bad} NaN or infinite entries in 'x')")
+
+    def _check_labels(self) -> None:
+        y, n = self.y, self.num_nodes
+        if y.shape[:1] != (n,):
+            raise InputError(f"expected 'y' to have one row per node, {n} rows (got {_describe(y)})")
+        if y.dim() == 1:
+            if y.dtype != torch.int64:
+                raise InputError(f"expected single-label 'y' to be int64 (got {_describe(y)})")
+            labelled = y[y >= 0]
+            if labelled.numel() == 0:
+                raise InputError("expected at least one labelled node (got none: every label is -1)")
+            if int(y.min()) < -1:
+                raise InputError(f"expected labels >= 0, or -1 for unlabelled (got {int(y.min())})")
+            top = int(labelled.max())
+            if self.num_classes is None:
+                self.num_classes = top + 1
+            if top >= self.num_classes:
+                raise InputError(
+                    f"expected labels in [0, {self.num_classes}) (got a label {top})"
+                )
+        elif y.dim() == 2:
+            if y.dtype != torch.float32:
+                raise InputError(f"expected multi-label 'y' to be float32 0/1 (got {_describe(y)})")
+            if not bool(((y == 0) | (y == 1)).all()):
+                raise InputError("expected multi-label 'y' to hold only 0 and 1 (got other values)")
+            if self.num_classes is None:
+                self.num_classes = y.shape[1]
+            if y.shape[1] != self.num_classes:
+                raise InputError(
+                    f"expected multi-label 'y' with {self.num_classes} columns (got {y.shape[1]})"
+                )
+        else:
+            raise InputError(f"expected 'y' to be [N] or [N, C] (got {_describe(y)})")
+        if self.num_classes < 2 and y.dim() == 1:
+            raise InputError(f"expected at least 2 classes (got num_classes={self.num_classes})")
+
+    def _check_masks(self) -> None:
+        n = self.num_nodes
+        masks = {m: getattr(self, m) for m in ("train_mask", "val_mask", "test_mask")}
+        for name, m in masks.items():
+            if m.dtype != torch.bool or m.shape != (n,):
+                raise InputError(f"expected '{name}' to be a bool tensor of shape ({n},) (got {_describe(m)})")
+            if not bool(m.any()):
+                raise InputError(f"expected '{name}' to select at least one node (got an empty mask)")
+        names = list(masks)
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                both = int((masks[a] & masks[b]).sum())
+                if both:
+                    raise InputError(f"expected disjoint splits (got {both} nodes in both '{a}' and '{b}')")
+        if self.y.dim() == 1:
+            any_split = masks["train_mask"] | masks["val_mask"] | masks["test_mask"]
+            unlabelled = int((any_split & (self.y < 0)).sum())
+            if unlabelled:
+                raise InputError(f"expected every node in a split to have a label (got {unlabelled} with -1)")
+
+    # ---------------------------------------------------------------- views
+    @property
+    def num_nodes(self) -> int:
+        return self.indptr.numel() - 1
+
+    @property
+    def num_edges(self) -> int:
+        return self.indices.numel()
+
+    @property
+    def num_features(self) -> int:
+        return self.x.shape[1]
+
+    @property
+    def multilabel(self) -> bool:
+        return self.y.dim() == 2
+
+    def edges(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(src, dst)`` of every edge, in CSR order."""
+        dst = torch.repeat_interleave(torch.arange(self.num_nodes), self.indptr.diff())
+        return self.indices, dst
+
+    def in_degrees(self) -> torch.Tensor:
+        return self.indptr.diff()
+
+    def dense_x(self) -> torch.Tensor:
+        return self.x.to_dense() if self.x.layout == torch.sparse_csr else self.x
+
+    def fingerprint(self) -> str:
+        """A sha256 over structure, features, labels and splits: the cache key of derived data."""
+        if self._fingerprint is None:
+            h = hashlib.sha256()
+            tensors = [self.indptr, self.indices, self.y, self.train_mask, self.val_mask, self.test_mask]
+            if self.x.layout == torch.sparse_csr:
+                tensors += [self.x.crow_indices(), self.x.col_indices(), self.x.values()]
+            else:
+                tensors.append(self.x)
+            for t in tensors:
+                h.update(str(tuple(t.shape)).encode())
+                h.update(t.contiguous().numpy().tobytes())
+            self._fingerprint = h.hexdigest()
+        return self._fingerprint
+
+    def with_structure(self, indptr: torch.Tensor, indices: torch.Tensor) -> "Graph":
+        """The same nodes, features, labels and splits over another edge set."""
+        return Graph(
+            indptr=indptr, indices=indices, x=self.x, y=self.y, train_mask=self.train_mask,
+            val_mask=self.val_mask, test_mask=self.test_mask, name=self.name, num_classes=self.num_classes,
+        )
+
+    def summary(self) -> dict:
+        return {
+            "name": self.name,
+            "nodes": self.num_nodes,
+            "edges": self.num_edges,
+            "features": self.num_features,
+            "classes": self.num_classes,
+            "multilabel": self.multilabel,
+            "sparse_features": self.x.layout == torch.sparse_csr,
+            "train": int(self.train_mask.sum()),
+            "val": int(self.val_mask.sum()),
+            "test": int(self.test_mask.sum()),
+        }
+
+    def __repr__(self) -> str:
+        s = self.summary()
+        return (
+            f"Graph(name={s['name']!r}, nodes={s['nodes']}, edges={s['edges']}, features={s['features']}, "
+            f"classes={s['classes']}, train/val/test={s['train']}/{s['val']}/{s['test']})"
+        )
