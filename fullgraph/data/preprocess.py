@@ -21,6 +21,8 @@ __all__ = [
     "gcn_norm",
     "mean_norm",
     "normalized",
+    "row_normalize_features",
+    "dedupe",
 ]
 
 
@@ -122,3 +124,21 @@ def normalized(indptr: torch.Tensor, indices: torch.Tensor, kind: str):
         a.data[:] = 1.0
         return from_scipy(a)
     raise ValueError(f"unknown normalization {kind!r} (expected 'gcn', 'mean' or 'self-loops')")
+
+
+def row_normalize_features(graph: Graph) -> Graph:
+    """Divide each feature row by its sum (rows summing to 0 stay 0), as Kipf & Welling's loader does."""
+    x = graph.x
+    if x.layout == torch.sparse_csr:
+        counts = x.crow_indices().diff()
+        sums = torch.zeros(x.shape[0], dtype=x.dtype).index_add_(
+            0, torch.repeat_interleave(torch.arange(x.shape[0]), counts), x.values())
+        inv = torch.where(sums != 0, 1.0 / sums, torch.zeros_like(sums))
+        vals = x.values() * torch.repeat_interleave(inv, counts)
+        x = torch.sparse_csr_tensor(x.crow_indices(), x.col_indices(), vals, size=x.shape)
+    else:
+        sums = x.sum(1, keepdim=True)
+        x = x * torch.where(sums != 0, 1.0 / sums, torch.zeros_like(sums))
+    return Graph(indptr=graph.indptr, indices=graph.indices, x=x, y=graph.y, train_mask=graph.train_mask,
+                 val_mask=graph.val_mask, test_mask=graph.test_mask, name=graph.name,
+                 num_classes=graph.num_classes)

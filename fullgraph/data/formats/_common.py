@@ -1,0 +1,196 @@
+"""Helpers shared by the format loaders: file checks, array conversion, and a strict text reader.
+
+The text reader exists because every text format here (edge lists, OGB's ``.csv.gz``) needs the
+same two things: speed on millions of lines, and an error that names the file and line when a
+line is malformed. It parses the whole file with numpy in one pass and, only when that fails,
+walks the lines in Python to find and report the first bad one.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import warnings
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from fullgraph.errors import InputError
+
+__all__ = [
+    "require_files", "features_to_torch", "labels_from_onehot", "mask_from_ids", "read_table",
+    "load_array",
+]
+
+
+def require_files(paths: Iterable[Path], what: str) -> None:
+    """Raise one error listing every missing file, so a user fetches them all in one go."""
+    missing = [str(p) for p in paths if not Path(p).is_file()]
+    if missing:
+        raise InputError(f"expected the {what} file(s) {', '.join(missing)} (not found)")
+
+
+def features_to_torch(x, what: str) -> torch.Tensor:
+    """Float32 features: sparse stays sparse (torch CSR, int64 indices), dense stays dense."""
+    if sp.issparse(x):
+        from fullgraph.data.safe_pickle import checked_csr
+
+        m = checked_csr(x, what)
+        m.sum_duplicates()
+        m.sort_indices()
+        return torch.sparse_csr_tensor(
+            torch.from_numpy(m.indptr.astype(np.int64)),
+            torch.from_numpy(m.indices.astype(np.int64)),
+            torch.from_numpy(m.data.astype(np.float32)),
+            size=m.shape,
+        )
+    x = np.asarray(x)
+    if x.ndim != 2 or not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)
+                           or x.dtype == np.bool_):
+        raise InputError(f"expected {what} to be a numeric [N, F] matrix (got {x.dtype} array of shape {x.shape})")
+    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+
+
+def labels_from_onehot(onehot: np.ndarray, what: str) -> np.ndarray:
+    """Class ids of one-hot rows; an all-zero row (a node without a label) becomes ``-1``."""
+    onehot = np.asarray(onehot)
+    if onehot.ndim != 2:
+        raise InputError(f"expected {what} to be one-hot [N, C] (got shape {onehot.shape})")
+    y = onehot.argmax(axis=1).astype(np.int64)
+    y[onehot.sum(axis=1) == 0] = -1
+    return y
+
+
+def mask_from_ids(ids, num_nodes: int, what: str) -> np.ndarray:
+    ids = np.asarray(ids).reshape(-1)
+    if ids.size and not np.issubdtype(ids.dtype, np.integer):
+        raise InputError(f"expected integer node ids in {what} (got {ids.dtype})")
+    ids = ids.astype(np.int64)
+    if ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
+        bad = ids[(ids < 0) | (ids >= num_nodes)]
+        raise InputError(f"expected node ids in [0, {num_nodes}) in {what} (got {bad.size} outside, e.g. {bad[0]})")
+    mask = np.zeros(num_nodes, dtype=bool)
+    mask[ids] = True
+    return mask
+
+
+def load_array(path: Path, what: str) -> np.ndarray:
+    """A plain ``.npy`` array (never pickled objects)."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise InputError(f"expected the {what} file {path} (not found)") from None
+    except (ValueError, OSError, EOFError) as e:
+        raise InputError(f"expected {path} to be a plain .npy array for the {what} (got {type(e).__name__}: {e})") from None
+
+
+# ------------------------------------------------------------------------------------ text tables
+def _read_text(path: Path) -> str:
+    try:
+        if str(path).endswith(".gz"):
+            with gzip.open(path, "rt", encoding="utf8") as f:
+                return f.read()
+        return Path(path).read_text(encoding="utf8")
+    except FileNotFoundError:
+        raise InputError(f"expected a file at {path} (not found)") from None
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise InputError(f"expected {path} to be a readable text file (got {type(e).__name__}: {e})") from None
+
+
+def _is_number_row(line: str) -> bool:
+    toks = line.replace(",", " ").split()
+    try:
+        [float(t) for t in toks]
+    except ValueError:
+        return False
+    return bool(toks)
+
+
+_SEPARATORS = np.array([ord(c) for c in " \t\r\v\f,"], dtype=np.uint8)
+_CHUNK = 1 << 26  # bytes per vectorized pass: bounds the temporaries on multi-GB files
+
+
+def _tokens_per_line(data: bytes) -> np.ndarray:
+    """How many values each non-blank line holds (a run of non-separator bytes is one value)."""
+    counts = []
+    begin, total = 0, len(data)
+    while begin < total:
+        end = total
+        if begin + _CHUNK < total:  # cut at a newline so that no line spans two chunks
+            end = data.rfind(b"\n", begin, begin + _CHUNK) + 1
+            if end <= begin:
+                end = data.find(b"\n", begin + _CHUNK) + 1 or total
+        b = np.frombuffer(data, dtype=np.uint8, count=end - begin, offset=begin)
+        newline = b == 10
+        token = ~(np.isin(b, _SEPARATORS) | newline)
+        starts = np.flatnonzero(token & ~np.concatenate(([False], token[:-1])))
+        per_line = np.bincount(np.searchsorted(np.flatnonzero(newline), starts))
+        counts.append(per_line[per_line > 0])
+        begin = end
+    return np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
+
+
+def _bad_line_error(text: str, path: Path, ncols: int, dtype, what: str) -> InputError:
+    conv = int if np.issubdtype(dtype, np.integer) else float
+    for lineno, line in enumerate(text.split("\n"), 1):
+        toks = line.replace(",", " ").split()
+        if not toks:
+            continue
+        if len(toks) != ncols:
+            return InputError(
+                f"expected {ncols} value(s) per line in the {what} {path} "
+                f"(got {len(toks)} on line {lineno}: {line.strip()[:80]!r})"
+            )
+        for t in toks:
+            try:
+                conv(t)
+            except ValueError:
+                kind = "an integer" if conv is int else "a number"
+                return InputError(f"expected {kind} in the {what} {path} (got {t[:40]!r} on line {lineno})")
+    return InputError(f"expected a numeric table in the {what} {path} (could not parse it)")
+
+
+def read_table(path: str | Path, *, dtype, what: str, ncols: int | None = None, header: bool | None = None,
+               comments: str | None = "#") -> np.ndarray:
+    """A whitespace- or comma-separated numeric table as a ``[rows, cols]`` array.
+
+    ``comments``: text from this character to the end of its line is ignored. ``header``: skip the
+    first non-blank line (``None``: skip it only when it is not numeric). Blank lines are ignored.
+    Every other line must hold the same number of values (``ncols`` when given, else as many as
+    the first); a violation, or a value that does not parse, is reported with its line number.
+    """
+    path = Path(path)
+    text = _read_text(path)
+    if comments and comments in text:
+        text = re.sub(re.escape(comments) + r"[^\n]*", "", text)  # keeps the newlines: line numbers hold
+    pos = 0
+    while pos < len(text):  # the first non-blank line: a header, and the column count
+        end = text.find("\n", pos)
+        end = len(text) if end < 0 else end
+        if text[pos:end].strip():
+            break
+        pos = end + 1
+    else:
+        return np.zeros((0, ncols or 0), dtype=dtype)
+    first = text[pos:end]
+    if header or (header is None and not _is_number_row(first)):
+        text = text[:pos] + text[end:]
+        rest = text[pos:].lstrip()
+        if not rest:
+            return np.zeros((0, ncols or 0), dtype=dtype)
+        first = rest.split("\n", 1)[0]
+    ncols = ncols or len(first.replace(",", " ").split())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            flat = np.fromstring(text.replace(",", " "), dtype=dtype, sep=" ")
+        except (ValueError, DeprecationWarning):
+            flat = None
+    if flat is not None:
+        per_line = _tokens_per_line(text.encode("utf8"))
+        if bool((per_line == ncols).all()) and flat.size == per_line.size * ncols:
+            return flat.reshape(per_line.size, ncols)
+    raise _bad_line_error(text, path, ncols, np.dtype(dtype), what)

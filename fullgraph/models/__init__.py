@@ -1,0 +1,28 @@
+"""Models as stacks of block layers. No distributed code lives here."""
+
+from __future__ import annotations
+
+from fullgraph.errors import InputError
+from fullgraph.models.base import GNN
+from fullgraph.models.gat import GAT
+from fullgraph.models.gcn import GCN
+from fullgraph.models.gcnii import GCNII
+from fullgraph.models.resgcn import ResGCNPlus
+from fullgraph.models.sage import GraphSAGE
+
+MODELS = {"gcn": GCN, "sage": GraphSAGE, "gat": GAT, "gcnii": GCNII, "resgcn+": ResGCNPlus}
+
+__all__ = ["GNN", "GCN", "GraphSAGE", "GAT", "GCNII", "ResGCNPlus", "MODELS", "build_model"]
+
+
+def build_model(name: str, in_dim: int, out_dim: int, *, layers: int, hidden: int, dropout: float,
+                heads: int = 8, gcnii_alpha: float = 0.1, gcnii_lambda: float = 0.5) -> GNN:
+    """The model called ``name`` with its own keyword set; unknown names are an ``InputError``."""
+    if name not in MODELS:
+        raise InputError(f"unknown model {name!r} (expected one of {', '.join(MODELS)})")
+    common = dict(layers=layers, dropout=dropout)
+    if name == "gat":
+        return GAT(in_dim, hidden, out_dim, heads=heads, **common)
+    if name == "gcnii":
+        return GCNII(in_dim, hidden, out_dim, alpha=gcnii_alpha, lam=gcnii_lambda, **common)
+    return MODELS[name](in_dim, hidden, out_dim, **common)

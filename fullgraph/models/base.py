@@ -1,0 +1,73 @@
+"""The shape every model shares: a node-wise ``pre``, a stack of graph ``layers``, a node-wise ``post``.
+
+Only the layers read the graph, and each reads it through one ``Block``:
+``h_dst = layer(block, h_src, h0_dst)``. ``pre`` and ``post`` act row by row, so any layout may run
+them on whatever rows it owns. A pipeline stage owns a run of layers; a graph-parallel rank owns a
+block per layer; neither needs the model to know about it. Models import no process group.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from fullgraph.ops import Block, SparseOp, matmul
+
+__all__ = ["GNN", "Linear", "glorot_"]
+
+
+def glorot_(w: torch.Tensor) -> torch.Tensor:
+    bound = math.sqrt(6.0 / (w.shape[-2] + w.shape[-1]))
+    with torch.no_grad():
+        return w.uniform_(-bound, bound)
+
+
+class Linear(nn.Module):
+    """``x W + b`` for dense input or constant sparse input features (``SparseOp``)."""
+
+    def __init__(self, d_in: int, d_out: int, bias: bool = True):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(d_in, d_out))
+        self.bias = nn.Parameter(torch.zeros(d_out)) if bias else None
+        glorot_(self.weight)
+
+    def forward(self, x: torch.Tensor | SparseOp) -> torch.Tensor:
+        out = matmul(x, self.weight)
+        return out + self.bias if self.bias is not None else out
+
+
+class GNN(nn.Module):
+    """Base of all models.
+
+    Subclasses set ``norm`` (the block normalization they aggregate with), ``uses_h0`` (whether
+    layers read the initial representation, as GCNII does) and fill ``self.layers``.
+    """
+
+    norm: str = "gcn"
+    uses_h0: bool = False
+
+    def pre(self, x: torch.Tensor | SparseOp) -> torch.Tensor | SparseOp:
+        return x
+
+    def post(self, h: torch.Tensor) -> torch.Tensor:
+        return h
+
+    def forward(self, blocks: Block | Sequence[Block], x: torch.Tensor | SparseOp) -> torch.Tensor:
+        """Logits of the dst rows of the last block (all nodes, in single-process training)."""
+        h = self.pre(x)
+        h0 = h if self.uses_h0 else None
+        for i, layer in enumerate(self.layers):
+            block = blocks if isinstance(blocks, Block) else blocks[i]
+            h = layer(block, h, None if h0 is None else h0[: block.num_dst])
+        return self.post(h)
+
+    def param_groups(self, weight_decay: float, conv_weight_decay: float | None = None) -> list[dict]:
+        """Optimizer groups; models with a separate decay for graph-layer weights override this."""
+        return [{"params": [p for p in self.parameters() if p.requires_grad], "weight_decay": weight_decay}]
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)

@@ -1,0 +1,65 @@
+"""GAT (Veličković et al.): multi-head attention over in-neighbours (self loops included).
+
+Hidden layers concatenate ``heads`` heads of ``hidden / heads`` features each and apply ELU; the
+last layer has one head. The softmax runs over each dst node's in-edges of the block, so a block
+holding only some dst rows computes exactly those rows' attention.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from fullgraph.errors import InputError
+from fullgraph.models.base import GNN, glorot_
+from fullgraph.ops import Block, dropout, matmul
+
+
+def edge_softmax(scores: torch.Tensor, dst: torch.Tensor, num_dst: int) -> torch.Tensor:
+    """Softmax of ``scores [E, heads]`` over the edges that share a dst node."""
+    heads = scores.shape[1]
+    idx = dst.unsqueeze(1).expand(-1, heads)
+    top = torch.full((num_dst, heads), float("-inf"), dtype=scores.dtype)
+    top = top.scatter_reduce(0, idx, scores, reduce="amax", include_self=True)
+    e = (scores - top.gather(0, idx)).exp()
+    denom = torch.zeros((num_dst, heads), dtype=scores.dtype).index_add_(0, dst, e)
+    return e / denom.gather(0, idx)
+
+
+class GATLayer(nn.Module):
+    def __init__(self, d_in: int, d_head: int, heads: int, *, last: bool, dropout: float):
+        super().__init__()
+        self.heads, self.d_head, self.last, self.dropout = heads, d_head, last, dropout
+        self.weight = nn.Parameter(glorot_(torch.empty(d_in, heads * d_head)))
+        self.att_src = nn.Parameter(glorot_(torch.empty(heads, d_head)))
+        self.att_dst = nn.Parameter(glorot_(torch.empty(heads, d_head)))
+        self.bias = nn.Parameter(torch.zeros(heads * d_head))
+
+    def forward(self, block: Block, h, h0=None) -> torch.Tensor:
+        h = dropout(h, self.dropout, self.training)
+        wh = matmul(h, self.weight).view(-1, self.heads, self.d_head)
+        src, dst = block.edges()
+        s_src = (wh * self.att_src).sum(-1)  # [num_src, heads]
+        s_dst = (wh[: block.num_dst] * self.att_dst).sum(-1)
+        scores = F.leaky_relu(s_src[src] + s_dst[dst], 0.2)
+        alpha = edge_softmax(scores, dst, block.num_dst)
+        msg = wh[src] * alpha.unsqueeze(-1)
+        out = torch.zeros((block.num_dst, self.heads, self.d_head), dtype=wh.dtype).index_add_(0, dst, msg)
+        out = out.reshape(block.num_dst, -1) + self.bias
+        return out if self.last else F.elu(out)
+
+
+class GAT(GNN):
+    norm = "self-loops"
+
+    def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int, heads: int = 8,
+                 dropout: float = 0.6):
+        super().__init__()
+        if hidden % heads:
+            raise InputError(f"expected --hidden to be a multiple of --heads (got hidden={hidden}, heads={heads})")
+        d_head = hidden // heads
+        dims = [in_dim] + [hidden] * (layers - 1)
+        mods = [GATLayer(dims[i], d_head, heads, last=False, dropout=dropout) for i in range(layers - 1)]
+        mods.append(GATLayer(dims[-1], out_dim, 1, last=True, dropout=dropout))
+        self.layers = nn.ModuleList(mods)

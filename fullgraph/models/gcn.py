@@ -1,0 +1,38 @@
+"""GCN (Kipf & Welling): ``H' = dropout(relu(Â H W + b))``, the last layer without ReLU/dropout."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from fullgraph.models.base import GNN, glorot_
+from fullgraph.ops import Block, dropout, gcn_layer
+
+
+class GCNLayer(nn.Module):
+    def __init__(self, d_in: int, d_out: int, *, last: bool, dropout: float):
+        super().__init__()
+        self.weight = nn.Parameter(glorot_(torch.empty(d_in, d_out)))
+        self.bias = nn.Parameter(torch.zeros(d_out))
+        self.last, self.dropout = last, dropout
+
+    def forward(self, block: Block, h, h0=None) -> torch.Tensor:
+        return gcn_layer(block.adj, h, self.weight, self.bias, relu=not self.last,
+                         dropout=0.0 if self.last else self.dropout, training=self.training)
+
+
+class GCN(GNN):
+    """``layers`` GCN layers: in → hidden → … → classes. Input features are dropped out too."""
+
+    norm = "gcn"
+
+    def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float = 0.5):
+        super().__init__()
+        dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
+        self.dropout = dropout
+        self.layers = nn.ModuleList(
+            GCNLayer(dims[i], dims[i + 1], last=i == layers - 1, dropout=dropout) for i in range(layers)
+        )
+
+    def pre(self, x):
+        return dropout(x, self.dropout, self.training)

@@ -1,0 +1,49 @@
+"""ResGCN+ (DeeperGCN's pre-activation residual): ``H' = H + GCN(dropout(relu(norm(H))))``.
+
+The first layer is a plain GCN convolution; every later layer adds its input back. Normalization is
+per node (LayerNorm), not BatchNorm: batch statistics would couple all nodes of the graph, so a
+part, stage or chunk could not compute its rows without the others, and every layout would need
+extra collectives to stay exact.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from fullgraph.models.base import GNN, Linear, glorot_
+from fullgraph.ops import Block, dropout, gcn_layer
+
+
+class ResGCNLayer(nn.Module):
+    def __init__(self, hidden: int, *, first: bool, dropout: float):
+        super().__init__()
+        self.first, self.dropout = first, dropout
+        self.norm = None if first else nn.LayerNorm(hidden)
+        self.weight = nn.Parameter(glorot_(torch.empty(hidden, hidden)))
+        self.bias = nn.Parameter(torch.zeros(hidden))
+
+    def forward(self, block: Block, h, h0=None) -> torch.Tensor:
+        if self.first:
+            return gcn_layer(block.adj, h, self.weight, self.bias, relu=False)
+        z = dropout(F.relu(self.norm(h)), self.dropout, self.training)
+        return h[: block.num_dst] + gcn_layer(block.adj, z, self.weight, self.bias, relu=False)
+
+
+class ResGCNPlus(GNN):
+    norm = "gcn"
+
+    def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float = 0.5):
+        super().__init__()
+        self.dropout = dropout
+        self.encoder = Linear(in_dim, hidden)
+        self.layers = nn.ModuleList(ResGCNLayer(hidden, first=i == 0, dropout=dropout) for i in range(layers))
+        self.final_norm = nn.LayerNorm(hidden)
+        self.decoder = Linear(hidden, out_dim)
+
+    def pre(self, x):
+        return self.encoder(x)
+
+    def post(self, h):
+        return self.decoder(dropout(F.relu(self.final_norm(h)), self.dropout, self.training))

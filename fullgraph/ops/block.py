@@ -1,0 +1,61 @@
+"""``Block``: the one thing a layer sees of the graph.
+
+A block is a sparse matrix whose rows are the nodes being computed (dst) and whose columns are the
+nodes read (src); the dst nodes are the first ``num_dst`` src nodes, so a layer finds a dst node's
+own embedding at ``h_src[:num_dst]``. Single-process training uses one block for the whole graph;
+the parallel layouts build one per part, stage or chunk and hand it to the same layer code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from fullgraph.data.preprocess import normalized
+from fullgraph.ops.sparse import SparseOp
+
+__all__ = ["Block"]
+
+
+@dataclass(eq=False)
+class Block:
+    """A normalized aggregation matrix ``[num_dst, num_src]`` plus its edge list on demand.
+
+    Attributes:
+        adj: the aggregation matrix the model asked for (``gcn``: D^-1/2 (A+I) D^-1/2, ``mean``:
+            row-normalized A, ``self-loops``: A+I with unit values for attention models).
+        norm: which of those it is.
+    """
+
+    adj: SparseOp
+    norm: str
+    _edges: tuple[torch.Tensor, torch.Tensor] | None = field(default=None, repr=False)
+
+    @property
+    def num_dst(self) -> int:
+        return self.adj.shape[0]
+
+    @property
+    def num_src(self) -> int:
+        return self.adj.shape[1]
+
+    def edges(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(src, dst)`` local ids of every stored entry, in CSR order (for attention)."""
+        if self._edges is None:
+            dst = torch.repeat_interleave(torch.arange(self.num_dst), self.adj.indptr.diff())
+            self._edges = (self.adj.indices, dst)
+        return self._edges
+
+    @classmethod
+    def from_csr(cls, indptr: torch.Tensor, indices: torch.Tensor, norm: str,
+                 num_src: int | None = None) -> "Block":
+        """Normalize the in-edge CSR of a square graph and wrap it (single-process blocks)."""
+        ip, ix, vals = normalized(indptr, indices, norm)
+        n = ip.numel() - 1
+        symmetric = None if norm == "gcn" else False
+        return cls(SparseOp(ip, ix, vals, (n, num_src or n), symmetric=symmetric), norm)
+
+    @classmethod
+    def from_graph(cls, graph, norm: str) -> "Block":
+        return cls.from_csr(graph.indptr, graph.indices, norm)

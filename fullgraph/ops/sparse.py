@@ -1,0 +1,157 @@
+"""Local sparse-dense products with hand-written backward passes (no communication here).
+
+``SparseOp`` wraps a CSR matrix together with its transpose, built once. PyTorch's own autograd for
+``sparse_csr @ dense`` rebuilds the transpose on every backward call, which costs more than the
+product itself; here the transpose is kept (or shared, when the matrix is symmetric), and gradients
+never flow into the sparse values (normalized adjacencies and input features are constants).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+# PyTorch marks its CSR support "beta" with a warning on every construction; the operations used
+# here (CSR @ dense on CPU and CUDA) are stable and covered by this package's tests.
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+
+__all__ = ["SparseOp", "spmm", "matmul", "dropout"]
+
+
+def _csr(indptr: torch.Tensor, indices: torch.Tensor, values: torch.Tensor, shape) -> torch.Tensor:
+    return torch.sparse_csr_tensor(indptr, indices, values, size=tuple(shape), check_invariants=False)
+
+
+class SparseOp:
+    """A constant sparse matrix ``A`` (CSR, float32) that can multiply dense matrices both ways.
+
+    Args:
+        indptr, indices, values: CSR arrays (int64, int64, float32), canonical (sorted, no duplicates).
+        shape: ``(rows, cols)``.
+        symmetric: ``True`` if ``A == Aᵀ``, so the transpose is ``A`` itself; ``None`` checks.
+    """
+
+    def __init__(self, indptr, indices, values, shape, symmetric: bool | None = False):
+        self.shape = (int(shape[0]), int(shape[1]))
+        self.indptr, self.indices, self.values = indptr, indices, values
+        self.A = _csr(indptr, indices, values, self.shape)
+        self._perm: torch.Tensor | None = None  # CSR position of each entry of Aᵀ, in Aᵀ's order
+        self._At: torch.Tensor | None = None
+        if symmetric is None:
+            symmetric = self.shape[0] == self.shape[1] and self._is_symmetric()
+        self.symmetric = bool(symmetric)
+
+    @classmethod
+    def from_tensor(cls, t: torch.Tensor) -> "SparseOp":
+        t = t.to_sparse_csr() if t.layout != torch.sparse_csr else t
+        return cls(t.crow_indices().to(torch.int64), t.col_indices().to(torch.int64), t.values(), t.shape)
+
+    def _scipy(self, data=None) -> sp.csr_matrix:
+        data = self.values.numpy() if data is None else data
+        return sp.csr_matrix((data, self.indices.numpy(), self.indptr.numpy()), shape=self.shape)
+
+    def _is_symmetric(self) -> bool:
+        a = self._scipy()
+        return (a != a.T).nnz == 0
+
+    @property
+    def nnz(self) -> int:
+        return self.indices.numel()
+
+    @property
+    def At(self) -> torch.Tensor:
+        """``Aᵀ`` as CSR, built on first use and kept."""
+        if self.symmetric:
+            return self.A
+        if self._At is None:
+            self._transpose_structure()
+            vals = self.values[self._perm]
+            self._At = _csr(self._t_indptr, self._t_indices, vals, self.shape[::-1])
+        return self._At
+
+    def _transpose_structure(self) -> None:
+        if self._perm is None:
+            pos = self._scipy(np.arange(1, self.nnz + 1, dtype=np.int64)).T.tocsr()
+            pos.sort_indices()
+            self._perm = torch.from_numpy(pos.data - 1)
+            self._t_indptr = torch.from_numpy(pos.indptr.astype(np.int64))
+            self._t_indices = torch.from_numpy(pos.indices.astype(np.int64))
+
+    def with_values(self, values: torch.Tensor) -> "SparseOp":
+        """The same structure with other values; the transpose's index arrays are shared, so a
+        per-epoch dropout of sparse features costs one gather, not a transposition."""
+        out = SparseOp(self.indptr, self.indices, values, self.shape, symmetric=False)
+        self._transpose_structure()
+        out._perm, out._t_indptr, out._t_indices = self._perm, self._t_indptr, self._t_indices
+        return out
+
+    def rows(self, n: int) -> "SparseOp":
+        """The first ``n`` rows (the dst rows of a block whose dst nodes lead its src nodes)."""
+        if n == self.shape[0]:
+            return self
+        end = int(self.indptr[n])
+        return SparseOp(self.indptr[: n + 1], self.indices[:end], self.values[:end], (n, self.shape[1]))
+
+    def to_dense(self) -> torch.Tensor:
+        return self.A.to_dense()
+
+    def to(self, device) -> "SparseOp":
+        out = SparseOp(self.indptr.to(device), self.indices.to(device), self.values.to(device), self.shape,
+                       symmetric=self.symmetric)
+        return out
+
+    def __repr__(self) -> str:
+        return f"SparseOp(shape={self.shape}, nnz={self.nnz}, symmetric={self.symmetric})"
+
+
+class _SpMM(torch.autograd.Function):
+    """``A @ x`` with ``∂/∂x = Aᵀ @ g`` from the kept transpose; no gradient for ``A``."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, op: SparseOp) -> torch.Tensor:
+        ctx.op = op
+        return op.A @ x
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):
+        if not ctx.needs_input_grad[0]:
+            return None, None
+        return ctx.op.At @ g.contiguous(), None
+
+
+def spmm(op: SparseOp, x: torch.Tensor) -> torch.Tensor:
+    """``op.A @ x`` for a dense ``x``, differentiable in ``x``."""
+    return _SpMM.apply(x.contiguous(), op)
+
+
+class _SparseLeftMatmul(torch.autograd.Function):
+    """``X @ W`` for a constant sparse ``X``: ``∂/∂W = Xᵀ @ g``."""
+
+    @staticmethod
+    def forward(ctx, w: torch.Tensor, x: SparseOp) -> torch.Tensor:
+        ctx.x = x
+        return x.A @ w
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):
+        return ctx.x.At @ g.contiguous(), None
+
+
+def matmul(x: torch.Tensor | SparseOp, w: torch.Tensor) -> torch.Tensor:
+    """``x @ w`` where ``x`` is a dense tensor or a constant sparse matrix (input features)."""
+    if isinstance(x, SparseOp):
+        return _SparseLeftMatmul.apply(w, x)
+    return x @ w
+
+
+def dropout(x: torch.Tensor | SparseOp, p: float, training: bool):
+    """Inverted dropout; for sparse input it drops stored entries only (zeros stay zeros)."""
+    if not training or p == 0.0:
+        return x
+    if isinstance(x, SparseOp):
+        keep = torch.rand(x.values.shape) >= p
+        return x.with_values(x.values * keep / (1.0 - p))
+    return torch.nn.functional.dropout(x, p, training=True)

@@ -1,0 +1,45 @@
+"""Loss and accuracy over a subset of nodes.
+
+The loss is a *sum* over the selected nodes divided by a count the caller passes in. In a single
+process that count is the number of training nodes; a layout that splits the nodes passes the
+global count, so that P ranks together compute exactly the single-process gradient.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.nn import functional as F
+
+__all__ = ["loss_sum", "masked_loss", "correct_count", "accuracy"]
+
+
+def loss_sum(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Summed cross-entropy (single-label ``y [n]``) or summed binary cross-entropy per node
+    (multi-label ``y [n, C]``, averaged over the ``C`` labels of a node)."""
+    if y.dim() == 2:
+        return F.binary_cross_entropy_with_logits(logits, y, reduction="none").mean(1).sum()
+    return F.cross_entropy(logits, y, reduction="sum")
+
+
+def masked_loss(logits: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, count: int | None = None):
+    count = int(mask.sum()) if count is None else count
+    return loss_sum(logits[mask], y[mask]) / count
+
+
+def correct_count(logits: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+    """``(correct, total)``: argmax hits for single-label; for multi-label the micro-F1 numerator
+    and denominator (2·TP and 2·TP + FP + FN), so sums over parts give the global micro-F1."""
+    if y.dim() == 2:
+        pred = logits > 0
+        truth = y > 0.5
+        tp = (pred & truth).sum().item()
+        fp = (pred & ~truth).sum().item()
+        fn = (~pred & truth).sum().item()
+        return 2.0 * tp, 2.0 * tp + fp + fn
+    return float((logits.argmax(1) == y).sum().item()), float(y.numel())
+
+
+def accuracy(logits: torch.Tensor, y: torch.Tensor, mask: torch.Tensor) -> float:
+    """Accuracy (micro-F1 for multi-label) of the masked nodes."""
+    hit, total = correct_count(logits[mask], y[mask])
+    return hit / total if total else 0.0

@@ -1,0 +1,81 @@
+"""Where a run's numbers go: a progress display, ``metrics.jsonl`` and ``summary.json``.
+
+A terminal gets a tqdm bar; anything else (a log file, CI) gets plain lines, one per evaluation.
+Files are written to a temporary name and renamed, so an interrupted run never leaves a
+half-written summary over a good one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+log = logging.getLogger("fullgraph")
+
+__all__ = ["Progress", "RunWriter", "write_json_atomic"]
+
+
+def write_json_atomic(path: Path, obj) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+    os.replace(tmp, path)
+
+
+class Progress:
+    def __init__(self, total: int, mode: str = "auto", desc: str = "train"):
+        if mode == "auto":
+            mode = "bar" if sys.stderr.isatty() else "lines"
+        self.mode = mode
+        self.bar = tqdm(total=total, desc=desc, unit="epoch", dynamic_ncols=True) if mode == "bar" else None
+
+    def update(self, record: dict) -> None:
+        if self.bar is not None:
+            post = {"loss": f"{record['loss']:.4f}"}
+            if "val_acc" in record:
+                post["val"] = f"{record['val_acc']:.4f}"
+            self.bar.set_postfix(post, refresh=False)
+            self.bar.update(1)
+        elif self.mode == "lines" and "val_acc" in record:
+            log.info(
+                "epoch %4d  loss %.4f  train %.4f  val %.4f  test %.4f  (%.3f s/epoch)",
+                record["epoch"], record["loss"], record["train_acc"], record["val_acc"], record["test_acc"],
+                record["epoch_time_s"],
+            )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class RunWriter:
+    """Appends one JSON object per epoch to ``metrics.jsonl`` and writes ``summary.json`` at the end."""
+
+    def __init__(self, out: str | None):
+        self.dir = Path(out) if out else None
+        self._f = None
+        if self.dir is not None:
+            if self.dir.exists() and not self.dir.is_dir():
+                from fullgraph.errors import InputError
+
+                raise InputError(f"expected --out to be a folder (got the file {self.dir})")
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._f = (self.dir / "metrics.jsonl").open("w")
+
+    def epoch(self, record: dict) -> None:
+        if self._f is not None:
+            self._f.write(json.dumps(record) + "\n")
+            self._f.flush()
+
+    def summary(self, summary: dict) -> None:
+        if self.dir is not None:
+            write_json_atomic(self.dir / "summary.json", summary)
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
