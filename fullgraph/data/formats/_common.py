@@ -41,12 +41,15 @@ def features_to_torch(x, what: str) -> torch.Tensor:
         m = checked_csr(x, what)
         m.sum_duplicates()
         m.sort_indices()
-        return torch.sparse_csr_tensor(
-            torch.from_numpy(m.indptr.astype(np.int64)),
-            torch.from_numpy(m.indices.astype(np.int64)),
-            torch.from_numpy(m.data.astype(np.float32)),
-            size=m.shape,
-        )
+        with warnings.catch_warnings():  # torch's one-time "sparse CSR is in beta" notice
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+            return torch.sparse_csr_tensor(
+                torch.from_numpy(m.indptr.astype(np.int64)),
+                torch.from_numpy(m.indices.astype(np.int64)),
+                torch.from_numpy(m.data.astype(np.float32)),
+                size=m.shape,
+                check_invariants=False,  # checked_csr has just validated the same arrays
+            )
     x = np.asarray(x)
     if x.ndim != 2 or not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)
                            or x.dtype == np.bool_):

@@ -1,0 +1,126 @@
+"""Your own graph from plain files: an edge list, a feature matrix, labels, and optionally a split.
+
+This is the way in for data that no benchmark loader knows. The files:
+
+* edges: text, one ``src dst`` pair per line (whitespace or comma separated; a third column, e.g.
+  a weight, is accepted and ignored), ``#`` starts a comment, a non-numeric first line (a header
+  such as ``node_id<TAB>node_id``) is skipped; or a ``.npy`` int array [E, 2];
+* features: ``.npy`` [N, F], ``.npz`` as written by ``scipy.sparse.save_npz`` (stays sparse), or
+  text with one row of numbers per node;
+* labels: ``.npy`` or text; one value per node (a class id, ``-1`` for unlabelled) or one 0/1 row
+  per node (multi-label);
+* splits (optional, all three or none): ``.npy`` bool masks or id arrays, or text with one node id
+  per line. Without them a single-label graph gets the seeded per-class split
+  (:func:`fullgraph.data.splits.per_class_split`).
+
+Node ids run from 0 to N-1 with N = the number of label rows. Edges are kept as given (directed);
+``datasets.preprocess`` symmetrizes. Every malformed line is reported with its file and line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from fullgraph.data.formats._common import features_to_torch, load_array, mask_from_ids, read_table
+from fullgraph.data.graph import Graph
+from fullgraph.data.splits import per_class_split
+from fullgraph.errors import InputError
+
+__all__ = ["load_edgelist", "read_edges"]
+
+
+def _exists(path: Path, what: str) -> Path:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"expected the {what} file {path} (not found)")
+    return path
+
+
+def read_edges(path: str | Path, *, header: bool | None = None) -> np.ndarray:
+    """Edges ``[E, 2]`` (int64) from a text edge list or a ``.npy`` array."""
+    path = _exists(Path(path), "edge list")
+    if path.suffix == ".npy":
+        edges = load_array(path, "edge list")
+        if edges.ndim != 2 or edges.shape[1] != 2 or not np.issubdtype(edges.dtype, np.integer):
+            raise InputError(f"expected an integer [E, 2] array in {path} (got {edges.dtype} {edges.shape})")
+        return edges.astype(np.int64)
+    edges = read_table(path, dtype=np.int64, what="edge list", header=header)
+    if edges.shape[0] and edges.shape[1] not in (2, 3):
+        raise InputError(f"expected 'src dst' (and optionally a weight) per line in {path} (got {edges.shape[1]} values per line)")
+    if edges.shape[0] == 0:
+        raise InputError(f"expected at least one edge in {path} (got none)")
+    return np.ascontiguousarray(edges[:, :2])
+
+
+def _features(path: Path):
+    path = _exists(path, "features")
+    if path.suffix == ".npy":
+        return load_array(path, "features")
+    if path.suffix == ".npz":
+        try:
+            return sp.load_npz(path)
+        except (ValueError, OSError, KeyError) as e:
+            raise InputError(f"expected {path} to be a scipy.sparse.save_npz file (got {type(e).__name__}: {e})") from None
+    return read_table(path, dtype=np.float32, what="features", header=False)
+
+
+def _labels(path: Path) -> torch.Tensor:
+    path = _exists(path, "labels")
+    arr = load_array(path, "labels") if path.suffix == ".npy" else read_table(path, dtype=np.int64, what="labels", header=False)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim == 1:
+        if not np.issubdtype(arr.dtype, np.integer):
+            raise InputError(f"expected integer class ids in {path} (got {arr.dtype})")
+        return torch.from_numpy(arr.astype(np.int64))
+    if arr.ndim == 2:
+        if not np.isin(arr, (0, 1)).all():
+            raise InputError(f"expected 0/1 entries in the multi-label rows of {path}")
+        return torch.from_numpy(arr.astype(np.float32))
+    raise InputError(f"expected labels [N] or [N, C] in {path} (got shape {arr.shape})")
+
+
+def _mask(path: Path, n: int, what: str) -> torch.Tensor:
+    path = _exists(path, f"{what} split")
+    if path.suffix == ".npy":
+        arr = load_array(path, f"{what} split")
+        if arr.dtype == np.bool_:
+            if arr.shape != (n,):
+                raise InputError(f"expected a boolean mask of shape ({n},) in {path} (got {arr.shape})")
+            return torch.from_numpy(arr.copy())
+    else:
+        arr = read_table(path, dtype=np.int64, what=f"{what} split", ncols=1, header=False)
+    return torch.from_numpy(mask_from_ids(arr, n, str(path)))
+
+
+def load_edgelist(edges: str | Path, features: str | Path, labels: str | Path, *,
+                  train: str | Path | None = None, val: str | Path | None = None, test: str | Path | None = None,
+                  name: str | None = None, seed: int = 0, header: bool | None = None,
+                  train_per_class: int = 20, val_per_class: int = 30) -> Graph:
+    """A graph from an edge list, features, labels and (optionally) split files; see the module doc."""
+    e = read_edges(edges, header=header)
+    y = _labels(Path(labels))
+    n = y.shape[0]
+    x = features_to_torch(_features(Path(features)), f"features {features}")
+    if x.shape[0] != n:
+        raise InputError(f"expected one feature row per labelled node, {n} rows, in {features} (got {x.shape[0]})")
+    if e.size and (e.min() < 0 or e.max() >= n):
+        bad = e[(e < 0) | (e >= n)]
+        raise InputError(f"expected node ids in [0, {n}) (one per label row) in {edges} (got {bad.size} outside, e.g. {bad[0]})")
+    given = [p is not None for p in (train, val, test)]
+    if any(given) and not all(given):
+        raise InputError("expected all three split files (train, val, test) or none (got only some)")
+    if all(given):
+        masks = [_mask(Path(p), n, w) for p, w in ((train, "train"), (val, "val"), (test, "test"))]
+    elif y.dim() == 1:
+        masks = list(per_class_split(y, train_per_class, val_per_class, seed=seed))
+    else:
+        raise InputError("expected split files for a multi-label graph (a per-class split needs single labels)")
+    return Graph.from_edges(
+        torch.from_numpy(e[:, 0].copy()), torch.from_numpy(e[:, 1].copy()), n,
+        x=x, y=y, train_mask=masks[0], val_mask=masks[1], test_mask=masks[2], name=name or Path(edges).stem,
+    )
