@@ -34,7 +34,9 @@ def per_class_split(y, train_per_class: int = 20, val_per_class: int = 30, seed:
     if y.dim() != 1:
         raise InputError(f"expected single-label y of shape [N] for a per-class split (got shape {tuple(y.shape)})")
     if train_per_class < 1 or val_per_class < 0:
-        raise InputError(f"expected train_per_class >= 1 and val_per_class >= 0 (got {train_per_class}, {val_per_class})")
+        raise InputError(
+            f"expected train_per_class >= 1 and val_per_class >= 0 (got {train_per_class}, {val_per_class})"
+        )
     labels = y.numpy().astype(np.int64)
     n = labels.size
     rng = np.random.default_rng(seed)

@@ -87,7 +87,9 @@ def load_array(path: Path, what: str) -> np.ndarray:
     except FileNotFoundError:
         raise InputError(f"expected the {what} file {path} (not found)") from None
     except (ValueError, OSError, EOFError) as e:
-        raise InputError(f"expected {path} to be a plain .npy array for the {what} (got {type(e).__name__}: {e})") from None
+        raise InputError(
+            f"expected {path} to be a plain .npy array for the {what} (got {type(e).__name__}: {e})"
+        ) from None
 
 
 # ------------------------------------------------------------------------------------ text tables
@@ -136,8 +138,8 @@ def _tokens_per_line(data: bytes) -> np.ndarray:
     return np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
 
 
-def _bad_line_error(text: str, path: Path, ncols: int, dtype, what: str) -> InputError:
-    conv = int if np.issubdtype(dtype, np.integer) else float
+def _bad_line_error(text: str, path: Path, ncols: int, dtype, what: str, int_columns: int) -> InputError:
+    all_int = np.issubdtype(dtype, np.integer)
     for lineno, line in enumerate(text.split("\n"), 1):
         toks = line.replace(",", " ").split()
         if not toks:
@@ -147,7 +149,8 @@ def _bad_line_error(text: str, path: Path, ncols: int, dtype, what: str) -> Inpu
                 f"expected {ncols} value(s) per line in the {what} {path} "
                 f"(got {len(toks)} on line {lineno}: {line.strip()[:80]!r})"
             )
-        for t in toks:
+        for j, t in enumerate(toks):
+            conv = int if all_int or j < int_columns else float
             try:
                 conv(t)
             except ValueError:
@@ -157,13 +160,15 @@ def _bad_line_error(text: str, path: Path, ncols: int, dtype, what: str) -> Inpu
 
 
 def read_table(path: str | Path, *, dtype, what: str, ncols: int | None = None, header: bool | None = None,
-               comments: str | None = "#") -> np.ndarray:
+               comments: str | None = "#", int_columns: int = 0) -> np.ndarray:
     """A whitespace- or comma-separated numeric table as a ``[rows, cols]`` array.
 
     ``comments``: text from this character to the end of its line is ignored. ``header``: skip the
     first non-blank line (``None``: skip it only when it is not numeric). Blank lines are ignored.
     Every other line must hold the same number of values (``ncols`` when given, else as many as
     the first); a violation, or a value that does not parse, is reported with its line number.
+    ``int_columns``: with a float ``dtype``, the first this many columns must still be integers
+    (an edge list with a weight column).
     """
     path = Path(path)
     text = _read_text(path)
@@ -195,5 +200,8 @@ def read_table(path: str | Path, *, dtype, what: str, ncols: int | None = None, 
     if flat is not None:
         per_line = _tokens_per_line(text.encode("utf8"))
         if bool((per_line == ncols).all()) and flat.size == per_line.size * ncols:
-            return flat.reshape(per_line.size, ncols)
-    raise _bad_line_error(text, path, ncols, np.dtype(dtype), what)
+            table = flat.reshape(per_line.size, ncols)
+            ids = table[:, :int_columns]
+            if not int_columns or bool((ids == np.round(ids)).all()):
+                return table
+    raise _bad_line_error(text, path, ncols, np.dtype(dtype), what, int_columns)

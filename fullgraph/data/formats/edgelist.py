@@ -48,9 +48,14 @@ def read_edges(path: str | Path, *, header: bool | None = None) -> np.ndarray:
         if edges.ndim != 2 or edges.shape[1] != 2 or not np.issubdtype(edges.dtype, np.integer):
             raise InputError(f"expected an integer [E, 2] array in {path} (got {edges.dtype} {edges.shape})")
         return edges.astype(np.int64)
-    edges = read_table(path, dtype=np.int64, what="edge list", header=header)
+    try:
+        edges = read_table(path, dtype=np.int64, what="edge list", header=header)
+    except InputError:  # perhaps a float weight column: read as floats, ids still checked as integers
+        edges = read_table(path, dtype=np.float64, what="edge list", header=header, int_columns=2).astype(np.int64)
     if edges.shape[0] and edges.shape[1] not in (2, 3):
-        raise InputError(f"expected 'src dst' (and optionally a weight) per line in {path} (got {edges.shape[1]} values per line)")
+        raise InputError(
+            f"expected 'src dst' (and optionally a weight) per line in {path} (got {edges.shape[1]} values per line)"
+        )
     if edges.shape[0] == 0:
         raise InputError(f"expected at least one edge in {path} (got none)")
     return np.ascontiguousarray(edges[:, :2])
@@ -64,13 +69,18 @@ def _features(path: Path):
         try:
             return sp.load_npz(path)
         except (ValueError, OSError, KeyError) as e:
-            raise InputError(f"expected {path} to be a scipy.sparse.save_npz file (got {type(e).__name__}: {e})") from None
+            raise InputError(
+                f"expected {path} to be a scipy.sparse.save_npz file (got {type(e).__name__}: {e})"
+            ) from None
     return read_table(path, dtype=np.float32, what="features", header=False)
 
 
 def _labels(path: Path) -> torch.Tensor:
     path = _exists(path, "labels")
-    arr = load_array(path, "labels") if path.suffix == ".npy" else read_table(path, dtype=np.int64, what="labels", header=False)
+    if path.suffix == ".npy":
+        arr = load_array(path, "labels")
+    else:
+        arr = read_table(path, dtype=np.int64, what="labels", header=False)
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
     if arr.ndim == 1:
@@ -110,7 +120,9 @@ def load_edgelist(edges: str | Path, features: str | Path, labels: str | Path, *
         raise InputError(f"expected one feature row per labelled node, {n} rows, in {features} (got {x.shape[0]})")
     if e.size and (e.min() < 0 or e.max() >= n):
         bad = e[(e < 0) | (e >= n)]
-        raise InputError(f"expected node ids in [0, {n}) (one per label row) in {edges} (got {bad.size} outside, e.g. {bad[0]})")
+        raise InputError(
+            f"expected node ids in [0, {n}) (one per label row) in {edges} (got {bad.size} outside, e.g. {bad[0]})"
+        )
     given = [p is not None for p in (train, val, test)]
     if any(given) and not all(given):
         raise InputError("expected all three split files (train, val, test) or none (got only some)")

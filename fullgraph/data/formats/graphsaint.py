@@ -36,7 +36,9 @@ def _json(path: Path, what: str):
         with open(path, encoding="utf8") as f:
             return json.load(f)
     except json.JSONDecodeError as e:
-        raise InputError(f"expected {path} to be JSON ({what}) (got a syntax error at line {e.lineno}: {e.msg})") from None
+        raise InputError(
+            f"expected {path} to be JSON ({what}) (got a syntax error at line {e.lineno}: {e.msg})"
+        ) from None
 
 
 def _labels(class_map, n: int, path: Path) -> tuple[torch.Tensor, int | None]:
@@ -65,7 +67,9 @@ def _labels(class_map, n: int, path: Path) -> tuple[torch.Tensor, int | None]:
         if y[ids].min() < 0:
             raise InputError(f"expected labels >= 0 in {path} (got {y[ids].min()})")
         return torch.from_numpy(y), None
-    raise InputError(f"expected every label in {path} to be an int (single-label) or every one a 0/1 list (multi-label)")
+    raise InputError(
+        f"expected every label in {path} to be an int (single-label) or every one a 0/1 list (multi-label)"
+    )
 
 
 def load_graphsaint(folder: str | Path, name: str | None = None) -> Graph:
@@ -75,7 +79,9 @@ def load_graphsaint(folder: str | Path, name: str | None = None) -> Graph:
     try:
         adj = sp.load_npz(folder / "adj_full.npz")  # save_npz output: plain arrays, no pickle
     except (ValueError, OSError, KeyError) as e:
-        raise InputError(f"expected {folder / 'adj_full.npz'} to be a scipy.sparse.save_npz file (got {type(e).__name__}: {e})") from None
+        raise InputError(
+            f"expected {folder / 'adj_full.npz'} to be a scipy.sparse.save_npz file (got {type(e).__name__}: {e})"
+        ) from None
     adj = checked_csr(adj, str(folder / "adj_full.npz"))
     n = adj.shape[0]
     if adj.shape != (n, n):

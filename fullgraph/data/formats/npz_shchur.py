@@ -54,7 +54,9 @@ def _split_csr(d: dict, prefix: str, what: str) -> sp.csr_matrix:
             shape=tuple(int(s) for s in d[f"{prefix}_shape"]),
         )
     except (ValueError, TypeError, IndexError) as e:
-        raise InputError(f"expected the {prefix}_* arrays of {what} to form a CSR matrix (got {type(e).__name__}: {e})") from None
+        raise InputError(
+            f"expected the {prefix}_* arrays of {what} to form a CSR matrix (got {type(e).__name__}: {e})"
+        ) from None
     return checked_csr(m, f"{prefix} matrix of {what}")
 
 
@@ -76,13 +78,17 @@ def _read(path: Path) -> tuple[sp.csr_matrix, object, np.ndarray]:
         elif "attr_matrix" in d:
             attr = d["attr_matrix"]
         else:
-            raise InputError(f"expected node attributes (attr_data/... or attr_matrix) in {path} (found keys {sorted(keys)})")
+            raise InputError(
+                f"expected node attributes (attr_data/... or attr_matrix) in {path} (found keys {sorted(keys)})"
+            )
         if "labels" in d:
             labels = d["labels"]
         elif "labels_data" in d:
             onehot = _split_csr(d, "labels", str(path))
             if (np.diff(onehot.indptr) > 1).any():
-                raise InputError(f"expected one label per node in {path} (got nodes with several: multi-label npz is unsupported)")
+                raise InputError(
+                    f"expected one label per node in {path} (got nodes with several: multi-label npz is unsupported)"
+                )
             labels = labels_from_onehot(onehot.toarray(), f"{path}[labels_*]")
         else:
             raise InputError(f"expected labels (labels or labels_data/...) in {path} (found keys {sorted(keys)})")

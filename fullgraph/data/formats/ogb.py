@@ -42,7 +42,8 @@ def _split_name(folder: Path, split_name: str | None) -> str:
     schemes = sorted(p.name for p in (folder / "split").glob("*") if p.is_dir())
     if len(schemes) != 1:
         raise InputError(
-            f"expected exactly one split scheme under {folder / 'split'} or an explicit split_name (found {schemes or 'none'})"
+            f"expected exactly one split scheme under {folder / 'split'} or an explicit split_name "
+            f"(found {schemes or 'none'})"
         )
     return schemes[0]
 
@@ -76,7 +77,9 @@ def load_ogb(folder: str | Path, name: str | None = None, *, split_name: str | N
     if count_f.is_file():
         counts = read_table(count_f, dtype=np.int64, what="node count", ncols=1, header=False).reshape(-1)
         if counts.size != 1 or int(counts[0]) != n:
-            raise InputError(f"expected {count_f} to hold the node count {n} (the feature rows) (got {counts.tolist()[:3]})")
+            raise InputError(
+                f"expected {count_f} to hold the node count {n} (the feature rows) (got {counts.tolist()[:3]})"
+            )
     if n == 0:
         raise InputError(f"expected at least one feature row in {feat_f} (got none)")
     edges = read_table(edge_f, dtype=np.int64, what="edge list", ncols=2, header=False)

@@ -44,7 +44,9 @@ def _onehot(obj, path: Path, num_classes: int | None) -> np.ndarray:
     if not isinstance(obj, np.ndarray) or obj.ndim != 2:
         raise InputError(f"expected {path} to hold a one-hot label matrix [N, C] (got {type(obj).__name__})")
     if num_classes is not None and obj.shape[1] != num_classes:
-        raise InputError(f"expected {num_classes} label columns in {path}, as in the other label files (got {obj.shape[1]})")
+        raise InputError(
+            f"expected {num_classes} label columns in {path}, as in the other label files (got {obj.shape[1]})"
+        )
     return obj
 
 

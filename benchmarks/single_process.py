@@ -1,0 +1,444 @@
+"""Single-process epoch time and peak memory: fullgraph against PyTorch Geometric's GCN.
+
+One run measures, on the same graph, split and model, three ways of training a GCN:
+
+* ``fullgraph``      -- ``fullgraph.models`` GCN over a ``Block`` (sparse input features stay sparse);
+* ``pyg edge_index`` -- ``GCNConv(cached=True)`` message passing over a COO ``edge_index`` [2, E];
+* ``pyg adj_t``      -- ``GCNConv(cached=True)`` over a transposed torch.sparse CSR ``adj_t``
+  (``ToSparseTensor(layout=torch.sparse_csr)``), PyG's fast sparse-product form.
+
+Each (graph, depth, system) runs in its own process, so one system's allocations and thread pools
+cannot leak into another's numbers. Each worker loads the graph with fullgraph's loader, then resets
+the kernel's RSS high-water mark and converts the graph into its own system's form, builds the model
+and trains. ``train peak`` = high-water mark after the reset minus the RSS just before it (what the
+system adds on top of the loaded graph); ``process peak`` is the whole process's high-water mark.
+
+Ratios are fullgraph over the *better* PyG form for each metric; the targets are checked for the
+2-layer (time and memory) and 32-layer (memory) GCN. Usage::
+
+    .venv/bin/python benchmarks/single_process.py                    # the full benchmark
+    .venv/bin/python benchmarks/single_process.py --graphs tolokers --depths 2 --epochs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
+GRAPHS = ("coauthor-physics", "tolokers", "rmat")
+SYSTEMS = ("fullgraph", "pyg-edge_index", "pyg-adj_t")
+LABELS = {"fullgraph": "fullgraph", "pyg-edge_index": "PyG edge_index", "pyg-adj_t": "PyG adj_t (CSR)"}
+# depth -> metric -> the largest allowed ratio fullgraph / better PyG form
+TARGETS = {2: {"time": 0.6, "memory": 0.7}, 32: {"memory": 0.5}}
+RESULT_MARK = "@@result "
+MIB = 1 << 20
+
+
+# ----------------------------------------------------------------------------- process memory
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"expected a {field} line in /proc/self/status")
+
+
+def rss_bytes() -> int:
+    return _status_kib("VmRSS") * 1024
+
+
+def hwm_bytes() -> int:
+    """The kernel's RSS high-water mark (``VmHWM``) of this process."""
+    return _status_kib("VmHWM") * 1024
+
+
+def reset_hwm() -> bool:
+    """Set the high-water mark to the current RSS (``clear_refs`` 5, Linux >= 4.0)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def release_free_memory() -> None:
+    """Return freed heap pages to the OS, so the RSS before the reset counts only live data."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+# ----------------------------------------------------------------------------- graphs
+def load_graph(name: str, root: str, rmat_scale: int, rmat_edges: int):
+    if name == "rmat":
+        from fullgraph.data.synthetic import rmat
+
+        return rmat(rmat_scale, rmat_edges, num_features=128, seed=0)
+    from fullgraph.data.datasets import load_dataset
+
+    return load_dataset(name, root, split=0, seed=0, download=False)
+
+
+def describe_graph(graph) -> dict:
+    import torch
+
+    x = graph.x
+    nnz = x.values().numel() if x.layout == torch.sparse_csr else int(torch.count_nonzero(x))
+    return {
+        "name": graph.name, "nodes": graph.num_nodes, "edges": int(graph.indices.numel()),
+        "features": int(x.shape[1]), "classes": int(graph.num_classes), "train_nodes": int(graph.train_mask.sum()),
+        "x_layout": "sparse CSR" if x.layout == torch.sparse_csr else "dense",
+        "x_density": nnz / (x.shape[0] * x.shape[1]),
+    }
+
+
+# ----------------------------------------------------------------------------- the two systems
+def build_fullgraph(graph, cfg: dict):
+    """fullgraph's own single-process step (what ``Trainer.train_step`` does)."""
+    import torch
+
+    from fullgraph.models import build_model
+    from fullgraph.ops import Block, SparseOp
+    from fullgraph.train.metrics import masked_loss
+    from fullgraph.train.trainer import input_features
+
+    torch.manual_seed(cfg["seed"])
+    model = build_model("gcn", graph.num_features, graph.num_classes, layers=cfg["depth"],
+                        hidden=cfg["hidden"], dropout=cfg["dropout"])
+    block = Block.from_graph(graph, model.norm)
+    x = input_features(graph)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
+    y, mask = graph.y, graph.train_mask
+    form = "sparse SparseOp" if isinstance(x, SparseOp) else "dense tensor"
+
+    def step() -> float:
+        model.train()
+        opt.zero_grad(set_to_none=True)
+        loss = masked_loss(model(block, x), y, mask)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step, {"input_features": form, "adjacency_nnz": block.adj.nnz}
+
+
+def build_pyg(graph, cfg: dict, form: str):
+    """The GCN a PyG user writes: GCNConv layers, dense x, ReLU + dropout, Adam, cross-entropy."""
+    import torch
+    import torch.nn.functional as F
+    import torch_geometric.transforms as T
+    from torch_geometric.data import Data
+    from torch_geometric.nn import GCNConv
+
+    class GCN(torch.nn.Module):
+        def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float):
+            super().__init__()
+            dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
+            self.convs = torch.nn.ModuleList(GCNConv(dims[i], dims[i + 1], cached=True) for i in range(layers))
+            self.dropout = dropout
+
+        def forward(self, x, adj):
+            x = F.dropout(x, p=self.dropout, training=self.training)
+            for conv in self.convs[:-1]:
+                x = F.dropout(conv(x, adj).relu(), p=self.dropout, training=self.training)
+            return self.convs[-1](x, adj)
+
+    src, dst = graph.edges()
+    data = Data(x=graph.dense_x(), edge_index=torch.stack([src, dst]), y=graph.y,
+                train_mask=graph.train_mask, num_nodes=graph.num_nodes)
+    if form == "adj_t":
+        data = T.ToSparseTensor(layout=torch.sparse_csr)(data)
+        adj = data.adj_t
+    else:
+        adj = data.edge_index
+    torch.manual_seed(cfg["seed"])
+    model = GCN(graph.num_features, cfg["hidden"], graph.num_classes, cfg["depth"], cfg["dropout"])
+    opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
+
+    def step() -> float:
+        model.train()
+        opt.zero_grad(set_to_none=True)
+        out = model(data.x, adj)
+        loss = F.cross_entropy(out[data.train_mask], data.y[data.train_mask])
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step, {"input_features": "dense tensor", "adjacency": "edge_index COO" if form != "adj_t" else "adj_t CSR"}
+
+
+# ----------------------------------------------------------------------------- worker
+def run_worker(cfg: dict) -> dict:
+    import torch
+
+    torch.set_num_threads(cfg["threads"])
+    import fullgraph.data.datasets  # noqa: F401  (imports are part of the baseline, not of the peak)
+
+    if cfg["system"].startswith("pyg"):
+        import torch_geometric.nn  # noqa: F401
+        import torch_geometric.transforms  # noqa: F401
+    rss_imports = rss_bytes()
+    graph = load_graph(cfg["graph"], cfg["root"], cfg["rmat_scale"], cfg["rmat_edges"])
+    info = describe_graph(graph)
+    release_free_memory()
+    hwm_load = hwm_bytes()
+    rss_before = rss_bytes()
+    reset_ok = reset_hwm()
+
+    if cfg["system"] == "fullgraph":
+        step, extra = build_fullgraph(graph, cfg)
+    else:
+        step, extra = build_pyg(graph, cfg, cfg["system"].split("-", 1)[1])
+    times, losses = [], []
+    for _ in range(cfg["warmup"] + cfg["epochs"]):
+        t0 = time.perf_counter()
+        losses.append(step())
+        times.append(time.perf_counter() - t0)
+    hwm_train = hwm_bytes()
+    timed = times[cfg["warmup"]:]
+    return {
+        "graph": info, "system": cfg["system"], "depth": cfg["depth"], **extra,
+        "epoch_time_s": statistics.median(timed), "epoch_times_s": timed, "warmup_times_s": times[:cfg["warmup"]],
+        "train_peak_bytes": hwm_train - rss_before, "process_peak_bytes": max(hwm_load, hwm_train),
+        "rss_after_imports_bytes": rss_imports, "rss_graph_loaded_bytes": rss_before,
+        "hwm_reset": reset_ok, "losses": losses, "threads": torch.get_num_threads(),
+    }
+
+
+def worker_main(cfg_json: str) -> None:
+    result = run_worker(json.loads(cfg_json))
+    print(RESULT_MARK + json.dumps(result), flush=True)
+
+
+# ----------------------------------------------------------------------------- driver
+def spawn(cfg: dict, timeout_s: float) -> dict:
+    """Run one configuration in a fresh interpreter; a failure (OOM kill, error) becomes a record."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(cfg)]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
+    except subprocess.TimeoutExpired:
+        return {"system": cfg["system"], "depth": cfg["depth"], "error": f"timed out after {timeout_s:.0f} s"}
+    for line in proc.stdout.splitlines():
+        if line.startswith(RESULT_MARK):
+            out = json.loads(line[len(RESULT_MARK):])
+            out["wall_s"] = time.perf_counter() - t0
+            return out
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+    return {"system": cfg["system"], "depth": cfg["depth"],
+            "error": f"exit status {proc.returncode}: " + " | ".join(tail)}
+
+
+def machine() -> dict:
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    mem = None
+    try:
+        with open("/proc/meminfo") as f:
+            mem = int(next(ln for ln in f if ln.startswith("MemTotal")).split()[1]) * 1024
+    except (OSError, StopIteration):
+        pass
+    return {"platform": platform.platform(), "cpu": cpu, "cores": os.cpu_count(), "memory_bytes": mem,
+            "torch_threads_default": torch.get_num_threads()}
+
+
+def versions() -> dict:
+    import numpy
+    import scipy
+    import torch
+    import torch_geometric
+
+    import fullgraph
+
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "torch_geometric": torch_geometric.__version__, "fullgraph": fullgraph.__version__,
+            "numpy": numpy.__version__, "scipy": scipy.__version__}
+
+
+def epochs_for(spec: str, depth: int) -> int:
+    """``--epochs``: one number for every depth, or ``depth:epochs`` pairs (others: 10 up to 4 layers, else 3)."""
+    if ":" not in spec:
+        return int(spec)
+    table = dict(tuple(int(v) for v in item.split(":")) for item in spec.split(",") if item)
+    return table.get(depth, 10 if depth <= 4 else 3)
+
+
+def ratios(runs: dict) -> dict:
+    """fullgraph / better PyG form, per metric, with the form that was better."""
+    fg = runs.get("fullgraph", {})
+    pyg = {s: r for s, r in runs.items() if s.startswith("pyg") and "error" not in r}
+    out = {}
+    for metric, key in (("time", "epoch_time_s"), ("memory", "train_peak_bytes")):
+        if "error" in fg or not fg or not pyg:
+            continue
+        best = min(pyg, key=lambda s: pyg[s][key])
+        out[metric] = {"ratio": fg[key] / pyg[best][key], "against": best}
+    return out
+
+
+def verdict(depth: int, metric: str, ratio: float) -> str:
+    limit = TARGETS.get(depth, {}).get(metric)
+    if limit is None:
+        return "(no target)"
+    return f"(target <= {limit:.1f}: {'PASS' if ratio <= limit else 'FAIL'})"
+
+
+def print_header(args, mach: dict, vers: dict, epochs: dict) -> None:
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    mem = f", {mach['memory_bytes'] / 2**30:.1f} GiB RAM" if mach["memory_bytes"] else ""
+    print(f"fullgraph single-process benchmark, {now}")
+    print(f"machine:  {mach['platform']}; {mach['cpu']}; {mach['cores']} cores{mem}; "
+          f"torch threads {args.threads}")
+    print("versions: " + ", ".join(f"{k} {v}" for k, v in vers.items()))
+    print("config:   GCN, hidden 256, dropout 0.5 on the input and after every hidden layer's ReLU, no residuals,")
+    print("          Adam lr 0.01 (no weight decay), cross-entropy averaged over the train nodes, seed 0;")
+    print(f"          graphs {', '.join(args.graphs)}; depths {', '.join(map(str, args.depths))}; "
+          f"{args.warmup} warm-up epochs, then timed epochs "
+          + ", ".join(f"{d} layers: {e}" for d, e in epochs.items()) + "; epoch time = median of the timed epochs")
+    print(f"          synthetic: R-MAT scale {args.rmat_scale} ({1 << args.rmat_scale} nodes), "
+          f"{args.rmat_edges} edge draws, symmetrized, 128 dense features, 16 classes, 10/10/80% split")
+    print("          Coauthor-Physics: per-class split 20/30/rest (seed 0); Tolokers: published split 0")
+    print("systems:  fullgraph: fused GCN layers over a Block; input features as fullgraph reads them "
+          "(kept sparse below 10% non-zero, e.g. Coauthor-Physics)")
+    print("          PyG edge_index: GCNConv(cached=True), message passing over edge_index [2, E], dense x")
+    print("          PyG adj_t: GCNConv(cached=True) over a torch.sparse CSR adj_t "
+          "(ToSparseTensor(layout=torch.sparse_csr)), dense x")
+    print("memory:   each run in its own process; after loading the graph (fullgraph's loader, same for all), the")
+    print("          RSS high-water mark is reset (/proc/self/clear_refs 5); train peak = high-water mark after")
+    print("          conversion to the system's form + model + all epochs, minus the RSS just before the reset;")
+    print("          process peak = the whole process's high-water mark (imports and loading included)")
+    print("ratios:   fullgraph / the better PyG form for that metric; targets: 2 layers time <= 0.6 and memory <= 0.7,")
+    print("          32 layers memory <= 0.5", flush=True)
+
+
+def print_graph_line(info: dict) -> None:
+    print(f"\n== {info['name']}: {info['nodes']:,} nodes, {info['edges']:,} directed edges (no self loops), "
+          f"{info['features']:,} features ({info['x_layout']}, {100 * info['x_density']:.2f}% non-zero), "
+          f"{info['classes']} classes, {info['train_nodes']:,} train nodes", flush=True)
+
+
+def print_table(depth: int, epochs: int, runs: dict, rat: dict) -> None:
+    print(f"-- GCN {depth} layers, hidden 256, {epochs} timed epochs")
+    print(f"   {'system':<17}{'epoch (s)':>11}{'min..max (s)':>16}{'train peak (MiB)':>18}"
+          f"{'process peak (MiB)':>20}{'last loss':>11}")
+    for system in SYSTEMS:
+        r = runs.get(system)
+        if r is None:
+            continue
+        if "error" in r:
+            print(f"   {LABELS[system]:<17} failed: {r['error']}")
+            continue
+        t = r["epoch_times_s"]
+        print(f"   {LABELS[system]:<17}{r['epoch_time_s']:>11.3f}{f'{min(t):.3f}..{max(t):.3f}':>16}"
+              f"{r['train_peak_bytes'] / MIB:>18.1f}{r['process_peak_bytes'] / MIB:>20.1f}{r['losses'][-1]:>11.4f}")
+    for metric in ("time", "memory"):
+        if metric in rat:
+            q = rat[metric]
+            print(f"   fullgraph / best PyG {metric:<6}: {q['ratio']:.3f}x vs {LABELS[q['against']]} "
+                  f"{verdict(depth, metric, q['ratio'])}")
+    sys.stdout.flush()
+
+
+def print_summary(rows: list[dict]) -> None:
+    print("\n== summary: fullgraph / better PyG form")
+    print(f"   {'graph':<18}{'layers':>7}{'time':>9}{'':<27}{'memory':>9}")
+    for row in rows:
+        rat, depth = row["ratios"], row["depth"]
+        cells = []
+        for metric in ("time", "memory"):
+            q = rat.get(metric)
+            cells.append("   n/a" + " " * 27 if q is None else f"{q['ratio']:>7.3f}x {verdict(depth, metric, q['ratio']):<26}")
+        print(f"   {row['graph']:<18}{depth:>7}  {cells[0]}{cells[1]}")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--graphs", default=",".join(GRAPHS),
+                   help="comma-separated: coauthor-physics, tolokers, rmat (synthetic) or any fullgraph dataset name")
+    p.add_argument("--depths", default="2,32", help="comma-separated GCN depths (default: 2,32)")
+    p.add_argument("--epochs", default="2:10,32:3",
+                   help="timed epochs: one number, or depth:epochs pairs (default 2:10,32:3; others 10 up to 4 layers, else 3)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed epochs before timing (default: 2)")
+    p.add_argument("--systems", default=",".join(SYSTEMS), help=f"subset of {','.join(SYSTEMS)}")
+    p.add_argument("--root", default=None,
+                   help="data root (default: $FULLGRAPH_DATA, else <repo>/../shared/data)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads per run (default: torch's default)")
+    p.add_argument("--rmat-scale", type=int, default=17, help="synthetic graph: 2**scale nodes (default: 17)")
+    p.add_argument("--rmat-edges", type=int, default=1_200_000,
+                   help="synthetic graph: R-MAT edge draws before symmetrizing (default: 1200000, about 2.2M directed edges)")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds per run before it is abandoned")
+    p.add_argument("--out", default="runs/bench_single_process.json", help="JSON results file")
+    args = p.parse_args(argv)
+    args.graphs = [g.strip() for g in args.graphs.split(",") if g.strip()]
+    args.depths = [int(d) for d in args.depths.split(",") if d.strip()]
+    args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    unknown = sorted(set(args.systems) - set(SYSTEMS))
+    if unknown:
+        p.error(f"expected systems among {', '.join(SYSTEMS)} (got {', '.join(unknown)})")
+    if args.root is None:
+        args.root = os.environ.get("FULLGRAPH_DATA") or str(DEFAULT_ROOT)
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    args.threads = args.threads or torch.get_num_threads()
+    mach, vers = machine(), versions()
+    epochs = {d: epochs_for(args.epochs, d) for d in args.depths}
+    print_header(args, mach, vers, epochs)
+    rows, records = [], []
+    for graph in args.graphs:
+        described = False
+        for depth in args.depths:
+            runs = {}
+            for system in args.systems:
+                cfg = {"graph": graph, "root": args.root, "system": system, "depth": depth, "hidden": 256,
+                       "dropout": 0.5, "lr": 0.01, "seed": 0, "warmup": args.warmup, "epochs": epochs[depth],
+                       "threads": args.threads, "rmat_scale": args.rmat_scale, "rmat_edges": args.rmat_edges}
+                runs[system] = spawn(cfg, args.timeout)
+                if not described and "graph" in runs[system]:
+                    print_graph_line(runs[system]["graph"])
+                    described = True
+                records.append({"config": cfg, **runs[system]})
+            if not described:
+                print(f"\n== {graph}")
+            rat = ratios(runs)
+            print_table(depth, epochs[depth], runs, rat)
+            rows.append({"graph": graph, "depth": depth, "ratios": rat})
+    print_summary(rows)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"machine": mach, "versions": vers, "targets": TARGETS, "args": vars(args),
+                               "runs": records, "summary": rows}, indent=1))
+    print(f"\nresults written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
+        worker_main(sys.argv[2])
+    else:
+        sys.exit(main())

@@ -1,0 +1,108 @@
+"""Conversion to and from PyTorch Geometric's ``Data``.
+
+Why: PyG is the reference most GNN numbers are reported with; converting lets the benchmarks run a
+PyG model on exactly our graph, and lets a user bring any PyG dataset in. ``torch_geometric`` is
+an optional dependency, imported only inside these functions.
+
+Conventions: ``edge_index`` is ``[2, E]`` with row 0 the source and row 1 the destination (PyG's
+``flow="source_to_target"``), which is ``Graph.edges()`` stacked.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fullgraph.data.graph import Graph
+from fullgraph.data.splits import per_class_split
+from fullgraph.errors import InputError
+
+__all__ = ["to_pyg", "from_pyg"]
+
+
+def _pyg_data_class():
+    try:
+        from torch_geometric.data import Data
+    except ImportError:
+        raise InputError(
+            "expected torch_geometric to be installed for PyG conversion (pip install torch_geometric)"
+        ) from None
+    return Data
+
+
+def to_pyg(graph: Graph, *, dense_x: bool = True):
+    """A ``torch_geometric.data.Data`` with the graph's edges, features, labels and masks.
+
+    ``dense_x``: PyG layers expect dense features, so sparse ones are densified unless this is False.
+    """
+    Data = _pyg_data_class()
+    src, dst = graph.edges()
+    x = graph.dense_x() if dense_x else graph.x
+    return Data(
+        x=x, edge_index=torch.stack([src, dst]), y=graph.y, train_mask=graph.train_mask,
+        val_mask=graph.val_mask, test_mask=graph.test_mask, num_nodes=graph.num_nodes, name=graph.name,
+    )
+
+
+def _features(x) -> torch.Tensor:
+    if x is None:
+        raise InputError("expected node features 'x' on the PyG data (got none)")
+    if not isinstance(x, torch.Tensor):
+        raise InputError(f"expected 'x' to be a torch tensor (got {type(x).__name__})")
+    if x.layout == torch.strided:
+        return x.to(torch.float32)
+    x = x.coalesce() if x.layout == torch.sparse_coo else x
+    x = x.to_sparse_csr()
+    return torch.sparse_csr_tensor(x.crow_indices().to(torch.int64), x.col_indices().to(torch.int64),
+                                   x.values().to(torch.float32), size=x.shape, check_invariants=True)
+
+
+def _labels(y, n: int) -> torch.Tensor:
+    if y is None:
+        raise InputError("expected labels 'y' on the PyG data (got none)")
+    if y.dim() == 2 and y.shape[1] == 1:  # OGB's [N, 1]
+        y = y[:, 0]
+    if y.dim() == 1:
+        if y.is_floating_point():
+            known = ~torch.isnan(y)
+            out = torch.full((n,), -1, dtype=torch.int64)
+            out[known] = y[known].to(torch.int64)
+            return out
+        return y.to(torch.int64)
+    return y.to(torch.float32)
+
+
+def _mask(data, key: str, split: int) -> torch.Tensor | None:
+    m = getattr(data, key, None)
+    if m is None:
+        return None
+    if m.dim() == 2:  # several splits as columns (e.g. WikipediaNetwork)
+        if not 0 <= split < m.shape[1]:
+            raise InputError(f"expected split in 0..{m.shape[1] - 1} for '{key}' (got {split})")
+        m = m[:, split]
+    return m.to(torch.bool).contiguous()
+
+
+def from_pyg(data, name: str | None = None, *, split: int = 0, seed: int | None = None) -> Graph:
+    """A ``Graph`` from a PyG ``Data`` (edges kept as given: no symmetrization).
+
+    Masks of shape ``[N, S]`` pick column ``split``. Without masks, ``seed`` draws the per-class
+    split of :func:`fullgraph.data.splits.per_class_split`; with neither, this is an error.
+    """
+    edge_index = getattr(data, "edge_index", None)
+    if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2 or edge_index.shape[0] != 2:
+        raise InputError(
+            f"expected 'edge_index' of shape [2, E] on the PyG data (got {getattr(edge_index, 'shape', None)})"
+        )
+    n = int(data.num_nodes)
+    x, y = _features(getattr(data, "x", None)), _labels(getattr(data, "y", None), n)
+    masks = [_mask(data, k, split) for k in ("train_mask", "val_mask", "test_mask")]
+    if any(m is None for m in masks):
+        if seed is None:
+            raise InputError(
+                "expected train_mask, val_mask and test_mask on the PyG data, or a seed for a per-class split"
+            )
+        masks = list(per_class_split(y, seed=seed))
+    return Graph.from_edges(
+        edge_index[0], edge_index[1], n, x=x, y=y, train_mask=masks[0], val_mask=masks[1], test_mask=masks[2],
+        name=name or getattr(data, "name", None) or "pyg",
+    )
