@@ -40,6 +40,7 @@ _TRAIN_FLAGS = [
     ("--dropout", float, "dropout rate (default 0.5)"),
     ("--epochs", int, "maximum epochs (default 200)"),
     ("--patience", int, "stop after this many evaluations without a better val accuracy (default 0: never)"),
+    ("--select", str, "pick the epoch by val 'acc' (highest) or 'loss' (lowest) (default acc)"),
     ("--seed", int, "seed (default 0)"),
     ("--eval-every", int, "evaluate every this many epochs (default 1)"),
     ("--threads", int, "CPU threads (default 0: all cores)"),
@@ -99,13 +100,16 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     root = resolve_root(args.root)
     rows = dataset_status(root)
     if args.json:
-        print(json.dumps(rows, indent=2, default=str))
+        out = [{"name": r.name, "present": r.present, "paths": [str(p) for p in r.paths]} for r in rows]
+        print(json.dumps({"root": str(root), "datasets": out}, indent=2))
         return 0
-    print(f"data root: {root}")
-    width = max(len(r["name"]) for r in rows)
+    print(f"data root: {root}  (--root, or ${'{'}FULLGRAPH_DATA{'}'})")
+    width = max(len(r.name) for r in rows)
+    print(f"  {'synthetic':<{width}}  {'built-in':<9}  (the default: a planted-partition graph, no files)")
     for r in rows:
-        mark = "present" if r["present"] else "missing"
-        print(f"  {r['name']:<{width}}  {mark:<7}  {r['path']}")
+        mark = "present" if r.present else "missing"
+        where = str(r.paths[0].parent) if len(r.paths) > 1 else str(r.paths[0])
+        print(f"  {r.name:<{width}}  {mark:<9}  {where}")
     return 0
 
 

@@ -50,6 +50,9 @@ class TrainConfig:
     """Maximum number of epochs."""
     patience: int = 0
     """Stop after this many evaluations without a better validation accuracy (0: never)."""
+    select: str = "acc"
+    """Model selection on the validation set: highest accuracy (``acc``) or lowest loss (``loss``, as
+    the GCNII paper does); the reported test accuracy is the selected epoch's."""
     seed: int = 0
     """Seed of weights, dropout and made splits; the same seed gives the same losses, bit for bit."""
     eval_every: int = 1
@@ -90,6 +93,7 @@ class TrainConfig:
         need(0.0 <= self.dropout < 1.0, "dropout", "in [0, 1)")
         need(self.epochs >= 1, "epochs", ">= 1")
         need(self.patience >= 0, "patience", ">= 0")
+        need(self.select in ("acc", "loss"), "select", "to be acc or loss")
         need(self.eval_every >= 1, "eval_every", ">= 1")
         need(self.threads >= 0, "threads", ">= 0")
         need(self.split >= 0, "split", ">= 0")

@@ -61,11 +61,12 @@ def symmetrize(graph: Graph) -> Graph:
 
 
 def remove_self_loops(graph: Graph) -> Graph:
-    a = to_scipy(graph.indptr, graph.indices).tolil()
-    a.setdiag(0)
-    a = a.tocsr()
-    a.eliminate_zeros()
-    return graph.with_structure(*_structure(a))
+    """Drop every edge ``v -> v`` (a mask over the CSR, so row order and sorting are kept)."""
+    rows = torch.repeat_interleave(torch.arange(graph.num_nodes), graph.indptr.diff())
+    keep = graph.indices != rows
+    indptr = torch.zeros_like(graph.indptr)
+    torch.cumsum(torch.bincount(rows[keep], minlength=graph.num_nodes), 0, out=indptr[1:])
+    return graph.with_structure(indptr, graph.indices[keep])
 
 
 def add_self_loops(graph: Graph) -> Graph:

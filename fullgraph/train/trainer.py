@@ -19,6 +19,7 @@ import torch
 from fullgraph.config import TrainConfig
 from fullgraph.data.graph import Graph
 from fullgraph.data.preprocess import row_normalize_features
+from fullgraph.errors import InputError
 from fullgraph.models import GNN, build_model
 from fullgraph.ops import Block, SparseOp
 from fullgraph.train.memory import peak_rss_bytes
@@ -39,6 +40,13 @@ def load_graph(cfg: TrainConfig) -> Graph:
         from fullgraph.data.synthetic import planted_partition
 
         graph = planted_partition(seed=0)
+    elif cfg.dataset == "edgelist":
+        from fullgraph.data.datasets import preprocess
+        from fullgraph.data.formats.edgelist import load_edgelist_folder
+
+        if cfg.root is None:
+            raise InputError("expected --root FOLDER with --dataset edgelist (got no --root)")
+        graph = preprocess(load_edgelist_folder(cfg.root, seed=cfg.split))
     else:
         from fullgraph.data.datasets import load_dataset
 
@@ -77,6 +85,7 @@ class RunResult:
     epoch_time_s: float
     peak_rss_bytes: int
     train_acc: float = 0.0
+    val_loss: float = float("nan")
     final_loss: float = float("nan")
     losses: list[float] = field(default_factory=list, repr=False)
     config: dict = field(default_factory=dict, repr=False)
@@ -151,7 +160,15 @@ class Trainer:
             "train_acc": accuracy(logits, g.y, g.train_mask),
             "val_acc": accuracy(logits, g.y, g.val_mask),
             "test_acc": accuracy(logits, g.y, g.test_mask),
+            "val_loss": masked_loss(logits, g.y, g.val_mask).item(),
         }
+
+    def _better(self, record: dict, best: dict) -> bool:
+        if best["epoch"] == 0:
+            return True
+        if self.cfg.select == "loss":
+            return record["val_loss"] < best["val_loss"]
+        return record["val_acc"] > best["val_acc"]
 
     # ------------------------------------------------------------------ loop
     def train(self) -> RunResult:
@@ -159,7 +176,7 @@ class Trainer:
             self.build()
         cfg = self.cfg
         progress = Progress(cfg.epochs, cfg.progress)
-        best = {"val_acc": -1.0, "test_acc": 0.0, "train_acc": 0.0, "epoch": 0}
+        best = {"val_acc": 0.0, "val_loss": float("inf"), "test_acc": 0.0, "train_acc": 0.0, "epoch": 0}
         best_state = None
         times, losses = [], []
         bad_evals = 0
@@ -176,8 +193,9 @@ class Trainer:
                     t1 = time.perf_counter()
                     record.update(self.evaluate())
                     record["eval_time_s"] = time.perf_counter() - t1
-                    if record["val_acc"] > best["val_acc"]:
-                        best = {k: record[k] for k in ("val_acc", "test_acc", "train_acc")} | {"epoch": epoch}
+                    if self._better(record, best):
+                        best = {k: record[k] for k in ("val_acc", "val_loss", "test_acc", "train_acc")}
+                        best["epoch"] = epoch
                         best_state = copy.deepcopy(self.model.state_dict())
                         bad_evals = 0
                     else:
@@ -196,6 +214,7 @@ class Trainer:
             dataset=self.graph.name, model=cfg.model, layers=cfg.layers, hidden=cfg.hidden,
             parallel=cfg.parallel, nprocs=cfg.nprocs, epochs_run=epoch, best_epoch=best["epoch"],
             val_acc=best["val_acc"], test_acc=best["test_acc"], train_acc=best["train_acc"],
+            val_loss=best["val_loss"],
             epoch_time_s=statistics.median(times[1:] if len(times) > 1 else times),
             peak_rss_bytes=peak_rss_bytes(), final_loss=losses[-1], losses=losses, config=cfg.to_dict(),
             graph=self.graph.summary(), environment=environment(),

@@ -136,3 +136,30 @@ def load_edgelist(edges: str | Path, features: str | Path, labels: str | Path, *
         torch.from_numpy(e[:, 0].copy()), torch.from_numpy(e[:, 1].copy()), n,
         x=x, y=y, train_mask=masks[0], val_mask=masks[1], test_mask=masks[2], name=name or Path(edges).stem,
     )
+
+
+def _find(folder: Path, stem: str, exts: tuple[str, ...], required: bool = True) -> Path | None:
+    for ext in exts:
+        p = folder / f"{stem}{ext}"
+        if p.is_file():
+            return p
+    if required:
+        names = ", ".join(f"{stem}{e}" for e in exts)
+        raise InputError(f"expected one of {names} in {folder} (got none)")
+    return None
+
+
+def load_edgelist_folder(folder: str | Path, *, seed: int = 0) -> Graph:
+    """A graph from a folder laid out as ``edges.{txt,csv,tsv}``, ``features.{npy,txt}``,
+    ``labels.{npy,txt}`` and optionally ``train``/``val``/``test`` split files (``.txt`` or ``.npy``):
+    what ``fullgraph train --dataset edgelist --root FOLDER`` reads."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError(f"expected --root to be a folder holding edges.txt, features.npy and labels.txt "
+                         f"(got {folder}, which is not a folder)")
+    edges = _find(folder, "edges", (".txt", ".csv", ".tsv"))
+    features = _find(folder, "features", (".npy", ".txt"))
+    labels = _find(folder, "labels", (".npy", ".txt"))
+    splits = [_find(folder, s, (".txt", ".npy"), required=False) for s in ("train", "val", "test")]
+    return load_edgelist(edges, features, labels, train=splits[0], val=splits[1], test=splits[2],
+                         name=folder.name, seed=seed)
