@@ -29,9 +29,9 @@ class GCNIILayer(nn.Module):
 
     def forward(self, block: Block, h, h0) -> torch.Tensor:
         h = dropout(h, self.dropout, self.training)
-        support = (1.0 - self.alpha) * spmm(block.adj, h) + self.alpha * h0
-        out = (1.0 - self.beta) * support + self.beta * (support @ self.weight)
-        return F.relu(out)
+        # fused forms of (1-α)·ÂH + α·H0 and (1-β)·S + β·S W: two kernels instead of six
+        support = torch.add(h0 * self.alpha, spmm(block.adj, h), alpha=1.0 - self.alpha)
+        return F.relu(torch.addmm(support, support, self.weight, beta=1.0 - self.beta, alpha=self.beta))
 
 
 class GCNII(GNN):
