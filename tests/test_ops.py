@@ -124,3 +124,19 @@ def test_first_layer_skips_the_backward_product():
     gcn_layer(op, x, w, None, relu=True).sum().backward()
     assert Counting.calls == 0
     assert w.grad is not None
+
+
+def test_dropout_rate_scale_and_gradient():
+    from fullgraph.ops import dropout
+
+    x = torch.ones(1000, 100, requires_grad=True)
+    y = dropout(x, 0.3, True, generator=torch.Generator().manual_seed(0))
+    dropped = (y == 0).float().mean().item()
+    assert abs(dropped - 0.3) < 0.01  # 10^5 draws: the standard deviation is 0.0015
+    torch.testing.assert_close(y[y != 0], torch.full_like(y[y != 0], 1 / 0.7))
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, (y != 0).float() / 0.7)
+    assert dropout(x, 0.3, False) is x
+    xop, _ = random_op(50, 60, density=0.5, seed=9)
+    dop = dropout(xop, 0.5, True)
+    assert dop.nnz == xop.nnz and 0.4 < (dop.values == 0).float().mean().item() < 0.6

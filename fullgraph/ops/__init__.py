@@ -2,6 +2,7 @@
 
 from fullgraph.ops.block import Block
 from fullgraph.ops.gcn import gcn_layer
-from fullgraph.ops.sparse import SparseOp, dropout, matmul, spmm
+from fullgraph.ops.dropout import dropout
+from fullgraph.ops.sparse import SparseOp, matmul, spmm
 
 __all__ = ["Block", "SparseOp", "dropout", "gcn_layer", "matmul", "spmm"]
