@@ -32,6 +32,8 @@ class Progress:
             mode = "bar" if sys.stderr.isatty() else "lines"
         self.mode = mode
         self.bar = tqdm(total=total, desc=desc, unit="epoch", dynamic_ncols=True) if mode == "bar" else None
+        self.line_every = max(1, total // 20)  # plain lines: about twenty per run, whatever its length
+        self.total = total
 
     def update(self, record: dict) -> None:
         if self.bar is not None:
@@ -40,7 +42,9 @@ class Progress:
                 post["val"] = f"{record['val_acc']:.4f}"
             self.bar.set_postfix(post, refresh=False)
             self.bar.update(1)
-        elif self.mode == "lines" and "val_acc" in record:
+        elif self.mode == "lines" and "val_acc" in record and (
+            record["epoch"] % self.line_every == 0 or record["epoch"] == self.total
+        ):
             log.info(
                 "epoch %4d  loss %.4f  train %.4f  val %.4f  test %.4f  (%.3f s/epoch)",
                 record["epoch"], record["loss"], record["train_acc"], record["val_acc"], record["test_acc"],
