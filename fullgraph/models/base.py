@@ -9,7 +9,7 @@ block per layer; neither needs the model to know about it. Models import no proc
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch import nn
@@ -55,12 +55,20 @@ class GNN(nn.Module):
     def post(self, h: torch.Tensor) -> torch.Tensor:
         return h
 
-    def forward(self, blocks: Block | Sequence[Block], x: torch.Tensor | SparseOp) -> torch.Tensor:
-        """Logits of the dst rows of the last block (all nodes, in single-process training)."""
+    def forward(self, blocks: Block | Sequence[Block], x: torch.Tensor | SparseOp,
+                fetch: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
+        """Logits of the dst rows of the last block (all nodes, in single-process training).
+
+        ``x`` holds the src rows of the first block. Between layers, ``fetch`` (given by a parallel
+        layout) turns a layer's dst rows into the next layer's src rows, e.g. by appending halo rows
+        received from other parts; without it the dst rows are used as they are.
+        """
         h = self.pre(x)
         h0 = h if self.uses_h0 else None
         for i, layer in enumerate(self.layers):
             block = blocks if isinstance(blocks, Block) else blocks[i]
+            if i > 0 and fetch is not None:
+                h = fetch(h)
             h = layer(block, h, None if h0 is None else h0[: block.num_dst])
         return self.post(h)
 

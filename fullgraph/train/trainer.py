@@ -20,10 +20,13 @@ from fullgraph.config import TrainConfig
 from fullgraph.data.graph import Graph
 from fullgraph.data.preprocess import row_normalize_features
 from fullgraph.errors import InputError
-from fullgraph.models import GNN, build_model
-from fullgraph.ops import Block, SparseOp
+from fullgraph.comm.ledger import CATEGORIES
+from fullgraph.models import GNN, MODELS, build_model
+from fullgraph.ops import SparseOp
+from fullgraph.parallel.engine import Engine, SingleEngine
+from fullgraph.parallel.engine import input_features as engine_input_features
 from fullgraph.train.memory import peak_rss_bytes
-from fullgraph.train.metrics import accuracy, masked_loss
+from fullgraph.train.metrics import correct_count, loss_sum
 from fullgraph.train.report import Progress, RunWriter
 
 log = logging.getLogger("fullgraph")
@@ -58,14 +61,8 @@ def load_graph(cfg: TrainConfig) -> Graph:
 
 
 def input_features(graph: Graph) -> torch.Tensor | SparseOp:
-    """Features as the first layer reads them: a constant ``SparseOp`` when they are sparse enough
-    that multiplying them as such is cheaper (under 10% non-zero), else a dense tensor."""
-    x = graph.x
-    if x.layout == torch.sparse_csr:
-        if x.values().numel() < 0.1 * x.shape[0] * x.shape[1]:
-            return SparseOp.from_tensor(x)
-        return x.to_dense()
-    return x
+    """The graph's features as the first layer reads them (see ``parallel.engine.input_features``)."""
+    return engine_input_features(graph.x)
 
 
 @dataclass
@@ -91,6 +88,9 @@ class RunResult:
     config: dict = field(default_factory=dict, repr=False)
     graph: dict = field(default_factory=dict, repr=False)
     environment: dict = field(default_factory=dict, repr=False)
+    peak_rss_bytes_per_rank: list[int] = field(default_factory=list)
+    comm_bytes_per_epoch: dict = field(default_factory=dict)
+    replication_factor: float | None = None
 
     def to_dict(self, with_losses: bool = False) -> dict:
         d = asdict(self)
@@ -110,11 +110,16 @@ def environment() -> dict:
 
 
 class Trainer:
-    """Trains ``cfg.model`` on ``cfg.dataset`` (or on ``graph`` when one is passed in)."""
+    """Trains ``cfg.model`` on ``cfg.dataset`` under ``cfg.parallel``.
 
-    def __init__(self, cfg: TrainConfig, graph: Graph | None = None):
+    ``graph`` (single process) or ``engine`` (any layout) may be passed in instead of being built
+    from the configuration, which is how tests and benchmarks reuse one loaded graph.
+    """
+
+    def __init__(self, cfg: TrainConfig, graph: Graph | None = None, engine: Engine | None = None):
         self.cfg = cfg
         self.graph = graph
+        self.engine = engine
         self.model: GNN | None = None
         self.writer: RunWriter | None = None
 
@@ -123,44 +128,61 @@ class Trainer:
         cfg = self.cfg
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
-        if self.graph is None:
-            self.graph = load_graph(cfg)
-        g = self.graph
-        torch.manual_seed(cfg.seed)
+        norm = MODELS[cfg.model].norm
+        if self.engine is None:
+            if cfg.parallel == "single":
+                if self.graph is None:
+                    self.graph = load_graph(cfg)
+                self.engine = SingleEngine(self.graph, norm)
+            else:
+                from fullgraph.parallel.graph import graph_engine
+
+                self.engine = graph_engine(cfg, norm)
+        e = self.engine
+        torch.manual_seed(cfg.seed)  # the same initial weights on every rank
         self.model = build_model(
-            cfg.model, g.num_features, g.num_classes, layers=cfg.layers, hidden=cfg.hidden,
+            cfg.model, e.in_dim, e.num_classes, layers=cfg.layers, hidden=cfg.hidden,
             dropout=cfg.dropout, heads=cfg.heads, gcnii_alpha=cfg.gcnii_alpha, gcnii_lambda=cfg.gcnii_lambda,
         )
-        self.block = Block.from_graph(g, self.model.norm)
-        self.x = input_features(g)
         self.optimizer = torch.optim.Adam(
             self.model.param_groups(cfg.weight_decay, cfg.conv_weight_decay), lr=cfg.lr
         )
-        self.writer = RunWriter(cfg.out)
-        log.info("%r; model %s, %d layers, hidden %d", g, cfg.model, cfg.layers, cfg.hidden)
+        self.writer = RunWriter(cfg.out if e.is_main else None)
+        if e.is_main:
+            log.info("%s; model %s, %d layers, hidden %d, %s", e.describe(), cfg.model, cfg.layers, cfg.hidden,
+                     cfg.parallel if cfg.nprocs == 1 else f"{cfg.parallel} x{cfg.nprocs}")
         return self
 
     # ------------------------------------------------------------------ steps
-    def train_step(self) -> float:
-        model, g = self.model, self.graph
+    def train_step(self, epoch: int = 0) -> float:
+        """One epoch; returns this rank's share of the loss (the global loss is the sum over ranks)."""
+        model, e = self.model, self.engine
         model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        logits = model(self.block, self.x)
-        loss = masked_loss(logits, g.y, g.train_mask)
+        logits = e.forward(model, epoch, training=True)
+        loss = loss_sum(logits[e.train_mask], e.y[e.train_mask]) / e.num_train
         loss.backward()
+        e.sync_grads(model)
         self.optimizer.step()
         return loss.item()
 
     @torch.no_grad()
     def evaluate(self) -> dict:
-        model, g = self.model, self.graph
+        """Exact full-graph forward through the layout's own path; counts summed over ranks."""
+        model, e = self.model, self.engine
         model.eval()
-        logits = model(self.block, self.x)
+        logits = e.forward(model, 0, training=False)
+        sums = []
+        for mask in (e.train_mask, e.val_mask, e.test_mask):
+            sums += correct_count(logits[mask], e.y[mask])
+        sums.append(loss_sum(logits[e.val_mask], e.y[e.val_mask]).item())
+        sums = e.reduce_sum(sums, "eval/reduce")
+        ratio = lambda hit, total: hit / total if total else 0.0  # noqa: E731
         return {
-            "train_acc": accuracy(logits, g.y, g.train_mask),
-            "val_acc": accuracy(logits, g.y, g.val_mask),
-            "test_acc": accuracy(logits, g.y, g.test_mask),
-            "val_loss": masked_loss(logits, g.y, g.val_mask).item(),
+            "train_acc": ratio(sums[0], sums[1]),
+            "val_acc": ratio(sums[2], sums[3]),
+            "test_acc": ratio(sums[4], sums[5]),
+            "val_loss": sums[6] / e.num_val,
         }
 
     def _better(self, record: dict, best: dict) -> bool:
@@ -170,25 +192,40 @@ class Trainer:
             return record["val_loss"] < best["val_loss"]
         return record["val_acc"] > best["val_acc"]
 
+    def _epoch_totals(self, loss: float, dt: float) -> dict:
+        """The global loss and, for a distributed layout, the ledger summed over ranks."""
+        e = self.engine
+        if e.ledger is None:
+            return {"loss": loss}
+        nbytes, secs = e.ledger.take()
+        vec = [loss] + [float(nbytes.get(c, 0)) for c in CATEGORIES] + [sum(secs.values()), dt]
+        vec = e.reduce_sum(vec, "meta/metrics")
+        comm = {c: int(v) for c, v in zip(CATEGORIES, vec[1:-2]) if v}
+        comm_time = vec[-2] / e.world_size
+        return {"loss": vec[0], "comm_bytes": comm, "comm_time_s": comm_time,
+                "compute_time_s": vec[-1] / e.world_size - comm_time}
+
     # ------------------------------------------------------------------ loop
     def train(self) -> RunResult:
         if self.model is None:
             self.build()
-        cfg = self.cfg
-        progress = Progress(cfg.epochs, cfg.progress)
+        cfg, e = self.cfg, self.engine
+        progress = Progress(cfg.epochs, cfg.progress if e.is_main else "none")
         best = {"val_acc": 0.0, "val_loss": float("inf"), "test_acc": 0.0, "train_acc": 0.0, "epoch": 0}
         best_state = None
-        times, losses = [], []
+        times, losses, comm_per_epoch = [], [], []
         bad_evals = 0
         epoch = 0
         try:
             for epoch in range(1, cfg.epochs + 1):
                 t0 = time.perf_counter()
-                loss = self.train_step()
+                loss = self.train_step(epoch)
                 dt = time.perf_counter() - t0
                 times.append(dt)
-                losses.append(loss)
-                record = {"epoch": epoch, "loss": loss, "epoch_time_s": dt}
+                record = {"epoch": epoch} | self._epoch_totals(loss, dt) | {"epoch_time_s": dt}
+                losses.append(record["loss"])
+                if "comm_bytes" in record:
+                    comm_per_epoch.append(record["comm_bytes"])
                 if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
                     t1 = time.perf_counter()
                     record.update(self.evaluate())
@@ -203,25 +240,35 @@ class Trainer:
                 self.writer.epoch(record)
                 progress.update(record)
                 if cfg.patience and bad_evals >= cfg.patience:
-                    log.info("stopping at epoch %d: no better validation accuracy in %d evaluations",
-                             epoch, cfg.patience)
+                    if e.is_main:
+                        log.info("stopping at epoch %d: no better validation %s in %d evaluations",
+                                 epoch, cfg.select, cfg.patience)
                     break
         finally:
             progress.close()
         if best_state is not None:
             self.model.load_state_dict(best_state)
+        rss = e.gather(float(peak_rss_bytes()), "eval/reduce")
         result = RunResult(
-            dataset=self.graph.name, model=cfg.model, layers=cfg.layers, hidden=cfg.hidden,
+            dataset=e.name, model=cfg.model, layers=cfg.layers, hidden=cfg.hidden,
             parallel=cfg.parallel, nprocs=cfg.nprocs, epochs_run=epoch, best_epoch=best["epoch"],
             val_acc=best["val_acc"], test_acc=best["test_acc"], train_acc=best["train_acc"],
             val_loss=best["val_loss"],
             epoch_time_s=statistics.median(times[1:] if len(times) > 1 else times),
-            peak_rss_bytes=peak_rss_bytes(), final_loss=losses[-1], losses=losses, config=cfg.to_dict(),
-            graph=self.graph.summary(), environment=environment(),
+            peak_rss_bytes=int(max(rss)), final_loss=losses[-1], losses=losses, config=cfg.to_dict(),
+            graph=e.summary(), environment=environment(),
         )
+        result.peak_rss_bytes_per_rank = [int(r) for r in rss]
+        if comm_per_epoch:
+            keys = sorted({k for c in comm_per_epoch for k in c})
+            result.comm_bytes_per_epoch = {k: int(statistics.median(c.get(k, 0) for c in comm_per_epoch))
+                                           for k in keys}
+            result.replication_factor = e.replication_factor
         self.writer.summary(result.to_dict())
         return result
 
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+        if self.engine is not None:
+            self.engine.close()

@@ -1,0 +1,128 @@
+"""The local launcher: ``fullgraph train --nprocs P`` starts P ranks itself, the way torchrun would.
+
+It hosts the rendezvous store on a free port (the OS picks it: no fixed port numbers, no race
+between choosing a port and binding it), starts each rank as ``python -m fullgraph ...`` with the
+torchrun environment, and watches them. When a rank fails (an exception, bad input, a kill), the
+launcher stops every other rank at once, prints which rank failed and why, and exits non-zero
+(2 when the failure was bad input). Each rank writes its error as JSON to a file the launcher
+names, and its stderr to a log file kept for inspection.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["launch_local", "report_worker_error", "threads_per_process"]
+
+ERROR_FILE_ENV = "FULLGRAPH_ERROR_FILE"
+
+
+def threads_per_process(local_procs: int, requested: int = 0) -> int:
+    """``--threads`` if given, else cores ÷ local processes (at least 1)."""
+    if requested:
+        return requested
+    return max(1, (os.cpu_count() or 1) // max(1, local_procs))
+
+
+def report_worker_error(exc: BaseException, input_error: bool) -> None:
+    """Called by a failing rank: leave the launcher a one-line reason."""
+    path = os.environ.get(ERROR_FILE_ENV)
+    if not path:
+        return
+    try:
+        Path(path).write_text(json.dumps({"type": type(exc).__name__, "message": str(exc),
+                                          "input_error": input_error}))
+    except OSError:
+        pass
+
+
+@dataclass
+class _Rank:
+    rank: int
+    proc: subprocess.Popen
+    error_file: Path
+    log_file: Path
+
+
+def _reason(r: _Rank) -> tuple[str, bool]:
+    rc = r.proc.returncode
+    try:
+        err = json.loads(r.error_file.read_text())
+        return f"{err['type']}: {err['message']}", bool(err.get("input_error"))
+    except (OSError, ValueError, KeyError):
+        pass
+    if rc is not None and rc < 0:
+        return f"killed by signal {signal.Signals(-rc).name}", False
+    tail = ""
+    try:
+        lines = [x for x in r.log_file.read_text(errors="replace").splitlines() if x.strip()]
+        tail = lines[-1] if lines else ""
+    except OSError:
+        pass
+    return f"exit status {rc}" + (f": {tail}" if tail else ""), False
+
+
+def _stop(ranks: list[_Rank], grace_s: float = 5.0) -> None:
+    for r in ranks:
+        if r.proc.poll() is None:
+            r.proc.terminate()
+    deadline = time.monotonic() + grace_s
+    for r in ranks:
+        left = max(0.0, deadline - time.monotonic())
+        try:
+            r.proc.wait(timeout=left)
+        except subprocess.TimeoutExpired:
+            r.proc.kill()
+            r.proc.wait()
+
+
+def launch_local(argv: list[str], nprocs: int, *, threads: int = 0, log_dir: str | None = None) -> int:
+    """Run ``python -m fullgraph <argv>`` as ``nprocs`` ranks on this machine; returns the exit status."""
+    from torch.distributed import TCPStore
+
+    store = TCPStore("127.0.0.1", 0, world_size=nprocs + 1, is_master=True, wait_for_workers=False)
+    logs = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="fullgraph-ranks-"))
+    logs.mkdir(parents=True, exist_ok=True)
+    nthreads = threads_per_process(nprocs, threads)
+    base = os.environ.copy()
+    base.update({
+        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store.port), "WORLD_SIZE": str(nprocs),
+        "LOCAL_WORLD_SIZE": str(nprocs), "TORCHELASTIC_USE_AGENT_STORE": "True",
+        "OMP_NUM_THREADS": str(nthreads), "FULLGRAPH_THREADS": str(nthreads),
+    })
+    ranks: list[_Rank] = []
+    for rank in range(nprocs):
+        env = base | {"RANK": str(rank), "LOCAL_RANK": str(rank),
+                      ERROR_FILE_ENV: str(logs / f"rank-{rank}.error.json")}
+        log = logs / f"rank-{rank}.log"
+        # rank 0 speaks to the user; every rank's stderr is also kept in its log file
+        out = None if rank == 0 else open(log, "w")
+        err = open(log, "a") if rank == 0 else out
+        proc = subprocess.Popen([sys.executable, "-m", "fullgraph", *argv], env=env, stdout=out, stderr=err)
+        ranks.append(_Rank(rank, proc, logs / f"rank-{rank}.error.json", log))
+    try:
+        while True:
+            failed = next((r for r in ranks if r.proc.poll() not in (None, 0)), None)
+            if failed is not None:
+                _stop(ranks)
+                reason, input_error = _reason(failed)
+                print(f"fullgraph: error: rank {failed.rank} of {nprocs} failed: {reason} "
+                      f"(rank logs in {logs})", file=sys.stderr)
+                return 2 if input_error else 1
+            if all(r.proc.poll() == 0 for r in ranks):
+                return 0
+            time.sleep(0.1)
+    except KeyboardInterrupt:
+        _stop(ranks)
+        print("fullgraph: interrupted; stopped all ranks", file=sys.stderr)
+        return 130
+    finally:
+        del store

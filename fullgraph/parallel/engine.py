@@ -1,0 +1,98 @@
+"""``Engine``: a parallel layout as the trainer sees it.
+
+The trainer's loop is the same for every layout: forward over the rows this process owns, a loss
+summed over its training rows and divided by the **global** number of training nodes, backward,
+``sync_grads``, optimizer step. An engine supplies the rows, the forward path (which blocks, which
+communication between layers) and the reductions. ``SingleEngine`` is the reference: the whole
+graph as one block, no communication.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fullgraph.comm.ledger import Ledger
+from fullgraph.data.graph import Graph
+from fullgraph.ops import Block, SparseOp
+
+__all__ = ["Engine", "SingleEngine", "input_features"]
+
+
+def input_features(x: torch.Tensor) -> torch.Tensor | SparseOp:
+    """Features as the first layer reads them: a constant ``SparseOp`` when they are sparse enough
+    that multiplying them as such is cheaper (under 10% non-zero), else a dense tensor."""
+    if x.layout == torch.sparse_csr:
+        if x.values().numel() < 0.1 * x.shape[0] * x.shape[1]:
+            return SparseOp.from_tensor(x)
+        return x.to_dense()
+    return x
+
+
+class Engine:
+    """Local rows (``y`` and the split masks), global split sizes, and the layout's forward path."""
+
+    y: torch.Tensor
+    train_mask: torch.Tensor
+    val_mask: torch.Tensor
+    test_mask: torch.Tensor
+    num_train: int
+    num_val: int
+    num_test: int
+    in_dim: int
+    num_classes: int
+    name: str = "graph"
+    ledger: Ledger | None = None
+    rank: int = 0
+    world_size: int = 1
+    replication_factor: float | None = None
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def forward(self, model, epoch: int, training: bool) -> torch.Tensor:
+        raise NotImplementedError
+
+    def sync_grads(self, model) -> None:
+        """Make every rank's gradient the global one (nothing to do in one process)."""
+
+    def reduce_sum(self, values: list[float], category: str) -> list[float]:
+        """Sums of per-rank values over all ranks."""
+        return list(values)
+
+    def gather(self, value: float, category: str) -> list[float]:
+        """One value from every rank, in rank order."""
+        return [value]
+
+    def describe(self) -> str:
+        return self.name
+
+    def summary(self) -> dict:
+        """Statistics of the graph being trained (for ``summary.json``)."""
+        return {"name": self.name}
+
+    def close(self) -> None:
+        pass
+
+
+class SingleEngine(Engine):
+    """The whole graph in one process: the reference every layout is checked against."""
+
+    def __init__(self, graph: Graph, norm: str):
+        self.graph = graph
+        self.block = Block.from_graph(graph, norm)
+        self.x = input_features(graph.x)
+        self.y, self.train_mask, self.val_mask, self.test_mask = graph.y, graph.train_mask, graph.val_mask, graph.test_mask
+        self.num_train, self.num_val, self.num_test = (int(m.sum()) for m in (self.train_mask, self.val_mask,
+                                                                              self.test_mask))
+        self.in_dim, self.num_classes = graph.num_features, graph.num_classes
+        self.name = graph.name
+
+    def describe(self) -> str:
+        return repr(self.graph)
+
+    def summary(self) -> dict:
+        return self.graph.summary()
+
+    def forward(self, model, epoch: int, training: bool) -> torch.Tensor:
+        return model(self.block, self.x)
