@@ -1,4 +1,4 @@
-"""The ``fullgraph`` command: ``train`` and ``datasets``.
+"""The ``fullgraph`` command: ``train``, ``partition`` and ``datasets``.
 
 Options come from defaults, then a TOML file (``--config``), then flags, later ones winning; the
 merged set is validated once by ``TrainConfig``. Input errors end with one line on stderr and
@@ -10,9 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
+import traceback
+from pathlib import Path
 
-from fullgraph.config import MODEL_NAMES, TrainConfig, load_toml
+from fullgraph.comm.launch import report_worker_error
+from fullgraph.config import MODEL_NAMES, PARTITIONERS, TrainConfig, load_toml
 from fullgraph.errors import InputError
 
 __all__ = ["main"]
@@ -48,8 +52,12 @@ _TRAIN_FLAGS = [
     ("--gcnii-alpha", float, "GCNII initial residual alpha (default 0.1)"),
     ("--gcnii-lambda", float, "GCNII identity mapping lambda (default 0.5)"),
     ("--feature-norm", str, "row | none | auto (row for Planetoid graphs) (default auto)"),
-    ("--parallel", str, "how the work is split (default single)"),
-    ("--nprocs", int, "number of processes (default 1)"),
+    ("--parallel", str, "single | graph (default single)"),
+    ("--nprocs", int, "processes to start here, or the torchrun world size (default 1)"),
+    ("--partitioner", str, "metis | metis-degree | random | contiguous | permuted (default metis)"),
+    ("--partition-dir", str, "train from a folder written by 'fullgraph partition'"),
+    ("--boundary-rate", float, "BNS-GCN boundary node sampling rate p in [0, 1] (default 1: no sampling)"),
+    ("--comm-timeout", float, "seconds a collective may wait before the run fails (default 60)"),
     ("--progress", str, "bar | lines | none | auto (default auto: a bar on a terminal)"),
 ]
 
@@ -61,6 +69,16 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--config", help="TOML file of options (flags override it)")
     for flag, typ, help_ in _TRAIN_FLAGS:
         train.add_argument(flag, type=typ, default=argparse.SUPPRESS, help=help_)
+    part = sub.add_parser("partition", help="partition a graph and write one folder per part",
+                          description="Partition a graph for --parallel graph and write it to disk.")
+    part.add_argument("--dataset", default="synthetic")
+    part.add_argument("--root", default=None)
+    part.add_argument("--split", type=int, default=0)
+    part.add_argument("--parts", type=int, required=True)
+    part.add_argument("--partitioner", default="metis", help=" | ".join(PARTITIONERS))
+    part.add_argument("--seed", type=int, default=0)
+    part.add_argument("--feature-norm", default="auto")
+    part.add_argument("--out", required=True, help="a new or empty folder")
     ds = sub.add_parser("datasets", help="list known datasets and which are present")
     ds.add_argument("--root", default=None, help="data root (default: $FULLGRAPH_DATA, then ./data)")
     ds.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -75,15 +93,26 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(**options)
 
 
-def cmd_train(args: argparse.Namespace) -> int:
+def cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
+    from fullgraph.comm.context import DistEnv
     from fullgraph.train.trainer import Trainer
 
     cfg = config_from_args(args)
+    env = DistEnv.from_env()
+    if cfg.layout.distributed and env is None:
+        return launch(cfg, argv)
+    if env is not None and env.world_size != cfg.nprocs:
+        raise InputError(f"expected --nprocs to match the torchrun world size (got --nprocs {cfg.nprocs}, "
+                         f"WORLD_SIZE {env.world_size})")
+    if env is not None and cfg.partition_dir is None:
+        cfg.partition_dir = str(shared_partition_dir(cfg, env))
     trainer = Trainer(cfg)
     try:
         result = trainer.build().train()
     finally:
         trainer.close()
+    if env is not None and env.rank != 0:
+        return 0
     print(
         f"{result.dataset} {result.model} x{result.layers}: test accuracy {result.test_acc:.4f} "
         f"(val {result.val_acc:.4f} at epoch {result.best_epoch}; {result.epochs_run} epochs, "
@@ -91,6 +120,57 @@ def cmd_train(args: argparse.Namespace) -> int:
     )
     if cfg.out:
         print(f"wrote {cfg.out}/metrics.jsonl and {cfg.out}/summary.json")
+    return 0
+
+
+def launch(cfg: TrainConfig, argv: list[str]) -> int:
+    """Partition first (so bad input is reported once, before any process starts), then start the
+    ranks on this machine."""
+    from fullgraph.comm.launch import launch_local
+    from fullgraph.parallel.setup import prepare_partition_dir
+
+    pdir = cfg.partition_dir or str(prepare_partition_dir(cfg, cfg.layout.graph_ways))
+    if cfg.partition_dir is None:
+        argv = [*argv, "--partition-dir", pdir]
+    return launch_local(argv, cfg.nprocs, threads=cfg.threads)
+
+
+def shared_partition_dir(cfg: TrainConfig, env) -> str:
+    """Under torchrun without --partition-dir: rank 0 partitions (cached), the others wait for it.
+    Across machines, make the partition with 'fullgraph partition' on shared storage instead."""
+    import torch.distributed as dist
+    from datetime import timedelta
+
+    from fullgraph.parallel.setup import prepare_partition_dir
+
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", init_method="env://", rank=env.rank, world_size=env.world_size,
+                                timeout=timedelta(minutes=30))
+    box = [str(prepare_partition_dir(cfg, cfg.layout.graph_ways))] if env.rank == 0 else [None]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def cmd_partition(args: argparse.Namespace) -> int:
+    from fullgraph.parallel.setup import prepare_partition_dir
+    from fullgraph.partition.store import load_meta
+
+    cfg = TrainConfig(dataset=args.dataset, root=args.root, split=args.split, partitioner=args.partitioner,
+                      seed=args.seed, feature_norm=args.feature_norm)
+    if args.parts < 1:
+        raise InputError(f"expected --parts >= 1 (got {args.parts})")
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()):
+        raise InputError(f"expected --out to be a new or empty folder (got {out}, which holds files)")
+    prepare_partition_dir(cfg, args.parts, out=out)
+    meta = load_meta(out)
+    print(f"{meta.get('graph', args.dataset)}: {args.parts} parts by {args.partitioner}, "
+          f"replication factor {meta['replication_factor']:.4f}")
+    print(f"  {'part':>4}  {'inner':>9}  {'halo':>9}  {'halo/inner':>10}  {'local edges':>11}")
+    for i, st in enumerate(meta["parts_stats"]):
+        print(f"  {i:>4}  {st['inner']:>9}  {st['halo']:>9}  {st['halo'] / max(1, st['inner']):>10.3f}  "
+              f"{st['local_edges']:>11}")
+    print(f"wrote {out}/partition.json and {args.parts} part folders")
     return 0
 
 
@@ -114,18 +194,33 @@ def cmd_datasets(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    rank = os.environ.get("RANK")
+    launched = os.environ.get("FULLGRAPH_ERROR_FILE") is not None  # a rank of our own launcher
+    quiet = rank not in (None, "0")
+    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(message)s", stream=sys.stdout)
     try:
         args = build_parser().parse_args(argv)
         if args.command == "train":
-            return cmd_train(args)
+            return cmd_train(args, argv)
+        if args.command == "partition":
+            return cmd_partition(args)
         return cmd_datasets(args)
     except InputError as e:
-        print(f"fullgraph: error: {e}", file=sys.stderr)
+        report_worker_error(e, input_error=True)
+        if not launched:
+            where = f"rank {rank}: " if rank is not None else ""
+            print(f"fullgraph: error: {where}{e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("fullgraph: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # a rank's unexpected failure: tell the launcher, keep the traceback
+        if rank is None:
+            raise
+        report_worker_error(e, input_error=False)
+        traceback.print_exc()
+        return 1
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ from fullgraph.errors import InputError
 __all__ = ["TrainConfig", "load_toml"]
 
 MODEL_NAMES = ("gcn", "sage", "gat", "gcnii", "resgcn+")
-PARALLEL_NAMES = ("single",)
+PARALLEL_NAMES = ("single", "graph")
+PARTITIONERS = ("metis", "metis-degree", "random", "contiguous", "permuted")
 FEATURE_NORMS = ("auto", "row", "none")
 
 
@@ -69,9 +70,19 @@ class TrainConfig:
     """Row-normalize features: ``row``, ``none``, or ``auto`` (row for the Planetoid graphs, as in
     Kipf & Welling and the GCNII paper; none otherwise)."""
     parallel: str = "single"
-    """How the work is split; this release trains in a single process."""
+    """How the work is split: ``single`` (one process) or ``graph`` (one part per process)."""
     nprocs: int = 1
-    """Number of processes."""
+    """Number of processes (started locally, or the torchrun world size)."""
+    partitioner: str = "metis"
+    """How nodes are split into parts: metis (communication volume, balanced by node count),
+    metis-degree (balanced by degree), random, contiguous, or permuted (contiguous after a seeded
+    random permutation)."""
+    partition_dir: str | None = None
+    """A folder written by ``fullgraph partition``; each rank reads only its own part from it."""
+    boundary_rate: float = 1.0
+    """BNS-GCN: the probability that a part keeps each halo node in a training epoch (1: all, 0: none)."""
+    comm_timeout: float = 60.0
+    """Seconds any collective may wait before the run is declared failed."""
     progress: str = "auto"
     """``bar`` (a progress bar), ``lines`` (one line per evaluation), ``none``, or ``auto`` (a bar on
     a terminal, lines otherwise)."""
@@ -101,7 +112,10 @@ class TrainConfig:
         need(self.gcnii_lambda > 0, "gcnii_lambda", "> 0")
         need(self.feature_norm in FEATURE_NORMS, "feature_norm", f"to be one of {', '.join(FEATURE_NORMS)}")
         need(self.parallel in PARALLEL_NAMES, "parallel", f"to be one of {', '.join(PARALLEL_NAMES)}")
-        need(self.nprocs == 1, "nprocs", "to be 1 for single-process training")
+        need(self.partitioner in PARTITIONERS, "partitioner", f"to be one of {', '.join(PARTITIONERS)}")
+        need(0.0 <= self.boundary_rate <= 1.0, "boundary_rate", "in [0, 1]")
+        need(self.comm_timeout > 0, "comm_timeout", "> 0")
+        self.layout  # validates parallel × nprocs
         need(self.progress in ("auto", "bar", "lines", "none"), "progress", "to be auto, bar, lines or none")
         if self.model == "gat" and self.hidden % self.heads:
             raise InputError(
@@ -121,6 +135,12 @@ class TrainConfig:
                 raise InputError(
                     f"expected {f.name} to be a {expected.__name__} (got {type(value).__name__} {value!r})"
                 )
+
+    @property
+    def layout(self):
+        from fullgraph.comm.layout import Layout
+
+        return Layout.for_mode(self.parallel, self.nprocs)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -128,6 +128,12 @@ class Trainer:
         cfg = self.cfg
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
+        elif cfg.layout.distributed:  # cores ÷ local processes, as torchrun would not do for us
+            from fullgraph.comm.context import DistEnv
+            from fullgraph.comm.launch import threads_per_process
+
+            env = DistEnv.from_env()
+            torch.set_num_threads(threads_per_process(env.local_world_size if env else cfg.nprocs))
         norm = MODELS[cfg.model].norm
         if self.engine is None:
             if cfg.parallel == "single":

@@ -1,0 +1,162 @@
+"""Graph (partition) parallelism, with BNS-GCN's boundary node sampling.
+
+Each rank owns one part: its inner rows, the rows of its halo nodes and its local block (rows =
+inner nodes, columns = inner then halo nodes, normalized as in the full graph). A layer's dst rows
+are the part's inner nodes; before every layer after the first, the halo rows of its input are
+fetched from their owners in one ``all_to_all`` (``exchange_halo``), and its gradient travels back the
+same way. The first layer reads features, which the part holds for its halo nodes too, so the first
+layer needs no exchange at all (nor, therefore, a backward one); node-wise input transforms (GCNII's
+and ResGCN+'s input layer) run on the halo rows locally, and the gradient they collect there is
+exactly this part's share, so the all-reduce of weight gradients still sums to the global gradient.
+
+The loss is divided by the global number of training nodes and the weight gradients are summed
+over ranks in one flat all-reduce per epoch, after backward: P ranks compute exactly the
+single-process gradient, and no gradient collective can interleave with halo exchanges.
+
+Boundary sampling (``boundary_rate`` p < 1): at every training epoch each part keeps each halo node
+with probability p (drawn from seed, epoch and part id), tells the owners which rows it needs
+(``sample/index``), receives only those, and scales the kept halo columns of its block by 1/p.
+Evaluation never samples.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from fullgraph.comm.context import Comm, DistEnv
+from fullgraph.comm.halo import HaloPlan, exchange_halo
+from fullgraph.ops import SparseOp
+from fullgraph.parallel.engine import Engine, input_features
+
+__all__ = ["GraphEngine", "boundary_sample", "graph_engine"]
+
+
+def boundary_sample(seed: int, epoch: int, part_id: int, num_halo: int, p: float) -> torch.Tensor:
+    """Which halo nodes a part keeps this epoch: independent draws keyed by (seed, epoch, part)."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, epoch, part_id, 0xB45]))
+    return torch.from_numpy(rng.random(num_halo) < p)
+
+
+def _rows(x: torch.Tensor | SparseOp, idx: torch.Tensor):
+    """Rows ``idx`` of dense features or of a ``SparseOp``."""
+    if not isinstance(x, SparseOp):
+        return x[idx]
+    starts, ends = x.indptr[idx], x.indptr[idx + 1]
+    counts = ends - starts
+    indptr = torch.zeros(idx.numel() + 1, dtype=torch.int64)
+    torch.cumsum(counts, 0, out=indptr[1:])
+    pos = torch.repeat_interleave(starts - indptr[:-1], counts) + torch.arange(int(indptr[-1]))
+    return SparseOp(indptr, x.indices[pos], x.values[pos], (idx.numel(), x.shape[1]))
+
+
+class GraphEngine(Engine):
+    """One part of a graph-parallel run."""
+
+    def __init__(self, part, comm: Comm, norm: str, *, boundary_rate: float = 1.0, seed: int = 0,
+                 replication_factor: float | None = None):
+        self.part, self.comm, self.norm = part, comm, norm
+        self.p, self.seed = boundary_rate, seed
+        self.rank, self.world_size = comm.rank, comm.world_size
+        self.ledger = comm.ledger
+        self.n_inner, self.n_halo = part.inner.numel(), part.halo.numel()
+        self.block = part.block(norm)
+        self.x = input_features(part.x)
+        self.plan = HaloPlan(part.send_idx, [int(c) for c in part.send_counts], [int(c) for c in part.recv_counts])
+        self.y, self.train_mask, self.val_mask, self.test_mask = part.y, part.train_mask, part.val_mask, part.test_mask
+        self.num_train = int(part.global_num_train)
+        counts = torch.tensor([float(part.val_mask.sum()), float(part.test_mask.sum())])
+        self.num_val, self.num_test = (int(v) for v in comm.all_reduce_(counts, "eval/reduce").tolist())
+        self.in_dim, self.num_classes = part.x.shape[1], int(part.num_classes)
+        self.name = part.name
+        self.replication_factor = replication_factor
+        # offsets of each peer's group in my halo list and in my send list
+        self._recv_off = np.concatenate([[0], np.cumsum(self.plan.recv_counts)])
+        self._send_off = np.concatenate([[0], np.cumsum(self.plan.send_counts)])
+
+    def describe(self) -> str:
+        return (f"graph {self.name}: part {self.part.part_id} of {self.world_size}, {self.n_inner} inner and "
+                f"{self.n_halo} halo nodes")
+
+    def summary(self) -> dict:
+        return {"name": self.name, "nodes": int(self.part.global_num_nodes), "parts": self.world_size}
+
+    # ------------------------------------------------------------------ boundary sampling
+    def _sampled(self, epoch: int):
+        """This epoch's block, input rows and halo plan under boundary sampling."""
+        keep = boundary_sample(self.seed, epoch, self.part.part_id, self.n_halo, self.p)
+        kept = torch.nonzero(keep).flatten()
+        P = self.world_size
+        # positions, within each owner's send list for me, of the halo rows I keep
+        want, want_counts = [], []
+        for q in range(P):
+            lo, hi = self._recv_off[q], self._recv_off[q + 1]
+            sel = kept[(kept >= lo) & (kept < hi)] - lo
+            want.append(sel)
+            want_counts.append(sel.numel())
+        counts = self.comm.all_to_all_rows(torch.tensor(want_counts, dtype=torch.int64), [1] * P, [1] * P,
+                                           "sample/index")
+        asked_counts = [int(c) for c in counts]
+        asked = self.comm.all_to_all_rows(torch.cat(want), want_counts, asked_counts, "sample/index")
+        # turn the positions peers asked for into my local inner ids, peer by peer
+        send, start = [], 0
+        for q in range(P):
+            pos = asked[start:start + asked_counts[q]]
+            send.append(self.plan.send_idx[int(self._send_off[q]) + pos])
+            start += asked_counts[q]
+        plan = HaloPlan(torch.cat(send), asked_counts, want_counts)
+        block = self.part.block(self.norm, halo_keep=keep, scale=1.0 / self.p)
+        rows = torch.cat([torch.arange(self.n_inner), self.n_inner + kept])
+        return block, _rows(self.x, rows), plan
+
+    # ------------------------------------------------------------------ the layout
+    def forward(self, model, epoch: int, training: bool) -> torch.Tensor:
+        if training and self.p < 1.0:
+            block, x, plan = self._sampled(epoch)
+        else:
+            block, x, plan = self.block, self.x, self.plan
+        category = "halo" if training else "eval/halo"
+
+        def fetch(h: torch.Tensor) -> torch.Tensor:
+            return torch.cat([h, exchange_halo(h, self.comm, plan, category)])
+
+        return model(block, x, fetch=fetch)
+
+    def sync_grads(self, model) -> None:
+        params = [p for p in model.parameters() if p.requires_grad]
+        for p in params:
+            if p.grad is None:  # every rank must contribute the same buffer layout
+                p.grad = torch.zeros_like(p)
+        flat = torch.cat([p.grad.reshape(-1) for p in params])
+        self.comm.all_reduce_(flat, "grad/allreduce")
+        offset = 0
+        for p in params:
+            n = p.numel()
+            p.grad.copy_(flat[offset:offset + n].view_as(p))
+            offset += n
+
+    def reduce_sum(self, values: list[float], category: str) -> list[float]:
+        t = torch.tensor(values, dtype=torch.float64)
+        return self.comm.all_reduce_(t, category).tolist()
+
+    def gather(self, value: float, category: str) -> list[float]:
+        return [float(t) for t in self.comm.all_gather(torch.tensor([value], dtype=torch.float64), category)]
+
+    def close(self) -> None:
+        self.comm.close()
+
+
+def graph_engine(cfg, norm: str) -> GraphEngine:
+    """The graph-parallel engine of this rank, from the torchrun environment and the partition."""
+    from fullgraph.partition.store import load_meta, load_part
+
+    env = DistEnv.from_env()
+    if env is None:
+        raise RuntimeError("graph_engine needs the torchrun environment (RANK, WORLD_SIZE, ...)")
+    comm = Comm(env, timeout_s=cfg.comm_timeout)
+    if cfg.partition_dir is None:
+        raise RuntimeError("graph parallelism needs a partition folder (--partition-dir)")
+    meta = load_meta(cfg.partition_dir)
+    part = load_part(cfg.partition_dir, env.rank)
+    return GraphEngine(part, comm, norm, boundary_rate=cfg.boundary_rate, seed=cfg.seed,
+                       replication_factor=meta.get("replication_factor"))

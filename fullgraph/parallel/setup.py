@@ -1,0 +1,52 @@
+"""Before any rank starts: load the graph once, check the layout against it, partition (cached) and
+write the partition folder that every rank reads its own part from."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from pathlib import Path
+
+__all__ = ["prepare_partition_dir", "partition_cache_root"]
+
+log = logging.getLogger("fullgraph")
+
+
+def partition_cache_root() -> Path:
+    return Path(os.environ.get("FULLGRAPH_CACHE") or Path.home() / ".cache" / "fullgraph")
+
+
+def _method(partitioner: str) -> tuple[str, str]:
+    return ("metis", "degree") if partitioner == "metis-degree" else (partitioner, "nodes")
+
+
+def prepare_partition_dir(cfg, parts: int, out: str | Path | None = None) -> Path:
+    """The folder of ``cfg.dataset`` cut into ``parts`` parts by ``cfg.partitioner``; made once and
+    reused (keyed by the graph's fingerprint, method, parts and seed) unless ``out`` is given."""
+    from fullgraph.partition import PartitionBook, cached_partition, save_partition
+    from fullgraph.partition.store import load_meta
+    from fullgraph.train.trainer import load_graph
+
+    graph = load_graph(cfg)
+    if parts > graph.num_nodes:
+        from fullgraph.errors import InputError
+
+        raise InputError(f"expected at most one part per node (got {parts} parts for {graph.num_nodes} nodes)")
+    method, weight = _method(cfg.partitioner)
+    key = f"{graph.fingerprint()[:20]}-{cfg.partitioner}-{parts}-{cfg.seed}"
+    target = Path(out) if out is not None else partition_cache_root() / "parts" / key
+    if out is None and (target / "partition.json").is_file():
+        try:
+            load_meta(target)
+            return target
+        except Exception:  # a stale or damaged cache entry is rebuilt, never trusted
+            pass
+    node_part = cached_partition(graph, parts, method, cfg.seed, weight=weight)
+    book = PartitionBook.build(graph, node_part)
+    meta = {"dataset": cfg.dataset, "method": cfg.partitioner, "parts": parts, "seed": cfg.seed,
+            "feature_norm": cfg.feature_norm, "cache_key": hashlib.sha256(key.encode()).hexdigest()[:16]}
+    save_partition(book, graph, target, meta)
+    log.info("partitioned %s into %d parts (%s): replication factor %.3f -> %s", graph.name, parts,
+             cfg.partitioner, book.replication_factor, target)
+    return target
