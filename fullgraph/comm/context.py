@@ -11,6 +11,7 @@ graph), and every training collective runs on a group whose timeout is ``timeout
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from datetime import timedelta
@@ -68,7 +69,7 @@ class Comm:
         """Rows ``send`` split by destination (``send_counts``) to every rank; returns the rows
         received, grouped by source rank (``recv_counts``)."""
         send = send.contiguous()
-        row = send[0].numel() if send.dim() > 1 else 1
+        row = math.prod(send.shape[1:])
         out = send.new_empty((sum(recv_counts),) + tuple(send.shape[1:]))
         nbytes = (sum(send_counts) - send_counts[self.rank]) * row * send.element_size()
         with self.ledger.timed(category, nbytes):

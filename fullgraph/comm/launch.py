@@ -84,8 +84,12 @@ def _stop(ranks: list[_Rank], grace_s: float = 5.0) -> None:
             r.proc.wait()
 
 
-def launch_local(argv: list[str], nprocs: int, *, threads: int = 0, log_dir: str | None = None) -> int:
-    """Run ``python -m fullgraph <argv>`` as ``nprocs`` ranks on this machine; returns the exit status."""
+def launch_local(argv: list[str], nprocs: int, *, threads: int = 0, log_dir: str | None = None,
+                 module: str = "fullgraph", timeout_s: float | None = None) -> int:
+    """Run ``python -m <module> <argv>`` as ``nprocs`` ranks on this machine; returns the exit status.
+
+    ``timeout_s`` bounds the whole run (tests use it): past it every rank is stopped and the
+    launcher reports a failure."""
     from torch.distributed import TCPStore
 
     store = TCPStore("127.0.0.1", 0, world_size=nprocs + 1, is_master=True, wait_for_workers=False)
@@ -106,10 +110,16 @@ def launch_local(argv: list[str], nprocs: int, *, threads: int = 0, log_dir: str
         # rank 0 speaks to the user; every rank's stderr is also kept in its log file
         out = None if rank == 0 else open(log, "w")
         err = open(log, "a") if rank == 0 else out
-        proc = subprocess.Popen([sys.executable, "-m", "fullgraph", *argv], env=env, stdout=out, stderr=err)
+        proc = subprocess.Popen([sys.executable, "-m", module, *argv], env=env, stdout=out, stderr=err)
         ranks.append(_Rank(rank, proc, logs / f"rank-{rank}.error.json", log))
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
         while True:
+            if deadline is not None and time.monotonic() > deadline:
+                _stop(ranks)
+                print(f"fullgraph: error: the ranks did not finish within {timeout_s:.0f} s; stopped them "
+                      f"(rank logs in {logs})", file=sys.stderr)
+                return 1
             failed = next((r for r in ranks if r.proc.poll() not in (None, 0)), None)
             if failed is not None:
                 _stop(ranks)

@@ -54,8 +54,8 @@ class GraphEngine(Engine):
     """One part of a graph-parallel run."""
 
     def __init__(self, part, comm: Comm, norm: str, *, boundary_rate: float = 1.0, seed: int = 0,
-                 replication_factor: float | None = None):
-        self.part, self.comm, self.norm = part, comm, norm
+                 replication_factor: float | None = None, owns_comm: bool = True):
+        self.part, self.comm, self.norm, self.owns_comm = part, comm, norm, owns_comm
         self.p, self.seed = boundary_rate, seed
         self.rank, self.world_size = comm.rank, comm.world_size
         self.ledger = comm.ledger
@@ -105,12 +105,20 @@ class GraphEngine(Engine):
             send.append(self.plan.send_idx[int(self._send_off[q]) + pos])
             start += asked_counts[q]
         plan = HaloPlan(torch.cat(send), asked_counts, want_counts)
-        block = self.part.block(self.norm, halo_keep=keep, scale=1.0 / self.p)
+        scale = 1.0 / self.p if self.p > 0 else 1.0  # p = 0 keeps nothing, so nothing is scaled
+        block = self.part.block(self.norm, halo_keep=keep, scale=scale)
         rows = torch.cat([torch.arange(self.n_inner), self.n_inner + kept])
         return block, _rows(self.x, rows), plan
 
+    def _isolated_block(self):
+        if not hasattr(self, "_isolated"):
+            self._isolated = self.part.block(self.norm, halo_keep=torch.zeros(self.n_halo, dtype=torch.bool))
+        return self._isolated
+
     # ------------------------------------------------------------------ the layout
     def forward(self, model, epoch: int, training: bool) -> torch.Tensor:
+        if training and self.p == 0.0:  # isolated parts: no halo columns, nothing to ask or send
+            return model(self._isolated_block(), _rows(self.x, torch.arange(self.n_inner)), fetch=lambda h: h)
         if training and self.p < 1.0:
             block, x, plan = self._sampled(epoch)
         else:
@@ -143,7 +151,8 @@ class GraphEngine(Engine):
         return [float(t) for t in self.comm.all_gather(torch.tensor([value], dtype=torch.float64), category)]
 
     def close(self) -> None:
-        self.comm.close()
+        if self.owns_comm:
+            self.comm.close()
 
 
 def graph_engine(cfg, norm: str) -> GraphEngine:

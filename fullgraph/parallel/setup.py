@@ -5,16 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 from pathlib import Path
 
-__all__ = ["prepare_partition_dir", "partition_cache_root"]
+__all__ = ["prepare_partition_dir"]
 
 log = logging.getLogger("fullgraph")
-
-
-def partition_cache_root() -> Path:
-    return Path(os.environ.get("FULLGRAPH_CACHE") or Path.home() / ".cache" / "fullgraph")
 
 
 def _method(partitioner: str) -> tuple[str, str]:
@@ -24,7 +19,7 @@ def _method(partitioner: str) -> tuple[str, str]:
 def prepare_partition_dir(cfg, parts: int, out: str | Path | None = None) -> Path:
     """The folder of ``cfg.dataset`` cut into ``parts`` parts by ``cfg.partitioner``; made once and
     reused (keyed by the graph's fingerprint, method, parts and seed) unless ``out`` is given."""
-    from fullgraph.partition import PartitionBook, cached_partition, save_partition
+    from fullgraph.partition import PartitionBook, cache_root, cached_partition, save_partition
     from fullgraph.partition.store import load_meta
     from fullgraph.train.trainer import load_graph
 
@@ -35,7 +30,7 @@ def prepare_partition_dir(cfg, parts: int, out: str | Path | None = None) -> Pat
         raise InputError(f"expected at most one part per node (got {parts} parts for {graph.num_nodes} nodes)")
     method, weight = _method(cfg.partitioner)
     key = f"{graph.fingerprint()[:20]}-{cfg.partitioner}-{parts}-{cfg.seed}"
-    target = Path(out) if out is not None else partition_cache_root() / "parts" / key
+    target = Path(out) if out is not None else cache_root() / "parts" / key
     if out is None and (target / "partition.json").is_file():
         try:
             load_meta(target)

@@ -204,7 +204,8 @@ class Trainer:
         if e.ledger is None:
             return {"loss": loss}
         nbytes, secs = e.ledger.take()
-        vec = [loss] + [float(nbytes.get(c, 0)) for c in CATEGORIES] + [sum(secs.values()), dt]
+        train_secs = sum(v for c, v in secs.items() if not c.startswith(("eval/", "meta/")))
+        vec = [loss] + [float(nbytes.get(c, 0)) for c in CATEGORIES] + [train_secs, dt]
         vec = e.reduce_sum(vec, "meta/metrics")
         comm = {c: int(v) for c, v in zip(CATEGORIES, vec[1:-2]) if v}
         comm_time = vec[-2] / e.world_size
@@ -228,14 +229,16 @@ class Trainer:
                 loss = self.train_step(epoch)
                 dt = time.perf_counter() - t0
                 times.append(dt)
-                record = {"epoch": epoch} | self._epoch_totals(loss, dt) | {"epoch_time_s": dt}
+                record = {"epoch": epoch}
+                evaluated = {}
+                if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
+                    t1 = time.perf_counter()
+                    evaluated = self.evaluate() | {"eval_time_s": time.perf_counter() - t1}
+                record |= self._epoch_totals(loss, dt) | {"epoch_time_s": dt} | evaluated
                 losses.append(record["loss"])
                 if "comm_bytes" in record:
                     comm_per_epoch.append(record["comm_bytes"])
-                if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
-                    t1 = time.perf_counter()
-                    record.update(self.evaluate())
-                    record["eval_time_s"] = time.perf_counter() - t1
+                if evaluated:
                     if self._better(record, best):
                         best = {k: record[k] for k in ("val_acc", "val_loss", "test_acc", "train_acc")}
                         best["epoch"] = epoch

@@ -1,0 +1,21 @@
+"""Graph partitioning: who owns which node, and what each part needs to train its share.
+
+* :func:`partition_nodes` — ``metis`` / ``random`` / ``contiguous`` / ``permuted`` node → part maps.
+* :class:`PartitionBook` / :class:`Part` — inner and halo nodes, per-peer send/recv lists, local
+  blocks normalized as the full graph would be.
+* :func:`save_partition` / :func:`load_part` / :func:`load_meta` — the on-disk layout, one folder
+  per part; :func:`cached_partition` — a node → part cache so METIS runs once per graph.
+"""
+
+from fullgraph.partition.book import NORMS, Part, PartitionBook
+from fullgraph.partition.partitioners import (
+    METHODS, WEIGHTS, check_node_part, partition_nodes, random_permutation,
+)
+from fullgraph.partition.store import (
+    FORMAT_VERSION, cache_root, cached_partition, load_meta, load_part, save_partition,
+)
+
+__all__ = [
+    "METHODS", "WEIGHTS", "NORMS", "FORMAT_VERSION", "partition_nodes", "random_permutation", "check_node_part",
+    "Part", "PartitionBook", "save_partition", "load_part", "load_meta", "cached_partition", "cache_root",
+]

@@ -1,0 +1,477 @@
+"""The partition book: what each part owns, what it reads from the others, and its local block.
+
+``PartitionBook.build(graph, node_part)`` computes, in one process and with vectorized tensor
+operations only (loops run over parts, never over nodes or edges), the global bookkeeping of a
+partition; ``book.part(i)`` then cuts out the :class:`Part` that rank ``i`` needs — its inner and
+halo nodes, its per-peer send/recv lists, its local in-edge CSR, the global degrees its
+normalization needs, and its feature / label / mask rows — and nothing more.
+
+Local ids. A part numbers its nodes ``0..n_inner-1`` for the inner nodes (ascending global id),
+then ``n_inner..n_inner+n_halo-1`` for the halo nodes. The halo is grouped by owner part
+(ascending), ascending global id inside a group, so the rows received from peer ``q`` are one
+contiguous range of the halo, and peer ``q`` sends exactly those nodes in exactly that order
+(``send_idx`` of ``q``, for peer ``p``). Embeddings laid out as ``cat([h_inner, h_recv])`` are
+therefore directly the source rows of the part's block.
+
+Normalization. A part's block holds the rows of the **full-graph** Â that belong to its inner
+nodes: ``gcn`` uses the global degrees of both endpoints (``degree`` holds them for halo nodes
+too), ``mean`` the global in-degree of the row. Concatenating the parts' blocks (rows mapped back
+to global ids) gives ``Block.from_graph(graph, norm)`` exactly; the tests check this.
+
+Boundary node sampling (BNS-GCN). ``part.block(norm, halo_keep, scale)`` drops the halo columns
+not kept and **compacts** the column space to ``inner, then kept halo nodes in halo order``
+(``n_inner + halo_keep.sum()`` columns): only kept rows are received, so the received tensor can be
+appended to the inner embeddings as it comes, with no scatter into a mostly empty buffer. The kept
+halo columns are multiplied by ``scale`` (``1/p`` for an unbiased estimate); inner columns,
+including the self loop, are untouched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from fullgraph.data.graph import Graph
+from fullgraph.errors import InputError
+from fullgraph.ops.block import Block
+from fullgraph.ops.sparse import SparseOp
+from fullgraph.partition.partitioners import check_node_part
+
+__all__ = ["Part", "PartitionBook", "NORMS"]
+
+NORMS = ("gcn", "mean", "self-loops")
+
+
+def _offsets(counts: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros(counts.numel() + 1, dtype=torch.int64)
+    torch.cumsum(counts, 0, out=out[1:])
+    return out
+
+
+def take_rows(x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Rows ``ids`` of a dense or sparse-CSR matrix, in the same layout."""
+    if x.layout != torch.sparse_csr:
+        return x[ids]
+    m = sp.csr_matrix((x.values().numpy(), x.col_indices().numpy(), x.crow_indices().numpy()), shape=tuple(x.shape))
+    sub = m[ids.numpy()]
+    sub.sort_indices()
+    return torch.sparse_csr_tensor(
+        torch.from_numpy(sub.indptr.astype(np.int64)), torch.from_numpy(sub.indices.astype(np.int64)),
+        torch.from_numpy(np.ascontiguousarray(sub.data, dtype=np.float32)), size=(ids.numel(), x.shape[1]),
+        check_invariants=False,
+    )
+
+
+def _check_simple(graph: Graph) -> None:
+    """The book assumes the loaders' standard structure: no self loops, no duplicate edges."""
+    src, dst = graph.edges()
+    loops = int((src == dst).sum())
+    if loops:
+        raise InputError(
+            f"expected a graph without self loops (got {loops} in {graph.name!r}); preprocess it with "
+            "fullgraph.data.datasets.preprocess, since each normalization adds the loops it wants")
+    if graph.num_edges > 1:
+        same = (graph.indices[1:] == graph.indices[:-1]) & (dst[1:] == dst[:-1])
+        dups = int(same.sum())
+        if dups:
+            raise InputError(
+                f"expected a graph without duplicate edges (got {dups} in {graph.name!r}); preprocess it "
+                "with fullgraph.data.datasets.preprocess")
+
+
+@dataclass(eq=False)
+class Part:
+    """Everything rank ``part_id`` needs of the graph (see the module docstring for local ids).
+
+    Attributes:
+        part_id, num_parts: this part and how many there are.
+        inner: int64 ``[n_inner]``, global ids of the inner nodes, ascending.
+        halo: int64 ``[n_halo]``, global ids of the halo nodes, grouped by owner ascending, then id.
+        halo_owner: int64 ``[n_halo]``, the part owning each halo node.
+        recv_counts: int64 ``[P]``, halo rows received from each peer (0 for ``part_id`` itself).
+        send_idx: int64, local (inner) ids sent to the peers, concatenated by peer ascending; for peer
+            ``q`` in exactly the order of ``q``'s halo group of this part.
+        send_counts: int64 ``[P]``, rows sent to each peer.
+        indptr, indices: local in-edge CSR of ``A`` (no self loops), rows = inner nodes, columns =
+            local ids, sorted within each row.
+        degree: int64 ``[n_inner + n_halo]``, global in-degree (of ``A``) of every local node.
+        x: float32 features of the inner then halo rows (dense, or sparse CSR like the graph's).
+        y, train_mask, val_mask, test_mask: labels and splits of the inner rows.
+        global_num_nodes, global_num_train: ``N`` and the global number of training nodes (the
+            loss is a mean over all of them, so every part divides by this, not its own count).
+        num_classes, name: of the graph.
+    """
+
+    part_id: int
+    num_parts: int
+    inner: torch.Tensor
+    halo: torch.Tensor
+    halo_owner: torch.Tensor
+    recv_counts: torch.Tensor
+    send_idx: torch.Tensor
+    send_counts: torch.Tensor
+    indptr: torch.Tensor
+    indices: torch.Tensor
+    degree: torch.Tensor
+    x: torch.Tensor
+    y: torch.Tensor
+    train_mask: torch.Tensor
+    val_mask: torch.Tensor
+    test_mask: torch.Tensor
+    global_num_nodes: int
+    global_num_train: int
+    num_classes: int
+    name: str = "graph"
+    _base: dict = field(default_factory=dict, repr=False)
+    _halo_sorted: tuple | None = field(default=None, repr=False)
+
+    # ------------------------------------------------------------------ sizes and ranges
+    @property
+    def num_inner(self) -> int:
+        return self.inner.numel()
+
+    @property
+    def num_halo(self) -> int:
+        return self.halo.numel()
+
+    @property
+    def num_local(self) -> int:
+        return self.num_inner + self.num_halo
+
+    @property
+    def num_edges(self) -> int:
+        """Local edges of ``A`` (in-edges of the inner nodes, self loops excluded)."""
+        return self.indices.numel()
+
+    @property
+    def multilabel(self) -> bool:
+        return self.y.dim() == 2
+
+    @property
+    def local_nodes(self) -> torch.Tensor:
+        """Global id of every local node: ``cat([inner, halo])``."""
+        return torch.cat([self.inner, self.halo])
+
+    @property
+    def recv_offsets(self) -> torch.Tensor:
+        """``[P+1]``: rows from peer ``q`` are halo positions ``recv_offsets[q]:recv_offsets[q+1]``."""
+        return _offsets(self.recv_counts)
+
+    @property
+    def send_offsets(self) -> torch.Tensor:
+        """``[P+1]``: rows for peer ``q`` are ``send_idx[send_offsets[q]:send_offsets[q+1]]``."""
+        return _offsets(self.send_counts)
+
+    def recv_range(self, peer: int) -> tuple[int, int]:
+        """Halo positions (not local ids: add ``num_inner``) of the rows received from ``peer``."""
+        off = self.recv_offsets
+        return int(off[peer]), int(off[peer + 1])
+
+    def send_nodes(self, peer: int) -> torch.Tensor:
+        """Local ids of the inner rows sent to ``peer``, in the order ``peer`` stores them."""
+        off = self.send_offsets
+        return self.send_idx[int(off[peer]) : int(off[peer + 1])]
+
+    def global_to_local(self, global_ids) -> torch.Tensor:
+        """Local id of each global id (inner ``0..n_inner-1``, halo after), or ``-1`` if not local."""
+        ids = torch.as_tensor(global_ids, dtype=torch.int64)
+        out = torch.full_like(ids, -1)
+        if self.num_inner:
+            pos = torch.searchsorted(self.inner, ids).clamp_(max=self.num_inner - 1)
+            hit = self.inner[pos] == ids
+            out[hit] = pos[hit]
+        if self.num_halo:
+            if self._halo_sorted is None:
+                self._halo_sorted = torch.sort(self.halo)
+            hs, perm = self._halo_sorted
+            pos = torch.searchsorted(hs, ids).clamp_(max=self.num_halo - 1)
+            hit = hs[pos] == ids
+            out[hit] = self.num_inner + perm[pos[hit]]
+        return out
+
+    def kept_recv_counts(self, halo_keep: torch.Tensor) -> torch.Tensor:
+        """``[P]``: kept halo rows per owner peer (what arrives under boundary node sampling)."""
+        keep = self._check_keep(halo_keep)
+        return torch.bincount(self.halo_owner[keep], minlength=self.num_parts)
+
+    # ------------------------------------------------------------------ the local block
+    def _check_keep(self, halo_keep) -> torch.Tensor:
+        if not isinstance(halo_keep, torch.Tensor) or halo_keep.dtype != torch.bool \
+                or halo_keep.shape != (self.num_halo,):
+            got = f"{halo_keep.dtype} tensor of shape {tuple(halo_keep.shape)}" \
+                if isinstance(halo_keep, torch.Tensor) else type(halo_keep).__name__
+            raise InputError(f"expected halo_keep to be a bool tensor of shape ({self.num_halo},) (got {got})")
+        return halo_keep
+
+    def _base_block(self, norm: str):
+        """``(rows, indptr, indices, values)`` of the unsampled normalized block, computed once."""
+        if norm in self._base:
+            return self._base[norm]
+        if norm not in NORMS:
+            raise InputError(f"unknown normalization {norm!r} (expected one of: {', '.join(NORMS)})")
+        n = self.num_inner
+        rows = torch.repeat_interleave(torch.arange(n), self.indptr.diff())
+        cols = self.indices
+        if norm in ("gcn", "self-loops"):  # one self loop per inner row, at local column = row
+            # insert it in place (no sort): edge e moves right by its row number (the loops of the
+            # rows before), plus one if it lies right of its own row's loop
+            right = cols > rows
+            diag = torch.arange(n)
+            left_count = self.indptr.diff() - torch.bincount(rows[right], minlength=n)
+            new_rows = torch.empty(rows.numel() + n, dtype=torch.int64)
+            new_cols = torch.empty_like(new_rows)
+            epos = torch.arange(rows.numel()) + rows + right
+            dpos = self.indptr[:-1] + diag + left_count
+            new_rows[epos], new_cols[epos] = rows, cols
+            new_rows[dpos], new_cols[dpos] = diag, diag
+            rows, cols = new_rows, new_cols
+        # the same float32 arithmetic as fullgraph.data.preprocess, so values agree bit for bit
+        if norm == "gcn":
+            deg = (self.degree + 1).numpy().astype(np.float32)
+            dinv = torch.from_numpy((1.0 / np.sqrt(deg)).astype(np.float32))
+            vals = dinv[rows] * dinv[cols]
+        elif norm == "mean":
+            deg = self.degree[:n].numpy().astype(np.float32)
+            inv = np.divide(1.0, deg, out=np.zeros_like(deg), where=deg > 0).astype(np.float32)
+            vals = torch.from_numpy(inv)[rows]
+        else:
+            vals = torch.ones(rows.numel(), dtype=torch.float32)
+        indptr = _offsets(torch.bincount(rows, minlength=n))
+        self._base[norm] = (rows, indptr, cols.contiguous(), vals.contiguous())
+        return self._base[norm]
+
+    def block(self, norm: str, halo_keep: torch.Tensor | None = None, scale: float = 1.0) -> Block:
+        """This part's rows of the full-graph ``Â`` as a ``Block`` ``[n_inner, n_inner + n_halo]``.
+
+        Args:
+            norm: ``gcn`` (D̂^-1/2 (A+I) D̂^-1/2, D̂ = degree + 1), ``mean`` (1/degree per in-edge) or
+                ``self-loops`` (A+I, values 1).
+            halo_keep: optional bool ``[n_halo]`` (boundary node sampling): halo columns not kept are
+                dropped and the column space is compacted to inner + kept halo nodes, in halo order.
+            scale: multiplies the values of the kept halo columns (``1/p``); inner columns untouched.
+
+        The unsampled, unscaled block is built once and the same object returned on every call, so
+        its transpose (for the backward pass) is built once too; a sampled block costs a few
+        vectorized passes over the local edges.
+        """
+        rows, indptr, cols, vals = self._base_block(norm)
+        n, m = self.num_inner, self.num_local
+        if halo_keep is None:
+            if scale == 1.0 and (norm, "block") in self._base:  # kept: its transpose is built once
+                return self._base[norm, "block"]
+            if scale != 1.0:
+                vals = torch.where(cols >= n, vals * scale, vals)
+            symmetric = None if (self.num_halo == 0 and norm == "gcn") else False
+            blk = Block(SparseOp(indptr, cols, vals, (n, m), symmetric=symmetric), norm)
+            if scale == 1.0:
+                self._base[norm, "block"] = blk
+            return blk
+        keep = self._check_keep(halo_keep)
+        keep_col = torch.cat([torch.ones(n, dtype=torch.bool), keep])
+        new_col = torch.cumsum(keep_col, 0) - 1
+        mask = keep_col[cols]
+        cols_k, vals_k = cols[mask], vals[mask]
+        if scale != 1.0:
+            vals_k = torch.where(cols_k >= n, vals_k * scale, vals_k)
+        indptr_k = _offsets(torch.bincount(rows[mask], minlength=n))
+        num_src = n + int(keep.sum())
+        return Block(SparseOp(indptr_k, new_col[cols_k], vals_k, (n, num_src), symmetric=False), norm)
+
+    # ------------------------------------------------------------------ serialization
+    _TENSORS = ("inner", "halo", "halo_owner", "recv_counts", "send_idx", "send_counts", "indptr", "indices",
+                "degree", "y", "train_mask", "val_mask", "test_mask")
+    _SCALARS = {"part_id": int, "num_parts": int, "global_num_nodes": int, "global_num_train": int,
+                "num_classes": int, "name": str}
+
+    def state_dict(self) -> dict:
+        """Plain tensors, ints and strings only (loadable with ``torch.load(weights_only=True)``)."""
+        state = {k: getattr(self, k) for k in self._TENSORS}
+        state.update({k: getattr(self, k) for k in self._SCALARS})
+        if self.x.layout == torch.sparse_csr:
+            state.update(x_layout="sparse_csr", x_crow=self.x.crow_indices(), x_col=self.x.col_indices(),
+                         x_values=self.x.values(), x_shape=torch.tensor(list(self.x.shape)))
+        else:
+            state.update(x_layout="dense", x=self.x)
+        return state
+
+    @classmethod
+    def from_state(cls, state: dict, where: str = "part state") -> "Part":
+        """Rebuild from :meth:`state_dict`, checking it; ``InputError`` naming ``where`` if it is wrong."""
+        if not isinstance(state, dict):
+            raise InputError(f"expected a dict in {where} (got {type(state).__name__})")
+        missing = [k for k in (*cls._TENSORS, *cls._SCALARS, "x_layout") if k not in state]
+        if missing:
+            raise InputError(f"expected {where} to hold {', '.join(missing)} (missing)")
+        for k in cls._TENSORS:
+            if not isinstance(state[k], torch.Tensor):
+                raise InputError(f"expected '{k}' in {where} to be a tensor (got {type(state[k]).__name__})")
+        for k, typ in cls._SCALARS.items():
+            if not isinstance(state[k], typ):
+                raise InputError(f"expected '{k}' in {where} to be {typ.__name__} (got {type(state[k]).__name__})")
+        if state["x_layout"] == "sparse_csr":
+            try:
+                x = torch.sparse_csr_tensor(state["x_crow"], state["x_col"], state["x_values"],
+                                            size=tuple(int(s) for s in state["x_shape"]))
+            except (KeyError, RuntimeError, TypeError, ValueError) as e:
+                raise InputError(f"expected sparse features in {where} (got unusable ones: {e})") from None
+        elif state["x_layout"] == "dense" and isinstance(state.get("x"), torch.Tensor):
+            x = state["x"]
+        else:
+            raise InputError(f"expected features 'x' in {where} (got layout {state['x_layout']!r})")
+        fields = {k: state[k] for k in (*cls._TENSORS, *cls._SCALARS)}
+        part = cls(x=x, **fields)
+        part.check(where)
+        return part
+
+    def check(self, where: str = "part") -> None:
+        """Consistency of the shapes and counts (cheap; run on every load)."""
+        n, h, P = self.num_inner, self.num_halo, self.num_parts
+        problems = []
+        if not 0 <= self.part_id < P:
+            problems.append(f"part_id {self.part_id} outside [0, {P})")
+        if self.indptr.numel() != n + 1 or int(self.indptr[-1]) != self.indices.numel():
+            problems.append("indptr does not match inner nodes and indices")
+        if self.indices.numel() and (int(self.indices.min()) < 0 or int(self.indices.max()) >= n + h):
+            problems.append("column ids outside the local nodes")
+        if self.degree.numel() != n + h or self.x.shape[0] != n + h:
+            problems.append("degree/x rows do not match inner + halo nodes")
+        if self.halo_owner.numel() != h or self.recv_counts.numel() != P or self.send_counts.numel() != P:
+            problems.append("halo_owner/recv_counts/send_counts have wrong sizes")
+        elif int(self.recv_counts.sum()) != h or int(self.send_counts.sum()) != self.send_idx.numel():
+            problems.append("recv/send counts do not add up")
+        if self.send_idx.numel() and (int(self.send_idx.min()) < 0 or int(self.send_idx.max()) >= n):
+            problems.append("send_idx outside the inner nodes")
+        for k in ("y", "train_mask", "val_mask", "test_mask"):
+            if getattr(self, k).shape[:1] != (n,):
+                problems.append(f"{k} does not have one row per inner node")
+        if problems:
+            raise InputError(f"expected a consistent partition in {where} (got: {'; '.join(problems)})")
+
+    def __repr__(self) -> str:
+        return (f"Part({self.part_id}/{self.num_parts}, graph={self.name!r}, inner={self.num_inner}, "
+                f"halo={self.num_halo}, edges={self.num_edges})")
+
+
+class PartitionBook:
+    """Global view of a partition, built once: per-part inner/halo lists, send lists, local CSRs.
+
+    Use :meth:`build`; then ``book.part(i)`` (built on demand and kept), ``book.parts``,
+    ``book.stats()``, ``book.replication_factor``.
+    """
+
+    def __init__(self, graph: Graph, node_part: torch.Tensor, num_parts: int, s: dict):
+        self.graph = graph
+        self.node_part = node_part
+        self.num_parts = num_parts
+        self._s = s
+        self._parts: dict[int, Part] = {}
+
+    @classmethod
+    def build(cls, graph: Graph, node_part, num_parts: int | None = None) -> "PartitionBook":
+        n, P0 = graph.num_nodes, num_parts
+        node_part = check_node_part(node_part, n, P0)
+        P = int(node_part.max()) + 1 if P0 is None else int(P0)
+        _check_simple(graph)
+        sizes = torch.bincount(node_part, minlength=P)
+        part_off = _offsets(sizes)
+        order = torch.argsort(node_part, stable=True)  # inner nodes of part 0, then 1, ...; ascending ids
+        pos = torch.empty(n, dtype=torch.int64)
+        pos[order] = torch.arange(n)
+        local = pos - part_off[node_part]
+
+        src, dst = graph.edges()
+        pd, ps = node_part[dst], node_part[src]
+        cross = pd != ps
+        # halo pairs (p, owner q, node u), sorted by p, then q, then u
+        c_src, c_pd, c_ps = src[cross], pd[cross], ps[cross]
+        hkey, hinv = torch.unique((c_pd * P + c_ps) * n + c_src, return_inverse=True)
+        halo_u, pq = hkey % n, hkey // n
+        halo_p, halo_q = pq // P, pq % P
+        comm = torch.bincount(pq, minlength=P * P).view(P, P)  # [p, q]: rows p receives from q
+        halo_off = _offsets(comm.sum(1))
+        # local columns: inner → local id; halo → n_inner + position in the part's halo list
+        col = local[src]
+        col[cross] = sizes[c_pd] + (hinv - halo_off[c_pd])
+        rowpos = pos[dst]
+        eorder = torch.argsort(rowpos * n + col)
+        cols = col[eorder]
+        indptr = _offsets(torch.bincount(rowpos, minlength=n))  # over the concatenated inner lists
+        # send lists: pairs sorted by sender q, then receiver p, then node u
+        sorder = torch.argsort((halo_q * P + halo_p) * n + halo_u)
+        send_local = local[halo_u[sorder]]
+        send_off = _offsets(comm.sum(0))
+        s = dict(sizes=sizes, part_off=part_off, order=order, halo_u=halo_u, halo_q=halo_q, comm=comm,
+                 halo_off=halo_off, cols=cols, indptr=indptr, send_local=send_local, send_off=send_off,
+                 cut_edges=int(cross.sum()))
+        return cls(graph, node_part, P, s)
+
+    # ------------------------------------------------------------------ per part
+    def part(self, i: int) -> Part:
+        if not 0 <= i < self.num_parts:
+            raise InputError(f"expected a part index in [0, {self.num_parts}) (got {i})")
+        if i not in self._parts:
+            self._parts[i] = self._make_part(i)
+        return self._parts[i]
+
+    @property
+    def parts(self) -> list[Part]:
+        return [self.part(i) for i in range(self.num_parts)]
+
+    def _make_part(self, i: int) -> Part:
+        s, g = self._s, self.graph
+        a, b = int(s["part_off"][i]), int(s["part_off"][i + 1])
+        inner = s["order"][a:b].clone()
+        h0, h1 = int(s["halo_off"][i]), int(s["halo_off"][i + 1])
+        halo = s["halo_u"][h0:h1].clone()
+        e0, e1 = int(s["indptr"][a]), int(s["indptr"][b])
+        s0, s1 = int(s["send_off"][i]), int(s["send_off"][i + 1])
+        local_nodes = torch.cat([inner, halo])
+        return Part(
+            part_id=i, num_parts=self.num_parts, inner=inner, halo=halo, halo_owner=s["halo_q"][h0:h1].clone(),
+            recv_counts=s["comm"][i].clone(), send_idx=s["send_local"][s0:s1].clone(),
+            send_counts=s["comm"][:, i].clone(), indptr=s["indptr"][a : b + 1] - e0,
+            indices=s["cols"][e0:e1].clone(), degree=g.in_degrees()[local_nodes],
+            x=take_rows(g.x, local_nodes), y=g.y[inner], train_mask=g.train_mask[inner],
+            val_mask=g.val_mask[inner], test_mask=g.test_mask[inner], global_num_nodes=g.num_nodes,
+            global_num_train=int(g.train_mask.sum()), num_classes=int(g.num_classes), name=g.name,
+        )
+
+    # ------------------------------------------------------------------ statistics
+    @property
+    def comm_matrix(self) -> torch.Tensor:
+        """``[P, P]``: entry ``[p, q]`` = halo nodes of part ``p`` owned by ``q`` (rows ``q`` sends ``p``)."""
+        return self._s["comm"].clone()
+
+    @property
+    def replication_factor(self) -> float:
+        """α = Σ_parts |halo| / N."""
+        return int(self._s["comm"].sum()) / self.graph.num_nodes
+
+    def stats(self) -> list[dict]:
+        """Per part: inner and halo nodes, halo/inner ratio, local edges, rows sent."""
+        s = self._s
+        inner = s["sizes"].tolist()
+        halo = s["comm"].sum(1).tolist()
+        send = s["comm"].sum(0).tolist()
+        ip, off = s["indptr"], s["part_off"]
+        edges = (ip[off[1:]] - ip[off[:-1]]).tolist()
+        return [{"part": i, "inner": inner[i], "halo": halo[i], "halo_ratio": halo[i] / inner[i],
+                 "edges": edges[i], "send": send[i]} for i in range(self.num_parts)]
+
+    def summary(self) -> dict:
+        st = self.stats()
+        inner = [r["inner"] for r in st]
+        return {
+            "parts": self.num_parts, "nodes": self.graph.num_nodes, "edges": self.graph.num_edges,
+            "cut_edges": self._s["cut_edges"], "halo_total": sum(r["halo"] for r in st),
+            "replication_factor": self.replication_factor,
+            "max_halo_ratio": max(r["halo_ratio"] for r in st),
+            "imbalance": max(inner) / (sum(inner) / len(inner)),
+        }
+
+    def __repr__(self) -> str:
+        return (f"PartitionBook(graph={self.graph.name!r}, parts={self.num_parts}, "
+                f"alpha={self.replication_factor:.3f})")

@@ -1,0 +1,248 @@
+"""Partitions on disk, and a cache of node → part maps.
+
+Layout written by :func:`save_partition` (one folder per part, so rank ``i`` reads only its own)::
+
+    out_dir/
+      partition.json          # metadata: what was partitioned, how, the stats, the file list
+      part-0/part.pt          # torch.save of Part.state_dict(): tensors, ints and strings only
+      part-1/part.pt
+      ...
+
+``partition.json`` (example for Cora in 2 parts)::
+
+    {
+      "format": "fullgraph-partition",
+      "version": 1,
+      "graph": "cora",
+      "fingerprint": "f7886276…",      # Graph.fingerprint() of the partitioned graph (sha256)
+      "method": "metis", "parts": 2, "seed": 0, "weight": "nodes",
+      "num_nodes": 2708, "num_edges": 10556, "num_features": 1433, "num_classes": 7,
+      "multilabel": false, "sparse_features": true, "global_num_train": 140,
+      "replication_factor": 0.0905, "cut_edges": 412, "imbalance": 1.029,
+      "part_stats": [{"part": 0, "inner": 1315, "halo": 99, "halo_ratio": 0.075, "edges": 5452, "send": 146},
+                     {"part": 1, "inner": 1393, "halo": 146, "halo_ratio": 0.105, "edges": 5104, "send": 99}],
+      "files": [{"part": 0, "path": "part-0/part.pt", "bytes": 426992, "sha256": "d929…"},
+                {"part": 1, "path": "part-1/part.pt", "bytes": 438896, "sha256": "cf4c…"}],
+      "meta": {...}                    # whatever else the caller passed
+    }
+
+Part files are read with ``torch.load(weights_only=True)`` (no code runs on load) and checked
+against the size and sha256 recorded in ``partition.json``; any problem is an ``InputError``.
+
+Writes are atomic: everything goes to a temporary sibling folder that is renamed into place at
+the end, so an interrupted run never leaves a half-written partition (a previous partition in
+``out_dir`` is replaced only once the new one is complete). A folder that exists, is not empty
+and holds no ``partition.json`` is never overwritten.
+
+Cache. :func:`cached_partition` keeps METIS results (``node_part``) under
+``$FULLGRAPH_CACHE/partitions`` (default ``~/.cache/fullgraph/partitions``, or the ``cache_dir``
+argument), one file per (graph fingerprint, method, parts, seed, weight), so a second run does not
+repartition. The cheap methods (random, contiguous, permuted) are recomputed: that is faster
+than reading a file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import uuid
+import warnings
+from pathlib import Path
+
+import torch
+
+from fullgraph.data.graph import Graph
+from fullgraph.errors import InputError
+from fullgraph.partition.book import Part, PartitionBook
+from fullgraph.partition.partitioners import check_node_part, partition_nodes
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "save_partition", "load_meta", "load_part", "cache_root",
+           "cached_partition"]
+
+FORMAT = "fullgraph-partition"
+FORMAT_VERSION = 1
+META_FILE = "partition.json"
+CACHE_VERSION = 1
+_CACHED_METHODS = ("metis",)
+_REQUIRED = ("graph", "fingerprint", "parts", "num_nodes", "num_edges", "num_classes", "global_num_train",
+             "files")
+
+
+def _part_file(i: int) -> str:
+    return f"part-{i}/part.pt"
+
+
+def save_partition(book: PartitionBook, graph: Graph, out_dir, meta: dict | None = None) -> Path:
+    """Write ``book`` (a partition of ``graph``) to ``out_dir`` in the layout above; returns the path.
+
+    ``meta`` is recorded as is (it must be JSON-serializable); its ``method``, ``seed`` and
+    ``weight`` entries are also lifted to the top level.
+    """
+    out = Path(out_dir)
+    meta = dict(meta or {})
+    if graph is not book.graph and graph.fingerprint() != book.graph.fingerprint():
+        raise InputError(f"expected the graph the partition book was built from (got {graph.name!r} "
+                         f"with another fingerprint)")
+    try:
+        json.dumps(meta)
+    except (TypeError, ValueError) as e:
+        raise InputError(f"expected JSON-serializable partition metadata (got {e})") from None
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / META_FILE).exists())):
+        raise InputError(f"expected {out} to be a partition folder or a new/empty folder "
+                         f"(got an existing {'folder without ' + META_FILE if out.is_dir() else 'file'}); "
+                         "refusing to overwrite it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        files = []
+        for i in range(book.num_parts):
+            part = book._parts.get(i) or book._make_part(i)  # not kept: one part's features at a time
+            rel = _part_file(i)
+            (tmp / rel).parent.mkdir()
+            buf = io.BytesIO()
+            torch.save(part.state_dict(), buf)
+            data = buf.getvalue()
+            with open(tmp / rel, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            files.append({"part": i, "path": rel, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+            del part, buf, data
+        summary = book.summary()
+        doc = {
+            "format": FORMAT, "version": FORMAT_VERSION, "graph": graph.name, "fingerprint": graph.fingerprint(),
+            "method": meta.get("method"), "parts": book.num_parts, "seed": meta.get("seed"),
+            "weight": meta.get("weight"), "num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
+            "num_features": graph.num_features, "num_classes": int(graph.num_classes),
+            "multilabel": graph.multilabel, "sparse_features": graph.x.layout == torch.sparse_csr,
+            "global_num_train": int(graph.train_mask.sum()),
+            "replication_factor": book.replication_factor, "cut_edges": summary["cut_edges"],
+            "imbalance": summary["imbalance"], "part_stats": book.stats(), "files": files, "meta": meta,
+        }
+        with open(tmp / META_FILE, "w") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+        old = None
+        if out.exists():
+            old = out.parent / f".{out.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            out.rename(old)
+        tmp.rename(out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def load_meta(out_dir) -> dict:
+    """The parsed, checked ``partition.json`` of a partition folder."""
+    path = Path(out_dir) / META_FILE
+    if not path.is_file():
+        raise InputError(f"expected a partition folder with {META_FILE} (got none at {path})")
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"expected valid JSON in {path} (got {type(e).__name__}: {e})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise InputError(f"expected a {FORMAT!r} file at {path} (got format {doc.get('format') if isinstance(doc, dict) else None!r})")
+    if doc.get("version") != FORMAT_VERSION:
+        raise InputError(f"expected partition format version {FORMAT_VERSION} in {path} "
+                         f"(got {doc.get('version')!r}); partition the graph again")
+    missing = [k for k in _REQUIRED if k not in doc]
+    if missing:
+        raise InputError(f"expected {path} to hold {', '.join(missing)} (missing)")
+    files = doc["files"]
+    if not isinstance(doc["parts"], int) or doc["parts"] < 1 or not isinstance(files, list) \
+            or len(files) != doc["parts"] \
+            or any(not isinstance(e, dict) or {"path", "bytes", "sha256"} - set(e) for e in files):
+        raise InputError(f"expected {path} to list one file per part (got parts={doc['parts']!r} and "
+                         f"{len(files) if isinstance(files, list) else 'no'} file entries)")
+    return doc
+
+
+def load_part(out_dir, i: int, fingerprint: str | None = None) -> Part:
+    """Read part ``i`` of the partition in ``out_dir`` (only that part's file).
+
+    ``fingerprint``, when given, must equal the partitioned graph's (``Graph.fingerprint()``).
+    """
+    out = Path(out_dir)
+    doc = load_meta(out)
+    parts = doc["parts"]
+    if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < parts:
+        raise InputError(f"expected a part index in [0, {parts}) for {out} (got {i!r})")
+    if fingerprint is not None and fingerprint != doc["fingerprint"]:
+        raise InputError(f"expected the partition in {out} to be of this graph (got fingerprint "
+                         f"{doc['fingerprint'][:12]}…, the graph has {fingerprint[:12]}…); partition it again")
+    entry = doc["files"][i]
+    path = out / entry["path"]
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise InputError(f"expected part file {path} (got {type(e).__name__}: {e})") from None
+    if len(data) != entry["bytes"] or hashlib.sha256(data).hexdigest() != entry["sha256"]:
+        raise InputError(f"expected {path} to match {META_FILE} ({entry['bytes']} bytes, sha256 "
+                         f"{str(entry['sha256'])[:12]}…) (got {len(data)} bytes with another checksum: "
+                         "corrupt or replaced)")
+    try:
+        state = torch.load(io.BytesIO(data), weights_only=True)
+    except Exception as e:  # noqa: BLE001 — any unpickling failure means a bad file
+        raise InputError(f"expected a readable part file at {path} (got {type(e).__name__}: {e})") from None
+    part = Part.from_state(state, where=str(path))
+    if part.part_id != i or part.num_parts != parts or part.global_num_nodes != doc["num_nodes"]:
+        raise InputError(f"expected {path} to be part {i} of {parts} over {doc['num_nodes']} nodes (got part "
+                         f"{part.part_id} of {part.num_parts} over {part.global_num_nodes})")
+    return part
+
+
+# ------------------------------------------------------------------------------------ cache
+def cache_root() -> Path:
+    """``$FULLGRAPH_CACHE``, else ``$XDG_CACHE_HOME/fullgraph``, else ``~/.cache/fullgraph``."""
+    env = os.environ.get("FULLGRAPH_CACHE")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "fullgraph"
+
+
+def _cache_key(graph: Graph, parts: int, method: str, seed: int, weight: str) -> dict:
+    return {"version": CACHE_VERSION, "fingerprint": graph.fingerprint(), "method": method, "parts": int(parts),
+            "seed": int(seed), "weight": weight}
+
+
+def cached_partition(graph: Graph, parts: int, method: str = "metis", seed: int = 0, cache_dir=None,
+                     weight: str = "nodes") -> torch.Tensor:
+    """``partition_nodes(graph, parts, method, seed, weight)``, read from the cache when it is there.
+
+    ``cache_dir`` (default ``cache_root()/partitions``) holds one small file per key. A missing,
+    unreadable or mismatching cache file is recomputed and rewritten; a cache that cannot be
+    written only warns.
+    """
+    if method not in _CACHED_METHODS:
+        return partition_nodes(graph, parts, method, seed, weight)
+    key = _cache_key(graph, parts, method, seed, weight)
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+    folder = Path(cache_dir) if cache_dir is not None else cache_root() / "partitions"
+    safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in graph.name)[:40]
+    path = folder / f"{safe_name}-{method}-p{parts}-s{seed}-{weight}-{digest}.pt"
+    if path.is_file():
+        try:
+            state = torch.load(path, weights_only=True)
+            if isinstance(state, dict) and state.get("key") == key:
+                return check_node_part(state["node_part"], graph.num_nodes, int(parts))
+        except Exception:  # noqa: BLE001 — a bad cache entry is recomputed, never trusted
+            pass
+    node_part = partition_nodes(graph, parts, method, seed, weight)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        torch.save({"key": key, "node_part": node_part}, tmp)
+        os.replace(tmp, path)
+    except OSError as e:
+        warnings.warn(f"could not write the partition cache at {folder} ({e}); continuing without it",
+                      stacklevel=2)
+    return node_part

@@ -1,0 +1,49 @@
+"""What each rank runs for the multi-process tests (started by ``tests/distributed.py``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+
+from fullgraph.comm.context import Comm, DistEnv
+from fullgraph.config import TrainConfig
+from fullgraph.models import MODELS
+from fullgraph.parallel.graph import GraphEngine
+from fullgraph.partition.store import load_part
+from fullgraph.train.trainer import Trainer
+
+
+def train_runs(payload: dict, comm: Comm) -> dict:
+    """Graph-parallel training for each (partition folder, model) of the payload; rank 0 keeps the
+    per-epoch losses, the final weights and the per-epoch ledger of every run."""
+    out = {}
+    for run in payload["runs"]:
+        part = load_part(run["partition_dir"], comm.rank)
+        cfg = TrainConfig(**run["config"], parallel="graph", nprocs=comm.world_size, progress="none", threads=1)
+        engine = GraphEngine(part, comm, MODELS[cfg.model].norm, boundary_rate=cfg.boundary_rate, seed=cfg.seed,
+                             owns_comm=False)
+        trainer = Trainer(cfg, engine=engine)
+        result = trainer.build().train()
+        trainer.close()
+        out[run["name"]] = {"losses": torch.tensor(result.losses, dtype=torch.float64),
+                            "state": trainer.model.state_dict(), "comm": result.comm_bytes_per_epoch,
+                            "test_acc": result.test_acc}
+    return out
+
+
+def main(path: str) -> int:
+    payload = json.loads(open(path).read())
+    env = DistEnv.from_env()
+    comm = Comm(env, timeout_s=60)
+    result = globals()[payload["task"]](payload, comm)
+    if comm.rank == 0:
+        torch.save(result, payload["result"])
+    comm.barrier()
+    comm.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

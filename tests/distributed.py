@@ -1,0 +1,32 @@
+"""The one helper for multi-process tests: run a function as P ranks and collect what rank 0 saved.
+
+It goes through fullgraph's own launcher (free port chosen by the OS, per-rank log files, a hard
+timeout, all ranks stopped when one fails), so the tests exercise the same start-up path users get.
+The function runs as ``python -m tests.dist_worker <payload.json>`` in each rank.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+
+from fullgraph.comm.launch import launch_local
+
+
+def run_ranks(task: str, nprocs: int, payload: dict, tmp_path: Path, timeout_s: float = 300.0):
+    """Run ``tests.dist_worker.<task>(payload, comm)`` on ``nprocs`` ranks; returns rank 0's result."""
+    work = tmp_path / f"{task}-{nprocs}"
+    work.mkdir(parents=True, exist_ok=True)
+    payload = dict(payload, task=task, result=str(work / "result.pt"))
+    (work / "payload.json").write_text(json.dumps(payload))
+    repo = str(Path(__file__).resolve().parents[1])  # so that every rank can import tests.dist_worker
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))
+    rc = launch_local([str(work / "payload.json")], nprocs, threads=1, log_dir=str(work / "logs"),
+                      module="tests.dist_worker", timeout_s=timeout_s)
+    if rc != 0:
+        logs = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted((work / "logs").glob("*.log")))
+        raise AssertionError(f"ranks failed with status {rc}\n{logs}")
+    return torch.load(work / "result.pt", weights_only=True)

@@ -1,0 +1,395 @@
+"""Partitioners, the partition book, the on-disk layout and the partition cache."""
+
+import json
+import shutil
+
+import numpy as np
+import pymetis
+import pytest
+import scipy.sparse as sp
+import torch
+from torch.testing import assert_close
+
+from fullgraph.config import TrainConfig
+from fullgraph.data.graph import Graph
+from fullgraph.data.preprocess import dedupe, remove_self_loops
+from fullgraph.data.synthetic import planted_partition
+from fullgraph.errors import InputError
+from fullgraph.ops.block import Block
+from fullgraph.partition import (
+    METHODS, NORMS, PartitionBook, cache_root, cached_partition, load_meta, load_part, partition_nodes,
+    save_partition,
+)
+from fullgraph.train.trainer import load_graph
+
+
+@pytest.fixture(scope="module")
+def small():
+    return planted_partition(num_nodes=300, num_classes=4, avg_degree=6, num_features=8, seed=1)
+
+
+@pytest.fixture(scope="module")
+def directed():
+    """A directed graph with sparse features (in-degrees differ from out-degrees)."""
+    rng = np.random.default_rng(5)
+    n = 120
+    src, dst = rng.integers(0, n, 600), rng.integers(0, n, 600)
+    x = torch.from_numpy((rng.random((n, 10)) < 0.2).astype(np.float32)).to_sparse_csr()
+    y = torch.from_numpy(rng.integers(0, 3, n))
+    masks = [torch.zeros(n, dtype=torch.bool) for _ in range(3)]
+    for i, m in enumerate(masks):
+        m[i::3] = True
+    g = Graph.from_edges(src, dst, n, x=x, y=y, train_mask=masks[0], val_mask=masks[1], test_mask=masks[2],
+                         name="directed")
+    return remove_self_loops(dedupe(g))
+
+
+@pytest.fixture(scope="module")
+def cora(shared_data):
+    return load_graph(TrainConfig(dataset="cora", root=str(shared_data)))
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    """Never touch the user's real cache."""
+    monkeypatch.setenv("FULLGRAPH_CACHE", str(tmp_path / "cache-root"))
+
+
+# ------------------------------------------------------------------------------ partitioners
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("parts", [1, 2, 3, 5])
+def test_partitioners_are_seeded_balanced_and_cover_every_node(small, method, parts):
+    n = small.num_nodes
+    a = partition_nodes(small, parts, method, seed=7)
+    b = partition_nodes(small, parts, method, seed=7)
+    assert torch.equal(a, b)
+    assert a.dtype == torch.int64 and a.shape == (n,)
+    assert int(a.min()) >= 0 and int(a.max()) < parts
+    sizes = torch.bincount(a, minlength=parts)
+    assert bool((sizes > 0).all())
+    if method == "metis":
+        assert int(sizes.max()) <= 1.1 * -(-n // parts)  # METIS: 3% tolerance, a little slack on 300 nodes
+    else:
+        assert int(sizes.max()) - int(sizes.min()) <= 1
+    if method == "contiguous":
+        assert bool((a.diff() >= 0).all())
+    if method in ("random", "permuted") and parts > 1:
+        assert not torch.equal(a, partition_nodes(small, parts, method, seed=8))
+
+
+def test_metis_degree_weight_balances_degree(small):
+    part = partition_nodes(small, 4, "metis", weight="degree")
+    load = torch.zeros(4, dtype=torch.int64).index_add_(0, part, small.in_degrees() + 1)
+    assert bool((torch.bincount(part, minlength=4) > 0).all())
+    assert float(load.max()) <= 1.1 * float(load.sum()) / 4
+
+
+def test_metis_empty_part_is_an_input_error(small, monkeypatch):
+    def lopsided(nparts, *args, **kw):
+        return pymetis.GraphPartition(0, [0] * small.num_nodes)
+
+    monkeypatch.setattr(pymetis, "part_graph", lopsided)
+    with pytest.raises(InputError, match="METIS left 2 of 3 parts empty"):
+        partition_nodes(small, 3, "metis")
+
+
+def test_bad_partition_inputs(small):
+    n = small.num_nodes
+    with pytest.raises(InputError, match=rf"parts={n + 1} for a graph of {n} nodes"):
+        partition_nodes(small, n + 1, "random")
+    with pytest.raises(InputError, match="at least 1 part.*parts=0"):
+        partition_nodes(small, 0)
+    with pytest.raises(InputError, match="parts=-2"):
+        partition_nodes(small, -2, "contiguous")
+    with pytest.raises(InputError, match="unknown partition method 'kahip'.*metis, random, contiguous, permuted"):
+        partition_nodes(small, 2, "kahip")
+    with pytest.raises(InputError, match="unknown partition weight"):
+        partition_nodes(small, 2, weight="edges")
+    assert torch.equal(partition_nodes(small, n, "contiguous"), torch.arange(n))
+
+
+def test_book_rejects_bad_node_part_and_graphs(small):
+    n = small.num_nodes
+    with pytest.raises(InputError, match="empty: part 1"):
+        PartitionBook.build(small, torch.tensor([0] * (n - 1) + [2]))
+    with pytest.raises(InputError, match=rf"shape \({n},\)"):
+        PartitionBook.build(small, torch.zeros(n - 1, dtype=torch.int64))
+    with pytest.raises(InputError, match=r"part ids in \[0, 2\)"):
+        PartitionBook.build(small, torch.full((n,), 2), num_parts=2)
+    loops = small.with_structure(torch.arange(n + 1), torch.arange(n))
+    with pytest.raises(InputError, match=f"without self loops \\(got {n}"):
+        PartitionBook.build(loops, torch.zeros(n, dtype=torch.int64))
+
+
+def test_metis_cuts_far_fewer_halo_nodes_than_random_on_cora(cora):
+    alphas = {}
+    for parts in (2, 4, 8):
+        for method in ("metis", "random"):
+            alphas[method, parts] = PartitionBook.build(cora, partition_nodes(cora, parts, method)).replication_factor
+    print("\nreplication factor on Cora: " + ", ".join(f"{m} P={p}: {a:.3f}" for (m, p), a in alphas.items()))
+    for parts in (2, 4, 8):
+        assert alphas["metis", parts] < 0.25 * alphas["random", parts]
+        assert alphas["metis", parts] < 0.5
+
+
+# ------------------------------------------------------------------------------ the book
+def _reassemble(book: PartitionBook, norm: str, n: int) -> sp.csr_matrix:
+    rows, cols, vals = [], [], []
+    for part in book.parts:
+        blk = part.block(norm)
+        assert blk.num_dst == part.num_inner and blk.num_src == part.num_local
+        src, dst = blk.edges()
+        rows.append(part.inner[dst])
+        cols.append(part.local_nodes[src])
+        vals.append(blk.adj.values)
+    m = sp.csr_matrix((torch.cat(vals).numpy(), (torch.cat(rows).numpy(), torch.cat(cols).numpy())), shape=(n, n))
+    m.sort_indices()
+    return m
+
+
+def _check_reconstruction(graph, book):
+    for norm in NORMS:
+        ref = Block.from_graph(graph, norm).adj
+        got = _reassemble(book, norm, graph.num_nodes)
+        assert np.array_equal(got.indptr, ref.indptr.numpy()), norm
+        assert np.array_equal(got.indices, ref.indices.numpy()), norm
+        assert_close(torch.from_numpy(got.data), ref.values, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("parts", [1, 2, 3, 4])
+def test_blocks_reassemble_to_the_full_graph_block(small, method, parts):
+    _check_reconstruction(small, PartitionBook.build(small, partition_nodes(small, parts, method, seed=parts)))
+
+
+@pytest.mark.parametrize("method", ["metis", "random"])
+def test_blocks_reassemble_on_cora_and_a_directed_graph(cora, directed, method):
+    _check_reconstruction(cora, PartitionBook.build(cora, partition_nodes(cora, 3, method)))
+    _check_reconstruction(directed, PartitionBook.build(directed, partition_nodes(directed, 4, method)))
+
+
+def _in_neighbours(graph, nodes):
+    return torch.unique(torch.cat([graph.indices[graph.indptr[v] : graph.indptr[v + 1]] for v in nodes.tolist()]))
+
+
+@pytest.mark.parametrize("method", ["metis", "random", "contiguous"])
+def test_part_contents_and_send_recv_consistency(directed, method):
+    g = directed
+    node_part = partition_nodes(g, 4, method)
+    book = PartitionBook.build(g, node_part)
+    parts = book.parts
+    assert torch.equal(torch.sort(torch.cat([p.inner for p in parts])).values, torch.arange(g.num_nodes))
+    for p in parts:
+        assert torch.equal(p.inner, torch.sort(p.inner).values)
+        assert bool((node_part[p.inner] == p.part_id).all())
+        nbrs = _in_neighbours(g, p.inner)
+        expected_halo = nbrs[node_part[nbrs] != p.part_id]
+        assert torch.equal(torch.sort(p.halo).values, expected_halo)
+        assert torch.equal(p.halo_owner, node_part[p.halo])
+        # grouped by owner ascending, ascending id within a group
+        key = p.halo_owner * g.num_nodes + p.halo
+        assert bool((key.diff() > 0).all())
+        assert torch.equal(p.recv_counts, torch.bincount(p.halo_owner, minlength=4))
+        assert int(p.recv_counts[p.part_id]) == 0 and int(p.send_counts[p.part_id]) == 0
+        assert torch.equal(p.degree, g.in_degrees()[p.local_nodes])
+        assert torch.equal(p.x.to_dense(), g.dense_x()[p.local_nodes])
+        assert torch.equal(p.y, g.y[p.inner]) and torch.equal(p.train_mask, g.train_mask[p.inner])
+        assert p.global_num_train == int(g.train_mask.sum()) and p.global_num_nodes == g.num_nodes
+        p.check()
+    for p in parts:
+        for q in parts:
+            sent = p.inner[p.send_nodes(q.part_id)]
+            a, b = q.recv_range(p.part_id)
+            assert torch.equal(sent, q.halo[a:b]), (p.part_id, q.part_id)
+            assert int(p.send_counts[q.part_id]) == int(q.recv_counts[p.part_id])
+    assert torch.equal(book.comm_matrix, torch.stack([p.recv_counts for p in parts]))
+
+
+def test_stats_and_replication_factor(small):
+    book = PartitionBook.build(small, partition_nodes(small, 3, "metis"))
+    stats = book.stats()
+    assert sum(r["inner"] for r in stats) == small.num_nodes
+    assert sum(r["edges"] for r in stats) == small.num_edges
+    halo = sum(r["halo"] for r in stats)
+    assert book.replication_factor == pytest.approx(halo / small.num_nodes)
+    assert [r["halo"] for r in stats] == [p.num_halo for p in book.parts]
+    assert stats[0]["halo_ratio"] == pytest.approx(stats[0]["halo"] / stats[0]["inner"])
+    assert book.summary()["halo_total"] == halo
+
+
+def test_global_to_local(small):
+    book = PartitionBook.build(small, partition_nodes(small, 3, "random"))
+    p = book.part(1)
+    ids = p.local_nodes
+    assert torch.equal(p.global_to_local(ids), torch.arange(p.num_local))
+    others = torch.tensor(sorted(set(range(small.num_nodes)) - set(ids.tolist())))
+    assert bool((p.global_to_local(others) == -1).all())
+    assert p.global_to_local([int(p.halo[0])]).tolist() == [p.num_inner]
+
+
+@pytest.mark.parametrize("norm", NORMS)
+def test_boundary_sampling_block(small, norm):
+    book = PartitionBook.build(small, partition_nodes(small, 3, "random"))
+    p = book.part(0)
+    assert p.block(norm) is p.block(norm)  # the unsampled block is kept
+    full = p.block(norm).adj.to_dense()
+    n = p.num_inner
+    keep = torch.rand(p.num_halo, generator=torch.Generator().manual_seed(0)) < 0.5
+    blk = p.block(norm, halo_keep=keep, scale=2.0)
+    expected = torch.cat([full[:, :n], 2.0 * full[:, n:][:, keep]], dim=1)
+    assert blk.num_dst == n and blk.num_src == n + int(keep.sum())
+    assert torch.equal(blk.adj.to_dense(), expected)
+    assert bool((blk.adj.indptr.diff() >= 0).all())
+    # canonical CSR: sorted columns within each row
+    src, dst = blk.edges()
+    assert bool(((dst.diff() > 0) | (src.diff() > 0)).all())
+    # keep everything at scale 1 = the unsampled block; keep nothing = inner columns only
+    assert torch.equal(p.block(norm, torch.ones(p.num_halo, dtype=torch.bool)).adj.to_dense(), full)
+    none = p.block(norm, torch.zeros(p.num_halo, dtype=torch.bool), scale=5.0)
+    assert torch.equal(none.adj.to_dense(), full[:, :n])
+    assert torch.equal(p.kept_recv_counts(keep), torch.bincount(p.halo_owner[keep], minlength=3))
+    with pytest.raises(InputError, match=rf"shape \({p.num_halo},\)"):
+        p.block(norm, torch.ones(p.num_halo + 1, dtype=torch.bool))
+    with pytest.raises(InputError, match="unknown normalization"):
+        p.block("sym")
+
+
+# ------------------------------------------------------------------------------ on disk
+def _assert_parts_equal(a, b):
+    for k in a._TENSORS:
+        assert torch.equal(getattr(a, k), getattr(b, k)), k
+    for k in a._SCALARS:
+        assert getattr(a, k) == getattr(b, k), k
+    assert a.x.layout == b.x.layout
+    assert torch.equal(a.x.to_dense(), b.x.to_dense())
+
+
+def test_save_load_round_trip(cora, small, tmp_path):
+    for graph, parts in ((cora, 2), (small, 3)):
+        node_part = partition_nodes(graph, parts, "metis", seed=1)
+        book = PartitionBook.build(graph, node_part)
+        out = save_partition(book, graph, tmp_path / graph.name, {"method": "metis", "seed": 1, "weight": "nodes"})
+        meta = load_meta(out)
+        assert meta["parts"] == parts and meta["fingerprint"] == graph.fingerprint()
+        assert meta["method"] == "metis" and meta["seed"] == 1 and meta["graph"] == graph.name
+        assert meta["num_nodes"] == graph.num_nodes and meta["global_num_train"] == int(graph.train_mask.sum())
+        assert meta["replication_factor"] == pytest.approx(book.replication_factor)
+        assert [e["path"] for e in meta["files"]] == [f"part-{i}/part.pt" for i in range(parts)]
+        assert meta["sparse_features"] == (graph.x.layout == torch.sparse_csr)
+        for i in range(parts):
+            loaded = load_part(out, i, fingerprint=graph.fingerprint())
+            _assert_parts_equal(loaded, book.part(i))
+            assert torch.equal(loaded.block("gcn").adj.to_dense(), book.part(i).block("gcn").adj.to_dense())
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folders left
+
+
+def test_bad_partition_folders_are_input_errors(small, tmp_path):
+    book = PartitionBook.build(small, partition_nodes(small, 2, "random"))
+    out = save_partition(book, small, tmp_path / "p", {"method": "random"})
+    with pytest.raises(InputError, match=r"part index in \[0, 2\).*got 2"):
+        load_part(out, 2)
+    with pytest.raises(InputError, match="fingerprint"):
+        load_part(out, 0, fingerprint="0" * 64)
+
+    broken = tmp_path / "broken"
+    shutil.copytree(out, broken)
+    part_file = broken / "part-1" / "part.pt"
+    part_file.write_bytes(part_file.read_bytes()[:100])
+    load_part(broken, 0)  # the other part is still fine
+    with pytest.raises(InputError, match="corrupt"):
+        load_part(broken, 1)
+    part_file.unlink()
+    with pytest.raises(InputError, match="expected part file"):
+        load_part(broken, 1)
+
+    meta_file = broken / "partition.json"
+    doc = json.loads(meta_file.read_text())
+    doc["version"] = 99
+    meta_file.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match="version 1.*got 99"):
+        load_part(broken, 0)
+    meta_file.write_text("{not json")
+    with pytest.raises(InputError, match="valid JSON"):
+        load_meta(broken)
+    meta_file.unlink()
+    with pytest.raises(InputError, match="partition.json"):
+        load_part(broken, 0)
+
+    # a file whose checksum matches but holds something else (e.g. a pickle with code) is refused
+    evil = tmp_path / "evil"
+    shutil.copytree(out, evil)
+    import hashlib
+    import pickle
+
+    payload = pickle.dumps(print, protocol=2)
+    (evil / "part-0" / "part.pt").write_bytes(payload)
+    doc = json.loads((evil / "partition.json").read_text())
+    doc["files"][0].update(bytes=len(payload), sha256=hashlib.sha256(payload).hexdigest())
+    (evil / "partition.json").write_text(json.dumps(doc))
+    with pytest.raises(InputError, match="readable part file"):
+        load_part(evil, 0)
+
+
+def test_save_is_atomic_and_never_clobbers_other_folders(small, tmp_path, monkeypatch):
+    book2 = PartitionBook.build(small, partition_nodes(small, 2, "random"))
+    book3 = PartitionBook.build(small, partition_nodes(small, 3, "random"))
+    out = save_partition(book2, small, tmp_path / "p", {})
+    # replacing an existing partition works
+    save_partition(book3, small, out, {})
+    assert load_meta(out)["parts"] == 3 and (out / "part-2" / "part.pt").is_file()
+    # a failure half way leaves the previous partition untouched and no temporary folder behind
+    calls = {"n": 0}
+    real_save = torch.save
+
+    def failing_save(obj, f, *a, **kw):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError("disk full")
+        return real_save(obj, f, *a, **kw)
+
+    monkeypatch.setattr(torch, "save", failing_save)
+    with pytest.raises(OSError, match="disk full"):
+        save_partition(book2, small, out, {})
+    monkeypatch.setattr(torch, "save", real_save)
+    assert load_meta(out)["parts"] == 3
+    load_part(out, 2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p"]
+    # a folder that is not a partition is never overwritten
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match="refusing to overwrite"):
+        save_partition(book2, small, other, {})
+    assert (other / "notes.txt").read_text() == "mine"
+    with pytest.raises(InputError, match="JSON-serializable"):
+        save_partition(book2, small, tmp_path / "q", {"bad": object()})
+
+
+# ------------------------------------------------------------------------------ cache
+def test_cache_avoids_a_second_metis_run(small, tmp_path, monkeypatch):
+    calls = {"n": 0}
+    real = pymetis.part_graph
+
+    def counting(*a, **kw):
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise AssertionError("METIS ran twice")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(pymetis, "part_graph", counting)
+    first = cached_partition(small, 3, "metis", seed=2)
+    assert calls["n"] == 1
+    files = list((cache_root() / "partitions").iterdir())
+    assert len(files) == 1 and str(cache_root()).startswith(str(tmp_path))
+    second = cached_partition(small, 3, "metis", seed=2)
+    assert torch.equal(first, second) and calls["n"] == 1
+    # another key (seed, parts, weight) runs METIS again, in an explicit cache folder
+    monkeypatch.setattr(pymetis, "part_graph", real)
+    other = cached_partition(small, 3, "metis", seed=3, cache_dir=tmp_path / "explicit")
+    assert len(list((tmp_path / "explicit").iterdir())) == 1
+    assert torch.equal(other, partition_nodes(small, 3, "metis", seed=3))
+    # a corrupt cache entry is recomputed, not trusted
+    files[0].write_bytes(b"garbage")
+    assert torch.equal(cached_partition(small, 3, "metis", seed=2), first)
+    # cheap methods are computed directly
+    assert torch.equal(cached_partition(small, 3, "random", seed=1), partition_nodes(small, 3, "random", seed=1))
