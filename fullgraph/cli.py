@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     part.add_argument("--partitioner", default="metis", help=" | ".join(PARTITIONERS))
     part.add_argument("--seed", type=int, default=0)
     part.add_argument("--feature-norm", default="auto")
-    part.add_argument("--out", required=True, help="a new or empty folder")
+    part.add_argument("--out", required=True, help="a new folder, or one holding an earlier partition")
     ds = sub.add_parser("datasets", help="list known datasets and which are present")
     ds.add_argument("--root", default=None, help="data root (default: $FULLGRAPH_DATA, then ./data)")
     ds.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -160,16 +160,13 @@ def cmd_partition(args: argparse.Namespace) -> int:
     if args.parts < 1:
         raise InputError(f"expected --parts >= 1 (got {args.parts})")
     out = Path(args.out)
-    if out.exists() and any(out.iterdir()):
-        raise InputError(f"expected --out to be a new or empty folder (got {out}, which holds files)")
-    prepare_partition_dir(cfg, args.parts, out=out)
+    prepare_partition_dir(cfg, args.parts, out=out)  # replaces only an earlier partition, atomically
     meta = load_meta(out)
     print(f"{meta.get('graph', args.dataset)}: {args.parts} parts by {args.partitioner}, "
           f"replication factor {meta['replication_factor']:.4f}")
     print(f"  {'part':>4}  {'inner':>9}  {'halo':>9}  {'halo/inner':>10}  {'local edges':>11}")
-    for i, st in enumerate(meta["parts_stats"]):
-        print(f"  {i:>4}  {st['inner']:>9}  {st['halo']:>9}  {st['halo'] / max(1, st['inner']):>10.3f}  "
-              f"{st['local_edges']:>11}")
+    for st in meta["part_stats"]:
+        print(f"  {st['part']:>4}  {st['inner']:>9}  {st['halo']:>9}  {st['halo_ratio']:>10.3f}  {st['edges']:>11}")
     print(f"wrote {out}/partition.json and {args.parts} part folders")
     return 0
 

@@ -1,0 +1,126 @@
+"""Launching P ranks from the command line: it works, a failed rank takes the run down, bad layouts
+are refused before anything starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+
+def env(tmp_path) -> dict:
+    return os.environ | {"FULLGRAPH_CACHE": str(tmp_path / "cache"), "PYTHONWARNINGS": "ignore"}
+
+
+def fullgraph(tmp_path, *args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "fullgraph", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env(tmp_path))
+
+
+def test_partition_then_train_from_the_folder(tmp_path):
+    out = tmp_path / "parts"
+    proc = fullgraph(tmp_path, "partition", "--parts", "3", "--partitioner", "metis", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "replication factor" in proc.stdout and (out / "partition.json").is_file()
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["part-0", "part-1", "part-2"]
+    run = tmp_path / "run"
+    proc = fullgraph(tmp_path, "train", "--parallel", "graph", "--nprocs", "3", "--partition-dir", str(out),
+                     "--epochs", "10", "--eval-every", "5", "--boundary-rate", "0.5", "--out", str(run))
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["parallel"] == "graph" and summary["nprocs"] == 3
+    assert summary["test_acc"] > 0.5
+    assert len(summary["peak_rss_bytes_per_rank"]) == 3
+    assert summary["peak_rss_bytes"] == max(summary["peak_rss_bytes_per_rank"])
+    assert summary["replication_factor"] == json.loads((out / "partition.json").read_text())["replication_factor"]
+    per_epoch = summary["comm_bytes_per_epoch"]
+    assert per_epoch["halo/fwd"] > 0 and per_epoch["grad/allreduce"] > 0 and per_epoch["sample/index"] > 0
+    records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert all({"comm_bytes", "comm_time_s", "compute_time_s"} <= r.keys() for r in records)
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _rank_of(pid: int) -> int | None:
+    try:
+        env_vars = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for kv in env_vars:
+        if kv.startswith(b"RANK="):
+            return int(kv[5:])
+    return None
+
+
+def test_a_killed_rank_takes_the_whole_run_down_within_60_s(tmp_path):
+    run = tmp_path / "run"
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "fullgraph", "train", "--parallel", "graph", "--nprocs", "2", "--epochs", "1000000",
+         "--eval-every", "1000", "--out", str(run)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env(tmp_path))
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # wait until training is under way
+            lines = (run / "metrics.jsonl").read_text().splitlines() if (run / "metrics.jsonl").exists() else []
+            if len(lines) >= 3:
+                break
+            assert launcher.poll() is None, launcher.stderr.read()
+            time.sleep(0.2)
+        victim = next(pid for pid in _children(launcher.pid) if _rank_of(pid) == 1)
+        os.kill(victim, signal.SIGKILL)
+        t0 = time.monotonic()
+        rc = launcher.wait(timeout=60)
+        elapsed = time.monotonic() - t0
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+    err = launcher.stderr.read()
+    assert rc != 0 and elapsed < 60
+    assert "rank 1 of 2 failed: killed by signal SIGKILL" in err, err
+    assert not [pid for pid in _children(launcher.pid)]  # no rank left behind
+
+
+def test_bad_input_on_one_rank_names_that_rank(tmp_path):
+    out = tmp_path / "parts"
+    assert fullgraph(tmp_path, "partition", "--parts", "2", "--out", str(out)).returncode == 0
+    (out / "part-1" / "part.pt").write_bytes(b"not a part")
+    proc = fullgraph(tmp_path, "train", "--parallel", "graph", "--nprocs", "2", "--partition-dir", str(out),
+                     "--epochs", "3")
+    assert proc.returncode == 2, proc.stderr
+    lines = [x for x in proc.stderr.splitlines() if x.startswith("fullgraph: error:")]
+    assert len(lines) == 1 and "rank 1 of 2 failed: InputError" in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--parallel", "graph", "--nprocs", "6000"], "at most one part per node (got 6000 parts for 5000 nodes)"),
+        (["--parallel", "single", "--nprocs", "2"], "expected --nprocs 1 with --parallel single"),
+        (["--parallel", "graph", "--nprocs", "0"], "expected --nprocs >= 1 (got 0)"),
+        (["--parallel", "pipeline", "--nprocs", "2"], "expected parallel to be one of"),
+        (["--parallel", "graph", "--nprocs", "2", "--boundary-rate", "1.5"], "expected boundary_rate in [0, 1]"),
+    ],
+    ids=["more parts than nodes", "single with 2", "zero processes", "unknown mode", "bad rate"],
+)
+def test_a_wrong_layout_is_one_error_before_any_process_starts(tmp_path, args, words):
+    proc = fullgraph(tmp_path, "train", *args, timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], proc.stderr
+    assert "rank" not in lines[0]  # refused before launching
