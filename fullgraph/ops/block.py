@@ -47,6 +47,9 @@ class Block:
             self._edges = (self.adj.indices, dst)
         return self._edges
 
+    def to(self, device) -> "Block":
+        return self if self.adj.indptr.device == torch.device(device) else Block(self.adj.to(device), self.norm)
+
     @classmethod
     def from_csr(cls, indptr: torch.Tensor, indices: torch.Tensor, norm: str,
                  num_src: int | None = None) -> "Block":

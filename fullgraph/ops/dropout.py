@@ -15,9 +15,9 @@ from fullgraph.ops.sparse import SparseOp
 __all__ = ["dropout", "keep_mask"]
 
 
-def keep_mask(shape, p: float, generator: torch.Generator | None = None) -> torch.Tensor:
+def keep_mask(shape, p: float, generator: torch.Generator | None = None, device=None) -> torch.Tensor:
     """A bool mask, each entry True with probability ``1 - p``."""
-    return torch.rand(shape, generator=generator) >= p
+    return torch.rand(shape, generator=generator, device=device) >= p
 
 
 class _Dropout(torch.autograd.Function):
@@ -39,6 +39,6 @@ def dropout(x: torch.Tensor | SparseOp, p: float, training: bool, generator: tor
         return x
     scale = 1.0 / (1.0 - p)
     if isinstance(x, SparseOp):
-        keep = keep_mask(x.values.shape, p, generator)
+        keep = keep_mask(x.values.shape, p, generator, x.values.device)
         return x.with_values(x.values * keep * scale)
-    return _Dropout.apply(x, keep_mask(x.shape, p, generator), scale)
+    return _Dropout.apply(x, keep_mask(x.shape, p, generator, x.device), scale)

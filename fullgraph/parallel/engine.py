@@ -44,6 +44,7 @@ class Engine:
     ledger: Ledger | None = None
     rank: int = 0
     world_size: int = 1
+    device: torch.device = torch.device("cpu")
     replication_factor: float | None = None
 
     @property

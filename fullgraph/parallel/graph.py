@@ -44,9 +44,9 @@ def _rows(x: torch.Tensor | SparseOp, idx: torch.Tensor):
         return x[idx]
     starts, ends = x.indptr[idx], x.indptr[idx + 1]
     counts = ends - starts
-    indptr = torch.zeros(idx.numel() + 1, dtype=torch.int64)
+    indptr = torch.zeros(idx.numel() + 1, dtype=torch.int64, device=idx.device)
     torch.cumsum(counts, 0, out=indptr[1:])
-    pos = torch.repeat_interleave(starts - indptr[:-1], counts) + torch.arange(int(indptr[-1]))
+    pos = torch.repeat_interleave(starts - indptr[:-1], counts) + torch.arange(int(indptr[-1]), device=idx.device)
     return SparseOp(indptr, x.indices[pos], x.values[pos], (idx.numel(), x.shape[1]))
 
 
@@ -60,12 +60,15 @@ class GraphEngine(Engine):
         self.rank, self.world_size = comm.rank, comm.world_size
         self.ledger = comm.ledger
         self.n_inner, self.n_halo = part.inner.numel(), part.halo.numel()
-        self.block = part.block(norm)
-        self.x = input_features(part.x)
-        self.plan = HaloPlan(part.send_idx, [int(c) for c in part.send_counts], [int(c) for c in part.recv_counts])
-        self.y, self.train_mask, self.val_mask, self.test_mask = part.y, part.train_mask, part.val_mask, part.test_mask
+        self.device = dev = comm.device  # a GPU per rank under NCCL, else the CPU
+        self.block = part.block(norm).to(dev)
+        self.x = input_features(part.x).to(dev)
+        self.plan = HaloPlan(part.send_idx.to(dev), [int(c) for c in part.send_counts],
+                             [int(c) for c in part.recv_counts])
+        self.y, self.train_mask, self.val_mask, self.test_mask = (
+            t.to(dev) for t in (part.y, part.train_mask, part.val_mask, part.test_mask))
         self.num_train = int(part.global_num_train)
-        counts = torch.tensor([float(part.val_mask.sum()), float(part.test_mask.sum())])
+        counts = torch.tensor([float(part.val_mask.sum()), float(part.test_mask.sum())], device=dev)
         self.num_val, self.num_test = (int(v) for v in comm.all_reduce_(counts, "eval/reduce").tolist())
         self.in_dim, self.num_classes = part.x.shape[1], int(part.num_classes)
         self.name = part.name
@@ -94,10 +97,11 @@ class GraphEngine(Engine):
             sel = kept[(kept >= lo) & (kept < hi)] - lo
             want.append(sel)
             want_counts.append(sel.numel())
-        counts = self.comm.all_to_all_rows(torch.tensor(want_counts, dtype=torch.int64), [1] * P, [1] * P,
-                                           "sample/index")
+        dev = self.device
+        counts = self.comm.all_to_all_rows(torch.tensor(want_counts, dtype=torch.int64, device=dev), [1] * P,
+                                           [1] * P, "sample/index")
         asked_counts = [int(c) for c in counts]
-        asked = self.comm.all_to_all_rows(torch.cat(want), want_counts, asked_counts, "sample/index")
+        asked = self.comm.all_to_all_rows(torch.cat(want).to(dev), want_counts, asked_counts, "sample/index")
         # turn the positions peers asked for into my local inner ids, peer by peer
         send, start = [], 0
         for q in range(P):
@@ -106,19 +110,21 @@ class GraphEngine(Engine):
             start += asked_counts[q]
         plan = HaloPlan(torch.cat(send), asked_counts, want_counts)
         scale = 1.0 / self.p if self.p > 0 else 1.0  # p = 0 keeps nothing, so nothing is scaled
-        block = self.part.block(self.norm, halo_keep=keep, scale=scale)
-        rows = torch.cat([torch.arange(self.n_inner), self.n_inner + kept])
+        block = self.part.block(self.norm, halo_keep=keep, scale=scale).to(dev)
+        rows = torch.cat([torch.arange(self.n_inner), self.n_inner + kept]).to(dev)
         return block, _rows(self.x, rows), plan
 
     def _isolated_block(self):
         if not hasattr(self, "_isolated"):
-            self._isolated = self.part.block(self.norm, halo_keep=torch.zeros(self.n_halo, dtype=torch.bool))
+            keep_none = torch.zeros(self.n_halo, dtype=torch.bool)
+            self._isolated = self.part.block(self.norm, halo_keep=keep_none).to(self.device)
         return self._isolated
 
     # ------------------------------------------------------------------ the layout
     def forward(self, model, epoch: int, training: bool) -> torch.Tensor:
         if training and self.p == 0.0:  # isolated parts: no halo columns, nothing to ask or send
-            return model(self._isolated_block(), _rows(self.x, torch.arange(self.n_inner)), fetch=lambda h: h)
+            inner = torch.arange(self.n_inner, device=self.device)
+            return model(self._isolated_block(), _rows(self.x, inner), fetch=lambda h: h)
         if training and self.p < 1.0:
             block, x, plan = self._sampled(epoch)
         else:
@@ -144,11 +150,12 @@ class GraphEngine(Engine):
             offset += n
 
     def reduce_sum(self, values: list[float], category: str) -> list[float]:
-        t = torch.tensor(values, dtype=torch.float64)
+        t = torch.tensor(values, dtype=torch.float64, device=self.device)
         return self.comm.all_reduce_(t, category).tolist()
 
     def gather(self, value: float, category: str) -> list[float]:
-        return [float(t) for t in self.comm.all_gather(torch.tensor([value], dtype=torch.float64), category)]
+        t = torch.tensor([value], dtype=torch.float64, device=self.device)
+        return [float(v) for v in self.comm.all_gather(t, category)]
 
     def close(self) -> None:
         if self.owns_comm:

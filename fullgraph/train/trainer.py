@@ -150,6 +150,7 @@ class Trainer:
             cfg.model, e.in_dim, e.num_classes, layers=cfg.layers, hidden=cfg.hidden,
             dropout=cfg.dropout, heads=cfg.heads, gcnii_alpha=cfg.gcnii_alpha, gcnii_lambda=cfg.gcnii_lambda,
         )
+        self.model.to(e.device)
         self.optimizer = torch.optim.Adam(
             self.model.param_groups(cfg.weight_decay, cfg.conv_weight_decay), lr=cfg.lr
         )
