@@ -47,11 +47,9 @@ def from_scipy(m: sp.spmatrix) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
 
 
 def _structure(m: sp.spmatrix) -> tuple[torch.Tensor, torch.Tensor]:
-    m = sp.csr_matrix(m)
-    m.data[:] = 1.0
-    m.sum_duplicates()  # duplicates add up; the structure is what we keep
-    m.sort_indices()
-    return torch.from_numpy(m.indptr.astype(np.int64)), torch.from_numpy(m.indices.astype(np.int64))
+    """Canonical ``(indptr, indices)`` of ``m``'s non-zero pattern (duplicates merged, sorted)."""
+    indptr, indices, _ = from_scipy(_unit_values(m))
+    return indptr, indices
 
 
 def symmetrize(graph: Graph) -> Graph:
@@ -80,19 +78,23 @@ def dedupe(graph: Graph) -> Graph:
     return graph.with_structure(*_structure(to_scipy(graph.indptr, graph.indices)))
 
 
+def _unit_values(a: sp.csr_matrix, self_loops: bool = False) -> sp.csr_matrix:
+    """The structure of ``a`` (plus one self loop per node) with every value 1: duplicates merged."""
+    if self_loops:
+        a = a + sp.identity(a.shape[0], dtype=np.float32, format="csr")
+    a = sp.csr_matrix(a)
+    a.sum_duplicates()
+    a.data[:] = 1.0
+    return a
+
+
 def gcn_norm(indptr: torch.Tensor, indices: torch.Tensor):
     """``D^-1/2 (A+I) D^-1/2`` as CSR ``(indptr, indices, values)``.
 
     Existing self loops are replaced by one of weight 1; ``D`` is the in-degree of ``A+I``
     (for a symmetric graph, the degree), as in Kipf & Welling and PyG's ``gcn_norm``.
     """
-    n = indptr.numel() - 1
-    a = to_scipy(indptr, indices).tolil()
-    a.setdiag(1.0)
-    a = a.tocsr()
-    a.data[:] = 1.0
-    a.sum_duplicates()
-    a.data[:] = 1.0
+    a = _unit_values(to_scipy(indptr, indices), self_loops=True)
     deg = np.asarray(a.sum(axis=1)).ravel()
     dinv = 1.0 / np.sqrt(deg)
     d = sp.diags(dinv.astype(np.float32))
@@ -101,10 +103,7 @@ def gcn_norm(indptr: torch.Tensor, indices: torch.Tensor):
 
 def mean_norm(indptr: torch.Tensor, indices: torch.Tensor):
     """Row-normalized ``A`` (the mean over in-neighbours; a node with none gets an empty row)."""
-    a = to_scipy(indptr, indices)
-    a.data[:] = 1.0
-    a.sum_duplicates()
-    a.data[:] = 1.0
+    a = _unit_values(to_scipy(indptr, indices))
     deg = np.asarray(a.sum(axis=1)).ravel()
     inv = np.divide(1.0, deg, out=np.zeros_like(deg), where=deg > 0)
     return from_scipy(sp.diags(inv.astype(np.float32)) @ a)
@@ -117,13 +116,7 @@ def normalized(indptr: torch.Tensor, indices: torch.Tensor, kind: str):
     if kind == "mean":
         return mean_norm(indptr, indices)
     if kind == "self-loops":
-        a = to_scipy(indptr, indices).tolil()
-        a.setdiag(1.0)
-        a = a.tocsr()
-        a.data[:] = 1.0
-        a.sum_duplicates()
-        a.data[:] = 1.0
-        return from_scipy(a)
+        return from_scipy(_unit_values(to_scipy(indptr, indices), self_loops=True))
     raise ValueError(f"unknown normalization {kind!r} (expected 'gcn', 'mean' or 'self-loops')")
 
 
