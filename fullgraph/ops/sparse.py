@@ -18,7 +18,7 @@ import torch
 # here (CSR @ dense on CPU and CUDA) are stable and covered by this package's tests.
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
 
-__all__ = ["SparseOp", "spmm", "matmul", "dropout"]
+__all__ = ["SparseOp", "spmm", "matmul"]
 
 
 def _csr(indptr: torch.Tensor, indices: torch.Tensor, values: torch.Tensor, shape) -> torch.Tensor:
@@ -145,13 +145,3 @@ def matmul(x: torch.Tensor | SparseOp, w: torch.Tensor) -> torch.Tensor:
     if isinstance(x, SparseOp):
         return _SparseLeftMatmul.apply(w, x)
     return x @ w
-
-
-def dropout(x: torch.Tensor | SparseOp, p: float, training: bool):
-    """Inverted dropout; for sparse input it drops stored entries only (zeros stay zeros)."""
-    if not training or p == 0.0:
-        return x
-    if isinstance(x, SparseOp):
-        keep = torch.rand(x.values.shape) >= p
-        return x.with_values(x.values * keep / (1.0 - p))
-    return torch.nn.functional.dropout(x, p, training=True)

@@ -22,16 +22,14 @@ from fullgraph.data.preprocess import row_normalize_features
 from fullgraph.errors import InputError
 from fullgraph.comm.ledger import CATEGORIES
 from fullgraph.models import GNN, MODELS, build_model
-from fullgraph.ops import SparseOp
 from fullgraph.parallel.engine import Engine, SingleEngine
-from fullgraph.parallel.engine import input_features as engine_input_features
 from fullgraph.train.memory import peak_rss_bytes
 from fullgraph.train.metrics import correct_count, loss_sum
 from fullgraph.train.report import Progress, RunWriter
 
 log = logging.getLogger("fullgraph")
 
-__all__ = ["Trainer", "RunResult", "load_graph", "input_features"]
+__all__ = ["Trainer", "RunResult", "load_graph"]
 
 # Planetoid features are bag-of-words rows that Kipf & Welling's loader row-normalizes.
 _ROW_NORMALIZED = {"cora", "citeseer", "pubmed"}
@@ -58,11 +56,6 @@ def load_graph(cfg: TrainConfig) -> Graph:
     if norm == "auto":
         norm = "row" if cfg.dataset in _ROW_NORMALIZED else "none"
     return row_normalize_features(graph) if norm == "row" else graph
-
-
-def input_features(graph: Graph) -> torch.Tensor | SparseOp:
-    """The graph's features as the first layer reads them (see ``parallel.engine.input_features``)."""
-    return engine_input_features(graph.x)
 
 
 @dataclass
