@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import torch
 
+from fullgraph.ops.dropout import keep_mask
 from fullgraph.ops.sparse import SparseOp
 
 __all__ = ["gcn_layer"]
@@ -45,9 +46,7 @@ class _GCNLayer(torch.autograd.Function):
             z.relu_()
             if p > 0.0:
                 scale = 1.0 / (1.0 - p)
-                keep = torch.empty_like(z).bernoulli_(1.0 - p, generator=generator)
-                z.mul_(keep.mul_(scale))
-                del keep
+                z.masked_fill_(~keep_mask(z.shape, p, generator, z.device), 0.0).mul_(scale)
         ctx.adj, ctx.x_sparse, ctx.relu, ctx.scale = adj, x_sparse, relu, scale
         ctx.aggregate_first = aggregate_first
         ctx.save_for_backward(saved, weight, z if relu else None)
