@@ -124,3 +124,32 @@ def test_a_wrong_layout_is_one_error_before_any_process_starts(tmp_path, args, w
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], proc.stderr
     assert "rank" not in lines[0]  # refused before launching
+
+
+def test_a_stalled_rank_times_out_instead_of_hanging(tmp_path):
+    """A rank that stops answering (SIGSTOP, as a hung machine would) is not a dead process, so only
+    the collective timeout can notice it: the peers' next exchange fails after --comm-timeout."""
+    run = tmp_path / "run"
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "fullgraph", "train", "--parallel", "graph", "--nprocs", "2", "--epochs", "1000000",
+         "--eval-every", "1000", "--comm-timeout", "5", "--out", str(run)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env(tmp_path))
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if (run / "metrics.jsonl").exists() and len((run / "metrics.jsonl").read_text().splitlines()) >= 3:
+                break
+            assert launcher.poll() is None, launcher.stderr.read()
+            time.sleep(0.2)
+        victim = next(pid for pid in _children(launcher.pid) if _rank_of(pid) == 1)
+        os.kill(victim, signal.SIGSTOP)
+        t0 = time.monotonic()
+        rc = launcher.wait(timeout=60)
+        elapsed = time.monotonic() - t0
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+    err = launcher.stderr.read()
+    assert rc != 0 and elapsed < 60, (rc, elapsed)
+    assert "rank 0 of 2 failed" in err, err
+    assert not _children(launcher.pid)

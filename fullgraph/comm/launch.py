@@ -44,6 +44,16 @@ def report_worker_error(exc: BaseException, input_error: bool) -> None:
         pass
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: on Linux, ask for SIGTERM when the launcher dies, so that a
+    killed launcher never leaves ranks behind."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 @dataclass
 class _Rank:
     rank: int
@@ -110,7 +120,8 @@ def launch_local(argv: list[str], nprocs: int, *, threads: int = 0, log_dir: str
         # rank 0 speaks to the user; every rank's stderr is also kept in its log file
         out = None if rank == 0 else open(log, "w")
         err = open(log, "a") if rank == 0 else out
-        proc = subprocess.Popen([sys.executable, "-m", module, *argv], env=env, stdout=out, stderr=err)
+        proc = subprocess.Popen([sys.executable, "-m", module, *argv], env=env, stdout=out, stderr=err,
+                                preexec_fn=_die_with_parent)
         ranks.append(_Rank(rank, proc, logs / f"rank-{rank}.error.json", log))
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
