@@ -85,3 +85,14 @@ def test_cora_gcn_matches_kipf_and_welling(cora):
     accs = [run(cora, model="gcn", layers=2, hidden=16, lr=0.01, weight_decay=5e-4, dropout=0.5, epochs=200,
                 seed=s).test_acc for s in range(5)]
     assert min(accs) >= 0.805, accs
+
+
+def test_split_picks_a_fixed_split_or_seeds_a_made_one(shared_data):
+    from fullgraph.errors import InputError
+
+    cs = [load_graph(TrainConfig(dataset="coauthor-cs", root=str(shared_data), split=s)) for s in (0, 0, 3)]
+    assert torch.equal(cs[0].train_mask, cs[1].train_mask) and not torch.equal(cs[0].train_mask, cs[2].train_mask)
+    sq = [load_graph(TrainConfig(dataset="squirrel", root=str(shared_data), split=s)) for s in (0, 9)]
+    assert not torch.equal(sq[0].train_mask, sq[1].train_mask)
+    with pytest.raises(InputError, match="expected split in 0..0 for dataset 'cora'"):
+        load_graph(TrainConfig(dataset="cora", root=str(shared_data), split=3))

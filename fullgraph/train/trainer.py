@@ -49,9 +49,12 @@ def load_graph(cfg: TrainConfig) -> Graph:
             raise InputError("expected --root FOLDER with --dataset edgelist (got no --root)")
         graph = preprocess(load_edgelist_folder(cfg.root, seed=cfg.split))
     else:
-        from fullgraph.data.datasets import load_dataset
+        from fullgraph.data.datasets import get_spec, load_dataset
 
-        graph = load_dataset(cfg.dataset, cfg.root, split=cfg.split, seed=cfg.split)
+        if get_spec(cfg.dataset).format == "npz_shchur":  # no published split: --split seeds ours
+            graph = load_dataset(cfg.dataset, cfg.root, split=0, seed=cfg.split)
+        else:
+            graph = load_dataset(cfg.dataset, cfg.root, split=cfg.split)
     norm = cfg.feature_norm
     if norm == "auto":
         norm = "row" if cfg.dataset in _ROW_NORMALIZED else "none"
