@@ -129,8 +129,13 @@ def launch(cfg: TrainConfig, argv: list[str]) -> int:
     from fullgraph.comm.launch import launch_local
     from fullgraph.parallel.setup import prepare_partition_dir
 
-    pdir = cfg.partition_dir or str(prepare_partition_dir(cfg, cfg.layout.graph_ways))
-    if cfg.partition_dir is None:
+    if cfg.partition_dir is not None:
+        from fullgraph.parallel.graph import check_parts
+        from fullgraph.partition.store import load_meta
+
+        check_parts(load_meta(cfg.partition_dir), cfg.layout.graph_ways, cfg.partition_dir)
+    else:
+        pdir = str(prepare_partition_dir(cfg, cfg.layout.graph_ways))
         argv = [*argv, "--partition-dir", pdir]
     return launch_local(argv, cfg.nprocs, threads=cfg.threads)
 

@@ -100,6 +100,8 @@ def test_bad_input_on_one_rank_names_that_rank(tmp_path):
     out = tmp_path / "parts"
     assert fullgraph(tmp_path, "partition", "--parts", "2", "--out", str(out)).returncode == 0
     (out / "part-1" / "part.pt").write_bytes(b"not a part")
+    proc = fullgraph(tmp_path, "train", "--parallel", "graph", "--nprocs", "3", "--partition-dir", str(out))
+    assert proc.returncode == 2 and "expected a partition into 3 parts, one per process (got 2" in proc.stderr
     proc = fullgraph(tmp_path, "train", "--parallel", "graph", "--nprocs", "2", "--partition-dir", str(out),
                      "--epochs", "3")
     assert proc.returncode == 2, proc.stderr

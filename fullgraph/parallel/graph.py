@@ -26,10 +26,11 @@ import torch
 
 from fullgraph.comm.context import Comm, DistEnv
 from fullgraph.comm.halo import HaloPlan, exchange_halo
+from fullgraph.errors import InputError
 from fullgraph.ops import SparseOp
 from fullgraph.parallel.engine import Engine, input_features
 
-__all__ = ["GraphEngine", "boundary_sample", "graph_engine"]
+__all__ = ["GraphEngine", "boundary_sample", "check_parts", "graph_engine"]
 
 
 def boundary_sample(seed: int, epoch: int, part_id: int, num_halo: int, p: float) -> torch.Tensor:
@@ -162,6 +163,13 @@ class GraphEngine(Engine):
             self.comm.close()
 
 
+def check_parts(meta: dict, nprocs: int, where) -> None:
+    """One part per rank: a partition made for another process count is refused."""
+    if int(meta["parts"]) != nprocs:
+        raise InputError(f"expected a partition into {nprocs} parts, one per process (got {meta['parts']} parts "
+                         f"in {where})")
+
+
 def graph_engine(cfg, norm: str) -> GraphEngine:
     """The graph-parallel engine of this rank, from the torchrun environment and the partition."""
     from fullgraph.partition.store import load_meta, load_part
@@ -173,6 +181,7 @@ def graph_engine(cfg, norm: str) -> GraphEngine:
     if cfg.partition_dir is None:
         raise RuntimeError("graph parallelism needs a partition folder (--partition-dir)")
     meta = load_meta(cfg.partition_dir)
+    check_parts(meta, env.world_size, cfg.partition_dir)
     part = load_part(cfg.partition_dir, env.rank)
     return GraphEngine(part, comm, norm, boundary_rate=cfg.boundary_rate, seed=cfg.seed,
                        replication_factor=meta.get("replication_factor"))
