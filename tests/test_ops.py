@@ -140,3 +140,30 @@ def test_dropout_rate_scale_and_gradient():
     xop, _ = random_op(50, 60, density=0.5, seed=9)
     dop = dropout(xop, 0.5, True)
     assert dop.nnz == xop.nnz and 0.4 < (dop.values == 0).float().mean().item() < 0.6
+
+
+@pytest.mark.parametrize("d_in,d_out", [(12, 5), (5, 12)])  # transform-first, aggregate-first
+def test_fused_gcn_layer_is_the_same_in_row_blocks(monkeypatch, d_in, d_out):
+    """Blocks of rows change neither the dropout mask (the CPU generator fills serially) nor,
+    beyond float32 summation order, the gradients."""
+    import fullgraph.ops.gcn as gcn
+
+    op, _ = random_op(40, 40, density=0.2, seed=10)
+    torch.manual_seed(1)
+    h = torch.randn(40, d_in)
+    w = torch.randn(d_in, d_out)
+    b = torch.randn(d_out)
+    gout = torch.randn(40, d_out)
+
+    def run():
+        hh, ww, bb = (t.clone().requires_grad_() for t in (h, w, b))
+        out = gcn_layer(op, hh, ww, bb, relu=True, dropout=0.5, generator=torch.Generator().manual_seed(3))
+        (out * gout).sum().backward()
+        return out.detach(), hh.grad, ww.grad, bb.grad
+
+    whole = run()
+    monkeypatch.setattr(gcn, "ROW_BLOCK_ELEMENTS", 3 * max(d_in, d_out))  # 3 rows per block, 14 blocks
+    blocked = run()
+    assert torch.equal(whole[0], blocked[0])
+    for a, r in zip(whole[1:], blocked[1:]):
+        torch.testing.assert_close(a, r, **TOL)

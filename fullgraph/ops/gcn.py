@@ -13,6 +13,14 @@ buffers per layer). This function keeps only what backward cannot rebuild:
 The order of product and transform is chosen by width (MG-GCN §4.4): aggregate the narrower side.
 When the input needs no gradient (the first layer), the backward product ``Âᵀ G`` is skipped
 whenever the order allows it (aggregate-first), as MG-GCN does.
+
+Two temporaries are kept block-sized (blocks of rows of :data:`ROW_BLOCK_ELEMENTS` entries) instead
+of activation-sized. In forward, the dropout uniforms (4 bytes per entry) and mask: on CPU they are
+drawn block by block from the same generator, which yields exactly the numbers one draw for the
+whole output would (PyTorch's CPU generator fills serially). In backward, when aggregating first,
+the masked gradient ``G'``: the weight and bias gradients are sums over the blocks, and ``G' Wᵀ`` is
+written block by block, so ``G'`` never exists as a whole. Blocks are large (16 MiB of float32) so
+that their number, and the thread synchronizations that come with each operation, stay small.
 """
 
 from __future__ import annotations
@@ -20,9 +28,40 @@ from __future__ import annotations
 import torch
 
 from fullgraph.ops.dropout import keep_mask
-from fullgraph.ops.sparse import SparseOp
+from fullgraph.ops.sparse import SparseOp, csr_mm
 
-__all__ = ["gcn_layer"]
+__all__ = ["gcn_layer", "ROW_BLOCK_ELEMENTS"]
+
+ROW_BLOCK_ELEMENTS = 1 << 22  # entries per block of rows in the node-wise passes (16 MiB of float32)
+
+
+def _row_blocks(t: torch.Tensor):
+    """Slices of consecutive rows of ``t`` with at most ``ROW_BLOCK_ELEMENTS`` entries each."""
+    n, width = t.shape[0], max(1, t.shape[1])
+    step = max(1, ROW_BLOCK_ELEMENTS // width)
+    for start in range(0, n, step):
+        yield slice(start, min(n, start + step))
+
+
+def _relu_dropout_(z: torch.Tensor, bias: torch.Tensor | None, p: float, scale: float, generator) -> None:
+    """``z = dropout(relu(z + bias))`` in place: inverted dropout that keeps where a uniform >= p."""
+    if bias is not None:
+        z.add_(bias)
+    z.relu_()
+    if p == 0.0:
+        return
+    if z.device.type == "cpu":  # uniforms block by block: a block-sized buffer, the same numbers
+        for rows in _row_blocks(z):
+            zb = z[rows]
+            zb.masked_fill_(torch.rand(zb.shape, generator=generator) < p, 0.0)
+    else:  # one draw: device generators advance per call, so blocks would change the numbers
+        z.masked_fill_(~keep_mask(z.shape, p, generator, z.device), 0.0)
+    z.mul_(scale)
+
+
+def _masked(g: torch.Tensor, out: torch.Tensor, scale: float) -> torch.Tensor:
+    """The gradient through ReLU and dropout: ``g * scale`` where ``out > 0``, else 0 (a new tensor)."""
+    return torch.mul(g, scale).masked_fill_(out <= 0, 0.0)
 
 
 class _GCNLayer(torch.autograd.Function):
@@ -31,22 +70,19 @@ class _GCNLayer(torch.autograd.Function):
                 generator):
         aggregate_first = x_sparse is None and h.shape[1] < weight.shape[1]
         if x_sparse is not None:  # constant sparse input: X W is cheap, always transform first
-            z = adj.A @ (x_sparse.A @ weight)
+            z = csr_mm(adj.A, csr_mm(x_sparse.A, weight))
             saved = None
         elif aggregate_first:
-            saved = adj.A @ h
+            saved = csr_mm(adj.A, h)
             z = saved @ weight
         else:
-            z = adj.A @ (h @ weight)
+            z = csr_mm(adj.A, h @ weight)
             saved = h
-        if bias is not None:
-            z.add_(bias)
-        scale = 1.0
+        scale = 1.0 / (1.0 - p) if relu and p > 0.0 else 1.0
         if relu:
-            z.relu_()
-            if p > 0.0:
-                scale = 1.0 / (1.0 - p)
-                z.masked_fill_(~keep_mask(z.shape, p, generator, z.device), 0.0).mul_(scale)
+            _relu_dropout_(z, bias, p, scale, generator)
+        elif bias is not None:
+            z.add_(bias)
         ctx.adj, ctx.x_sparse, ctx.relu, ctx.scale = adj, x_sparse, relu, scale
         ctx.aggregate_first = aggregate_first
         ctx.save_for_backward(saved, weight, z if relu else None)
@@ -56,25 +92,38 @@ class _GCNLayer(torch.autograd.Function):
     def backward(ctx, g):
         saved, weight, out = ctx.saved_tensors
         adj = ctx.adj
-        g = g.contiguous()
-        if ctx.relu:
-            g = g.masked_fill(out <= 0, 0.0)
-            if ctx.scale != 1.0:
-                g.mul_(ctx.scale)
+        if ctx.aggregate_first:
+            return _GCNLayer._backward_aggregate_first(ctx, g, saved, weight, out)
+        g = _masked(g, out, ctx.scale) if ctx.relu else g.contiguous()  # Âᵀ multiplies all of it
         grad_b = g.sum(0) if ctx.needs_input_grad[2] else None
         grad_h = None
+        gt = csr_mm(adj.At, g)
         if ctx.x_sparse is not None:
-            gt = adj.At @ g
-            grad_w = ctx.x_sparse.At @ gt
-        elif ctx.aggregate_first:
-            grad_w = saved.t() @ g
-            if ctx.needs_input_grad[0]:
-                grad_h = adj.At @ (g @ weight.t())
+            grad_w = csr_mm(ctx.x_sparse.At, gt)
         else:
-            gt = adj.At @ g
             grad_w = saved.t() @ gt
             if ctx.needs_input_grad[0]:
                 grad_h = gt @ weight.t()
+        return grad_h, grad_w, grad_b, None, None, None, None, None
+
+    @staticmethod
+    def _backward_aggregate_first(ctx, g, saved, weight, out):
+        """``∂W = (ÂH)ᵀ G'``, ``∂b = Σ G'``, ``∂H = Âᵀ (G' Wᵀ)``, summed block by block over rows."""
+        if not ctx.relu:
+            g = g.contiguous()
+            grad_h = csr_mm(ctx.adj.At, g @ weight.t()) if ctx.needs_input_grad[0] else None
+            return grad_h, saved.t() @ g, g.sum(0) if ctx.needs_input_grad[2] else None, *([None] * 5)
+        grad_w = torch.zeros_like(weight)
+        grad_b = torch.zeros(weight.shape[1], dtype=g.dtype, device=g.device) if ctx.needs_input_grad[2] else None
+        gw = torch.empty(saved.shape, dtype=g.dtype, device=g.device) if ctx.needs_input_grad[0] else None
+        for rows in _row_blocks(g):
+            gb = _masked(g[rows], out[rows], ctx.scale)
+            grad_w.addmm_(saved[rows].t(), gb)
+            if grad_b is not None:
+                grad_b.add_(gb.sum(0))
+            if gw is not None:
+                torch.mm(gb, weight.t(), out=gw[rows])
+        grad_h = csr_mm(ctx.adj.At, gw) if gw is not None else None
         return grad_h, grad_w, grad_b, None, None, None, None, None
 
 

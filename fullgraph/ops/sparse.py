@@ -4,6 +4,12 @@
 ``sparse_csr @ dense`` rebuilds the transpose on every backward call, which costs more than the
 product itself; here the transpose is kept (or shared, when the matrix is symmetric), and gradients
 never flow into the sparse values (normalized adjacencies and input features are constants).
+
+Every product goes through :func:`csr_mm`. The CSR tensors it multiplies carry 32-bit copies of the
+index arrays whenever the sizes allow: the sparse BLAS kernels (MKL on CPU, cuSPARSE on CUDA) take
+32-bit indices, and PyTorch would otherwise convert the 64-bit ones on every product. ``csr_mm``
+writes into a fresh tensor with ``beta=0``, which skips the zero fill and the copy of the result
+that ``a @ x`` makes. Both change nothing in the result: it is the same kernel on the same operands.
 """
 
 from __future__ import annotations
@@ -18,11 +24,30 @@ import torch
 # here (CSR @ dense on CPU and CUDA) are stable and covered by this package's tests.
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
 
-__all__ = ["SparseOp", "spmm", "matmul"]
+__all__ = ["SparseOp", "csr_mm", "spmm", "matmul"]
+
+
+_INT32_MAX = 2**31 - 1
+
+
+def _kernel_indices_of(indptr: torch.Tensor, indices: torch.Tensor, num_cols: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """CSR index arrays as the sparse kernels want them: int32 when the sizes allow, else int64."""
+    small = indices.numel() < _INT32_MAX and num_cols <= _INT32_MAX
+    dtype = torch.int32 if small else torch.int64
+    return indptr.to(dtype), indices.to(dtype)
 
 
 def _csr(indptr: torch.Tensor, indices: torch.Tensor, values: torch.Tensor, shape) -> torch.Tensor:
     return torch.sparse_csr_tensor(indptr, indices, values, size=tuple(shape), check_invariants=False)
+
+
+def csr_mm(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``a @ x`` for a CSR ``a`` and a dense ``x``, into a new tensor (not differentiable itself:
+    the autograd functions of this package call it in their forward and backward)."""
+    if torch.is_grad_enabled() and x.requires_grad:
+        return a @ x
+    out = x.new_empty((a.shape[0], x.shape[1]))
+    return torch.addmm(out, a, x, beta=0.0, out=out)
 
 
 class SparseOp:
@@ -34,10 +59,14 @@ class SparseOp:
         symmetric: ``True`` if ``A == Aᵀ``, so the transpose is ``A`` itself; ``None`` checks.
     """
 
-    def __init__(self, indptr, indices, values, shape, symmetric: bool | None = False):
+    def __init__(self, indptr, indices, values, shape, symmetric: bool | None = False, *,
+                 _kernel_indices: tuple[torch.Tensor, torch.Tensor] | None = None):
         self.shape = (int(shape[0]), int(shape[1]))
         self.indptr, self.indices, self.values = indptr, indices, values
-        self.A = _csr(indptr, indices, values, self.shape)
+        if _kernel_indices is None:  # the index arrays the CSR tensors hold (32-bit when they fit)
+            _kernel_indices = _kernel_indices_of(indptr, indices, self.shape[1])
+        self._kernel_indices = _kernel_indices
+        self.A = _csr(*_kernel_indices, values, self.shape)
         self._perm: torch.Tensor | None = None  # CSR position of each entry of Aᵀ, in Aᵀ's order
         self._At: torch.Tensor | None = None
         if symmetric is None:
@@ -77,13 +106,15 @@ class SparseOp:
             pos = self._scipy(np.arange(1, self.nnz + 1, dtype=np.int64)).T.tocsr()
             pos.sort_indices()
             self._perm = torch.from_numpy(pos.data - 1)
-            self._t_indptr = torch.from_numpy(pos.indptr.astype(np.int64))
-            self._t_indices = torch.from_numpy(pos.indices.astype(np.int64))
+            self._t_indptr, self._t_indices = _kernel_indices_of(
+                torch.from_numpy(pos.indptr.astype(np.int64)), torch.from_numpy(pos.indices.astype(np.int64)),
+                self.shape[0])
 
     def with_values(self, values: torch.Tensor) -> "SparseOp":
         """The same structure with other values; the transpose's index arrays are shared, so a
         per-epoch dropout of sparse features costs one gather, not a transposition."""
-        out = SparseOp(self.indptr, self.indices, values, self.shape, symmetric=False)
+        out = SparseOp(self.indptr, self.indices, values, self.shape, symmetric=False,
+                       _kernel_indices=self._kernel_indices)
         self._transpose_structure()
         out._perm, out._t_indptr, out._t_indices = self._perm, self._t_indptr, self._t_indices
         return out
@@ -93,7 +124,9 @@ class SparseOp:
         if n == self.shape[0]:
             return self
         end = int(self.indptr[n])
-        return SparseOp(self.indptr[: n + 1], self.indices[:end], self.values[:end], (n, self.shape[1]))
+        ip, ix = self._kernel_indices
+        return SparseOp(self.indptr[: n + 1], self.indices[:end], self.values[:end], (n, self.shape[1]),
+                        _kernel_indices=(ip[: n + 1], ix[:end]))
 
     def to_dense(self) -> torch.Tensor:
         return self.A.to_dense()
@@ -113,13 +146,13 @@ class _SpMM(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, op: SparseOp) -> torch.Tensor:
         ctx.op = op
-        return op.A @ x
+        return csr_mm(op.A, x)
 
     @staticmethod
     def backward(ctx, g: torch.Tensor):
         if not ctx.needs_input_grad[0]:
             return None, None
-        return ctx.op.At @ g.contiguous(), None
+        return csr_mm(ctx.op.At, g.contiguous()), None
 
 
 def spmm(op: SparseOp, x: torch.Tensor) -> torch.Tensor:
@@ -133,11 +166,11 @@ class _SparseLeftMatmul(torch.autograd.Function):
     @staticmethod
     def forward(ctx, w: torch.Tensor, x: SparseOp) -> torch.Tensor:
         ctx.x = x
-        return x.A @ w
+        return csr_mm(x.A, w)
 
     @staticmethod
     def backward(ctx, g: torch.Tensor):
-        return ctx.x.At @ g.contiguous(), None
+        return csr_mm(ctx.x.At, g.contiguous()), None
 
 
 def matmul(x: torch.Tensor | SparseOp, w: torch.Tensor) -> torch.Tensor:
