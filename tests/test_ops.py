@@ -167,3 +167,15 @@ def test_fused_gcn_layer_is_the_same_in_row_blocks(monkeypatch, d_in, d_out):
     assert torch.equal(whole[0], blocked[0])
     for a, r in zip(whole[1:], blocked[1:]):
         torch.testing.assert_close(a, r, **TOL)
+
+
+@pytest.mark.parametrize("p", [0.3, 0.5, 0.9])
+def test_fused_gcn_layer_drops_exactly_where_the_uniform_is_below_p(p):
+    """The same mask as ``torch.rand(shape) >= p`` for rates that float32 cannot represent, too."""
+    op, dense = random_op(30, 30, density=0.3, seed=11)
+    h, w = torch.randn(30, 6), torch.randn(6, 50)
+    out = gcn_layer(op, h, w, None, relu=True, dropout=p, generator=torch.Generator().manual_seed(5))
+    keep = torch.rand(30, 50, generator=torch.Generator().manual_seed(5)) >= p
+    ref = torch.relu(dense @ (h @ w)) * keep / (1 - p)
+    assert torch.equal(out == 0, (ref == 0))
+    torch.testing.assert_close(out, ref, **TOL)
