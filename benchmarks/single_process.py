@@ -2,21 +2,25 @@
 
 One run measures, on the same graph, split and model, three ways of training a GCN:
 
-* ``fullgraph``      -- ``fullgraph.models`` GCN over a ``Block`` (sparse input features stay sparse);
+* ``fullgraph``      -- ``fullgraph.models`` GCN through ``SingleEngine`` (sparse input features stay sparse);
 * ``pyg edge_index`` -- ``GCNConv(cached=True)`` message passing over a COO ``edge_index`` [2, E];
 * ``pyg adj_t``      -- ``GCNConv(cached=True)`` over a transposed torch.sparse CSR ``adj_t``
   (``ToSparseTensor(layout=torch.sparse_csr)``), PyG's fast sparse-product form.
 
-Each (graph, depth, system) runs in its own process, so one system's allocations and thread pools
-cannot leak into another's numbers. Each worker loads the graph with fullgraph's loader, then resets
-the kernel's RSS high-water mark and converts the graph into its own system's form, builds the model
-and trains. ``train peak`` = high-water mark after the reset minus the RSS just before it (what the
-system adds on top of the loaded graph); ``process peak`` is the whole process's high-water mark.
+Each (graph, depth, system) runs in its own process (``--worker``), so one system's allocations and
+thread pools cannot leak into another's numbers. A worker first trains one step of its system on a
+tiny graph (lazy imports and one-time initialisation then belong to the baseline), loads the graph
+with fullgraph's loader, resets the kernel's RSS high-water mark, converts the graph into its
+system's form, builds the model and trains. ``train peak`` = high-water mark after the reset minus
+the RSS just before it (what the system adds on top of the loaded graph); ``process peak`` is the
+whole process's high-water mark. Epoch time is the median wall time of the timed epochs; the
+median process CPU time and the 1-min load average are reported next to it, because a busy
+machine inflates wall times.
 
 Ratios are fullgraph over the *better* PyG form for each metric; the targets are checked for the
-2-layer (time and memory) and 32-layer (memory) GCN. Usage::
+2-layer (time and memory) and 32-layer (memory) GCN. See ``benchmarks/README.md``. Usage::
 
-    .venv/bin/python benchmarks/single_process.py                    # the full benchmark
+    .venv/bin/python benchmarks/single_process.py                    # the full benchmark (~30 min, 2 cores)
     .venv/bin/python benchmarks/single_process.py --graphs tolokers --depths 2 --epochs 3
 """
 
@@ -339,10 +343,11 @@ def print_header(args, mach: dict, vers: dict, plan: dict) -> None:
     print("          PyG edge_index: GCNConv(cached=True), message passing over edge_index [2, E], dense x")
     print("          PyG adj_t: GCNConv(cached=True) over a torch.sparse CSR adj_t "
           "(ToSparseTensor(layout=torch.sparse_csr)), dense x")
-    print("memory:   each run in its own process; after loading the graph (fullgraph's loader, same for all), the")
-    print("          RSS high-water mark is reset (/proc/self/clear_refs 5); train peak = high-water mark after")
-    print("          conversion to the system's form + model + all epochs, minus the RSS just before the reset;")
-    print("          process peak = the whole process's high-water mark (imports and loading included)")
+    print("memory:   each run in its own process; after one step of the system on a tiny graph (imports, one-time")
+    print("          initialisation) and loading the graph (fullgraph's loader, the same for all), the RSS high-water")
+    print("          mark is reset (/proc/self/clear_refs 5); train peak = high-water mark after conversion to the")
+    print("          system's form + model + all epochs, minus the RSS just before the reset; process peak = the")
+    print("          whole process's high-water mark (imports and loading included)")
     print("ratios:   fullgraph / the better PyG form for that metric; targets: 2 layers time <= 0.6 and memory <= 0.7,")
     print("          32 layers memory <= 0.5", flush=True)
 
