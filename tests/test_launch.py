@@ -68,32 +68,40 @@ def _rank_of(pid: int) -> int | None:
     return None
 
 
-def test_a_killed_rank_takes_the_whole_run_down_within_60_s(tmp_path):
+def _start_training(tmp_path, *extra):
+    """A long graph-parallel run on 2 ranks, returned once it is training: (launcher, pid of rank 1)."""
     run = tmp_path / "run"
     launcher = subprocess.Popen(
         [sys.executable, "-m", "fullgraph", "train", "--parallel", "graph", "--nprocs", "2", "--epochs", "1000000",
-         "--eval-every", "1000", "--out", str(run)],
+         "--eval-every", "1000", "--out", str(run), *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env(tmp_path))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait until training is under way
+        lines = (run / "metrics.jsonl").read_text().splitlines() if (run / "metrics.jsonl").exists() else []
+        if len(lines) >= 3:
+            break
+        assert launcher.poll() is None, launcher.stderr.read()
+        time.sleep(0.2)
+    return launcher, next(pid for pid in _children(launcher.pid) if _rank_of(pid) == 1)
+
+
+def _wait(launcher, timeout: float = 60) -> tuple[int, float, str]:
+    t0 = time.monotonic()
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:  # wait until training is under way
-            lines = (run / "metrics.jsonl").read_text().splitlines() if (run / "metrics.jsonl").exists() else []
-            if len(lines) >= 3:
-                break
-            assert launcher.poll() is None, launcher.stderr.read()
-            time.sleep(0.2)
-        victim = next(pid for pid in _children(launcher.pid) if _rank_of(pid) == 1)
-        os.kill(victim, signal.SIGKILL)
-        t0 = time.monotonic()
-        rc = launcher.wait(timeout=60)
-        elapsed = time.monotonic() - t0
+        rc = launcher.wait(timeout=timeout)
     finally:
         if launcher.poll() is None:
             launcher.kill()
-    err = launcher.stderr.read()
+    return rc, time.monotonic() - t0, launcher.stderr.read()
+
+
+def test_a_killed_rank_takes_the_whole_run_down_within_60_s(tmp_path):
+    launcher, victim = _start_training(tmp_path)
+    os.kill(victim, signal.SIGKILL)
+    rc, elapsed, err = _wait(launcher)
     assert rc != 0 and elapsed < 60
     assert "rank 1 of 2 failed: killed by signal SIGKILL" in err, err
-    assert not [pid for pid in _children(launcher.pid)]  # no rank left behind
+    assert not _children(launcher.pid)  # no rank left behind
 
 
 def test_bad_input_on_one_rank_names_that_rank(tmp_path):
@@ -131,27 +139,9 @@ def test_a_wrong_layout_is_one_error_before_any_process_starts(tmp_path, args, w
 def test_a_stalled_rank_times_out_instead_of_hanging(tmp_path):
     """A rank that stops answering (SIGSTOP, as a hung machine would) is not a dead process, so only
     the collective timeout can notice it: the peers' next exchange fails after --comm-timeout."""
-    run = tmp_path / "run"
-    launcher = subprocess.Popen(
-        [sys.executable, "-m", "fullgraph", "train", "--parallel", "graph", "--nprocs", "2", "--epochs", "1000000",
-         "--eval-every", "1000", "--comm-timeout", "5", "--out", str(run)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env(tmp_path))
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if (run / "metrics.jsonl").exists() and len((run / "metrics.jsonl").read_text().splitlines()) >= 3:
-                break
-            assert launcher.poll() is None, launcher.stderr.read()
-            time.sleep(0.2)
-        victim = next(pid for pid in _children(launcher.pid) if _rank_of(pid) == 1)
-        os.kill(victim, signal.SIGSTOP)
-        t0 = time.monotonic()
-        rc = launcher.wait(timeout=60)
-        elapsed = time.monotonic() - t0
-    finally:
-        if launcher.poll() is None:
-            launcher.kill()
-    err = launcher.stderr.read()
+    launcher, victim = _start_training(tmp_path, "--comm-timeout", "5")
+    os.kill(victim, signal.SIGSTOP)
+    rc, elapsed, err = _wait(launcher)
     assert rc != 0 and elapsed < 60, (rc, elapsed)
     assert "rank 0 of 2 failed" in err, err
     assert not _children(launcher.pid)
