@@ -52,10 +52,18 @@ _TRAIN_FLAGS = [
     ("--gcnii-alpha", float, "GCNII initial residual alpha (default 0.1)"),
     ("--gcnii-lambda", float, "GCNII identity mapping lambda (default 0.5)"),
     ("--feature-norm", str, "row | none | auto (row for Planetoid graphs) (default auto)"),
-    ("--parallel", str, "single | graph (default single)"),
+    ("--parallel", str, "single | graph | pipeline | hybrid (default single)"),
     ("--nprocs", int, "processes to start here, or the torchrun world size (default 1)"),
     ("--partitioner", str, "metis | metis-degree | random | contiguous | permuted (default metis)"),
     ("--partition-dir", str, "train from a folder written by 'fullgraph partition'"),
+    ("--stages", int, "hybrid: pipeline stages S (S x W = --nprocs)"),
+    ("--graph-ways", int, "hybrid: graph-parallel processes per stage W"),
+    ("--stage-layers", str, "layers per stage, e.g. 8,8,8,8 (default: balanced)"),
+    ("--chunks", int, "pipeline/hybrid: chunks per part K (default 4 x stages)"),
+    ("--chunker", str, "metis | random: how parts are cut into chunks (default metis)"),
+    ("--history-refresh", int, "epochs a history table is kept (default 10; 1 = last epoch's values)"),
+    ("--chunk-edges", str, "stale (read history, GNNPipe) | induced (cut cross-chunk edges) (default stale)"),
+    ("--chunk-file", str, argparse.SUPPRESS),
     ("--boundary-rate", float, "BNS-GCN boundary node sampling rate p in [0, 1] (default 1: no sampling)"),
     ("--comm-timeout", float, "seconds a collective may wait before the run fails (default 60)"),
     ("--progress", str, "bar | lines | none | auto (default auto: a bar on a terminal)"),
@@ -69,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--config", help="TOML file of options (flags override it)")
     for flag, typ, help_ in _TRAIN_FLAGS:
         train.add_argument(flag, type=typ, default=argparse.SUPPRESS, help=help_)
+    train.add_argument("--no-shuffle", dest="shuffle", action="store_false", default=argparse.SUPPRESS,
+                       help="pipeline/hybrid: process chunks in the same order every epoch")
     part = sub.add_parser("partition", help="partition a graph and write one folder per part",
                           description="Partition a graph for --parallel graph and write it to disk.")
     part.add_argument("--dataset", default="synthetic")
@@ -104,8 +114,9 @@ def cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
     if env is not None and env.world_size != cfg.nprocs:
         raise InputError(f"expected --nprocs to match the torchrun world size (got --nprocs {cfg.nprocs}, "
                          f"WORLD_SIZE {env.world_size})")
-    if env is not None and cfg.partition_dir is None:
-        cfg.partition_dir = str(shared_partition_dir(cfg, env))
+    if env is not None and (cfg.partition_dir is None or (cfg.layout.parallel in ("pipeline", "hybrid")
+                                                          and cfg.chunk_file is None)):
+        shared_inputs(cfg, env)
     trainer = Trainer(cfg)
     try:
         result = trainer.build().train()
@@ -127,33 +138,28 @@ def launch(cfg: TrainConfig, argv: list[str]) -> int:
     """Partition first (so bad input is reported once, before any process starts), then start the
     ranks on this machine."""
     from fullgraph.comm.launch import launch_local
-    from fullgraph.parallel.setup import prepare_partition_dir
+    from fullgraph.parallel.setup import prepare_run
 
-    if cfg.partition_dir is not None:
-        from fullgraph.parallel.graph import check_parts
-        from fullgraph.partition.store import load_meta
-
-        check_parts(load_meta(cfg.partition_dir), cfg.layout.graph_ways, cfg.partition_dir)
-    else:
-        pdir = str(prepare_partition_dir(cfg, cfg.layout.graph_ways))
-        argv = [*argv, "--partition-dir", pdir]
-    return launch_local(argv, cfg.nprocs, threads=cfg.threads)
+    return launch_local([*argv, *prepare_run(cfg)], cfg.nprocs, threads=cfg.threads)
 
 
-def shared_partition_dir(cfg: TrainConfig, env) -> str:
-    """Under torchrun without --partition-dir: rank 0 partitions (cached), the others wait for it.
-    Across machines, make the partition with 'fullgraph partition' on shared storage instead."""
+def shared_inputs(cfg: TrainConfig, env) -> None:
+    """Under torchrun without the launcher's folders: rank 0 partitions and chunks (cached), the
+    others wait for it. Across machines, make the partition with 'fullgraph partition' on shared
+    storage instead."""
     import torch.distributed as dist
     from datetime import timedelta
 
-    from fullgraph.parallel.setup import prepare_partition_dir
+    from fullgraph.parallel.setup import prepare_run
 
     if not dist.is_initialized():
         dist.init_process_group("gloo", init_method="env://", rank=env.rank, world_size=env.world_size,
                                 timeout=timedelta(minutes=30))
-    box = [str(prepare_partition_dir(cfg, cfg.layout.graph_ways))] if env.rank == 0 else [None]
+    box = [prepare_run(cfg)] if env.rank == 0 else [None]
     dist.broadcast_object_list(box, src=0)
-    return box[0]
+    flags = box[0]
+    for flag, value in zip(flags[::2], flags[1::2]):
+        setattr(cfg, flag[2:].replace("-", "_"), value)
 
 
 def cmd_partition(args: argparse.Namespace) -> int:

@@ -16,7 +16,8 @@ from fullgraph.errors import InputError
 __all__ = ["TrainConfig", "load_toml"]
 
 MODEL_NAMES = ("gcn", "sage", "gat", "gcnii", "resgcn+")
-PARALLEL_NAMES = ("single", "graph")
+PARALLEL_NAMES = ("single", "graph", "pipeline", "hybrid")
+CHUNK_EDGES = ("stale", "induced")
 PARTITIONERS = ("metis", "metis-degree", "random", "contiguous", "permuted")
 FEATURE_NORMS = ("auto", "row", "none")
 
@@ -70,7 +71,9 @@ class TrainConfig:
     """Row-normalize features: ``row``, ``none``, or ``auto`` (row for the Planetoid graphs, as in
     Kipf & Welling and the GCNII paper; none otherwise)."""
     parallel: str = "single"
-    """How the work is split: ``single`` (one process) or ``graph`` (one part per process)."""
+    """How the work is split: ``single`` (one process), ``graph`` (one part per process), ``pipeline``
+    (one stage of consecutive layers per process, GNNPipe) or ``hybrid`` (``stages`` groups of
+    ``graph_ways`` graph-parallel processes)."""
     nprocs: int = 1
     """Number of processes (started locally, or the torchrun world size)."""
     partitioner: str = "metis"
@@ -83,6 +86,25 @@ class TrainConfig:
     """BNS-GCN: the probability that a part keeps each halo node in a training epoch (1: all, 0: none)."""
     comm_timeout: float = 60.0
     """Seconds any collective may wait before the run is declared failed."""
+    stages: int = 0
+    """Hybrid: pipeline stages S (0: --nprocs / --graph-ways). A pipeline has one stage per process."""
+    graph_ways: int = 0
+    """Hybrid: graph-parallel processes per stage W (0: --nprocs / --stages)."""
+    stage_layers: str = ""
+    """Layers per stage, e.g. ``8,8,8,8`` (default: balanced by layer count)."""
+    chunks: int = 0
+    """Pipeline / hybrid: chunks K per part (0: 4 × stages, GNNPipe's choice)."""
+    chunker: str = "metis"
+    """How parts are cut into chunks: ``metis`` (locality-aware) or ``random``."""
+    shuffle: bool = True
+    """Shuffle the chunk order every epoch (``--no-shuffle`` turns it off)."""
+    history_refresh: int = 10
+    """Epochs a history table is kept: epoch t reads the values of epoch a·floor((t-1)/a) (1: last epoch)."""
+    chunk_edges: str = "stale"
+    """``stale``: edges to unprocessed chunks read history (GNNPipe); ``induced``: they are cut (GPipe's
+    naive micro-batching, a baseline)."""
+    chunk_file: str | None = None
+    """The node → chunk map the launcher wrote (set by the launcher; not a user option)."""
     progress: str = "auto"
     """``bar`` (a progress bar), ``lines`` (one line per evaluation), ``none``, or ``auto`` (a bar on
     a terminal, lines otherwise)."""
@@ -115,7 +137,19 @@ class TrainConfig:
         need(self.partitioner in PARTITIONERS, "partitioner", f"to be one of {', '.join(PARTITIONERS)}")
         need(0.0 <= self.boundary_rate <= 1.0, "boundary_rate", "in [0, 1]")
         need(self.comm_timeout > 0, "comm_timeout", "> 0")
-        self.layout  # validates parallel × nprocs
+        layout = self.layout  # validates parallel × nprocs (× stages × graph ways)
+        need(self.history_refresh >= 1, "history_refresh", ">= 1")
+        need(self.chunker in ("metis", "random"), "chunker", "to be metis or random")
+        need(self.chunk_edges in CHUNK_EDGES, "chunk_edges", f"to be one of {', '.join(CHUNK_EDGES)}")
+        need(self.chunks >= 0, "chunks", ">= 0")
+        if layout.parallel in ("pipeline", "hybrid"):
+            self._check_stages(layout.stages)
+            if self.boundary_rate < 1.0:
+                raise InputError(f"expected --boundary-rate 1 with --parallel {self.parallel} (got "
+                                 f"{self.boundary_rate}); boundary sampling runs with --parallel graph")
+        elif self.stage_layers or self.chunks:
+            raise InputError(f"expected --stage-layers and --chunks only with --parallel pipeline or hybrid (got "
+                             f"--parallel {self.parallel})")
         need(self.progress in ("auto", "bar", "lines", "none"), "progress", "to be auto, bar, lines or none")
         if self.model == "gat" and self.hidden % self.heads:
             raise InputError(
@@ -136,11 +170,37 @@ class TrainConfig:
                     f"expected {f.name} to be a {expected.__name__} (got {type(value).__name__} {value!r})"
                 )
 
+    def _check_stages(self, stages: int) -> None:
+        if stages > self.layers:
+            raise InputError(f"expected at most one stage per layer (got {stages} stages for {self.layers} layers); "
+                             f"use --parallel hybrid --stages S --graph-ways W to give each stage several processes")
+        if self.stage_layers:
+            try:
+                sizes = [int(v) for v in self.stage_layers.split(",")]
+            except ValueError:
+                raise InputError(f"expected --stage-layers as comma-separated integers, e.g. 8,8,8,8 "
+                                 f"(got {self.stage_layers!r})") from None
+            if len(sizes) != stages or sum(sizes) != self.layers or min(sizes) < 1:
+                raise InputError(f"expected --stage-layers to give {stages} stages of >= 1 layer summing to "
+                                 f"{self.layers} (got {self.stage_layers!r})")
+        if self.num_chunks < stages:
+            raise InputError(f"expected --chunks >= the number of stages {stages}, or the pipeline never fills "
+                             f"(got --chunks {self.chunks})")
+
+    @property
+    def num_chunks(self) -> int:
+        """K: as given, or 4 × stages."""
+        return self.chunks or 4 * self.layout.stages
+
+    @property
+    def stage_layer_list(self) -> list[int] | None:
+        return [int(v) for v in self.stage_layers.split(",")] if self.stage_layers else None
+
     @property
     def layout(self):
         from fullgraph.comm.layout import Layout
 
-        return Layout.for_mode(self.parallel, self.nprocs)
+        return Layout.for_mode(self.parallel, self.nprocs, self.stages, self.graph_ways)
 
     def to_dict(self) -> dict:
         return asdict(self)

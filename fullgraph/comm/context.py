@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -21,7 +22,7 @@ import torch.distributed as dist
 
 from fullgraph.comm.ledger import Ledger
 
-__all__ = ["DistEnv", "Comm"]
+__all__ = ["DistEnv", "Comm", "Pending"]
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,42 @@ class Comm:
         if not dist.is_initialized():
             dist.init_process_group(self.backend, init_method="env://", rank=env.rank, world_size=env.world_size,
                                     timeout=timedelta(seconds=setup_timeout_s))
+        self.timeout_s = timeout_s
         self.group = dist.new_group(list(range(env.world_size)), timeout=timedelta(seconds=timeout_s))
+        self.world_group = self.group
+        self.ranks = list(range(env.world_size))
         self.ledger = Ledger()
+        self.is_view = False
+
+    def split(self, groups: list[list[int]]) -> "Comm":
+        """A view of this process group restricted to the group (one of ``groups``, which partition
+        the ranks) that holds this rank; it shares the ledger and the timeout. Every rank must call
+        it with the same ``groups`` (``new_group`` is collective), once, at set-up."""
+        mine = None
+        for ranks in groups:
+            g = dist.new_group(list(ranks), timeout=timedelta(seconds=self.timeout_s))
+            if self.rank in ranks:
+                mine = (g, list(ranks))
+        if mine is None:
+            raise ValueError(f"rank {self.rank} is in none of the groups {groups}")
+        view = object.__new__(Comm)
+        view.__dict__.update(self.__dict__)
+        view.group, view.ranks = mine
+        view.rank, view.world_size = mine[1].index(self.rank), len(mine[1])
+        view.is_view = True
+        return view
+
+    # ------------------------------------------------------------------ point to point
+    def post(self, sends: list[tuple[torch.Tensor, int, int]], recvs: list[tuple[torch.Tensor, int, int]],
+             category: str) -> "Pending":
+        """Start sends and receives of whole tensors, each ``(tensor, global peer rank, tag)``, as one
+        ``batch_isend_irecv``; returns the handles to wait on. The bytes sent are recorded now, the
+        time spent waiting when ``Pending.wait`` is called."""
+        ops = [dist.P2POp(dist.isend, t, peer, self.world_group, tag) for t, peer, tag in sends]
+        ops += [dist.P2POp(dist.irecv, t, peer, self.world_group, tag) for t, peer, tag in recvs]
+        self.ledger.record(category, sum(t.numel() * t.element_size() for t, _, _ in sends))
+        works = dist.batch_isend_irecv(ops) if ops else []
+        return Pending(works, [t for t, _, _ in sends] + [t for t, _, _ in recvs], self, category)
 
     # ------------------------------------------------------------------ collectives
     def all_to_all_rows(self, send: torch.Tensor, send_counts: list[int], recv_counts: list[int],
@@ -93,5 +128,25 @@ class Comm:
         dist.barrier(group=self.group)
 
     def close(self) -> None:
-        if dist.is_initialized():
+        if not self.is_view and dist.is_initialized():
             dist.destroy_process_group()
+
+
+class Pending:
+    """Handles of started point-to-point operations (gloo returns one per operation: all are waited
+    on); ``wait`` gives up after the communicator's timeout, so a dead neighbour cannot hang a rank."""
+
+    def __init__(self, works, tensors, comm: Comm, category: str):
+        self.works, self.tensors, self.comm, self.category = works, tensors, comm, category
+
+    def wait(self) -> float:
+        """Block until every operation is done; returns (and records) the seconds spent waiting."""
+        t0 = time.perf_counter()
+        for w in self.works:
+            if not w.wait(timeout=timedelta(seconds=self.comm.timeout_s)):
+                raise RuntimeError(f"rank {self.comm.env.rank}: a {self.category} transfer did not finish in "
+                                   f"{self.comm.timeout_s:g} s")
+        self.works = []
+        waited = time.perf_counter() - t0
+        self.comm.ledger.record(self.category, 0, waited)
+        return waited

@@ -13,13 +13,13 @@ from fullgraph.errors import InputError
 
 __all__ = ["Layout", "PARALLEL_MODES"]
 
-PARALLEL_MODES = ("single", "graph")
+PARALLEL_MODES = ("single", "graph", "pipeline", "hybrid")
 
 
 @dataclass(frozen=True)
 class Layout:
     """Args:
-        parallel: ``single`` or ``graph`` (more modes come with later releases).
+        parallel: ``single``, ``graph``, ``pipeline`` or ``hybrid``.
         nprocs: world size P.
         stages: pipeline stages S (1 for graph parallelism).
         graph_ways: parts per stage W (P for graph parallelism).
@@ -31,9 +31,26 @@ class Layout:
     graph_ways: int = 1
 
     @classmethod
-    def for_mode(cls, parallel: str, nprocs: int) -> "Layout":
-        if parallel == "graph":
-            return cls(parallel, nprocs, stages=1, graph_ways=nprocs)
+    def for_mode(cls, parallel: str, nprocs: int, stages: int = 0, graph_ways: int = 0) -> "Layout":
+        """The mesh of a mode: graph ``1 × P``, pipeline ``P × 1``, hybrid ``S × W`` (give both, or one
+        and let P decide the other)."""
+        if parallel == "pipeline":
+            if stages not in (0, nprocs) or graph_ways not in (0, 1):
+                raise InputError(f"expected --stages {nprocs} (= --nprocs) and --graph-ways 1 with --parallel "
+                                 f"pipeline (got --stages {stages}, --graph-ways {graph_ways}); use --parallel hybrid "
+                                 f"for groups of graph-parallel processes per stage")
+            return cls(parallel, nprocs, stages=nprocs, graph_ways=1)
+        if parallel == "hybrid":
+            if stages <= 0 and graph_ways <= 0:
+                raise InputError(f"expected --stages S and --graph-ways W with S × W = --nprocs for --parallel hybrid "
+                                 f"(got neither, --nprocs {nprocs})")
+            if stages <= 0 or graph_ways <= 0:
+                known = stages if stages > 0 else graph_ways
+                if nprocs % known:
+                    name = "--stages" if stages > 0 else "--graph-ways"
+                    raise InputError(f"expected {name} to divide --nprocs {nprocs} (got {known})")
+                stages, graph_ways = (known, nprocs // known) if stages > 0 else (nprocs // known, known)
+            return cls(parallel, nprocs, stages=stages, graph_ways=graph_ways)
         return cls(parallel, nprocs, stages=1, graph_ways=nprocs)
 
     def __post_init__(self) -> None:
@@ -45,7 +62,7 @@ class Layout:
             raise InputError(f"expected stages >= 1 and graph ways >= 1 (got {self.stages} and {self.graph_ways})")
         if self.stages * self.graph_ways != self.nprocs:
             raise InputError(
-                f"expected stages × graph ways = nprocs (got {self.stages} × {self.graph_ways} = "
+                f"expected --stages × --graph-ways = --nprocs (got {self.stages} × {self.graph_ways} = "
                 f"{self.stages * self.graph_ways}, nprocs = {self.nprocs})"
             )
         if self.parallel == "single" and self.nprocs != 1:

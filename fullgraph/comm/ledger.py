@@ -1,7 +1,8 @@
 """The communication ledger: every byte that crosses a process boundary, by category, with the time
 spent waiting for it.
 
-Categories (DESIGN.md): ``halo/fwd``, ``halo/bwd``, ``grad/allreduce``, ``sample/index``, ``eval/...``.
+Categories (DESIGN.md): ``halo/fwd``, ``halo/bwd``, ``pipe/fwd``, ``pipe/bwd``, ``grad/allreduce``,
+``sample/index``, ``eval/...``.
 Counting rules, used by the analytic checks:
 
 * point-to-point and all-to-all: the bytes this rank sends to *other* ranks (rows it keeps for
@@ -21,8 +22,8 @@ __all__ = ["Ledger", "CATEGORIES"]
 # Every category any layout records, in one fixed order, so ranks can sum their ledgers with one
 # all-reduce of a vector. ``meta/metrics`` is that all-reduce itself (the per-epoch loss and ledger
 # totals), kept apart so that the analytic checks of the other categories stay exact.
-CATEGORIES = ("halo/fwd", "halo/bwd", "grad/allreduce", "sample/index", "eval/halo/fwd", "eval/reduce",
-              "meta/metrics")
+CATEGORIES = ("halo/fwd", "halo/bwd", "pipe/fwd", "pipe/bwd", "grad/allreduce", "sample/index", "eval/halo/fwd",
+              "eval/pipe/fwd", "eval/reduce", "meta/metrics")
 
 
 class Ledger:

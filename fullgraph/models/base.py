@@ -48,6 +48,10 @@ class GNN(nn.Module):
 
     norm: str = "gcn"
     uses_h0: bool = False
+    pre_modules: tuple[str, ...] = ()
+    """Names of the submodules ``pre`` uses (a pipeline's first stage owns them)."""
+    post_modules: tuple[str, ...] = ()
+    """Names of the submodules ``post`` uses (a pipeline's last stage owns them)."""
 
     def pre(self, x: torch.Tensor | SparseOp) -> torch.Tensor | SparseOp:
         return x
@@ -75,6 +79,14 @@ class GNN(nn.Module):
     def param_groups(self, weight_decay: float, conv_weight_decay: float | None = None) -> list[dict]:
         """Optimizer groups; models with a separate decay for graph-layer weights override this."""
         return [{"params": [p for p in self.parameters() if p.requires_grad], "weight_decay": weight_decay}]
+
+    def stage_parameters(self, first: int, last: int, *, with_pre: bool, with_post: bool) -> list[nn.Parameter]:
+        """The parameters of graph layers ``first..last-1``, plus those of ``pre`` / ``post`` when asked:
+        what one pipeline stage trains."""
+        mods = list(self.layers[first:last])
+        mods += [getattr(self, m) for m in self.pre_modules] if with_pre else []
+        mods += [getattr(self, m) for m in self.post_modules] if with_post else []
+        return [p for m in mods for p in m.parameters() if p.requires_grad]
 
     @property
     def num_layers(self) -> int:

@@ -37,6 +37,7 @@ class GCNIILayer(nn.Module):
 class GCNII(GNN):
     norm = "gcn"
     uses_h0 = True
+    pre_modules, post_modules = ("fc_in",), ("fc_out",)
 
     def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float = 0.6,
                  alpha: float = 0.1, lam: float = 0.5):

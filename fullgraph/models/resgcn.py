@@ -33,6 +33,7 @@ class ResGCNLayer(nn.Module):
 
 class ResGCNPlus(GNN):
     norm = "gcn"
+    pre_modules, post_modules = ("encoder",), ("final_norm", "decoder")
 
     def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float = 0.5):
         super().__init__()

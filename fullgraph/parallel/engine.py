@@ -54,6 +54,21 @@ class Engine:
     def forward(self, model, epoch: int, training: bool) -> torch.Tensor:
         raise NotImplementedError
 
+    def step(self, model, epoch: int) -> float:
+        """Gradients of one training epoch (the optimizer steps after); returns this rank's share of
+        the loss. Layouts that interleave forward and backward (the pipeline) override it."""
+        from fullgraph.train.metrics import loss_sum
+
+        logits = self.forward(model, epoch, training=True)
+        loss = loss_sum(logits[self.train_mask], self.y[self.train_mask]) / self.num_train
+        loss.backward()
+        self.sync_grads(model)
+        return loss.item()
+
+    def epoch_extras(self) -> dict:
+        """Layout-specific numbers of the last epoch for metrics.jsonl (collective: every rank calls it)."""
+        return {}
+
     def sync_grads(self, model) -> None:
         """Make every rank's gradient the global one (nothing to do in one process)."""
 

@@ -30,7 +30,7 @@ from fullgraph.errors import InputError
 from fullgraph.ops import SparseOp
 from fullgraph.parallel.engine import Engine, input_features
 
-__all__ = ["GraphEngine", "boundary_sample", "check_parts", "graph_engine"]
+__all__ = ["GraphEngine", "boundary_sample", "check_parts", "feature_rows", "graph_engine"]
 
 
 def boundary_sample(seed: int, epoch: int, part_id: int, num_halo: int, p: float) -> torch.Tensor:
@@ -39,7 +39,7 @@ def boundary_sample(seed: int, epoch: int, part_id: int, num_halo: int, p: float
     return torch.from_numpy(rng.random(num_halo) < p)
 
 
-def _rows(x: torch.Tensor | SparseOp, idx: torch.Tensor):
+def feature_rows(x: torch.Tensor | SparseOp, idx: torch.Tensor):
     """Rows ``idx`` of dense features or of a ``SparseOp``."""
     if not isinstance(x, SparseOp):
         return x[idx]
@@ -113,7 +113,7 @@ class GraphEngine(Engine):
         scale = 1.0 / self.p if self.p > 0 else 1.0  # p = 0 keeps nothing, so nothing is scaled
         block = self.part.block(self.norm, halo_keep=keep, scale=scale).to(dev)
         rows = torch.cat([torch.arange(self.n_inner), self.n_inner + kept]).to(dev)
-        return block, _rows(self.x, rows), plan
+        return block, feature_rows(self.x, rows), plan
 
     def _isolated_block(self):
         if not hasattr(self, "_isolated"):
@@ -125,7 +125,7 @@ class GraphEngine(Engine):
     def forward(self, model, epoch: int, training: bool) -> torch.Tensor:
         if training and self.p == 0.0:  # isolated parts: no halo columns, nothing to ask or send
             inner = torch.arange(self.n_inner, device=self.device)
-            return model(self._isolated_block(), _rows(self.x, inner), fetch=lambda h: h)
+            return model(self._isolated_block(), feature_rows(self.x, inner), fetch=lambda h: h)
         if training and self.p < 1.0:
             block, x, plan = self._sampled(epoch)
         else:

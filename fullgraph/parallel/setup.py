@@ -7,7 +7,7 @@ import hashlib
 import logging
 from pathlib import Path
 
-__all__ = ["prepare_partition_dir"]
+__all__ = ["prepare_partition_dir", "prepare_chunk_file", "prepare_run"]
 
 log = logging.getLogger("fullgraph")
 
@@ -16,14 +16,14 @@ def _method(partitioner: str) -> tuple[str, str]:
     return ("metis", "degree") if partitioner == "metis-degree" else (partitioner, "nodes")
 
 
-def prepare_partition_dir(cfg, parts: int, out: str | Path | None = None) -> Path:
+def prepare_partition_dir(cfg, parts: int, out: str | Path | None = None, graph=None) -> Path:
     """The folder of ``cfg.dataset`` cut into ``parts`` parts by ``cfg.partitioner``; made once and
     reused (keyed by the graph's fingerprint, method, parts and seed) unless ``out`` is given."""
     from fullgraph.partition import PartitionBook, cache_root, cached_partition, save_partition
     from fullgraph.partition.store import load_meta
     from fullgraph.train.trainer import load_graph
 
-    graph = load_graph(cfg)
+    graph = load_graph(cfg) if graph is None else graph
     if parts > graph.num_nodes:
         from fullgraph.errors import InputError
 
@@ -45,3 +45,43 @@ def prepare_partition_dir(cfg, parts: int, out: str | Path | None = None) -> Pat
     log.info("partitioned %s into %d parts (%s): replication factor %.3f -> %s", graph.name, parts,
              cfg.partitioner, book.replication_factor, target)
     return target
+
+
+def prepare_chunk_file(cfg, partition_dir, graph=None) -> Path:
+    """The node → chunk map of a pipeline / hybrid run: every part of ``partition_dir`` cut into
+    ``cfg.num_chunks`` chunks by ``cfg.chunker``, written once under the cache folder."""
+    import torch
+
+    from fullgraph.partition import cache_root, load_part
+    from fullgraph.partition.chunks import cached_chunks
+    from fullgraph.partition.store import load_meta
+    from fullgraph.train.trainer import load_graph
+
+    graph = load_graph(cfg) if graph is None else graph
+    parts = int(load_meta(partition_dir)["parts"])
+    node_part = torch.empty(graph.num_nodes, dtype=torch.int64)
+    for i in range(parts):
+        node_part[load_part(partition_dir, i).inner] = i
+    return cached_chunks(graph, node_part, parts, cfg.num_chunks, cfg.chunker, cfg.seed, cache_root() / "chunks")
+
+
+def prepare_run(cfg) -> list[str]:
+    """Everything the ranks of a distributed run read, made before they start; returns the flags
+    that point them at it (``--partition-dir``, and ``--chunk-file`` for pipeline and hybrid)."""
+    from fullgraph.parallel.graph import check_parts
+    from fullgraph.partition.store import load_meta
+    from fullgraph.train.trainer import load_graph
+
+    layout = cfg.layout
+    chunked = layout.parallel in ("pipeline", "hybrid")
+    graph = load_graph(cfg) if (chunked or cfg.partition_dir is None) else None
+    flags = []
+    pdir = cfg.partition_dir
+    if pdir is not None:
+        check_parts(load_meta(pdir), layout.graph_ways, pdir)
+    else:
+        pdir = str(prepare_partition_dir(cfg, layout.graph_ways, graph=graph))
+        flags += ["--partition-dir", pdir]
+    if chunked:
+        flags += ["--chunk-file", str(prepare_chunk_file(cfg, pdir, graph=graph))]
+    return flags

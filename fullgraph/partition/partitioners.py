@@ -28,7 +28,7 @@ import torch
 from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
 
-__all__ = ["METHODS", "WEIGHTS", "partition_nodes", "random_permutation", "check_node_part"]
+__all__ = ["METHODS", "WEIGHTS", "partition_nodes", "metis_csr", "random_permutation", "check_node_part"]
 
 METHODS = ("metis", "random", "contiguous", "permuted")
 WEIGHTS = ("nodes", "degree")
@@ -78,10 +78,18 @@ def check_node_part(node_part, num_nodes: int, parts: int | None = None) -> torc
 
 
 def _metis(graph: Graph, parts: int, seed: int, weight: str) -> torch.Tensor:
+    vweights = graph.in_degrees().numpy() + 1 if weight == "degree" else None
+    return metis_csr(graph.indptr, graph.indices, parts, seed, vweights=vweights, name=graph.name)
+
+
+def metis_csr(indptr: torch.Tensor, indices: torch.Tensor, parts: int, seed: int = 0,
+              vweights: np.ndarray | None = None, name: str = "graph") -> torch.Tensor:
+    """METIS k-way (volume objective) labels of the square graph ``(indptr, indices)``, edge
+    directions ignored; every part non-empty or an ``InputError``."""
     import pymetis
 
-    n = graph.num_nodes
-    a = sp.csr_matrix((np.ones(graph.num_edges, dtype=np.int8), graph.indices.numpy(), graph.indptr.numpy()),
+    n = indptr.numel() - 1
+    a = sp.csr_matrix((np.ones(indices.numel(), dtype=np.int8), indices.numpy(), indptr.numpy()),
                       shape=(n, n))
     s = (a + a.T).tocsr()
     s.setdiag(0)
@@ -93,9 +101,8 @@ def _metis(graph: Graph, parts: int, seed: int, weight: str) -> torch.Tensor:
         graph_args = {"adjacency": pymetis.CSRAdjacency(xadj, adjncy)}
     else:
         graph_args = {"xadj": xadj, "adjncy": adjncy}
-    vweights = None
-    if weight == "degree":
-        vweights = (graph.in_degrees().numpy() + 1).astype(idx)
+    if vweights is not None:
+        vweights = np.asarray(vweights).astype(idx)
     options = pymetis.Options(seed=int(seed) % (2**31 - 1))
     obj_type = getattr(pymetis, "ObjType", None)
     options.objtype = int(obj_type.VOL) if obj_type is not None else _METIS_OBJTYPE_VOL
@@ -106,7 +113,7 @@ def _metis(graph: Graph, parts: int, seed: int, weight: str) -> torch.Tensor:
     empty = torch.nonzero(sizes == 0).flatten().tolist()
     if empty:
         raise InputError(
-            f"METIS left {len(empty)} of {parts} parts empty for graph {graph.name!r} with {n} nodes "
+            f"METIS left {len(empty)} of {parts} parts empty for graph {name!r} with {n} nodes "
             f"(parts {empty[:10]}); use fewer parts or method 'random'/'contiguous'")
     return node_part
 

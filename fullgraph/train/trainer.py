@@ -87,6 +87,7 @@ class RunResult:
     peak_rss_bytes_per_rank: list[int] = field(default_factory=list)
     comm_bytes_per_epoch: dict = field(default_factory=dict)
     replication_factor: float | None = None
+    bubble_fraction: float | None = None
 
     def to_dict(self, with_losses: bool = False) -> dict:
         d = asdict(self)
@@ -136,10 +137,14 @@ class Trainer:
                 if self.graph is None:
                     self.graph = load_graph(cfg)
                 self.engine = SingleEngine(self.graph, norm)
-            else:
+            elif cfg.parallel == "graph":
                 from fullgraph.parallel.graph import graph_engine
 
                 self.engine = graph_engine(cfg, norm)
+            else:
+                from fullgraph.parallel.pipeline import chunked_engine
+
+                self.engine = chunked_engine(cfg, norm)
         e = self.engine
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank
         self.model = build_model(
@@ -162,12 +167,9 @@ class Trainer:
         model, e = self.model, self.engine
         model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        logits = e.forward(model, epoch, training=True)
-        loss = loss_sum(logits[e.train_mask], e.y[e.train_mask]) / e.num_train
-        loss.backward()
-        e.sync_grads(model)
+        loss = e.step(model, epoch)
         self.optimizer.step()
-        return loss.item()
+        return loss
 
     @torch.no_grad()
     def evaluate(self) -> dict:
@@ -217,7 +219,7 @@ class Trainer:
         progress = Progress(cfg.epochs, cfg.progress if e.is_main else "none")
         best = {"val_acc": 0.0, "val_loss": float("inf"), "test_acc": 0.0, "train_acc": 0.0, "epoch": 0}
         best_state = None
-        times, losses, comm_per_epoch = [], [], []
+        times, losses, comm_per_epoch, bubbles = [], [], [], []
         bad_evals = 0
         epoch = 0
         try:
@@ -231,10 +233,12 @@ class Trainer:
                 if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
                     t1 = time.perf_counter()
                     evaluated = self.evaluate() | {"eval_time_s": time.perf_counter() - t1}
-                record |= self._epoch_totals(loss, dt) | {"epoch_time_s": dt} | evaluated
+                record |= e.epoch_extras() | self._epoch_totals(loss, dt) | {"epoch_time_s": dt} | evaluated
                 losses.append(record["loss"])
                 if "comm_bytes" in record:
                     comm_per_epoch.append(record["comm_bytes"])
+                if "bubble_fraction" in record:
+                    bubbles.append(record["bubble_fraction"])
                 if evaluated:
                     if self._better(record, best):
                         best = {k: record[k] for k in ("val_acc", "val_loss", "test_acc", "train_acc")}
@@ -270,6 +274,8 @@ class Trainer:
             result.comm_bytes_per_epoch = {k: int(statistics.median(c.get(k, 0) for c in comm_per_epoch))
                                            for k in keys}
             result.replication_factor = e.replication_factor
+        if bubbles:
+            result.bubble_fraction = statistics.median(bubbles[1:] if len(bubbles) > 1 else bubbles)
         self.writer.summary(result.to_dict())
         return result
 

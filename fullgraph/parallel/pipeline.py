@@ -1,0 +1,423 @@
+"""The chunked-stale engine: pipeline (GNNPipe), hybrid graph × pipeline, and their one-process
+simulation, all one class.
+
+A rank is stage ``s`` of ``S`` (graph layers ``a..b-1``) and part ``w`` of ``W`` (the whole graph when
+``W = 1``). Its part is cut into ``K`` chunks (``fullgraph.partition.chunks``). One training epoch:
+
+**Forward**, chunks in the epoch's order π (a seeded shuffle, the same on every rank). For chunk k,
+stage s receives the chunk's input rows from stage s-1 (stage 0 computes ``pre`` of all its rows
+once per epoch: it depends only on features, so ``H[0]`` is never stale), runs its layers on the
+chunk's block and sends the output rows on, so that stages work on different chunks at once.
+Before layer i the group exchanges, for chunk k only, the rows of ``H[i]`` its peers read as halo.
+A layer's source rows are the chunk's own rows (current) and its *others*, read from a per-layer
+**table** of every local node: a row in the table was overwritten with its current value when its
+chunk was processed (or its halo rows received) earlier in this epoch, and still holds the
+history otherwise. That is exactly the chunked-stale rule. GCNII's ``H[0]`` rows travel with the
+chunk.
+
+**History**: the tables start from one exact forward pass with the initial weights. With refresh
+period ``a = 1`` a table simply keeps last epoch's values; with ``a > 1`` a copy taken at the end of
+epochs a, 2a, … is restored at the start of every epoch, so epoch t reads epoch a·⌊(t-1)/a⌋.
+
+**Backward**, chunks in reverse order, layer by layer. A layer's backward gives gradients for its
+own input rows (passed down), for GCNII's ``H[0]`` rows (carried back with the chunk) and for its
+others: those read as *current* are added into a per-layer gradient buffer, to be collected when
+their own chunk's backward comes (it comes later: reverse order); those read from history are
+dropped — no historical gradients. History is a constant of the epoch, so the result is the exact
+gradient of the stale forward (GNNPipe found gradients through stale values to do more harm than
+good, and they would need a second history of gradients). Halo gradients of chunk k go back to
+their owners in the group when chunk k's layer is done. Stage weights are summed over the group
+and updated once per epoch; the loss is divided by the global number of training nodes.
+
+``induced`` chunks (GPipe's naive micro-batching) cut every edge between chunks instead of reading
+history. Evaluation is an exact full-graph forward passed stage to stage, with the group's halo
+exchange per layer.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from fullgraph.comm.context import Comm
+from fullgraph.comm.halo import HaloPlan, exchange_halo
+from fullgraph.parallel.engine import Engine, input_features
+from fullgraph.parallel.graph import feature_rows
+from fullgraph.partition.chunks import ChunkSet
+from fullgraph.train.metrics import loss_sum
+
+__all__ = ["ChunkedEngine", "chunk_order", "chunked_engine", "stage_bounds"]
+
+
+def chunk_order(seed: int, epoch: int, chunks: int, shuffle: bool) -> list[int]:
+    """The epoch's processing order: a seeded permutation keyed by (seed, epoch), or ``0..K-1``."""
+    if not shuffle:
+        return list(range(chunks))
+    rng = np.random.default_rng(np.random.SeedSequence([seed, epoch, 0xC4A]))
+    return [int(k) for k in rng.permutation(chunks)]
+
+
+def stage_bounds(layers: int, stages: int, stage_layers: list[int] | None = None) -> list[tuple[int, int]]:
+    """``[(first, last), ...]`` graph layers of each stage: as given, or balanced by layer count."""
+    sizes = stage_layers or [layers // stages + (1 if i < layers % stages else 0) for i in range(stages)]
+    out, start = [], 0
+    for n in sizes:
+        out.append((start, start + n))
+        start += n
+    return out
+
+
+class ChunkedEngine(Engine):
+    """One rank of a pipeline / hybrid run, or (``comm=None``) the whole run in one process.
+
+    Args:
+        part: this rank's part (for ``W = 1`` the one part that is the whole graph).
+        local_chunk: chunk id of each local node of the part (inner, then halo).
+        chunks: K.
+        norm: the model's block normalization.
+        stage, bounds: this rank's stage and every stage's ``(first, last)`` layers.
+        comm: the world communicator (``None``: one process, S = W = 1).
+        group: the communicator of this stage's graph-parallel group (``None`` when W = 1).
+        prev_rank, next_rank: global ranks of the neighbouring stages' ranks with the same part.
+    """
+
+    def __init__(self, part, local_chunk: torch.Tensor, chunks: int, norm: str, *, stage: int = 0,
+                 bounds: list[tuple[int, int]], comm: Comm | None = None, group: Comm | None = None,
+                 prev_rank: int | None = None, next_rank: int | None = None, shuffle: bool = True,
+                 history_refresh: int = 10, induced: bool = False, seed: int = 0,
+                 replication_factor: float | None = None, owns_comm: bool = True):
+        self.part, self.comm, self.group, self.owns_comm = part, comm, group, owns_comm
+        self.stage, self.num_stages = stage, len(bounds)
+        self.first, self.last = bounds[stage]
+        self.first_stage, self.last_stage = stage == 0, stage == len(bounds) - 1
+        self.prev_rank, self.next_rank = prev_rank, next_rank
+        self.shuffle, self.refresh, self.induced, self.seed = shuffle, history_refresh, induced, seed
+        self.K = chunks
+        self.rank = comm.rank if comm else 0
+        self.world_size = comm.world_size if comm else 1
+        self.ledger = comm.ledger if comm else None
+        self.device = dev = comm.device if comm else torch.device("cpu")
+        self.n_inner = part.num_inner
+        self.chunks = ChunkSet(part, local_chunk, chunks, norm, induced=induced).to(dev)
+        self.block = part.block(norm).to(dev)  # the exact (evaluation) block
+        self.x = input_features(part.x).to(dev) if self.first_stage else None
+        plan_dev = lambda t: t.to(dev)  # noqa: E731
+        self.plan = (HaloPlan(plan_dev(part.send_idx), [int(c) for c in part.send_counts],
+                              [int(c) for c in part.recv_counts]) if group is not None else None)
+        rows = slice(None) if self.last_stage else slice(0, 0)  # only the last stage has logits
+        self.y, self.train_mask, self.val_mask, self.test_mask = (
+            t[rows].to(dev) for t in (part.y, part.train_mask, part.val_mask, part.test_mask))
+        self.num_train = int(part.global_num_train)
+        counts = [float(self.val_mask.sum()), float(self.test_mask.sum())]
+        if comm is not None:
+            counts = comm.all_reduce_(torch.tensor(counts, dtype=torch.float64, device=dev), "eval/reduce").tolist()
+        self.num_val, self.num_test = (int(v) for v in counts)
+        self.in_dim, self.num_classes = part.x.shape[1], int(part.num_classes)
+        self.name = part.name
+        self.replication_factor = replication_factor
+        self.tables: dict[int, torch.Tensor] | None = None  # layer input index -> [n_local, d]
+        self.history: dict[int, torch.Tensor] = {}
+        self.stats: dict[str, float] = {}
+
+    def describe(self) -> str:
+        sizes = [c.size for c in self.chunks]
+        where = f"stage {self.stage + 1} of {self.num_stages} (layers {self.first + 1}-{self.last})"
+        if self.group is not None:
+            where += f", part {self.part.part_id + 1} of {self.part.num_parts}"
+        return (f"{self.name}: {where}; {self.K} chunks of {min(sizes)}-{max(sizes)} nodes"
+                f"{', induced' if self.induced else ''}")
+
+    def summary(self) -> dict:
+        return {"name": self.name, "nodes": int(self.part.global_num_nodes), "stages": self.num_stages,
+                "chunks": self.K}
+
+    # ------------------------------------------------------------------ model pieces
+    def _owned(self, model) -> list[torch.nn.Parameter]:
+        return model.stage_parameters(self.first, self.last, with_pre=self.first_stage, with_post=self.last_stage)
+
+    def _timed_wait(self, pending) -> None:
+        self.stats["wait_s"] += pending.wait()
+
+    def _send(self, tensors, peer, category, tag):
+        return self.comm.post([(t.detach().contiguous(), peer, 2 * tag + i) for i, t in enumerate(tensors)], [],
+                              category)
+
+    def _recv(self, shapes, peer, category, tag):
+        bufs = [torch.empty(s, device=self.device) for s in shapes]
+        return bufs, self.comm.post([], [(b, peer, 2 * tag + i) for i, b in enumerate(bufs)], category)
+
+    def _chunk_halo(self, h: torch.Tensor, ch, category: str) -> torch.Tensor:
+        """Rows of chunk ``ch`` that peers read as halo, out; my halo rows of ``ch``, in."""
+        return self.group.all_to_all_rows(h[ch.send_pos], ch.send_counts, ch.recv_counts, category)
+
+    # ------------------------------------------------------------------ exact forward
+    @torch.no_grad()
+    def _exact(self, model, fill: bool) -> torch.Tensor:
+        """Full-graph forward, stage to stage; ``fill`` stores every layer input as history."""
+        uses_h0 = model.uses_h0
+        h0 = None
+        if self.first_stage:
+            full = model.pre(self.x)
+            h = full
+            if uses_h0:
+                h0 = full[: self.n_inner]
+        else:
+            d_in = self._dims[self.first]
+            shapes = [(self.n_inner, d_in)] + ([(self.n_inner, self._dims[0])] if uses_h0 else [])
+            bufs, pending = self._recv(shapes, self.prev_rank, "eval/pipe/fwd", 0)
+            self._timed_wait(pending)
+            h = bufs[0]
+            h0 = bufs[1] if uses_h0 else None
+        for i in range(self.first, self.last):
+            if i > 0:
+                if self.group is not None:
+                    h = torch.cat([h, exchange_halo(h, self.group, self.plan, "eval/halo")])
+                if fill:
+                    self.tables[i] = h.clone()
+            h = model.layers[i](self.block, h, h0)
+        if self.last_stage:
+            return model.post(h)
+        self._timed_wait(self._send([h] + ([h0] if uses_h0 else []), self.next_rank, "eval/pipe/fwd", 0))
+        return h.new_zeros((0, self.num_classes))
+
+    def forward(self, model, epoch: int, training: bool) -> torch.Tensor:
+        if training:
+            raise RuntimeError("the chunked engine trains through step(); forward() is the exact evaluation pass")
+        self.stats.setdefault("wait_s", 0.0)
+        return self._exact(model, fill=False)
+
+    def _layer_dims(self, model) -> dict[int, int]:
+        """Input width of every graph layer (``_dims[i]`` for layer i; ``_dims[0]`` = width of ``H[0]``)."""
+        dims = {}
+        for i, layer in enumerate(model.layers):
+            w = getattr(layer, "weight", None)
+            if w is None:  # GraphSAGE keeps its weights in two linear maps
+                w = layer.self_lin.weight
+            dims[i] = w.shape[0]
+        return dims
+
+    def _begin_epoch(self, model, epoch: int) -> None:
+        if self.tables is None:  # history starts from one exact pass with the initial weights
+            self._dims = self._layer_dims(model)
+            self.tables = {}
+            was = model.training
+            model.eval()
+            self._exact(model, fill=True)
+            model.train(was)
+            if self.refresh > 1:
+                self.history = {i: t.clone() for i, t in self.tables.items()}
+        elif self.refresh > 1:
+            for i, t in self.tables.items():
+                t.copy_(self.history[i])
+
+    def _end_epoch(self, epoch: int) -> None:
+        if self.refresh > 1 and epoch % self.refresh == 0:
+            for i, t in self.tables.items():
+                self.history[i].copy_(t)
+
+    # ------------------------------------------------------------------ one training epoch
+    def step(self, model, epoch: int) -> float:
+        self.stats = {"wait_s": 0.0}
+        t_start = time.perf_counter()
+        comm_start = self.ledger.total_seconds if self.ledger is not None else 0.0
+        self._begin_epoch(model, epoch)
+        order = chunk_order(self.seed, epoch, self.K, self.shuffle)
+        pos = torch.empty(self.K, dtype=torch.int64, device=self.device)
+        pos[torch.tensor(order, device=self.device)] = torch.arange(self.K, device=self.device)
+        uses_h0 = model.uses_h0
+        dims = self._dims
+        loss_total = 0.0
+
+        # ---- forward
+        H0 = H0_leaf = None
+        if self.first_stage:
+            H0 = model.pre(self.x)
+            if isinstance(H0, torch.Tensor) and H0.requires_grad:
+                H0_leaf = H0.detach().requires_grad_()
+            else:
+                H0_leaf = H0
+        recvs = {}
+        if not self.first_stage:  # post every receive now: chunks arrive while we compute
+            for k in order:
+                ch = self.chunks[k]
+                shapes = [(ch.size, dims[self.first])] + ([(ch.size, dims[0])] if uses_h0 else [])
+                recvs[k] = self._recv(shapes, self.prev_rank, "pipe/fwd", k)
+        sends, saved, losses = [], {}, {}
+        for k in order:
+            ch = self.chunks[k]
+            current = pos[ch.others_chunk] <= pos[k]
+            if self.first_stage:
+                h = None
+                h0 = None
+                if uses_h0:
+                    h0 = H0_leaf[ch.dst].detach().requires_grad_() if H0_leaf.requires_grad else H0_leaf[ch.dst]
+            else:
+                bufs, pending = recvs.pop(k)
+                self._timed_wait(pending)
+                h = bufs[0].requires_grad_()
+                h0 = bufs[1].requires_grad_() if uses_h0 else None
+            layers = []
+            for i in range(self.first, self.last):
+                if i == 0:
+                    src = feature_rows(H0_leaf, torch.cat([ch.dst, ch.others]))
+                    own = others = None
+                else:
+                    own = h if i == self.first else h.detach().requires_grad_()
+                    table = self.tables[i]
+                    table[ch.dst] = own.detach()
+                    if self.group is not None:
+                        table[ch.recv_idx] = self._chunk_halo(own.detach(), ch, "halo/fwd")
+                    others = table[ch.others].requires_grad_()
+                    src = torch.cat([own, others])
+                out = model.layers[i](ch.block, src, h0)
+                layers.append((own, others, out))
+                h = out
+            if self.last_stage:
+                logits = model.post(h)
+                mask = self.train_mask[ch.dst]
+                loss = loss_sum(logits[mask], self.y[ch.dst][mask]) / self.num_train
+                losses[k] = loss
+                loss_total += float(loss.detach())
+            else:
+                sends.append(self._send([h] + ([h0] if uses_h0 else []), self.next_rank, "pipe/fwd", k))
+            saved[k] = (layers, h0, current)
+        for s in sends:
+            self._timed_wait(s)
+        self._end_epoch(epoch)
+
+        # ---- backward, chunks in reverse order
+        grads = {i: torch.zeros_like(t) for i, t in self.tables.items() if self.first <= i < self.last}
+        recvs, sends = {}, []
+        if not self.last_stage:
+            for k in order:
+                ch = self.chunks[k]
+                shapes = [(ch.size, dims[self.last])] + ([(ch.size, dims[0])] if uses_h0 else [])
+                recvs[k] = self._recv(shapes, self.next_rank, "pipe/bwd", k)
+        if H0_leaf is not None and isinstance(H0_leaf, torch.Tensor) and H0_leaf.requires_grad:
+            H0_leaf.grad = torch.zeros_like(H0_leaf)
+        for k in reversed(order):
+            ch = self.chunks[k]
+            layers, h0, current = saved.pop(k)
+            g_h0 = None
+            if self.last_stage:
+                g = None
+            else:
+                bufs, pending = recvs.pop(k)
+                self._timed_wait(pending)
+                g = bufs[0]
+                g_h0 = bufs[1] if uses_h0 else None
+            for i in reversed(range(self.first, self.last)):
+                own, others, out = layers[i - self.first]
+                if g is None:
+                    losses.pop(k).backward()
+                else:
+                    torch.autograd.backward(out, g)
+                if i == 0:
+                    break
+                if others.grad is not None:
+                    grads[i].index_add_(0, ch.others[current], others.grad[current])
+                g = own.grad if own.grad is not None else torch.zeros_like(own)
+                if self.group is not None:
+                    back = self.group.all_to_all_rows(grads[i][ch.recv_idx], ch.recv_counts, ch.send_counts,
+                                                      "halo/bwd")
+                    g = g.index_add(0, ch.send_pos, back)
+                g = g + grads[i][ch.dst]
+            if uses_h0 and h0 is not None and h0.requires_grad:
+                gh = h0.grad if h0.grad is not None else torch.zeros_like(h0)
+                if g_h0 is not None:
+                    gh = gh + g_h0
+                if self.first_stage:
+                    H0_leaf.grad.index_add_(0, ch.dst, gh)
+            if not self.first_stage:
+                sends.append(self._send([g] + ([gh] if uses_h0 else []), self.prev_rank, "pipe/bwd", k))
+        if H0_leaf is not None and H0 is not H0_leaf:
+            H0.backward(H0_leaf.grad)
+        for s in sends:
+            self._timed_wait(s)
+        if self.group is not None:
+            self._sum_over_group(model)
+        self.stats["step_s"] = time.perf_counter() - t_start
+        self.stats["comm_s"] = (self.ledger.total_seconds if self.ledger is not None else 0.0) - comm_start
+        return loss_total
+
+    def _sum_over_group(self, model) -> None:
+        params = self._owned(model)
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        flat = torch.cat([p.grad.reshape(-1) for p in params])
+        self.group.all_reduce_(flat, "grad/allreduce")
+        offset = 0
+        for p in params:
+            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+
+    # ------------------------------------------------------------------ reductions
+    def reduce_sum(self, values: list[float], category: str) -> list[float]:
+        if self.comm is None:
+            return list(values)
+        t = torch.tensor(values, dtype=torch.float64, device=self.device)
+        return self.comm.all_reduce_(t, category).tolist()
+
+    def gather(self, value: float, category: str) -> list[float]:
+        if self.comm is None:
+            return [value]
+        t = torch.tensor([value], dtype=torch.float64, device=self.device)
+        return [float(v) for v in self.comm.all_gather(t, category)]
+
+    def epoch_extras(self) -> dict:
+        """Per-stage compute, neighbour-wait and bubble seconds of the last step (each stage's first
+        rank speaks for its stage) and the bubble fraction: idle time over busy-plus-idle time."""
+        step = self.stats.get("step_s", 0.0)
+        wait = self.stats.get("wait_s", 0.0)
+        compute = max(step - self.stats.get("comm_s", 0.0), 0.0)
+        row = [step, wait, compute]
+        rows = [row]
+        if self.comm is not None:
+            flat = self.comm.all_gather(torch.tensor(row, dtype=torch.float64, device=self.device), "meta/metrics")
+            rows = [r.tolist() for r in flat]
+        W = self.world_size // self.num_stages
+        per_stage = [rows[s * W] for s in range(self.num_stages)]
+        total = sum(r[0] for r in rows)
+        idle = sum(r[0] - r[2] for r in rows)
+        return {"stage_compute_s": [round(r[2], 6) for r in per_stage],
+                "stage_wait_s": [round(r[1], 6) for r in per_stage],
+                "stage_bubble_s": [round(r[0] - r[2], 6) for r in per_stage],
+                "bubble_fraction": idle / total if total > 0 else 0.0}
+
+    def close(self) -> None:
+        if self.comm is not None and self.owns_comm:
+            self.comm.close()
+
+
+def chunked_engine(cfg, norm: str) -> ChunkedEngine:
+    """This rank's engine of a pipeline / hybrid run, from the torchrun environment, the partition
+    folder and the chunk file. Ranks ``s·W .. s·W+W-1`` form stage s's group (consecutive ranks, so a
+    group shares a machine); rank ``s·W + w`` holds part w."""
+    from fullgraph.comm.context import DistEnv
+    from fullgraph.parallel.graph import check_parts
+    from fullgraph.partition.chunks import load_chunks
+    from fullgraph.partition.store import load_meta, load_part
+
+    env = DistEnv.from_env()
+    if env is None:
+        raise RuntimeError("chunked_engine needs the torchrun environment (RANK, WORLD_SIZE, ...)")
+    if cfg.partition_dir is None or cfg.chunk_file is None:
+        raise RuntimeError("a pipeline / hybrid rank needs --partition-dir and --chunk-file (the launcher sets them)")
+    layout = cfg.layout
+    S, W = layout.stages, layout.graph_ways
+    comm = Comm(env, timeout_s=cfg.comm_timeout)
+    group = comm.split([[s * W + j for j in range(W)] for s in range(S)]) if W > 1 else None
+    meta = load_meta(cfg.partition_dir)
+    check_parts(meta, W, cfg.partition_dir)
+    stage, w = divmod(env.rank, W)
+    part = load_part(cfg.partition_dir, w)
+    node_chunk = load_chunks(cfg.chunk_file, int(part.global_num_nodes), cfg.num_chunks)
+    return ChunkedEngine(
+        part, node_chunk[part.local_nodes], cfg.num_chunks, norm, stage=stage,
+        bounds=stage_bounds(cfg.layers, S, cfg.stage_layer_list), comm=comm, group=group,
+        prev_rank=env.rank - W if stage > 0 else None, next_rank=env.rank + W if stage < S - 1 else None,
+        shuffle=cfg.shuffle, history_refresh=cfg.history_refresh, induced=cfg.chunk_edges == "induced",
+        seed=cfg.seed, replication_factor=meta.get("replication_factor") if W > 1 else None)
