@@ -33,6 +33,33 @@ def train_runs(payload: dict, comm: Comm) -> dict:
     return out
 
 
+def chunked_runs(payload: dict, comm: Comm) -> dict:
+    """Pipeline / hybrid training for each run of the payload; rank 0 keeps the losses, the
+    ledger, the bubble fraction and the final weights, each taken from the stage that owns it."""
+    import torch.distributed as dist
+
+    from fullgraph.parallel.pipeline import chunked_engine
+
+    out = {}
+    for run in payload["runs"]:
+        cfg = TrainConfig(**run["config"], nprocs=comm.world_size, progress="none", threads=1)
+        engine = chunked_engine(cfg, MODELS[cfg.model].norm, comm=comm)
+        trainer = Trainer(cfg, engine=engine)
+        result = trainer.build().train()
+        trainer.close()
+        owned = {id(p) for p in engine._owned(trainer.model)}
+        mine = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if id(p) in owned}
+        states = [None] * comm.world_size
+        dist.all_gather_object(states, mine)
+        state = {}
+        for s in states:
+            state.update(s)
+        out[run["name"]] = {"losses": torch.tensor(result.losses, dtype=torch.float64), "state": state,
+                            "comm": result.comm_bytes_per_epoch, "bubble": result.bubble_fraction,
+                            "test_acc": result.test_acc}
+    return out
+
+
 def main(path: str) -> int:
     payload = json.loads(open(path).read())
     env = DistEnv.from_env()

@@ -68,11 +68,13 @@ def _rank_of(pid: int) -> int | None:
     return None
 
 
-def _start_training(tmp_path, *extra):
-    """A long graph-parallel run on 2 ranks, returned once it is training: (launcher, pid of rank 1)."""
+def _start_training(tmp_path, *extra, mode: str = "graph"):
+    """A long run on 2 ranks (graph parallel, or a 2-stage pipeline), returned once it is training:
+    (launcher, pid of rank 1)."""
     run = tmp_path / "run"
+    layers = ["--layers", "4"] if mode == "pipeline" else []
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "fullgraph", "train", "--parallel", "graph", "--nprocs", "2", "--epochs", "1000000",
+        [sys.executable, "-m", "fullgraph", "train", "--parallel", mode, *layers, "--nprocs", "2", "--epochs", "1000000",
          "--eval-every", "1000", "--out", str(run), *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env(tmp_path))
     deadline = time.monotonic() + 120
@@ -95,8 +97,9 @@ def _wait(launcher, timeout: float = 60) -> tuple[int, float, str]:
     return rc, time.monotonic() - t0, launcher.stderr.read()
 
 
-def test_a_killed_rank_takes_the_whole_run_down_within_60_s(tmp_path):
-    launcher, victim = _start_training(tmp_path)
+@pytest.mark.parametrize("mode", ["graph", "pipeline"])
+def test_a_killed_rank_takes_the_whole_run_down_within_60_s(tmp_path, mode):
+    launcher, victim = _start_training(tmp_path, mode=mode)
     os.kill(victim, signal.SIGKILL)
     rc, elapsed, err = _wait(launcher)
     assert rc != 0 and elapsed < 60
@@ -123,7 +126,7 @@ def test_bad_input_on_one_rank_names_that_rank(tmp_path):
         (["--parallel", "graph", "--nprocs", "6000"], "at most one part per node (got 6000 parts for 5000 nodes)"),
         (["--parallel", "single", "--nprocs", "2"], "expected --nprocs 1 with --parallel single"),
         (["--parallel", "graph", "--nprocs", "0"], "expected --nprocs >= 1 (got 0)"),
-        (["--parallel", "pipeline", "--nprocs", "2"], "expected parallel to be one of"),
+        (["--parallel", "spmm-3d", "--nprocs", "2"], "expected parallel to be one of"),
         (["--parallel", "graph", "--nprocs", "2", "--boundary-rate", "1.5"], "expected boundary_rate in [0, 1]"),
     ],
     ids=["more parts than nodes", "single with 2", "zero processes", "unknown mode", "bad rate"],
@@ -136,10 +139,12 @@ def test_a_wrong_layout_is_one_error_before_any_process_starts(tmp_path, args, w
     assert "rank" not in lines[0]  # refused before launching
 
 
-def test_a_stalled_rank_times_out_instead_of_hanging(tmp_path):
+@pytest.mark.parametrize("mode", ["graph", "pipeline"])
+def test_a_stalled_rank_times_out_instead_of_hanging(tmp_path, mode):
     """A rank that stops answering (SIGSTOP, as a hung machine would) is not a dead process, so only
-    the collective timeout can notice it: the peers' next exchange fails after --comm-timeout."""
-    launcher, victim = _start_training(tmp_path, "--comm-timeout", "5")
+    the communication timeout can notice it: the peers' next exchange (a collective, or in the
+    pipeline a point-to-point receive from the next stage) fails after --comm-timeout."""
+    launcher, victim = _start_training(tmp_path, "--comm-timeout", "5", mode=mode)
     os.kill(victim, signal.SIGSTOP)
     rc, elapsed, err = _wait(launcher)
     assert rc != 0 and elapsed < 60, (rc, elapsed)

@@ -392,7 +392,7 @@ class ChunkedEngine(Engine):
             self.comm.close()
 
 
-def chunked_engine(cfg, norm: str) -> ChunkedEngine:
+def chunked_engine(cfg, norm: str, comm: Comm | None = None) -> ChunkedEngine:
     """This rank's engine of a pipeline / hybrid run, from the torchrun environment, the partition
     folder and the chunk file. Ranks ``s·W .. s·W+W-1`` form stage s's group (consecutive ranks, so a
     group shares a machine); rank ``s·W + w`` holds part w."""
@@ -408,7 +408,8 @@ def chunked_engine(cfg, norm: str) -> ChunkedEngine:
         raise RuntimeError("a pipeline / hybrid rank needs --partition-dir and --chunk-file (the launcher sets them)")
     layout = cfg.layout
     S, W = layout.stages, layout.graph_ways
-    comm = Comm(env, timeout_s=cfg.comm_timeout)
+    owns_comm = comm is None
+    comm = Comm(env, timeout_s=cfg.comm_timeout) if comm is None else comm
     group = comm.split([[s * W + j for j in range(W)] for s in range(S)]) if W > 1 else None
     meta = load_meta(cfg.partition_dir)
     check_parts(meta, W, cfg.partition_dir)
@@ -420,4 +421,4 @@ def chunked_engine(cfg, norm: str) -> ChunkedEngine:
         bounds=stage_bounds(cfg.layers, S, cfg.stage_layer_list), comm=comm, group=group,
         prev_rank=env.rank - W if stage > 0 else None, next_rank=env.rank + W if stage < S - 1 else None,
         shuffle=cfg.shuffle, history_refresh=cfg.history_refresh, induced=cfg.chunk_edges == "induced",
-        seed=cfg.seed, replication_factor=meta.get("replication_factor") if W > 1 else None)
+        seed=cfg.seed, replication_factor=meta.get("replication_factor") if W > 1 else None, owns_comm=owns_comm)

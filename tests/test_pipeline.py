@@ -1,0 +1,283 @@
+"""The chunked-stale engine: pipeline and hybrid layouts (DESIGN.md, "one semantics, many layouts").
+
+What is proved here:
+* the engine computes the chunked-stale forward and its exact backward with no historical
+  gradients: loss and every weight gradient match a dense, written-out reference of the rule;
+* with one chunk it is exact single-process training, for every model;
+* pipeline(S) for S = 2, 4 follows the one-process simulation (S = 1) of the same chunks, order and
+  seeds; hybrid 2×2 follows hybrid 1×2; hybrid with one chunk is exact training;
+* the ledger moves exactly GNNPipe's volumes: 2·(S-1)·N·H·4 bytes of pipeline traffic (GCNII twice
+  that: H0 travels with each chunk), plus, in the hybrid, each halo row once per layer per epoch.
+
+Tolerances. Pipeline stages run exactly the simulation's kernels on the same chunk blocks, so
+their losses agree to float32 resolution (relative 1e-5 over 20 epochs, as the issue asks). The
+hybrid sums a chunk's rows over local columns (inner, then halo) and its weight gradients as a sum
+of per-part partial sums, like graph parallelism (tests/test_graph_parallel.py explains the same
+1e-5 / weights rtol = atol = 1e-4 bounds). The dense reference multiplies a dense Â, so its sums
+run in another order: 1e-4 relative on the loss and gradients.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from fullgraph.config import TrainConfig
+from fullgraph.errors import InputError
+from fullgraph.models import MODELS, build_model
+from fullgraph.ops import Block
+from fullgraph.parallel.engine import SingleEngine
+from fullgraph.parallel.pipeline import ChunkedEngine, chunk_order, stage_bounds
+from fullgraph.partition import PartitionBook, partition_nodes, save_partition
+from fullgraph.partition.chunks import ChunkSet, cached_chunks, load_chunks, make_chunks
+from fullgraph.train.trainer import Trainer, load_graph
+
+from tests.distributed import run_ranks
+
+EPOCHS = 20
+SETTINGS = {  # dropout 0: masks are not yet keyed by global node id
+    "gcn": dict(layers=4, hidden=16),
+    "sage": dict(layers=4, hidden=16),
+    "gcnii": dict(layers=4, hidden=16),
+    "gat": dict(layers=2, hidden=16, heads=2),
+    "resgcn+": dict(layers=4, hidden=16),
+}
+
+
+@pytest.fixture(scope="module")
+def cora(shared_data):
+    return load_graph(TrainConfig(dataset="cora", root=str(shared_data)))
+
+
+def config(model: str, **extra) -> dict:
+    return dict(model=model, dropout=0.0, epochs=EPOCHS, eval_every=EPOCHS, seed=0, lr=0.01,
+                **SETTINGS[model]) | extra
+
+
+def prepare(graph, parts: int, chunks: int, folder, chunker: str = "metis"):
+    """A partition folder into ``parts`` and the chunk file of ``chunks`` chunks per part."""
+    node_part = (partition_nodes(graph, parts, "metis", seed=0) if parts > 1
+                 else torch.zeros(graph.num_nodes, dtype=torch.int64))
+    book = PartitionBook.build(graph, node_part)
+    pdir = folder / f"parts{parts}"
+    save_partition(book, graph, pdir, {"method": "metis", "parts": parts, "seed": 0})
+    cfile = cached_chunks(graph, node_part, parts, chunks, chunker, 0, folder)
+    return book, str(pdir), str(cfile)
+
+
+def simulate(graph, cfg: TrainConfig, chunks: int, chunk_file: str | None = None):
+    """The one-process run of the chunked-stale rule (S = W = 1)."""
+    norm = MODELS[cfg.model].norm
+    part = PartitionBook.build(graph, torch.zeros(graph.num_nodes, dtype=torch.int64)).part(0)
+    node_chunk = (load_chunks(chunk_file, graph.num_nodes, chunks) if chunk_file else
+                  make_chunks(graph, torch.zeros(graph.num_nodes, dtype=torch.int64), 1, chunks))
+    engine = ChunkedEngine(part, node_chunk[part.local_nodes], chunks, norm, bounds=stage_bounds(cfg.layers, 1),
+                           shuffle=cfg.shuffle, history_refresh=cfg.history_refresh,
+                           induced=cfg.chunk_edges == "induced", seed=cfg.seed)
+    trainer = Trainer(cfg, engine=engine)
+    result = trainer.build().train()
+    return torch.tensor(result.losses, dtype=torch.float64), trainer.model.state_dict(), result
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(((a - b).abs() / b.abs()).max())
+
+
+# ---------------------------------------------------------------------- chunks
+def test_chunks_cover_each_part_and_reassemble_its_block(cora):
+    node_part = partition_nodes(cora, 2, "metis", seed=0)
+    node_chunk = make_chunks(cora, node_part, 2, 5, "metis", seed=0)
+    book = PartitionBook.build(cora, node_part)
+    for part in book.parts:
+        local_chunk = node_chunk[part.local_nodes]
+        assert torch.equal(torch.unique(local_chunk[: part.num_inner]), torch.arange(5))
+        chunks = ChunkSet(part, local_chunk, 5, "gcn")
+        full = part.block("gcn").adj.to_dense()
+        rebuilt = torch.zeros_like(full)
+        for ch in chunks:
+            cols = torch.cat([ch.dst, ch.others])
+            assert not bool(torch.isin(ch.others, ch.dst).any())
+            assert torch.equal(ch.others_chunk, local_chunk[ch.others])
+            rebuilt[ch.dst.unsqueeze(1), cols.unsqueeze(0)] = ch.block.adj.to_dense()
+            # the chunk's halo rows are exactly its halo nodes of the same chunk
+            halo = ch.recv_idx
+            assert bool((local_chunk[halo] == ch.index).all()) and sum(ch.recv_counts) == halo.numel()
+            assert torch.equal(ch.dst[ch.send_pos], ch.send_idx)
+        assert torch.equal(rebuilt, full)
+        induced = ChunkSet(part, local_chunk, 5, "gcn", induced=True)
+        for ch in induced:  # only edges inside the (global) chunk remain
+            assert bool((local_chunk[ch.others] == ch.index).all())
+
+
+def test_random_chunker_is_balanced_and_bad_counts_are_refused(cora):
+    zeros = torch.zeros(cora.num_nodes, dtype=torch.int64)
+    sizes = torch.bincount(make_chunks(cora, zeros, 1, 7, "random", seed=3))
+    assert int(sizes.max() - sizes.min()) <= 1
+    with pytest.raises(InputError, match="--chunks <= 2708"):
+        make_chunks(cora, zeros, 1, 5000, "metis")
+    with pytest.raises(InputError, match="--chunker"):
+        make_chunks(cora, zeros, 1, 4, "spectral")
+
+
+def test_stage_parameters_split_every_model_without_overlap():
+    for name in MODELS:
+        model = build_model(name, 8, 3, layers=6, hidden=16, dropout=0.0, heads=2)
+        bounds = stage_bounds(6, 3)
+        seen = []
+        for s, (a, b) in enumerate(bounds):
+            seen += [id(p) for p in model.stage_parameters(a, b, with_pre=s == 0, with_post=s == 2)]
+        assert sorted(seen) == sorted(id(p) for p in model.parameters()), name
+
+
+# ---------------------------------------------------------------------- the rule itself
+def dense_reference(model, A, x, y, train, order, node_chunk, hist):
+    """The chunked-stale forward of a GCN written out with dense matrices; autograd gives its
+    exact gradient, and ``hist`` (constants) receives none."""
+    n = x.shape[0]
+    processed = torch.zeros(n, dtype=torch.bool)
+    cur = {i: torch.zeros_like(hist[i]) for i in hist}
+    loss = 0.0
+    for k in order:
+        rows = torch.nonzero(node_chunk == k).flatten()
+        processed = processed.clone()
+        processed[rows] = True
+        for i, layer in enumerate(model.layers):
+            src = x if i == 0 else torch.where(processed[:, None], cur[i], hist[i])
+            z = A[rows] @ src @ layer.weight + layer.bias
+            if i < len(model.layers) - 1:
+                z = F.relu(z)
+                cur[i + 1] = cur[i + 1].index_put((rows,), z)
+        mask = train[rows]
+        loss = loss + F.cross_entropy(z[mask], y[rows][mask], reduction="sum") / int(train.sum())
+    return loss
+
+
+def test_engine_is_the_chunked_stale_rule_with_its_exact_gradient(cora):
+    torch.manual_seed(0)
+    model = build_model("gcn", cora.num_features, cora.num_classes, layers=3, hidden=16, dropout=0.0)
+    zeros = torch.zeros(cora.num_nodes, dtype=torch.int64)
+    node_chunk = make_chunks(cora, zeros, 1, 4, "metis", seed=0)
+    part = PartitionBook.build(cora, zeros).part(0)
+    engine = ChunkedEngine(part, node_chunk[part.local_nodes], 4, "gcn", bounds=stage_bounds(3, 1),
+                           history_refresh=10, seed=0)
+    A = Block.from_graph(cora, "gcn").adj.to_dense()
+    x = cora.dense_x()
+    with torch.no_grad():  # the history of epochs 1..10: one exact pass with the initial weights
+        hist, h = {}, x
+        for i, layer in enumerate(model.layers[:-1]):
+            h = F.relu(A @ h @ layer.weight + layer.bias)
+            hist[i + 1] = h
+    for epoch in (1, 2):
+        model.zero_grad()
+        loss = engine.step(model, epoch)
+        got = {n: p.grad.clone() for n, p in model.named_parameters()}
+        model.zero_grad()
+        order = chunk_order(0, epoch, 4, shuffle=True)
+        ref = dense_reference(model, A, x, cora.y, cora.train_mask, order, node_chunk, hist)
+        ref.backward()
+        assert abs(loss - ref.item()) <= 1e-4 * abs(ref.item())
+        for n, p in model.named_parameters():
+            assert torch.allclose(got[n], p.grad, rtol=1e-4, atol=1e-6), (epoch, n)
+        with torch.no_grad():  # move the weights, so that epoch 2 mixes new values with history
+            for p in model.parameters():
+                p -= 0.5 * p.grad
+
+
+@pytest.mark.parametrize("model", list(SETTINGS))
+def test_one_chunk_is_exact_single_process_training(cora, model):
+    cfg = TrainConfig(**config(model), progress="none")
+    ref = Trainer(cfg, engine=SingleEngine(cora, MODELS[model].norm))
+    ref_losses = torch.tensor(ref.build().train().losses, dtype=torch.float64)
+    losses, state, _ = simulate(cora, cfg, chunks=1)
+    assert rel(losses, ref_losses) <= 1e-5
+    for name, w in ref.model.state_dict().items():
+        assert torch.allclose(state[name], w, rtol=1e-4, atol=1e-4), name
+
+
+# ---------------------------------------------------------------------- distributed equalities
+PIPE_MODELS = ("gcn", "gcnii", "sage")
+K = 8
+
+
+@pytest.fixture(scope="module")
+def pipe_inputs(cora, tmp_path_factory):
+    return prepare(cora, 1, K, tmp_path_factory.mktemp("pipe"))
+
+
+@pytest.fixture(scope="module")
+def simulated(cora, pipe_inputs):
+    _, _, cfile = pipe_inputs
+    return {m: simulate(cora, TrainConfig(**config(m, history_refresh=3), progress="none"), K, cfile)
+            for m in PIPE_MODELS}
+
+
+@pytest.mark.parametrize("stages", [2, 4])
+def test_pipeline_follows_the_one_process_simulation(cora, pipe_inputs, simulated, stages, tmp_path):
+    _, pdir, cfile = pipe_inputs
+    runs = [{"name": m, "config": config(m, history_refresh=3, parallel="pipeline", partition_dir=pdir,
+                                         chunks=K, chunk_file=cfile)} for m in PIPE_MODELS]
+    got = run_ranks("chunked_runs", stages, {"runs": runs}, tmp_path)
+    N = cora.num_nodes
+    for m in PIPE_MODELS:
+        losses, state, _ = simulated[m]
+        assert rel(got[m]["losses"], losses) <= 1e-5, m
+        assert got[m]["state"].keys() == state.keys()
+        for name, w in state.items():
+            assert torch.allclose(got[m]["state"][name], w, rtol=1e-4, atol=1e-4), (m, name)
+        H = SETTINGS[m]["hidden"]
+        per_direction = (stages - 1) * N * H * 4 * (2 if m == "gcnii" else 1)  # GCNII: H0 travels too
+        comm = got[m]["comm"]
+        assert comm["pipe/fwd"] == per_direction and comm["pipe/bwd"] == per_direction, (m, comm)
+        assert "halo/fwd" not in comm and "grad/allreduce" not in comm  # a pure pipeline moves nothing else
+        assert 0.0 <= got[m]["bubble"] < 1.0
+
+
+def test_hybrid_2x2_follows_1x2_and_one_chunk_is_exact(cora, tmp_path):
+    book, pdir, cfile = prepare(cora, 2, 4, tmp_path)
+    _, _, cfile1 = prepare(cora, 2, 1, tmp_path)
+    runs = [{"name": m, "config": config(m, parallel="hybrid", partition_dir=pdir, chunks=4, chunk_file=cfile,
+                                         graph_ways=2)} for m in ("gcn", "gcnii")]
+    four = run_ranks("chunked_runs", 4, {"runs": runs}, tmp_path / "four")
+    exact = [{"name": "gcn-k1", "config": config("gcn", parallel="hybrid", partition_dir=pdir, chunks=1,
+                                                  chunk_file=cfile1, graph_ways=2, stages=1)}]
+    two = run_ranks("chunked_runs", 2, {"runs": [dict(r, config=dict(r["config"], stages=1)) for r in runs] + exact},
+                    tmp_path / "two")
+    halo_rows = sum(p.num_halo for p in book.parts)
+    N = cora.num_nodes
+    for m in ("gcn", "gcnii"):
+        assert rel(four[m]["losses"], two[m]["losses"]) <= 1e-5, m
+        for name, w in two[m]["state"].items():
+            assert torch.allclose(four[m]["state"][name], w, rtol=1e-4, atol=1e-4), (m, name)
+        L, H = SETTINGS[m]["layers"], SETTINGS[m]["hidden"]
+        halo = (L - 1) * halo_rows * H * 4  # every halo row once per layer (but the first) per epoch
+        pipe = N * H * 4 * (2 if m == "gcnii" else 1)  # S - 1 = 1 stage boundary
+        for got, pipe_bytes in ((four[m]["comm"], pipe), (two[m]["comm"], 0)):
+            assert got["halo/fwd"] == halo and got["halo/bwd"] == halo, (m, got)
+            assert got.get("pipe/fwd", 0) == pipe_bytes and got.get("pipe/bwd", 0) == pipe_bytes, (m, got)
+    cfg = TrainConfig(**config("gcn"), progress="none")
+    ref = Trainer(cfg, engine=SingleEngine(cora, "gcn"))
+    ref_losses = torch.tensor(ref.build().train().losses, dtype=torch.float64)
+    assert rel(two["gcn-k1"]["losses"], ref_losses) <= 1e-5
+
+
+# ---------------------------------------------------------------------- the command line
+@pytest.mark.parametrize("flags, message", [
+    ("--parallel pipeline --nprocs 3 --layers 2", "at most one stage per layer"),
+    ("--parallel pipeline --nprocs 2 --layers 4 --chunks 1", "--chunks >= the number of stages"),
+    ("--parallel pipeline --nprocs 2 --layers 4 --chunks 9999", "--chunks <= 5000"),
+    ("--parallel hybrid --nprocs 4 --stages 3 --graph-ways 2 --layers 4", "--stages × --graph-ways = --nprocs"),
+    ("--parallel hybrid --nprocs 4 --layers 4", "--stages S and --graph-ways W"),
+    ("--parallel pipeline --nprocs 2 --layers 4 --stage-layers 1,2", "--stage-layers"),
+    ("--parallel pipeline --nprocs 2 --layers 4 --chunk-edges none", "chunk_edges"),
+])
+def test_bad_layouts_get_one_clear_error_before_launch(flags, message, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "fullgraph", "train", *flags.split(), "--epochs", "1"],
+                          capture_output=True, text=True, timeout=120, env={"FULLGRAPH_CACHE": str(tmp_path),
+                                                                              "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
