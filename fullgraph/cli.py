@@ -52,7 +52,7 @@ _TRAIN_FLAGS = [
     ("--gcnii-alpha", float, "GCNII initial residual alpha (default 0.1)"),
     ("--gcnii-lambda", float, "GCNII identity mapping lambda (default 0.5)"),
     ("--feature-norm", str, "row | none | auto (row for Planetoid graphs) (default auto)"),
-    ("--parallel", str, "single | graph | pipeline | hybrid (default single)"),
+    ("--parallel", str, "single | graph | pipeline | hybrid | spmm-1d | spmm-1.5d (default single)"),
     ("--nprocs", int, "processes to start here, or the torchrun world size (default 1)"),
     ("--partitioner", str, "metis | metis-degree | random | contiguous | permuted (default metis)"),
     ("--partition-dir", str, "train from a folder written by 'fullgraph partition'"),
@@ -63,6 +63,7 @@ _TRAIN_FLAGS = [
     ("--chunker", str, "metis | random: how parts are cut into chunks (default metis)"),
     ("--history-refresh", int, "epochs a history table is kept (default 10; 1 = last epoch's values)"),
     ("--chunk-edges", str, "stale (read history, GNNPipe) | induced (cut cross-chunk edges) (default stale)"),
+    ("--replication", int, "spmm-1.5d: replication factor c of the P/c x c grid"),
     ("--chunk-file", str, argparse.SUPPRESS),
     ("--boundary-rate", float, "BNS-GCN boundary node sampling rate p in [0, 1] (default 1: no sampling)"),
     ("--comm-timeout", float, "seconds a collective may wait before the run fails (default 60)"),
@@ -79,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
         train.add_argument(flag, type=typ, default=argparse.SUPPRESS, help=help_)
     train.add_argument("--no-shuffle", dest="shuffle", action="store_false", default=argparse.SUPPRESS,
                        help="pipeline/hybrid: process chunks in the same order every epoch")
+    train.add_argument("--no-overlap", dest="overlap", action="store_false", default=argparse.SUPPRESS,
+                       help="spmm layouts: wait for each broadcast before multiplying")
+    train.add_argument("--permute", dest="permute", action="store_true", default=argparse.SUPPRESS,
+                       help="spmm layouts: block rows from a seeded node permutation (the default)")
+    train.add_argument("--no-permute", dest="permute", action="store_false", default=argparse.SUPPRESS,
+                       help="spmm layouts: block rows in node order")
     part = sub.add_parser("partition", help="partition a graph and write one folder per part",
                           description="Partition a graph for --parallel graph and write it to disk.")
     part.add_argument("--dataset", default="synthetic")
@@ -114,8 +121,9 @@ def cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
     if env is not None and env.world_size != cfg.nprocs:
         raise InputError(f"expected --nprocs to match the torchrun world size (got --nprocs {cfg.nprocs}, "
                          f"WORLD_SIZE {env.world_size})")
-    if env is not None and (cfg.partition_dir is None or (cfg.layout.parallel in ("pipeline", "hybrid")
-                                                          and cfg.chunk_file is None)):
+    needs_parts = cfg.parallel in ("graph", "pipeline", "hybrid")
+    if env is not None and needs_parts and (cfg.partition_dir is None or (cfg.parallel != "graph"
+                                                                          and cfg.chunk_file is None)):
         shared_inputs(cfg, env)
     trainer = Trainer(cfg)
     try:

@@ -16,7 +16,7 @@ from fullgraph.errors import InputError
 __all__ = ["TrainConfig", "load_toml"]
 
 MODEL_NAMES = ("gcn", "sage", "gat", "gcnii", "resgcn+")
-PARALLEL_NAMES = ("single", "graph", "pipeline", "hybrid")
+PARALLEL_NAMES = ("single", "graph", "pipeline", "hybrid", "spmm-1d", "spmm-1.5d")
 CHUNK_EDGES = ("stale", "induced")
 PARTITIONERS = ("metis", "metis-degree", "random", "contiguous", "permuted")
 FEATURE_NORMS = ("auto", "row", "none")
@@ -103,6 +103,12 @@ class TrainConfig:
     chunk_edges: str = "stale"
     """``stale``: edges to unprocessed chunks read history (GNNPipe); ``induced``: they are cut (GPipe's
     naive micro-batching, a baseline)."""
+    replication: int = 0
+    """``spmm-1.5d``: replication factor c of the P/c × c grid (c divides P, c² <= P)."""
+    overlap: bool = True
+    """SpMM layouts: broadcast the next block row while multiplying the current one (``--no-overlap``)."""
+    permute: bool = True
+    """SpMM layouts: cut block rows from a seeded random node permutation, for balance (``--no-permute``)."""
     chunk_file: str | None = None
     """The node → chunk map the launcher wrote (set by the launcher; not a user option)."""
     progress: str = "auto"
@@ -150,6 +156,17 @@ class TrainConfig:
         elif self.stage_layers or self.chunks:
             raise InputError(f"expected --stage-layers and --chunks only with --parallel pipeline or hybrid (got "
                              f"--parallel {self.parallel})")
+        if self.parallel == "spmm-1.5d":
+            c = self.replication
+            if c < 1 or self.nprocs % c or c * c > self.nprocs:
+                raise InputError(f"expected --replication c with c dividing --nprocs {self.nprocs} and c² <= "
+                                 f"{self.nprocs} for --parallel spmm-1.5d (got {c})")
+        elif self.replication not in (0, 1):
+            raise InputError(f"expected --replication only with --parallel spmm-1.5d (got --parallel {self.parallel})")
+        if self.parallel.startswith("spmm") and self.model not in ("gcn", "sage", "gcnii", "resgcn+"):
+            raise InputError(f"expected a model whose aggregation is one sparse product (gcn, sage, gcnii, resgcn+) "
+                             f"with --parallel {self.parallel} (got {self.model}); train {self.model} with --parallel "
+                             f"graph, pipeline or hybrid")
         need(self.progress in ("auto", "bar", "lines", "none"), "progress", "to be auto, bar, lines or none")
         if self.model == "gat" and self.hidden % self.heads:
             raise InputError(

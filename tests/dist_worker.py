@@ -60,6 +60,27 @@ def chunked_runs(payload: dict, comm: Comm) -> dict:
     return out
 
 
+def spmm_runs(payload: dict, comm: Comm) -> dict:
+    """SpMM-layout training for each run of the payload (every rank holds all weights)."""
+    from fullgraph.parallel.spmm import spmm_engine
+    from fullgraph.train.trainer import load_graph
+
+    graphs, out = {}, {}
+    for run in payload["runs"]:
+        cfg = TrainConfig(**run["config"], nprocs=comm.world_size, progress="none", threads=1)
+        if cfg.dataset not in graphs:
+            graphs[cfg.dataset] = load_graph(cfg)
+        engine = spmm_engine(cfg, MODELS[cfg.model].norm, graph=graphs[cfg.dataset], comm=comm)
+        trainer = Trainer(cfg, engine=engine)
+        result = trainer.build().train()
+        trainer.close()
+        out[run["name"]] = {"losses": torch.tensor(result.losses, dtype=torch.float64),
+                            "state": trainer.model.state_dict(), "comm": result.comm_bytes_per_epoch,
+                            "test_acc": result.test_acc, "block_nnz": engine.block_nnz,
+                            "block_nnz_unpermuted": engine.block_nnz_unpermuted}
+    return out
+
+
 def main(path: str) -> int:
     payload = json.loads(open(path).read())
     env = DistEnv.from_env()

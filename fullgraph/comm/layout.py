@@ -13,13 +13,14 @@ from fullgraph.errors import InputError
 
 __all__ = ["Layout", "PARALLEL_MODES"]
 
-PARALLEL_MODES = ("single", "graph", "pipeline", "hybrid")
+PARALLEL_MODES = ("single", "graph", "pipeline", "hybrid", "spmm-1d", "spmm-1.5d")
 
 
 @dataclass(frozen=True)
 class Layout:
     """Args:
-        parallel: ``single``, ``graph``, ``pipeline`` or ``hybrid``.
+        parallel: ``single``, ``graph``, ``pipeline``, ``hybrid``, ``spmm-1d`` or ``spmm-1.5d`` (the SpMM
+            layouts' process grid is their own business; here they count as ``1 × P``).
         nprocs: world size P.
         stages: pipeline stages S (1 for graph parallelism).
         graph_ways: parts per stage W (P for graph parallelism).

@@ -84,13 +84,13 @@ class _GCNLayer(torch.autograd.Function):
                 generator):
         aggregate_first = x_sparse is None and h.shape[1] < weight.shape[1]
         if x_sparse is not None:  # constant sparse input: X W is cheap, always transform first
-            z = csr_mm(adj.A, csr_mm(x_sparse.A, weight))
+            z = adj.mm(csr_mm(x_sparse.A, weight))
             saved = None
         elif aggregate_first:
-            saved = csr_mm(adj.A, h)
+            saved = adj.mm(h)
             z = saved @ weight
         else:
-            z = csr_mm(adj.A, h @ weight)
+            z = adj.mm(h @ weight)
             saved = h
         scale = 1.0 / (1.0 - p) if relu and p > 0.0 else 1.0
         if relu:
@@ -111,7 +111,7 @@ class _GCNLayer(torch.autograd.Function):
         g = _masked(g, out, ctx.scale) if ctx.relu else g.contiguous()  # Âᵀ multiplies all of it
         grad_b = g.sum(0) if ctx.needs_input_grad[2] else None
         grad_h = None
-        gt = csr_mm(adj.At, g)
+        gt = adj.mm_t(g)
         if ctx.x_sparse is not None:
             grad_w = csr_mm(ctx.x_sparse.At, gt)
         else:
@@ -125,7 +125,7 @@ class _GCNLayer(torch.autograd.Function):
         """``∂W = (ÂH)ᵀ G'``, ``∂b = Σ G'``, ``∂H = Âᵀ (G' Wᵀ)``, summed block by block over rows."""
         if not ctx.relu:
             g = g.contiguous()
-            grad_h = csr_mm(ctx.adj.At, g @ weight.t()) if ctx.needs_input_grad[0] else None
+            grad_h = ctx.adj.mm_t(g @ weight.t()) if ctx.needs_input_grad[0] else None
             return grad_h, saved.t() @ g, g.sum(0) if ctx.needs_input_grad[2] else None, *([None] * 5)
         grad_w = torch.zeros_like(weight)
         grad_b = torch.zeros(weight.shape[1], dtype=g.dtype, device=g.device) if ctx.needs_input_grad[2] else None
@@ -137,7 +137,7 @@ class _GCNLayer(torch.autograd.Function):
                 grad_b.add_(gb.sum(0))
             if gw is not None:
                 torch.mm(gb, weight.t(), out=gw[rows])
-        grad_h = csr_mm(ctx.adj.At, gw) if gw is not None else None
+        grad_h = ctx.adj.mm_t(gw) if gw is not None else None
         return grad_h, grad_w, grad_b, None, None, None, None, None
 
 

@@ -110,6 +110,15 @@ class SparseOp:
                 torch.from_numpy(pos.indptr.astype(np.int64)), torch.from_numpy(pos.indices.astype(np.int64)),
                 self.shape[0])
 
+    def mm(self, x: torch.Tensor) -> torch.Tensor:
+        """``A @ x``. Layers multiply through ``mm`` / ``mm_t`` only, so a layout may hand them an
+        operator with the same two methods that computes the product across processes."""
+        return csr_mm(self.A, x)
+
+    def mm_t(self, x: torch.Tensor) -> torch.Tensor:
+        """``Aᵀ @ x``, from the kept transpose."""
+        return csr_mm(self.At, x)
+
     def with_values(self, values: torch.Tensor) -> "SparseOp":
         """The same structure with other values; the transpose's index arrays are shared, so a
         per-epoch dropout of sparse features costs one gather, not a transposition."""
@@ -146,13 +155,13 @@ class _SpMM(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, op: SparseOp) -> torch.Tensor:
         ctx.op = op
-        return csr_mm(op.A, x)
+        return op.mm(x)
 
     @staticmethod
     def backward(ctx, g: torch.Tensor):
         if not ctx.needs_input_grad[0]:
             return None, None
-        return csr_mm(ctx.op.At, g.contiguous()), None
+        return ctx.op.mm_t(g.contiguous()), None
 
 
 def spmm(op: SparseOp, x: torch.Tensor) -> torch.Tensor:

@@ -65,6 +65,11 @@ class Engine:
         self.sync_grads(model)
         return loss.item()
 
+    def eval_masks(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The train / val / test rows this rank reports in evaluation (a layout that replicates rows
+        reports each row from one replica only)."""
+        return self.train_mask, self.val_mask, self.test_mask
+
     def epoch_extras(self) -> dict:
         """Layout-specific numbers of the last epoch for metrics.jsonl (collective: every rank calls it)."""
         return {}

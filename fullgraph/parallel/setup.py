@@ -73,6 +73,14 @@ def prepare_run(cfg) -> list[str]:
     from fullgraph.train.trainer import load_graph
 
     layout = cfg.layout
+    if layout.parallel.startswith("spmm"):  # every rank cuts its own block row from the graph
+        graph = load_graph(cfg)
+        if layout.nprocs > graph.num_nodes:
+            from fullgraph.errors import InputError
+
+            raise InputError(f"expected at most one block row per node (got {layout.nprocs} for {graph.num_nodes} "
+                             f"nodes)")
+        return []
     chunked = layout.parallel in ("pipeline", "hybrid")
     graph = load_graph(cfg) if (chunked or cfg.partition_dir is None) else None
     flags = []

@@ -141,6 +141,10 @@ class Trainer:
                 from fullgraph.parallel.graph import graph_engine
 
                 self.engine = graph_engine(cfg, norm)
+            elif cfg.parallel.startswith("spmm"):
+                from fullgraph.parallel.spmm import spmm_engine
+
+                self.engine = spmm_engine(cfg, norm, graph=self.graph)
             else:
                 from fullgraph.parallel.pipeline import chunked_engine
 
@@ -178,9 +182,10 @@ class Trainer:
         model.eval()
         logits = e.forward(model, 0, training=False)
         sums = []
-        for mask in (e.train_mask, e.val_mask, e.test_mask):
+        masks = e.eval_masks()
+        for mask in masks:
             sums += correct_count(logits[mask], e.y[mask])
-        sums.append(loss_sum(logits[e.val_mask], e.y[e.val_mask]).item())
+        sums.append(loss_sum(logits[masks[1]], e.y[masks[1]]).item())
         sums = e.reduce_sum(sums, "eval/reduce")
         ratio = lambda hit, total: hit / total if total else 0.0  # noqa: E731
         return {

@@ -1,0 +1,265 @@
+"""Algebraic layouts (CAGNET, MG-GCN): the sparse product itself distributed over a process grid.
+
+A GCN layer is ``Z = Â (H W)`` (or ``(Â H) W``); these layouts leave the model and its fused layer
+untouched and hand it, as the block's matrix, a :class:`GridOp`: an operator whose ``mm(x)`` and
+``mm_t(g)`` compute ``Â x`` and ``Âᵀ g`` for this rank's block row of the dense matrix, across
+processes. Everything node-wise (the weight product, bias, ReLU, dropout, GCNII's initial residual,
+LayerNorm, the loss) stays local to the block row; only the sparse products communicate. The fused
+layer's savings (MG-GCN §4.2 and §4.4: one kept activation per layer, the product order chosen by
+width, the first layer's backward product skipped when its input needs no gradient) therefore hold
+in these layouts as they do in one process.
+
+Grid (CAGNET Algorithm 2): ``P = R × c`` processes, ``R = P / c`` block rows of Â and of the dense
+matrices, each block row replicated on the ``c`` processes of a grid row (ranks ``i·c .. i·c+c-1``,
+consecutive, so that the row's reduction stays on one machine). Process ``(i, j)`` owns the block
+columns ``K_j`` (the R columns dealt out to the c grid columns) and computes
+``Σ_{k ∈ K_j} Â_ik X_k``: block row ``X_k`` is broadcast within grid column j by its owner
+``(k, j)``. The partial sums are then summed over the grid row (``spmm/reduce``). ``c = 1`` is the
+1D layout: every block broadcast to all, no reduction. With ``overlap`` the broadcast of the next
+block is in flight while the current one is multiplied (MG-GCN's double buffer).
+
+``permute`` (MG-GCN): block rows are cut from a seeded random permutation of the nodes instead of
+the node order, which spreads dense regions of Â over all blocks (``summary()`` reports the
+non-zeros per block row with and without it). Losses and weights do not depend on it.
+
+Weight gradients: every replica of block row i computes the gradient of its rows' loss; the sum
+over the R distinct block rows of a grid column (``grad/allreduce`` within the column) is the
+global gradient. The loss and the evaluation counts are reported by grid column 0 only.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from fullgraph.comm.context import Comm
+from fullgraph.data.preprocess import normalized
+from fullgraph.errors import InputError
+from fullgraph.ops import Block, SparseOp
+from fullgraph.parallel.engine import Engine, input_features
+from fullgraph.partition.book import take_rows
+from fullgraph.partition.partitioners import random_permutation
+
+__all__ = ["GridOp", "SpmmEngine", "SPMM_MODELS", "row_blocks", "spmm_engine"]
+
+SPMM_MODELS = ("gcn", "sage", "gcnii", "resgcn+")  # aggregation = one plain sparse product
+
+
+def row_blocks(num_nodes: int, blocks: int, permute: bool, seed: int) -> list[torch.Tensor]:
+    """The nodes of each block row: balanced consecutive runs of the node order, or of a seeded
+    random permutation of it (each run sorted, so a block keeps the graph's local order)."""
+    order = random_permutation(num_nodes, seed) if permute else torch.arange(num_nodes)
+    return [torch.sort(part).values for part in torch.tensor_split(order, blocks)]
+
+
+def _block_row(indptr, indices, values, rows: torch.Tensor, where_block: torch.Tensor, where_pos: torch.Tensor,
+               sizes: list[int]) -> list[SparseOp]:
+    """Rows ``rows`` of a CSR matrix cut into one ``SparseOp`` per block column."""
+    starts, ends = indptr[rows], indptr[rows + 1]
+    counts = ends - starts
+    offs = torch.zeros(rows.numel() + 1, dtype=torch.int64)
+    torch.cumsum(counts, 0, out=offs[1:])
+    pos = torch.repeat_interleave(starts - offs[:-1], counts) + torch.arange(int(offs[-1]))
+    r = torch.repeat_interleave(torch.arange(rows.numel()), counts)
+    c, v = indices[pos], values[pos]
+    cb = where_block[c]
+    out = []
+    for k, size in enumerate(sizes):
+        sel = cb == k
+        ip = torch.zeros(rows.numel() + 1, dtype=torch.int64)
+        torch.cumsum(torch.bincount(r[sel], minlength=rows.numel()), 0, out=ip[1:])
+        out.append(SparseOp(ip, where_pos[c[sel]], v[sel], (rows.numel(), size), symmetric=False))
+    return out
+
+
+class GridOp:
+    """``Â`` (and ``Âᵀ``) as seen by process ``(i, j)`` of an ``R × c`` grid: ``mm`` / ``mm_t`` map this
+    block row of a dense matrix to this block row of the product."""
+
+    def __init__(self, a_blocks: list[SparseOp], at_blocks: list[SparseOp], sizes: list[int], row: int, col: int,
+                 c: int, comm: Comm, col_group, row_group, overlap: bool):
+        self.a, self.at, self.sizes = a_blocks, at_blocks, sizes
+        self.row, self.col, self.c = row, col, c
+        self.R = len(sizes)
+        self.comm, self.col_group, self.row_group, self.overlap = comm, col_group, row_group, overlap
+        self.mine = [int(k) for k in np.array_split(np.arange(self.R), c)[col]]  # K_j
+        self.shape = (sizes[row], sizes[row])
+        self.prefix = ""  # "eval/" while the layout evaluates: its traffic is not training traffic
+        self.nnz = sum(b.nnz for b in a_blocks)
+
+    def _bcast(self, buf: torch.Tensor, k: int):
+        """Start the broadcast of block row k within my grid column (its owner is ``(k, col)``)."""
+        root = k * self.c + self.col
+        if root == self.comm.rank:
+            self.comm.ledger.record(self.prefix + "spmm/bcast", buf.numel() * buf.element_size() * (self.R - 1))
+        return dist.broadcast(buf, src=root, group=self.col_group, async_op=True)
+
+    def _wait(self, work) -> None:
+        t0 = time.perf_counter()
+        work.wait(timeout=timedelta(seconds=self.comm.timeout_s))
+        self.comm.ledger.record(self.prefix + "spmm/bcast", 0, time.perf_counter() - t0)
+
+    def _product(self, blocks: list[SparseOp], x: torch.Tensor) -> torch.Tensor:
+        """``Σ_{k ∈ K_j} blocks[k] X_k`` (X_k broadcast in my grid column), summed over my grid row."""
+        x = x.contiguous()
+        f = x.shape[1]
+        out = x.new_zeros((self.sizes[self.row], f))
+
+        def start(k: int):
+            buf = x if k == self.row else x.new_empty((self.sizes[k], f))
+            return k, buf, self._bcast(buf, k)
+
+        ks = self.mine
+        pending = start(ks[0]) if self.overlap else None
+        for n, k in enumerate(ks):
+            if self.overlap:  # block k arrives while block k+1 is already on its way
+                _, buf, work = pending
+                if n + 1 < len(ks):
+                    pending = start(ks[n + 1])
+            else:
+                _, buf, work = start(k)
+            self._wait(work)
+            if blocks[k].nnz:
+                out += blocks[k].mm(buf)
+        if self.c > 1:
+            with self.comm.ledger.timed(self.prefix + "spmm/reduce", out.numel() * out.element_size()):
+                dist.all_reduce(out, group=self.row_group)
+        return out
+
+    def mm(self, x: torch.Tensor) -> torch.Tensor:
+        return self._product(self.a, x)
+
+    def mm_t(self, x: torch.Tensor) -> torch.Tensor:
+        return self._product(self.at, x)
+
+    def to(self, device) -> "GridOp":
+        self.a = [b.to(device) for b in self.a]
+        self.at = self.a if self.at is self.a else [b.to(device) for b in self.at]
+        return self
+
+
+class SpmmEngine(Engine):
+    """Process ``(i, j)`` of an ``R × c`` grid: block row i of every dense matrix."""
+
+    def __init__(self, graph, norm: str, comm: Comm, *, replication: int = 1, overlap: bool = True,
+                 permute: bool = True, seed: int = 0, mode: str = "spmm-1d"):
+        P, c = comm.world_size, replication
+        R = P // c
+        self.comm, self.rank, self.world_size, self.ledger = comm, comm.rank, P, comm.ledger
+        self.device = dev = comm.device
+        self.row, self.col = divmod(comm.rank, c)
+        self.c, self.R, self.mode = c, R, mode
+        # sub-groups, made once, in the same order on every rank
+        col_groups = [dist.new_group([i * c + j for i in range(R)], timeout=timedelta(seconds=comm.timeout_s))
+                      for j in range(c)]
+        row_groups = [dist.new_group([i * c + j for j in range(c)], timeout=timedelta(seconds=comm.timeout_s))
+                      for i in range(R)] if c > 1 else [None] * R
+        blocks = row_blocks(graph.num_nodes, R, permute, seed)
+        sizes = [int(b.numel()) for b in blocks]
+        where_block = torch.empty(graph.num_nodes, dtype=torch.int64)
+        where_pos = torch.empty(graph.num_nodes, dtype=torch.int64)
+        for k, b in enumerate(blocks):
+            where_block[b], where_pos[b] = k, torch.arange(b.numel())
+        ip, ix, vals = normalized(graph.indptr, graph.indices, norm)
+        rows = blocks[self.row]
+        a = _block_row(ip, ix, vals, rows, where_block, where_pos, sizes)
+        if norm == "gcn":  # D^-1/2 (A+I) D^-1/2 of a symmetric graph: Âᵀ = Â
+            at = a
+        else:
+            t = SparseOp(ip, ix, vals, (graph.num_nodes, graph.num_nodes), symmetric=False)
+            at_csr = t.At.to_sparse_csr() if t.At.layout != torch.sparse_csr else t.At
+            at = _block_row(at_csr.crow_indices().long(), at_csr.col_indices().long(), at_csr.values(), rows,
+                            where_block, where_pos, sizes)
+        self.op = GridOp(a, at, sizes, self.row, self.col, c, comm, col_groups[self.col], row_groups[self.row],
+                         overlap).to(dev)
+        self.block = Block(self.op, norm)
+        self.grad_group = col_groups[self.col]
+        self.x = input_features(take_rows(graph.x, rows)).to(dev)
+        self.y, self.train_mask, self.val_mask, self.test_mask = (
+            t[rows].to(dev) for t in (graph.y, graph.train_mask, graph.val_mask, graph.test_mask))
+        self.num_train, self.num_val, self.num_test = (int(m.sum()) for m in (graph.train_mask, graph.val_mask,
+                                                                              graph.test_mask))
+        self.in_dim, self.num_classes = graph.num_features, graph.num_classes
+        self.name = graph.name
+        deg = graph.indptr.diff() + (1 if norm == "gcn" else 0)
+        self.block_nnz = [int(deg[b].sum()) for b in blocks]
+        self.block_nnz_unpermuted = [int(deg[b].sum()) for b in row_blocks(graph.num_nodes, R, False, seed)]
+
+    def describe(self) -> str:
+        imb = lambda v: max(v) / (sum(v) / len(v))  # noqa: E731
+        return (f"{self.mode} {self.name}: grid {self.R} x {self.c}, process ({self.row}, {self.col}); "
+                f"non-zeros per block row max/mean {imb(self.block_nnz):.3f} (unpermuted "
+                f"{imb(self.block_nnz_unpermuted):.3f})")
+
+    def summary(self) -> dict:
+        return {"name": self.name, "grid": [self.R, self.c], "block_nnz": self.block_nnz,
+                "block_nnz_unpermuted": self.block_nnz_unpermuted}
+
+    def forward(self, model, epoch: int, training: bool) -> torch.Tensor:
+        self.op.prefix = "" if training else "eval/"
+        return model(self.block, self.x)
+
+    def step(self, model, epoch: int) -> float:
+        loss = super().step(model, epoch)
+        return loss if self.col == 0 else 0.0  # the c replicas of a block row computed the same loss
+
+    def eval_masks(self):
+        if self.col == 0:
+            return self.train_mask, self.val_mask, self.test_mask
+        none = torch.zeros_like(self.train_mask)
+        return none, none, none
+
+    def sync_grads(self, model) -> None:
+        params = [p for p in model.parameters() if p.requires_grad]
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        flat = torch.cat([p.grad.reshape(-1) for p in params])
+        with self.ledger.timed("grad/allreduce", flat.numel() * flat.element_size()):
+            dist.all_reduce(flat, group=self.grad_group)
+        offset = 0
+        for p in params:
+            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+
+    def reduce_sum(self, values: list[float], category: str) -> list[float]:
+        t = torch.tensor(values, dtype=torch.float64, device=self.device)
+        return self.comm.all_reduce_(t, category).tolist()
+
+    def gather(self, value: float, category: str) -> list[float]:
+        t = torch.tensor([value], dtype=torch.float64, device=self.device)
+        return [float(v) for v in self.comm.all_gather(t, category)]
+
+    def close(self) -> None:
+        if getattr(self, "owns_comm", True):
+            self.comm.close()
+
+
+def spmm_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> SpmmEngine:
+    """This rank's engine of an ``spmm-*`` run (every rank loads the graph and keeps its block row)."""
+    from fullgraph.comm.context import DistEnv
+    from fullgraph.train.trainer import load_graph
+
+    if cfg.model not in SPMM_MODELS:
+        raise InputError(f"expected a model whose aggregation is one sparse product ({', '.join(SPMM_MODELS)}) "
+                         f"with --parallel {cfg.parallel} (got {cfg.model}); train {cfg.model} with --parallel graph, "
+                         f"pipeline or hybrid")
+    owns = comm is None
+    if comm is None:
+        env = DistEnv.from_env()
+        if env is None:
+            raise RuntimeError("spmm_engine needs the torchrun environment (RANK, WORLD_SIZE, ...)")
+        comm = Comm(env, timeout_s=cfg.comm_timeout)
+    graph = load_graph(cfg) if graph is None else graph
+    c = cfg.replication if cfg.parallel == "spmm-1.5d" else 1
+    if comm.world_size // c > graph.num_nodes:
+        raise InputError(f"expected at most one block row per node (got {comm.world_size // c} block rows for "
+                         f"{graph.num_nodes} nodes)")
+    engine = SpmmEngine(graph, norm, comm, replication=c, overlap=cfg.overlap, permute=cfg.permute, seed=cfg.seed,
+                        mode=cfg.parallel)
+    engine.owns_comm = owns
+    return engine
