@@ -22,9 +22,9 @@ __all__ = ["Ledger", "CATEGORIES"]
 # Every category any layout records, in one fixed order, so ranks can sum their ledgers with one
 # all-reduce of a vector. ``meta/metrics`` is that all-reduce itself (the per-epoch loss and ledger
 # totals), kept apart so that the analytic checks of the other categories stay exact.
-CATEGORIES = ("halo/fwd", "halo/bwd", "pipe/fwd", "pipe/bwd", "spmm/bcast", "spmm/reduce", "grad/allreduce",
-              "sample/index", "eval/halo/fwd", "eval/pipe/fwd", "eval/spmm/bcast", "eval/spmm/reduce", "eval/reduce",
-              "meta/metrics")
+CATEGORIES = ("halo/fwd", "halo/bwd", "pipe/fwd", "pipe/bwd", "spmm/bcast", "spmm/reduce", "spmm/redist",
+              "grad/allreduce", "sample/index", "eval/halo/fwd", "eval/pipe/fwd", "eval/spmm/bcast",
+              "eval/spmm/reduce", "eval/spmm/redist", "eval/reduce", "meta/metrics")
 
 
 class Ledger:

@@ -29,6 +29,7 @@ global gradient. The loss and the evaluation counts are reported by grid column 
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import timedelta
 
@@ -44,7 +45,7 @@ from fullgraph.parallel.engine import Engine, input_features
 from fullgraph.partition.book import take_rows
 from fullgraph.partition.partitioners import random_permutation
 
-__all__ = ["GridOp", "SpmmEngine", "SPMM_MODELS", "row_blocks", "spmm_engine"]
+__all__ = ["GridOp", "SummaOp", "SpmmEngine", "SPMM_MODELS", "row_blocks", "spmm_engine"]
 
 SPMM_MODELS = ("gcn", "sage", "gcnii", "resgcn+")  # aggregation = one plain sparse product
 
@@ -142,22 +143,115 @@ class GridOp:
         return self
 
 
+class SummaOp:
+    """``Â`` on a ``q × q`` grid (q = √P), SUMMA over sparse and dense blocks (CAGNET §4.3).
+
+    Process ``(i, j)`` stores the sparse block ``Â_ij`` (block row i, block column j) and holds piece j
+    of dense block row i (the layers' rows). A product ``Â X``: (1) within grid row i, the pieces
+    trade column slices so that ``(i, j)`` holds ``X_ij`` = block row i, column slice j
+    (``spmm/redist``); (2) for k = 0..q-1, ``Â_ik`` is broadcast along grid row i from ``(i, k)`` and
+    ``X_kj`` along grid column j from ``(k, j)``, and ``C_ij += Â_ik X_kj`` (``spmm/bcast``, sparse and
+    dense); (3) the column slices of ``C_i·`` go back to the row pieces (``spmm/redist``).
+    """
+
+    def __init__(self, a_ij: SparseOp, at_ij: SparseOp, nnz_a: list[int], nnz_at: list[int], sizes: list[int],
+                 pieces: list[list[int]], row: int, col: int, comm: Comm, row_group, col_group):
+        self.a, self.at, self.nnz_a, self.nnz_at = a_ij, at_ij, nnz_a, nnz_at
+        self.sizes, self.pieces, self.row, self.col = sizes, pieces, row, col
+        self.q = len(sizes)
+        self.comm, self.row_group, self.col_group = comm, row_group, col_group
+        self.shape = (pieces[row][col], pieces[row][col])
+        self.prefix = ""
+
+    def _record(self, category: str, nbytes: int, seconds: float) -> None:
+        self.comm.ledger.record(self.prefix + category, nbytes, seconds)
+
+    def _all_to_all(self, send: list[torch.Tensor], recv: list[torch.Tensor]) -> None:
+        t0 = time.perf_counter()
+        flat_in = torch.cat([t.reshape(-1) for t in send])
+        flat_out = flat_in.new_empty(sum(t.numel() for t in recv))
+        dist.all_to_all_single(flat_out, flat_in, output_split_sizes=[t.numel() for t in recv],
+                               input_split_sizes=[t.numel() for t in send], group=self.row_group)
+        for t, piece in zip(recv, torch.split(flat_out, [t.numel() for t in recv])):
+            t.copy_(piece.view_as(t))
+        mine = self.col
+        nbytes = sum(t.numel() * t.element_size() for q, t in enumerate(send) if q != mine)
+        self._record("spmm/redist", nbytes, time.perf_counter() - t0)
+
+    def _bcast(self, tensors: list[torch.Tensor], root: int, group, senders: bool) -> None:
+        t0 = time.perf_counter()
+        for t in tensors:
+            dist.broadcast(t, src=root, group=group)
+        nbytes = sum(t.numel() * t.element_size() for t in tensors) * (self.q - 1) if senders else 0
+        self._record("spmm/bcast", nbytes, time.perf_counter() - t0)
+
+    def _product(self, mine: SparseOp, nnz: list[int], x: torch.Tensor) -> torch.Tensor:
+        q, i, j = self.q, self.row, self.col
+        f = x.shape[1]
+        cuts = [len(c) for c in torch.tensor_split(torch.arange(f), q)]
+        starts = np.concatenate([[0], np.cumsum(cuts)])
+        x = x.contiguous()
+        # (1) row pieces -> column slices of the whole block row
+        send = [x[:, starts[c]:starts[c + 1]].contiguous() for c in range(q)]
+        recv = [x.new_empty((self.pieces[i][r], cuts[j])) for r in range(q)]
+        self._all_to_all(send, recv)
+        xb = torch.cat(recv)
+        out = x.new_zeros((self.sizes[i], cuts[j]))
+        for k in range(q):
+            root_a = i * q + k  # (i, k) sends Â_ik along grid row i
+            if k == j:
+                ip, ix, vals = mine.indptr.long(), mine.indices.long(), mine.values
+            else:
+                ip = torch.empty(self.sizes[i] + 1, dtype=torch.int64, device=x.device)
+                ix = torch.empty(nnz[k], dtype=torch.int64, device=x.device)
+                vals = torch.empty(nnz[k], dtype=x.dtype, device=x.device)
+            self._bcast([ip, ix, vals], root_a, self.row_group, senders=k == j)
+            root_x = k * q + j  # (k, j) sends X_kj along grid column j
+            xk = xb if k == i else x.new_empty((self.sizes[k], cuts[j]))
+            self._bcast([xk], root_x, self.col_group, senders=k == i)
+            if nnz[k]:
+                out += SparseOp(ip, ix, vals, (self.sizes[i], self.sizes[k]), symmetric=False).mm(xk)
+        # (3) column slices -> row pieces
+        rstart = np.concatenate([[0], np.cumsum(self.pieces[i])])
+        send = [out[rstart[c]:rstart[c + 1]].contiguous() for c in range(q)]
+        recv = [x.new_empty((self.pieces[i][j], cuts[c])) for c in range(q)]
+        self._all_to_all(send, recv)
+        return torch.cat(recv, 1)
+
+    def mm(self, x: torch.Tensor) -> torch.Tensor:
+        return self._product(self.a, self.nnz_a, x)
+
+    def mm_t(self, x: torch.Tensor) -> torch.Tensor:
+        return self._product(self.at, self.nnz_at, x)
+
+    def to(self, device) -> "SummaOp":
+        self.a = self.a.to(device)
+        self.at = self.a if self.at is self.a else self.at.to(device)
+        return self
+
+
 class SpmmEngine(Engine):
     """Process ``(i, j)`` of an ``R × c`` grid: block row i of every dense matrix."""
 
     def __init__(self, graph, norm: str, comm: Comm, *, replication: int = 1, overlap: bool = True,
                  permute: bool = True, seed: int = 0, mode: str = "spmm-1d"):
-        P, c = comm.world_size, replication
-        R = P // c
+        P = comm.world_size
         self.comm, self.rank, self.world_size, self.ledger = comm, comm.rank, P, comm.ledger
         self.device = dev = comm.device
+        self.mode = mode
+        timeout = timedelta(seconds=comm.timeout_s)
+        if mode == "spmm-2d":
+            q = math.isqrt(P)
+            R, c = q, q
+        else:
+            c = replication
+            R = P // c
+        self.c, self.R = c, R
         self.row, self.col = divmod(comm.rank, c)
-        self.c, self.R, self.mode = c, R, mode
         # sub-groups, made once, in the same order on every rank
-        col_groups = [dist.new_group([i * c + j for i in range(R)], timeout=timedelta(seconds=comm.timeout_s))
-                      for j in range(c)]
-        row_groups = [dist.new_group([i * c + j for j in range(c)], timeout=timedelta(seconds=comm.timeout_s))
-                      for i in range(R)] if c > 1 else [None] * R
+        col_groups = [dist.new_group([i * c + j for i in range(R)], timeout=timeout) for j in range(c)]
+        row_groups = ([dist.new_group([i * c + j for j in range(c)], timeout=timeout) for i in range(R)]
+                      if c > 1 else [None] * R)
         blocks = row_blocks(graph.num_nodes, R, permute, seed)
         sizes = [int(b.numel()) for b in blocks]
         where_block = torch.empty(graph.num_nodes, dtype=torch.int64)
@@ -165,19 +259,26 @@ class SpmmEngine(Engine):
         for k, b in enumerate(blocks):
             where_block[b], where_pos[b] = k, torch.arange(b.numel())
         ip, ix, vals = normalized(graph.indptr, graph.indices, norm)
-        rows = blocks[self.row]
-        a = _block_row(ip, ix, vals, rows, where_block, where_pos, sizes)
+        a = _block_row(ip, ix, vals, blocks[self.row], where_block, where_pos, sizes)
         if norm == "gcn":  # D^-1/2 (A+I) D^-1/2 of a symmetric graph: Âᵀ = Â
             at = a
         else:
             t = SparseOp(ip, ix, vals, (graph.num_nodes, graph.num_nodes), symmetric=False)
             at_csr = t.At.to_sparse_csr() if t.At.layout != torch.sparse_csr else t.At
-            at = _block_row(at_csr.crow_indices().long(), at_csr.col_indices().long(), at_csr.values(), rows,
-                            where_block, where_pos, sizes)
-        self.op = GridOp(a, at, sizes, self.row, self.col, c, comm, col_groups[self.col], row_groups[self.row],
-                         overlap).to(dev)
+            at = _block_row(at_csr.crow_indices().long(), at_csr.col_indices().long(), at_csr.values(),
+                            blocks[self.row], where_block, where_pos, sizes)
+        if mode == "spmm-2d":
+            pieces = [[len(p) for p in torch.tensor_split(b, c)] for b in blocks]
+            rows = torch.tensor_split(blocks[self.row], c)[self.col]
+            self.op = SummaOp(a[self.col], at[self.col], [b.nnz for b in a], [b.nnz for b in at], sizes, pieces,
+                              self.row, self.col, comm, row_groups[self.row], col_groups[self.col]).to(dev)
+            self.grad_group, self.replica = comm.group, False  # every process holds distinct rows
+        else:
+            rows = blocks[self.row]
+            self.op = GridOp(a, at, sizes, self.row, self.col, c, comm, col_groups[self.col], row_groups[self.row],
+                             overlap).to(dev)
+            self.grad_group, self.replica = col_groups[self.col], self.col != 0
         self.block = Block(self.op, norm)
-        self.grad_group = col_groups[self.col]
         self.x = input_features(take_rows(graph.x, rows)).to(dev)
         self.y, self.train_mask, self.val_mask, self.test_mask = (
             t[rows].to(dev) for t in (graph.y, graph.train_mask, graph.val_mask, graph.test_mask))
@@ -205,10 +306,10 @@ class SpmmEngine(Engine):
 
     def step(self, model, epoch: int) -> float:
         loss = super().step(model, epoch)
-        return loss if self.col == 0 else 0.0  # the c replicas of a block row computed the same loss
+        return 0.0 if self.replica else loss  # the c replicas of a block row computed the same loss
 
     def eval_masks(self):
-        if self.col == 0:
+        if not self.replica:
             return self.train_mask, self.val_mask, self.test_mask
         none = torch.zeros_like(self.train_mask)
         return none, none, none
@@ -256,6 +357,8 @@ def spmm_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> SpmmEng
         comm = Comm(env, timeout_s=cfg.comm_timeout)
     graph = load_graph(cfg) if graph is None else graph
     c = cfg.replication if cfg.parallel == "spmm-1.5d" else 1
+    if cfg.parallel == "spmm-2d" and math.isqrt(comm.world_size) ** 2 != comm.world_size:
+        raise InputError(f"expected a perfect square --nprocs for --parallel spmm-2d (got {comm.world_size})")
     if comm.world_size // c > graph.num_nodes:
         raise InputError(f"expected at most one block row per node (got {comm.world_size // c} block rows for "
                          f"{graph.num_nodes} nodes)")
