@@ -99,8 +99,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--epochs", type=int, default=COMMON["epochs"])
     ap.add_argument("--real", action="store_true", help="run the real S-process pipeline, not the simulation")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (default: all cores)")
     args = ap.parse_args()
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(args.threads or os.cpu_count() or 1)
     print(f"machine: {platform.platform()}, {os.cpu_count()} cores; python {platform.python_version()}, "
           f"torch {torch.__version__}")
     print(f"GCNII x32, pipeline S = {args.stages}, K = {args.chunks} METIS chunks, seed {args.seed}, "
@@ -111,7 +112,7 @@ def main() -> int:
         for variant in args.variants.split(","):
             chunked, opts = VARIANTS[variant]
             base = dict(COMMON, **SETTINGS[name], epochs=args.epochs, seed=args.seed, dataset=name, root=args.root,
-                        progress="none")
+                        progress="none", threads=args.threads)
             t0 = time.perf_counter()
             if not chunked:
                 cfg = TrainConfig(**base)

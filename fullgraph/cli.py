@@ -64,6 +64,7 @@ _TRAIN_FLAGS = [
     ("--history-refresh", int, "epochs a history table is kept (default 10; 1 = last epoch's values)"),
     ("--chunk-edges", str, "stale (read history, GNNPipe) | induced (cut cross-chunk edges) (default stale)"),
     ("--replication", int, "spmm-1.5d: replication factor c of the P/c x c grid"),
+    ("--gcn-kernel", str, "fused (default: one kept activation per layer) | autograd (plain ops, for comparison)"),
     ("--chunk-file", str, argparse.SUPPRESS),
     ("--boundary-rate", float, "BNS-GCN boundary node sampling rate p in [0, 1] (default 1: no sampling)"),
     ("--comm-timeout", float, "seconds a collective may wait before the run fails (default 60)"),

@@ -109,6 +109,9 @@ class TrainConfig:
     """SpMM layouts: broadcast the next block row while multiplying the current one (``--no-overlap``)."""
     permute: bool = True
     """SpMM layouts: cut block rows from a seeded random node permutation, for balance (``--no-permute``)."""
+    gcn_kernel: str = "fused"
+    """GCN layers as one fused function keeping one activation per layer (``fused``, MG-GCN's buffer
+    reuse) or as plain PyTorch ops (``autograd``: more memory; for comparison)."""
     chunk_file: str | None = None
     """The node → chunk map the launcher wrote (set by the launcher; not a user option)."""
     progress: str = "auto"
@@ -148,6 +151,7 @@ class TrainConfig:
         need(self.chunker in ("metis", "random"), "chunker", "to be metis or random")
         need(self.chunk_edges in CHUNK_EDGES, "chunk_edges", f"to be one of {', '.join(CHUNK_EDGES)}")
         need(self.chunks >= 0, "chunks", ">= 0")
+        need(self.gcn_kernel in ("fused", "autograd"), "gcn_kernel", "to be fused or autograd")
         if layout.parallel in ("pipeline", "hybrid"):
             self._check_stages(layout.stages)
             if self.boundary_rate < 1.0:

@@ -16,7 +16,7 @@ __all__ = ["GNN", "GCN", "GraphSAGE", "GAT", "GCNII", "ResGCNPlus", "MODELS", "b
 
 
 def build_model(name: str, in_dim: int, out_dim: int, *, layers: int, hidden: int, dropout: float,
-                heads: int = 8, gcnii_alpha: float = 0.1, gcnii_lambda: float = 0.5) -> GNN:
+                heads: int = 8, gcnii_alpha: float = 0.1, gcnii_lambda: float = 0.5, gcn_kernel: str = "fused") -> GNN:
     """The model called ``name`` with its own keyword set; unknown names are an ``InputError``."""
     if name not in MODELS:
         raise InputError(f"unknown model {name!r} (expected one of {', '.join(MODELS)})")
@@ -25,4 +25,6 @@ def build_model(name: str, in_dim: int, out_dim: int, *, layers: int, hidden: in
         return GAT(in_dim, hidden, out_dim, heads=heads, **common)
     if name == "gcnii":
         return GCNII(in_dim, hidden, out_dim, alpha=gcnii_alpha, lam=gcnii_lambda, **common)
+    if name == "gcn":
+        return GCN(in_dim, hidden, out_dim, kernel=gcn_kernel, **common)
     return MODELS[name](in_dim, hidden, out_dim, **common)

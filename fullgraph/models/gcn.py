@@ -5,18 +5,29 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from torch.nn import functional as F
+
 from fullgraph.models.base import GNN, glorot_
-from fullgraph.ops import Block, dropout, gcn_layer
+from fullgraph.ops import Block, dropout, gcn_layer, matmul, spmm
+
+KERNELS = ("fused", "autograd")
 
 
 class GCNLayer(nn.Module):
-    def __init__(self, d_in: int, d_out: int, *, last: bool, dropout: float):
+    """``kernel``: ``fused`` (one autograd function that keeps one activation per layer: MG-GCN's
+    buffer reuse) or ``autograd`` (the same math as separate PyTorch ops, each keeping its own
+    buffers: the comparison point of ``benchmarks/spmm_layouts.py``)."""
+
+    def __init__(self, d_in: int, d_out: int, *, last: bool, dropout: float, kernel: str = "fused"):
         super().__init__()
         self.weight = nn.Parameter(glorot_(torch.empty(d_in, d_out)))
         self.bias = nn.Parameter(torch.zeros(d_out))
-        self.last, self.dropout = last, dropout
+        self.last, self.dropout, self.kernel = last, dropout, kernel
 
     def forward(self, block: Block, h, h0=None) -> torch.Tensor:
+        if self.kernel == "autograd":
+            z = spmm(block.adj, matmul(h, self.weight)) + self.bias
+            return z if self.last else F.dropout(F.relu(z), self.dropout, self.training)
         return gcn_layer(block.adj, h, self.weight, self.bias, relu=not self.last,
                          dropout=0.0 if self.last else self.dropout, training=self.training)
 
@@ -26,12 +37,13 @@ class GCN(GNN):
 
     norm = "gcn"
 
-    def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float = 0.5):
+    def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float = 0.5,
+                 kernel: str = "fused"):
         super().__init__()
         dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
         self.dropout = dropout
         self.layers = nn.ModuleList(
-            GCNLayer(dims[i], dims[i + 1], last=i == layers - 1, dropout=dropout) for i in range(layers)
+            GCNLayer(dims[i], dims[i + 1], last=i == layers - 1, dropout=dropout, kernel=kernel) for i in range(layers)
         )
 
     def pre(self, x):

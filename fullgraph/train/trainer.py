@@ -154,6 +154,7 @@ class Trainer:
         self.model = build_model(
             cfg.model, e.in_dim, e.num_classes, layers=cfg.layers, hidden=cfg.hidden,
             dropout=cfg.dropout, heads=cfg.heads, gcnii_alpha=cfg.gcnii_alpha, gcnii_lambda=cfg.gcnii_lambda,
+            gcn_kernel=cfg.gcn_kernel,
         )
         self.model.to(e.device)
         self.optimizer = torch.optim.Adam(
