@@ -7,7 +7,7 @@ formulas, epoch times.
    (``--gcn-kernel autograd``), single process and ``spmm-1d`` with 4 processes. From the growth per
    layer it prints how many more layers the fused layer fits in the same memory.
 2. **Traffic and time**: for P ∈ {4, 8, 9} every layout that fits P (1D; 1.5D with c = 2, or 3 for
-   P = 9; 2D for square P), a 2-layer GCN (hidden 512), 3 epochs: the ledger's per-epoch
+   P = 9; 2D for square P, 3D for cubes), a 2-layer GCN (hidden 512), 3 epochs: the ledger's per-epoch
    ``spmm/*`` bytes next to ``fullgraph.plan.spmm_volume`` and the median epoch time.
 
 Every run goes through ``fullgraph train`` in its own process (the graph is written once as an
@@ -116,6 +116,8 @@ def main() -> int:
                     layouts.append(("spmm-1.5d", c))
                 if int(P ** 0.5) ** 2 == P:
                     layouts.append(("spmm-2d", int(P ** 0.5)))
+                if round(P ** (1 / 3)) ** 3 == P:
+                    layouts.append(("spmm-3d", round(P ** (1 / 3))))
                 for mode, c in layouts:
                     extra = ["--replication", str(c)] if mode == "spmm-1.5d" else []
                     s = run(root, ["--parallel", mode, "--nprocs", str(P), "--layers", "2", "--hidden", str(a.hidden),

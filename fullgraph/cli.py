@@ -52,7 +52,7 @@ _TRAIN_FLAGS = [
     ("--gcnii-alpha", float, "GCNII initial residual alpha (default 0.1)"),
     ("--gcnii-lambda", float, "GCNII identity mapping lambda (default 0.5)"),
     ("--feature-norm", str, "row | none | auto (row for Planetoid graphs) (default auto)"),
-    ("--parallel", str, "single | graph | pipeline | hybrid | spmm-1d | spmm-1.5d | spmm-2d (default single)"),
+    ("--parallel", str, "single | graph | pipeline | hybrid | spmm-1d | spmm-1.5d | spmm-2d | spmm-3d (default single)"),
     ("--nprocs", int, "processes to start here, or the torchrun world size (default 1)"),
     ("--partitioner", str, "metis | metis-degree | random | contiguous | permuted (default metis)"),
     ("--partition-dir", str, "train from a folder written by 'fullgraph partition'"),

@@ -16,7 +16,7 @@ from fullgraph.errors import InputError
 __all__ = ["TrainConfig", "load_toml"]
 
 MODEL_NAMES = ("gcn", "sage", "gat", "gcnii", "resgcn+")
-PARALLEL_NAMES = ("single", "graph", "pipeline", "hybrid", "spmm-1d", "spmm-1.5d", "spmm-2d")
+PARALLEL_NAMES = ("single", "graph", "pipeline", "hybrid", "spmm-1d", "spmm-1.5d", "spmm-2d", "spmm-3d")
 CHUNK_EDGES = ("stale", "induced")
 PARTITIONERS = ("metis", "metis-degree", "random", "contiguous", "permuted")
 FEATURE_NORMS = ("auto", "row", "none")
@@ -167,6 +167,9 @@ class TrainConfig:
                                  f"{self.nprocs} for --parallel spmm-1.5d (got {c})")
         elif self.parallel == "spmm-2d" and int(self.nprocs ** 0.5 + 0.5) ** 2 != self.nprocs:
             raise InputError(f"expected a perfect square --nprocs for --parallel spmm-2d (a √P × √P grid; got "
+                             f"{self.nprocs})")
+        elif self.parallel == "spmm-3d" and round(self.nprocs ** (1 / 3)) ** 3 != self.nprocs:
+            raise InputError(f"expected a perfect cube --nprocs for --parallel spmm-3d (a ∛P × ∛P × ∛P grid; got "
                              f"{self.nprocs})")
         elif self.replication not in (0, 1):
             raise InputError(f"expected --replication only with --parallel spmm-1.5d (got --parallel {self.parallel})")

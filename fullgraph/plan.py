@@ -36,10 +36,11 @@ def spmm_volume(mode: str, widths: list[int], n: int, nprocs: int, nnz: int, rep
       processes of one grid column, ``(R-1)·n·w·4``; 1.5D adds the grid-row reduction, to which each
       of the c replicas contributes its partial block row, ``c·n·w·4``. Per process this is CAGNET
       §4.1/§4.2: ≈ n·w (1D) and ≈ n·w/c + n·w·c/P (1.5D).
-    * 2D (q = √P): column slices trade places within grid rows before and after the product
-      (``spmm/redist``), dense blocks are broadcast along grid columns, ``(q-1)·n·w·4``, and sparse
-      blocks along grid rows, ``(q-1)·(8·q·(n+q) + 12·nnz)`` (int64 row pointers and column
-      indices, float32 values).
+    * 2D (q = √P, d = 1) and 3D (q = ∛P, d = q layers): column slices trade places within grid rows
+      before and after the product (``spmm/redist``), dense blocks are broadcast along grid columns,
+      ``(q-1)·n·w·4``, sparse blocks along grid rows, ``(q-1)·(8·q·d·(n+q) + 12·nnz)`` (int64 row
+      pointers and column indices, float32 values); 3D sums the d layers' partial products along
+      each fiber, ``d·n·w·4``.
     """
     from fullgraph.parallel.spmm import row_blocks
 
@@ -51,15 +52,20 @@ def spmm_volume(mode: str, widths: list[int], n: int, nprocs: int, nnz: int, rep
             out["spmm/bcast"] += (R - 1) * n * w * 4
             out["spmm/reduce"] += c * n * w * 4 if c > 1 else 0
         return out
-    if mode != "spmm-2d":
+    if mode not in ("spmm-2d", "spmm-3d"):
         raise ValueError(f"no volume model for {mode!r}")
-    q = int(round(nprocs ** 0.5))
+    d3 = mode == "spmm-3d"
+    q = round(nprocs ** (1 / 3)) if d3 else round(nprocs ** 0.5)
+    d = q if d3 else 1
     blocks = [b.numel() for b in row_blocks(n, q, permute, seed)]
-    pieces = [[len(p) for p in torch.tensor_split(torch.arange(nb), q)] for nb in blocks]
+    subs = [[len(t) for t in torch.tensor_split(torch.arange(nb), d)] for nb in blocks]
     for w in widths:
         cuts = [len(x) for x in torch.tensor_split(torch.arange(w), q)]
         for i in range(q):
-            for j in range(q):
-                out["spmm/redist"] += (pieces[i][j] * (w - cuts[j]) + (blocks[i] - pieces[i][j]) * cuts[j]) * 4
-        out["spmm/bcast"] += (q - 1) * n * w * 4 + (q - 1) * (8 * q * (n + q) + 12 * nnz)
+            for m in range(d):
+                pieces = [len(p) for p in torch.tensor_split(torch.arange(subs[i][m]), q)]
+                for j in range(q):
+                    out["spmm/redist"] += (pieces[j] * (w - cuts[j]) + (subs[i][m] - pieces[j]) * cuts[j]) * 4
+        out["spmm/bcast"] += (q - 1) * n * w * 4 + (q - 1) * (8 * q * d * (n + q) + 12 * nnz)
+        out["spmm/reduce"] += d * n * w * 4 if d > 1 else 0
     return out

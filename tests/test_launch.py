@@ -126,7 +126,7 @@ def test_bad_input_on_one_rank_names_that_rank(tmp_path):
         (["--parallel", "graph", "--nprocs", "6000"], "at most one part per node (got 6000 parts for 5000 nodes)"),
         (["--parallel", "single", "--nprocs", "2"], "expected --nprocs 1 with --parallel single"),
         (["--parallel", "graph", "--nprocs", "0"], "expected --nprocs >= 1 (got 0)"),
-        (["--parallel", "spmm-3d", "--nprocs", "2"], "expected parallel to be one of"),
+        (["--parallel", "spmm-4d", "--nprocs", "2"], "expected parallel to be one of"),
         (["--parallel", "graph", "--nprocs", "2", "--boundary-rate", "1.5"], "expected boundary_rate in [0, 1]"),
     ],
     ids=["more parts than nodes", "single with 2", "zero processes", "unknown mode", "bad rate"],

@@ -1,4 +1,4 @@
-"""Algebraic layouts (CAGNET 1D / 1.5D with MG-GCN's overlap and permutation, 2D SUMMA) equal
+"""Algebraic layouts (CAGNET 1D / 1.5D with MG-GCN's overlap and permutation, 2D and 3D SUMMA) equal
 single-process training, and move exactly the volume derived below.
 
 Tolerance: a block row of Â x is summed block column by block column (and, in 1.5D, as c partial
@@ -60,33 +60,41 @@ def products(model: str, num_features: int, num_classes: int, hidden: int, layer
     return widths
 
 
-def summa_volume(widths: list[int], n: int, q: int, nnz: int) -> dict:
-    """Bytes of one epoch of the 2D layout, summed over the q × q processes, for products of these widths.
+def summa_volume(widths: list[int], n: int, q: int, nnz: int, depth: int = 1) -> dict:
+    """Bytes of one epoch of the 2D (depth 1) or 3D (depth q) layout, summed over ranks, for products
+    of these widths.
 
-    Per product of width w (column slices f_j of w, block rows n_i, row pieces n_ij; float32 dense,
-    int64 indptr/indices + float32 values sparse):
-      redist in   Σ_ij n_ij (w - f_j) · 4        every piece sends the other column slices in its grid row
-      redist out  Σ_ij (n_i - n_ij) f_j · 4      C_ij's row pieces go back to the row's other processes
-      dense bcast (q - 1) · n · w · 4           X_kj to the q - 1 others of grid column j, every k, j
-      sparse bcast (q - 1) · Σ_ik ((n_i + 1) · 8 + nnz_ik · 12) = (q - 1)(8 q (n + q) + 12 nnz(Â))
-    CAGNET §4.3's ≈ 8nf/√P + 2nnz/√P per process and layer is this, divided by P, to leading order.
+    Per product of width w (column slices f_j of w; block rows n_i, each cut into ``depth``
+    sub-blocks n_il, each into q pieces n_ilj; float32 dense, int64 indptr/indices + float32 values
+    sparse):
+      redist in    Σ_ilj n_ilj (w - f_j) · 4      every piece sends the other column slices in its grid row
+      redist out   Σ_ilj (n_il - n_ilj) f_j · 4   the row pieces of C go back to the row's other processes
+      dense bcast  (q - 1) · n · w · 4            X_{(k,l),j} to the q - 1 others of its grid column
+      sparse bcast (q - 1) · Σ_ikl ((n_i + 1) · 8 + nnz_{i,(k,l)} · 12) = (q - 1)(8 q d (n + q) + 12 nnz(Â))
+      reduce (3D)  d · n · w · 4                  each of the d layers contributes C_ij to the fiber sum
+    CAGNET §4.3-4.4's ≈ 8nf/√P + 2nnz/√P (2D) and 12nf/P^(2/3) + 2nnz/P^(2/3) (3D) per process and layer
+    are this, divided by P, to leading order.
     """
     from fullgraph.parallel.spmm import row_blocks
 
     blocks = [b.numel() for b in row_blocks(n, q, True, 0)]
-    pieces = [[len(p) for p in torch.tensor_split(torch.arange(nb), q)] for nb in blocks]
-    redist = bcast = 0
+    subs = [[len(t) for t in torch.tensor_split(torch.arange(nb), depth)] for nb in blocks]
+    redist = bcast = reduce = 0
     for w in widths:
         cuts = [len(x) for x in torch.tensor_split(torch.arange(w), q)]
         for i in range(q):
-            for j in range(q):
-                redist += pieces[i][j] * (w - cuts[j]) * 4 + (blocks[i] - pieces[i][j]) * cuts[j] * 4
-        bcast += (q - 1) * n * w * 4 + (q - 1) * (8 * q * (n + q) + 12 * nnz)
-    return {"spmm/bcast": bcast, "spmm/redist": redist}
+            for m in range(depth):
+                pieces = [len(p) for p in torch.tensor_split(torch.arange(subs[i][m]), q)]
+                for j in range(q):
+                    redist += pieces[j] * (w - cuts[j]) * 4 + (subs[i][m] - pieces[j]) * cuts[j] * 4
+        bcast += (q - 1) * n * w * 4 + (q - 1) * (8 * q * depth * (n + q) + 12 * nnz)
+        reduce += depth * n * w * 4 if depth > 1 else 0
+    return {"spmm/bcast": bcast, "spmm/redist": redist, "spmm/reduce": reduce}
 
 
 @pytest.mark.parametrize("nprocs, mode, c", [(4, "spmm-1d", 1), (8, "spmm-1d", 1), (4, "spmm-1.5d", 2),
-                                             (8, "spmm-1.5d", 2), (4, "spmm-2d", 2), (9, "spmm-2d", 3)])
+                                             (8, "spmm-1.5d", 2), (4, "spmm-2d", 2), (9, "spmm-2d", 3),
+                                             (8, "spmm-3d", 2)])
 def test_spmm_layouts_equal_single_process_and_move_the_derived_volume(shared_data, single, nprocs, mode, c,
                                                                         tmp_path):
     root = str(shared_data)
@@ -107,10 +115,10 @@ def test_spmm_layouts_equal_single_process_and_move_the_derived_volume(shared_da
             continue
         widths = products(model, f, classes, **SETTINGS[model])
         comm = got[name]["comm"]
-        if mode == "spmm-2d":
-            want = summa_volume(widths, n, c, nnz=10556 + (2708 if model == "gcn" else 0))
-            assert {k: comm.get(k, 0) for k in ("spmm/bcast", "spmm/redist", "spmm/reduce")} == want | {
-                "spmm/reduce": 0}, name
+        if mode in ("spmm-2d", "spmm-3d"):
+            want = summa_volume(widths, n, c, nnz=10556 + (2708 if model == "gcn" else 0),
+                                depth=c if mode == "spmm-3d" else 1)
+            assert {k: comm.get(k, 0) for k in ("spmm/bcast", "spmm/redist", "spmm/reduce")} == want, name
             continue
         # every block row of width w is broadcast once to the other R - 1 processes of one grid column
         assert comm["spmm/bcast"] == (R - 1) * n * 4 * sum(widths), (name, comm)
@@ -118,7 +126,7 @@ def test_spmm_layouts_equal_single_process_and_move_the_derived_volume(shared_da
         assert comm.get("spmm/reduce", 0) == (c * n * 4 * sum(widths) if c > 1 else 0), (name, comm)
         # CAGNET §4 per process and epoch: 1D ≈ 2·L·n·f, 1.5D ≈ 2·L·(n·f/c + n·f·c/P); ours summed over P ranks
         assert "halo/fwd" not in comm and "pipe/fwd" not in comm
-    if mode == "spmm-2d":
+    if mode in ("spmm-2d", "spmm-3d"):
         return
     nnz, plain = got["gcn"]["block_nnz"], got["gcn"]["block_nnz_unpermuted"]
     assert sum(nnz) == sum(plain) == 10556 + 2708  # every non-zero of Â + I in exactly one block row
@@ -130,6 +138,7 @@ def test_spmm_layouts_equal_single_process_and_move_the_derived_volume(shared_da
     (dict(parallel="spmm-1.5d", nprocs=8, replication=4), "c² <= 8"),
     (dict(parallel="spmm-1d", nprocs=4, replication=2), "only with --parallel spmm-1.5d"),
     (dict(parallel="spmm-2d", nprocs=8), "perfect square"),
+    (dict(parallel="spmm-3d", nprocs=9), "perfect cube"),
 ])
 def test_unsupported_models_and_grids_are_refused(options, message):
     with pytest.raises(InputError, match=message.replace("+", r"\+")):

@@ -13,7 +13,7 @@ from fullgraph.errors import InputError
 
 __all__ = ["Layout", "PARALLEL_MODES"]
 
-PARALLEL_MODES = ("single", "graph", "pipeline", "hybrid", "spmm-1d", "spmm-1.5d", "spmm-2d")
+PARALLEL_MODES = ("single", "graph", "pipeline", "hybrid", "spmm-1d", "spmm-1.5d", "spmm-2d", "spmm-3d")
 
 
 @dataclass(frozen=True)

@@ -144,23 +144,33 @@ class GridOp:
 
 
 class SummaOp:
-    """``Â`` on a ``q × q`` grid (q = √P), SUMMA over sparse and dense blocks (CAGNET §4.3).
+    """``Â`` on a ``q × q × d`` grid, SUMMA over sparse and dense blocks: 2D for ``d = 1`` (q = √P,
+    CAGNET §4.3), split-3D for ``d = q`` (q = ∛P, CAGNET §4.4).
 
-    Process ``(i, j)`` stores the sparse block ``Â_ij`` (block row i, block column j) and holds piece j
-    of dense block row i (the layers' rows). A product ``Â X``: (1) within grid row i, the pieces
-    trade column slices so that ``(i, j)`` holds ``X_ij`` = block row i, column slice j
-    (``spmm/redist``); (2) for k = 0..q-1, ``Â_ik`` is broadcast along grid row i from ``(i, k)`` and
-    ``X_kj`` along grid column j from ``(k, j)``, and ``C_ij += Â_ik X_kj`` (``spmm/bcast``, sparse and
-    dense); (3) the column slices of ``C_i·`` go back to the row pieces (``spmm/redist``).
+    Rows are cut into q blocks, each block into d sub-blocks, each sub-block into q pieces; process
+    ``(i, j, l)`` holds piece j of sub-block ``(i, l)`` of every dense matrix (the layers' rows, n/P of
+    them) and stores the sparse block ``Â_{i,(j,l)}``: the rows of block i, the columns of sub-block
+    ``(j, l)``. Layer l of the grid works on the inner sub-blocks ``(·, l)``. A product ``Â X``:
+
+    1. within ``(i, ·, l)`` the pieces trade column slices, so that ``(i, j, l)`` holds ``X_{(i,l),j}``:
+       sub-block ``(i, l)``, column slice j (``spmm/redist``);
+    2. for k = 0..q-1: ``Â_{i,(k,l)}`` is broadcast along ``(i, ·, l)`` from ``(i, k, l)``, and
+       ``X_{(k,l),j}`` along ``(·, j, l)`` from ``(k, j, l)``; ``C_ij += Â_{i,(k,l)} X_{(k,l),j}``
+       (``spmm/bcast``, sparse and dense);
+    3. 3D only: the d layers' partial ``C_ij`` are summed along the fiber ``(i, j, ·)`` (``spmm/reduce``)
+       and each keeps the rows of its sub-block ``(i, l)``;
+    4. within ``(i, ·, l)`` the column slices go back to the row pieces (``spmm/redist``).
     """
 
-    def __init__(self, a_ij: SparseOp, at_ij: SparseOp, nnz_a: list[int], nnz_at: list[int], sizes: list[int],
-                 pieces: list[list[int]], row: int, col: int, comm: Comm, row_group, col_group):
-        self.a, self.at, self.nnz_a, self.nnz_at = a_ij, at_ij, nnz_a, nnz_at
-        self.sizes, self.pieces, self.row, self.col = sizes, pieces, row, col
-        self.q = len(sizes)
-        self.comm, self.row_group, self.col_group = comm, row_group, col_group
-        self.shape = (pieces[row][col], pieces[row][col])
+    def __init__(self, a_mine: SparseOp, at_mine: SparseOp, nnz_a: list[int], nnz_at: list[int],
+                 geometry: dict, coords: tuple[int, int, int], comm: Comm, row_group, col_group, fiber_group):
+        self.a, self.at, self.nnz_a, self.nnz_at = a_mine, at_mine, nnz_a, nnz_at
+        self.g = geometry  # block sizes, sub-block sizes, piece sizes (see SpmmEngine)
+        self.row, self.col, self.layer = coords
+        self.q, self.depth = geometry["q"], geometry["depth"]
+        self.comm, self.row_group, self.col_group, self.fiber_group = comm, row_group, col_group, fiber_group
+        n = geometry["pieces"][self.row][self.layer][self.col]
+        self.shape = (n, n)
         self.prefix = ""
 
     def _record(self, category: str, nbytes: int, seconds: float) -> None:
@@ -174,47 +184,55 @@ class SummaOp:
                                input_split_sizes=[t.numel() for t in send], group=self.row_group)
         for t, piece in zip(recv, torch.split(flat_out, [t.numel() for t in recv])):
             t.copy_(piece.view_as(t))
-        mine = self.col
-        nbytes = sum(t.numel() * t.element_size() for q, t in enumerate(send) if q != mine)
+        nbytes = sum(t.numel() * t.element_size() for q, t in enumerate(send) if q != self.col)
         self._record("spmm/redist", nbytes, time.perf_counter() - t0)
 
-    def _bcast(self, tensors: list[torch.Tensor], root: int, group, senders: bool) -> None:
+    def _bcast(self, tensors: list[torch.Tensor], root: int, group, sender: bool) -> None:
         t0 = time.perf_counter()
         for t in tensors:
             dist.broadcast(t, src=root, group=group)
-        nbytes = sum(t.numel() * t.element_size() for t in tensors) * (self.q - 1) if senders else 0
+        nbytes = sum(t.numel() * t.element_size() for t in tensors) * (self.q - 1) if sender else 0
         self._record("spmm/bcast", nbytes, time.perf_counter() - t0)
 
+    def _rank(self, i: int, j: int, l: int) -> int:
+        return (i * self.q + j) * self.depth + l
+
     def _product(self, mine: SparseOp, nnz: list[int], x: torch.Tensor) -> torch.Tensor:
-        q, i, j = self.q, self.row, self.col
+        q, i, j, l = self.q, self.row, self.col, self.layer
+        blocks, subs, pieces = self.g["blocks"], self.g["subs"], self.g["pieces"]
         f = x.shape[1]
         cuts = [len(c) for c in torch.tensor_split(torch.arange(f), q)]
         starts = np.concatenate([[0], np.cumsum(cuts)])
         x = x.contiguous()
-        # (1) row pieces -> column slices of the whole block row
+        # (1) row pieces -> column slices of sub-block (i, l)
         send = [x[:, starts[c]:starts[c + 1]].contiguous() for c in range(q)]
-        recv = [x.new_empty((self.pieces[i][r], cuts[j])) for r in range(q)]
+        recv = [x.new_empty((pieces[i][l][r], cuts[j])) for r in range(q)]
         self._all_to_all(send, recv)
         xb = torch.cat(recv)
-        out = x.new_zeros((self.sizes[i], cuts[j]))
+        out = x.new_zeros((blocks[i], cuts[j]))
+        # (2) SUMMA over the inner sub-blocks (k, l)
         for k in range(q):
-            root_a = i * q + k  # (i, k) sends Â_ik along grid row i
             if k == j:
                 ip, ix, vals = mine.indptr.long(), mine.indices.long(), mine.values
             else:
-                ip = torch.empty(self.sizes[i] + 1, dtype=torch.int64, device=x.device)
+                ip = torch.empty(blocks[i] + 1, dtype=torch.int64, device=x.device)
                 ix = torch.empty(nnz[k], dtype=torch.int64, device=x.device)
                 vals = torch.empty(nnz[k], dtype=x.dtype, device=x.device)
-            self._bcast([ip, ix, vals], root_a, self.row_group, senders=k == j)
-            root_x = k * q + j  # (k, j) sends X_kj along grid column j
-            xk = xb if k == i else x.new_empty((self.sizes[k], cuts[j]))
-            self._bcast([xk], root_x, self.col_group, senders=k == i)
+            self._bcast([ip, ix, vals], self._rank(i, k, l), self.row_group, sender=k == j)
+            xk = xb if k == i else x.new_empty((subs[k][l], cuts[j]))
+            self._bcast([xk], self._rank(k, j, l), self.col_group, sender=k == i)
             if nnz[k]:
-                out += SparseOp(ip, ix, vals, (self.sizes[i], self.sizes[k]), symmetric=False).mm(xk)
-        # (3) column slices -> row pieces
-        rstart = np.concatenate([[0], np.cumsum(self.pieces[i])])
+                out += SparseOp(ip, ix, vals, (blocks[i], subs[k][l]), symmetric=False).mm(xk)
+        # (3) sum the layers' partial products; keep the rows of sub-block (i, l)
+        if self.depth > 1:
+            with self.comm.ledger.timed(self.prefix + "spmm/reduce", out.numel() * out.element_size()):
+                dist.all_reduce(out, group=self.fiber_group)
+            off = int(sum(subs[i][:l]))
+            out = out[off:off + subs[i][l]]
+        # (4) column slices -> row pieces
+        rstart = np.concatenate([[0], np.cumsum(pieces[i][l])])
         send = [out[rstart[c]:rstart[c + 1]].contiguous() for c in range(q)]
-        recv = [x.new_empty((self.pieces[i][j], cuts[c])) for c in range(q)]
+        recv = [x.new_empty((pieces[i][l][j], cuts[c])) for c in range(q)]
         self._all_to_all(send, recv)
         return torch.cat(recv, 1)
 
@@ -230,6 +248,52 @@ class SummaOp:
         return self
 
 
+def _summa(graph, norm: str, comm: Comm, depth3: bool, permute: bool, seed: int, timeout) -> tuple:
+    """The SummaOp of this rank, its rows, and the grid's block rows (for statistics)."""
+    P = comm.world_size
+    q = round(P ** (1 / 3)) if depth3 else math.isqrt(P)
+    d = q if depth3 else 1
+    rank = lambda i, j, l: (i * q + j) * d + l  # noqa: E731
+    row_groups, col_groups, fiber_groups = {}, {}, {}
+    for i in range(q):
+        for l in range(d):
+            row_groups[i, l] = dist.new_group([rank(i, j, l) for j in range(q)], timeout=timeout)
+    for j in range(q):
+        for l in range(d):
+            col_groups[j, l] = dist.new_group([rank(i, j, l) for i in range(q)], timeout=timeout)
+    if d > 1:
+        for i in range(q):
+            for j in range(q):
+                fiber_groups[i, j] = dist.new_group([rank(i, j, l) for l in range(d)], timeout=timeout)
+    i, rest = divmod(comm.rank, q * d)
+    j, l = divmod(rest, d)
+    blocks = row_blocks(graph.num_nodes, q, permute, seed)
+    subs = [list(torch.tensor_split(b, d)) for b in blocks]
+    fine = [subs[k][m] for k in range(q) for m in range(d)]  # inner sub-blocks (k, m), k-major
+    where_block = torch.empty(graph.num_nodes, dtype=torch.int64)
+    where_pos = torch.empty(graph.num_nodes, dtype=torch.int64)
+    for b, nodes in enumerate(fine):
+        where_block[nodes], where_pos[nodes] = b, torch.arange(nodes.numel())
+    sizes = [int(t.numel()) for t in fine]
+    ip, ix, vals = normalized(graph.indptr, graph.indices, norm)
+    a = _block_row(ip, ix, vals, blocks[i], where_block, where_pos, sizes)
+    if norm == "gcn":
+        at = a
+    else:
+        t = SparseOp(ip, ix, vals, (graph.num_nodes, graph.num_nodes), symmetric=False)
+        at_csr = t.At
+        at = _block_row(at_csr.crow_indices().long(), at_csr.col_indices().long(), at_csr.values(), blocks[i],
+                        where_block, where_pos, sizes)
+    geometry = {"q": q, "depth": d, "blocks": [int(b.numel()) for b in blocks],
+                "subs": [[int(t.numel()) for t in row] for row in subs],
+                "pieces": [[[len(p) for p in torch.tensor_split(t, q)] for t in row] for row in subs]}
+    mine = j * d + l
+    op = SummaOp(a[mine], at[mine], [a[k * d + l].nnz for k in range(q)], [at[k * d + l].nnz for k in range(q)],
+                 geometry, (i, j, l), comm, row_groups[i, l], col_groups[j, l], fiber_groups.get((i, j)))
+    rows = torch.tensor_split(subs[i][l], q)[j]
+    return op, rows, blocks
+
+
 class SpmmEngine(Engine):
     """Process ``(i, j)`` of an ``R × c`` grid: block row i of every dense matrix."""
 
@@ -240,40 +304,35 @@ class SpmmEngine(Engine):
         self.device = dev = comm.device
         self.mode = mode
         timeout = timedelta(seconds=comm.timeout_s)
-        if mode == "spmm-2d":
-            q = math.isqrt(P)
-            R, c = q, q
+        if mode in ("spmm-2d", "spmm-3d"):
+            self.op, rows, blocks = _summa(graph, norm, comm, mode == "spmm-3d", permute, seed, timeout)
+            self.c, self.R = self.op.q, self.op.q
+            self.row, self.col = self.op.row, self.op.col
+            self.grad_group, self.replica = comm.group, False  # every process holds distinct rows
         else:
             c = replication
             R = P // c
-        self.c, self.R = c, R
-        self.row, self.col = divmod(comm.rank, c)
-        # sub-groups, made once, in the same order on every rank
-        col_groups = [dist.new_group([i * c + j for i in range(R)], timeout=timeout) for j in range(c)]
-        row_groups = ([dist.new_group([i * c + j for j in range(c)], timeout=timeout) for i in range(R)]
-                      if c > 1 else [None] * R)
-        blocks = row_blocks(graph.num_nodes, R, permute, seed)
-        sizes = [int(b.numel()) for b in blocks]
-        where_block = torch.empty(graph.num_nodes, dtype=torch.int64)
-        where_pos = torch.empty(graph.num_nodes, dtype=torch.int64)
-        for k, b in enumerate(blocks):
-            where_block[b], where_pos[b] = k, torch.arange(b.numel())
-        ip, ix, vals = normalized(graph.indptr, graph.indices, norm)
-        a = _block_row(ip, ix, vals, blocks[self.row], where_block, where_pos, sizes)
-        if norm == "gcn":  # D^-1/2 (A+I) D^-1/2 of a symmetric graph: Âᵀ = Â
-            at = a
-        else:
-            t = SparseOp(ip, ix, vals, (graph.num_nodes, graph.num_nodes), symmetric=False)
-            at_csr = t.At.to_sparse_csr() if t.At.layout != torch.sparse_csr else t.At
-            at = _block_row(at_csr.crow_indices().long(), at_csr.col_indices().long(), at_csr.values(),
-                            blocks[self.row], where_block, where_pos, sizes)
-        if mode == "spmm-2d":
-            pieces = [[len(p) for p in torch.tensor_split(b, c)] for b in blocks]
-            rows = torch.tensor_split(blocks[self.row], c)[self.col]
-            self.op = SummaOp(a[self.col], at[self.col], [b.nnz for b in a], [b.nnz for b in at], sizes, pieces,
-                              self.row, self.col, comm, row_groups[self.row], col_groups[self.col]).to(dev)
-            self.grad_group, self.replica = comm.group, False  # every process holds distinct rows
-        else:
+            self.c, self.R = c, R
+            self.row, self.col = divmod(comm.rank, c)
+            # sub-groups, made once, in the same order on every rank
+            col_groups = [dist.new_group([i * c + j for i in range(R)], timeout=timeout) for j in range(c)]
+            row_groups = ([dist.new_group([i * c + j for j in range(c)], timeout=timeout) for i in range(R)]
+                          if c > 1 else [None] * R)
+            blocks = row_blocks(graph.num_nodes, R, permute, seed)
+            sizes = [int(b.numel()) for b in blocks]
+            where_block = torch.empty(graph.num_nodes, dtype=torch.int64)
+            where_pos = torch.empty(graph.num_nodes, dtype=torch.int64)
+            for k, b in enumerate(blocks):
+                where_block[b], where_pos[b] = k, torch.arange(b.numel())
+            ip, ix, vals = normalized(graph.indptr, graph.indices, norm)
+            a = _block_row(ip, ix, vals, blocks[self.row], where_block, where_pos, sizes)
+            if norm == "gcn":  # D^-1/2 (A+I) D^-1/2 of a symmetric graph: Âᵀ = Â
+                at = a
+            else:
+                t = SparseOp(ip, ix, vals, (graph.num_nodes, graph.num_nodes), symmetric=False)
+                at_csr = t.At
+                at = _block_row(at_csr.crow_indices().long(), at_csr.col_indices().long(), at_csr.values(),
+                                blocks[self.row], where_block, where_pos, sizes)
             rows = blocks[self.row]
             self.op = GridOp(a, at, sizes, self.row, self.col, c, comm, col_groups[self.col], row_groups[self.row],
                              overlap).to(dev)
@@ -288,7 +347,8 @@ class SpmmEngine(Engine):
         self.name = graph.name
         deg = graph.indptr.diff() + (1 if norm == "gcn" else 0)
         self.block_nnz = [int(deg[b].sum()) for b in blocks]
-        self.block_nnz_unpermuted = [int(deg[b].sum()) for b in row_blocks(graph.num_nodes, R, False, seed)]
+        self.block_nnz_unpermuted = [int(deg[b].sum()) for b in row_blocks(graph.num_nodes, len(blocks), False,
+                                                                           seed)]
 
     def describe(self) -> str:
         imb = lambda v: max(v) / (sum(v) / len(v))  # noqa: E731
@@ -359,6 +419,8 @@ def spmm_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> SpmmEng
     c = cfg.replication if cfg.parallel == "spmm-1.5d" else 1
     if cfg.parallel == "spmm-2d" and math.isqrt(comm.world_size) ** 2 != comm.world_size:
         raise InputError(f"expected a perfect square --nprocs for --parallel spmm-2d (got {comm.world_size})")
+    if cfg.parallel == "spmm-3d" and round(comm.world_size ** (1 / 3)) ** 3 != comm.world_size:
+        raise InputError(f"expected a perfect cube --nprocs for --parallel spmm-3d (got {comm.world_size})")
     if comm.world_size // c > graph.num_nodes:
         raise InputError(f"expected at most one block row per node (got {comm.world_size // c} block rows for "
                          f"{graph.num_nodes} nodes)")
