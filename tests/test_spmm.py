@@ -143,3 +143,18 @@ def test_spmm_layouts_equal_single_process_and_move_the_derived_volume(shared_da
 def test_unsupported_models_and_grids_are_refused(options, message):
     with pytest.raises(InputError, match=message.replace("+", r"\+")):
         TrainConfig(**options)
+
+
+def test_first_layer_backward_product_is_skipped_across_processes(tmp_path):
+    """MG-GCN §4.4 in the 1D layout: with dense features narrower than the hidden layer, layer 1
+    aggregates first and, its input needing no gradient, never multiplies by Âᵀ in backward. The
+    built-in graph: 5000 nodes, 64 features, 5 classes; GCN 64 → 128 → 5."""
+    run = {"name": "skip", "config": dict(model="gcn", layers=2, hidden=128, dropout=0.0, epochs=2, eval_every=2,
+                                          parallel="spmm-1d")}
+    got = run_ranks("spmm_runs", 4, {"runs": [run]}, tmp_path)
+    widths = [64] + [5, 5]  # layer 1: Â·X only; layer 2: Â·(H W) and Âᵀ·G, width 5
+    assert got["skip"]["comm"]["spmm/bcast"] == (4 - 1) * 5000 * 4 * sum(widths)
+    from fullgraph.plan import gcn_product_widths, spmm_volume
+
+    assert gcn_product_widths([64, 128, 5], sparse_input=False) == widths
+    assert spmm_volume("spmm-1d", widths, 5000, 4, nnz=0)["spmm/bcast"] == got["skip"]["comm"]["spmm/bcast"]
