@@ -15,7 +15,7 @@ from fullgraph.comm.ledger import Ledger
 from fullgraph.data.graph import Graph
 from fullgraph.ops import Block, SparseOp
 
-__all__ = ["Engine", "SingleEngine", "input_features"]
+__all__ = ["Engine", "SingleEngine", "input_features", "sum_grads"]
 
 
 def input_features(x: torch.Tensor) -> torch.Tensor | SparseOp:
@@ -26,6 +26,21 @@ def input_features(x: torch.Tensor) -> torch.Tensor | SparseOp:
             return SparseOp.from_tensor(x)
         return x.to_dense()
     return x
+
+
+def sum_grads(params: list[torch.nn.Parameter], reduce_) -> None:
+    """Sum the gradients of ``params`` over processes with one collective: ``reduce_(flat)`` sums a
+    flat buffer in place. A missing gradient counts as zeros, so every rank contributes the same
+    buffer layout."""
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    flat = torch.cat([p.grad.reshape(-1) for p in params])
+    reduce_(flat)
+    offset = 0
+    for p in params:
+        p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
+        offset += p.numel()
 
 
 class Engine:
@@ -77,13 +92,21 @@ class Engine:
     def sync_grads(self, model) -> None:
         """Make every rank's gradient the global one (nothing to do in one process)."""
 
+    comm = None  # the world communicator of a distributed layout
+
     def reduce_sum(self, values: list[float], category: str) -> list[float]:
         """Sums of per-rank values over all ranks."""
-        return list(values)
+        if self.comm is None:
+            return list(values)
+        t = torch.tensor(values, dtype=torch.float64, device=self.device)
+        return self.comm.all_reduce_(t, category).tolist()
 
     def gather(self, value: float, category: str) -> list[float]:
         """One value from every rank, in rank order."""
-        return [value]
+        if self.comm is None:
+            return [value]
+        t = torch.tensor([value], dtype=torch.float64, device=self.device)
+        return [float(v) for v in self.comm.all_gather(t, category)]
 
     def describe(self) -> str:
         return self.name

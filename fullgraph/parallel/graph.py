@@ -28,7 +28,7 @@ from fullgraph.comm.context import Comm, DistEnv
 from fullgraph.comm.halo import HaloPlan, exchange_halo
 from fullgraph.errors import InputError
 from fullgraph.ops import SparseOp
-from fullgraph.parallel.engine import Engine, input_features
+from fullgraph.parallel.engine import Engine, input_features, sum_grads
 
 __all__ = ["GraphEngine", "boundary_sample", "check_parts", "feature_rows", "graph_engine"]
 
@@ -138,25 +138,8 @@ class GraphEngine(Engine):
         return model(block, x, fetch=fetch)
 
     def sync_grads(self, model) -> None:
-        params = [p for p in model.parameters() if p.requires_grad]
-        for p in params:
-            if p.grad is None:  # every rank must contribute the same buffer layout
-                p.grad = torch.zeros_like(p)
-        flat = torch.cat([p.grad.reshape(-1) for p in params])
-        self.comm.all_reduce_(flat, "grad/allreduce")
-        offset = 0
-        for p in params:
-            n = p.numel()
-            p.grad.copy_(flat[offset:offset + n].view_as(p))
-            offset += n
-
-    def reduce_sum(self, values: list[float], category: str) -> list[float]:
-        t = torch.tensor(values, dtype=torch.float64, device=self.device)
-        return self.comm.all_reduce_(t, category).tolist()
-
-    def gather(self, value: float, category: str) -> list[float]:
-        t = torch.tensor([value], dtype=torch.float64, device=self.device)
-        return [float(v) for v in self.comm.all_gather(t, category)]
+        sum_grads([p for p in model.parameters() if p.requires_grad],
+                  lambda flat: self.comm.all_reduce_(flat, "grad/allreduce"))
 
     def close(self) -> None:
         if self.owns_comm:

@@ -43,7 +43,7 @@ import torch
 
 from fullgraph.comm.context import Comm
 from fullgraph.comm.halo import HaloPlan, exchange_halo
-from fullgraph.parallel.engine import Engine, input_features
+from fullgraph.parallel.engine import Engine, input_features, sum_grads
 from fullgraph.parallel.graph import feature_rows
 from fullgraph.partition.chunks import ChunkSet
 from fullgraph.train.metrics import loss_sum
@@ -343,30 +343,9 @@ class ChunkedEngine(Engine):
         return loss_total
 
     def _sum_over_group(self, model) -> None:
-        params = self._owned(model)
-        for p in params:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-        flat = torch.cat([p.grad.reshape(-1) for p in params])
-        self.group.all_reduce_(flat, "grad/allreduce")
-        offset = 0
-        for p in params:
-            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
-            offset += p.numel()
+        sum_grads(self._owned(model), lambda flat: self.group.all_reduce_(flat, "grad/allreduce"))
 
-    # ------------------------------------------------------------------ reductions
-    def reduce_sum(self, values: list[float], category: str) -> list[float]:
-        if self.comm is None:
-            return list(values)
-        t = torch.tensor(values, dtype=torch.float64, device=self.device)
-        return self.comm.all_reduce_(t, category).tolist()
-
-    def gather(self, value: float, category: str) -> list[float]:
-        if self.comm is None:
-            return [value]
-        t = torch.tensor([value], dtype=torch.float64, device=self.device)
-        return [float(v) for v in self.comm.all_gather(t, category)]
-
+    # ------------------------------------------------------------------ statistics
     def epoch_extras(self) -> dict:
         """Per-stage compute, neighbour-wait and bubble seconds of the last step (each stage's first
         rank speaks for its stage) and the bubble fraction: idle time over busy-plus-idle time."""

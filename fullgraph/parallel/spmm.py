@@ -41,7 +41,7 @@ from fullgraph.comm.context import Comm
 from fullgraph.data.preprocess import normalized
 from fullgraph.errors import InputError
 from fullgraph.ops import Block, SparseOp
-from fullgraph.parallel.engine import Engine, input_features
+from fullgraph.parallel.engine import Engine, input_features, sum_grads
 from fullgraph.partition.book import take_rows
 from fullgraph.partition.partitioners import random_permutation
 
@@ -375,25 +375,11 @@ class SpmmEngine(Engine):
         return none, none, none
 
     def sync_grads(self, model) -> None:
-        params = [p for p in model.parameters() if p.requires_grad]
-        for p in params:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-        flat = torch.cat([p.grad.reshape(-1) for p in params])
-        with self.ledger.timed("grad/allreduce", flat.numel() * flat.element_size()):
-            dist.all_reduce(flat, group=self.grad_group)
-        offset = 0
-        for p in params:
-            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
-            offset += p.numel()
+        def reduce_(flat: torch.Tensor) -> None:
+            with self.ledger.timed("grad/allreduce", flat.numel() * flat.element_size()):
+                dist.all_reduce(flat, group=self.grad_group)
 
-    def reduce_sum(self, values: list[float], category: str) -> list[float]:
-        t = torch.tensor(values, dtype=torch.float64, device=self.device)
-        return self.comm.all_reduce_(t, category).tolist()
-
-    def gather(self, value: float, category: str) -> list[float]:
-        t = torch.tensor([value], dtype=torch.float64, device=self.device)
-        return [float(v) for v in self.comm.all_gather(t, category)]
+        sum_grads([p for p in model.parameters() if p.requires_grad], reduce_)
 
     def close(self) -> None:
         if getattr(self, "owns_comm", True):
