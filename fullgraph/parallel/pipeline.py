@@ -137,8 +137,8 @@ class ChunkedEngine(Engine):
     def _owned(self, model) -> list[torch.nn.Parameter]:
         return model.stage_parameters(self.first, self.last, with_pre=self.first_stage, with_post=self.last_stage)
 
-    def _timed_wait(self, pending) -> None:
-        self.stats["wait_s"] += pending.wait()
+    def _timed_wait(self, pending, key: str = "wait_s") -> None:
+        self.stats[key] = self.stats.get(key, 0.0) + pending.wait()
 
     def _send(self, tensors, peer, category, tag):
         return self.comm.post([(t.detach().contiguous(), peer, 2 * tag + i) for i, t in enumerate(tensors)], [],
@@ -167,7 +167,7 @@ class ChunkedEngine(Engine):
             d_in = self._dims[self.first]
             shapes = [(self.n_inner, d_in)] + ([(self.n_inner, self._dims[0])] if uses_h0 else [])
             bufs, pending = self._recv(shapes, self.prev_rank, "eval/pipe/fwd", 0)
-            self._timed_wait(pending)
+            self._timed_wait(pending, "eval_wait_s")
             h = bufs[0]
             h0 = bufs[1] if uses_h0 else None
         for i in range(self.first, self.last):
@@ -179,13 +179,13 @@ class ChunkedEngine(Engine):
             h = model.layers[i](self.block, h, h0)
         if self.last_stage:
             return model.post(h)
-        self._timed_wait(self._send([h] + ([h0] if uses_h0 else []), self.next_rank, "eval/pipe/fwd", 0))
+        self._timed_wait(self._send([h] + ([h0] if uses_h0 else []), self.next_rank, "eval/pipe/fwd", 0),
+                         "eval_wait_s")
         return h.new_zeros((0, self.num_classes))
 
     def forward(self, model, epoch: int, training: bool) -> torch.Tensor:
         if training:
             raise RuntimeError("the chunked engine trains through step(); forward() is the exact evaluation pass")
-        self.stats.setdefault("wait_s", 0.0)
         return self._exact(model, fill=False)
 
     def _layer_dims(self, model) -> dict[int, int]:
