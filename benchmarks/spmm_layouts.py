@@ -11,7 +11,10 @@ formulas, epoch times.
    ``spmm/*`` bytes next to ``fullgraph.plan.spmm_volume`` and the median epoch time.
 
 Every run goes through ``fullgraph train`` in its own process (the graph is written once as an
-edge-list folder), so peak RSS is that process's own.
+edge-list folder), so peak RSS is that process's own; ``MALLOC_MMAP_THRESHOLD_`` is fixed at 64 KiB
+for the runs, so that freed temporaries go back to the system and RSS follows the live tensors
+(otherwise glibc keeps them cached and the fused layer looks like two activations per layer
+instead of its one).
 
 Usage::
 
@@ -55,7 +58,10 @@ def run(root: Path, args: list[str], timeout: int = 1800) -> dict | None:
     with tempfile.TemporaryDirectory(prefix="fg-spmm-bench-") as out:
         cmd = [sys.executable, "-m", "fullgraph", "train", "--dataset", "edgelist", "--root", str(root),
                "--progress", "none", "--out", out, *args]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        # glibc keeps freed large blocks in its heap (its mmap threshold grows as they are freed), so
+        # RSS would count cached temporaries; a fixed threshold hands them back and RSS tracks live tensors
+        env = os.environ | {"MALLOC_MMAP_THRESHOLD_": "65536"}
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
         if proc.returncode != 0:
             print(f"    failed ({proc.returncode}): {proc.stderr.strip()[-300:]}")
             return None
