@@ -103,8 +103,9 @@ class ChunkedEngine(Engine):
         self.chunks = ChunkSet(part, local_chunk, chunks, norm, induced=induced).to(dev)
         self.block = part.block(norm).to(dev)  # the exact (evaluation) block
         self.x = input_features(part.x).to(dev) if self.first_stage else None
-        plan_dev = lambda t: t.to(dev)  # noqa: E731
-        self.plan = (HaloPlan(plan_dev(part.send_idx), [int(c) for c in part.send_counts],
+        self.in_dim = part.x.shape[1]
+        part.x = None  # only the first stage reads features, from its own copy: free the part's
+        self.plan = (HaloPlan(part.send_idx.to(dev), [int(c) for c in part.send_counts],
                               [int(c) for c in part.recv_counts]) if group is not None else None)
         rows = slice(None) if self.last_stage else slice(0, 0)  # only the last stage has logits
         self.y, self.train_mask, self.val_mask, self.test_mask = (
@@ -114,7 +115,7 @@ class ChunkedEngine(Engine):
         if comm is not None:
             counts = comm.all_reduce_(torch.tensor(counts, dtype=torch.float64, device=dev), "eval/reduce").tolist()
         self.num_val, self.num_test = (int(v) for v in counts)
-        self.in_dim, self.num_classes = part.x.shape[1], int(part.num_classes)
+        self.num_classes = int(part.num_classes)
         self.name = part.name
         self.replication_factor = replication_factor
         self.tables: dict[int, torch.Tensor] | None = None  # layer input index -> [n_local, d]
