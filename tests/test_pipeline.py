@@ -215,6 +215,22 @@ def simulated(cora, pipe_inputs):
             for m in PIPE_MODELS}
 
 
+VARIANTS = {  # the switches, each checked against its own simulation (2 stages)
+    "gcn-induced": dict(chunk_edges="induced"),
+    "gcn-fixed-order-refresh-1": dict(shuffle=False, history_refresh=1),
+}
+
+
+def test_pipeline_switches_follow_their_simulations(cora, pipe_inputs, tmp_path):
+    _, pdir, cfile = pipe_inputs
+    runs = [{"name": name, "config": config("gcn", parallel="pipeline", partition_dir=pdir, chunks=K, chunk_file=cfile,
+                                            **opts)} for name, opts in VARIANTS.items()]
+    got = run_ranks("chunked_runs", 2, {"runs": runs}, tmp_path)
+    for name, opts in VARIANTS.items():
+        losses, _, _ = simulate(cora, TrainConfig(**config("gcn", **opts), progress="none"), K, cfile)
+        assert rel(got[name]["losses"], losses) <= 1e-5, name
+
+
 @pytest.mark.parametrize("stages", [2, 4])
 def test_pipeline_follows_the_one_process_simulation(cora, pipe_inputs, simulated, stages, tmp_path):
     _, pdir, cfile = pipe_inputs
