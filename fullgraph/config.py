@@ -18,6 +18,7 @@ __all__ = ["TrainConfig", "load_toml"]
 MODEL_NAMES = ("gcn", "sage", "gat", "gcnii", "resgcn+")
 PARALLEL_NAMES = ("single", "graph", "pipeline", "hybrid", "spmm-1d", "spmm-1.5d", "spmm-2d", "spmm-3d")
 CHUNK_EDGES = ("stale", "induced")
+SPMM_MODELS = ("gcn", "sage", "gcnii", "resgcn+")  # their aggregation is one plain sparse product
 PARTITIONERS = ("metis", "metis-degree", "random", "contiguous", "permuted")
 FEATURE_NORMS = ("auto", "row", "none")
 
@@ -173,8 +174,8 @@ class TrainConfig:
                              f"{self.nprocs})")
         elif self.replication not in (0, 1):
             raise InputError(f"expected --replication only with --parallel spmm-1.5d (got --parallel {self.parallel})")
-        if self.parallel.startswith("spmm") and self.model not in ("gcn", "sage", "gcnii", "resgcn+"):
-            raise InputError(f"expected a model whose aggregation is one sparse product (gcn, sage, gcnii, resgcn+) "
+        if self.parallel.startswith("spmm") and self.model not in SPMM_MODELS:
+            raise InputError(f"expected a model whose aggregation is one sparse product ({', '.join(SPMM_MODELS)}) "
                              f"with --parallel {self.parallel} (got {self.model}); train {self.model} with --parallel "
                              f"graph, pipeline or hybrid")
         need(self.progress in ("auto", "bar", "lines", "none"), "progress", "to be auto, bar, lines or none")

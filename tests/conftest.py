@@ -20,3 +20,12 @@ def shared_data() -> Path:
             f"set FULLGRAPH_DATA to the folder holding cora/, citeseer/, ..."
         )
     return root
+
+
+@pytest.fixture(scope="session")
+def cora(shared_data):
+    """Cora as ``fullgraph train --dataset cora`` loads it (row-normalized features); read-only."""
+    from fullgraph.config import TrainConfig
+    from fullgraph.train.trainer import load_graph
+
+    return load_graph(TrainConfig(dataset="cora", root=str(shared_data)))

@@ -17,7 +17,7 @@ import torch
 
 from fullgraph.config import TrainConfig
 from fullgraph.partition import PartitionBook, partition_nodes, save_partition
-from fullgraph.train.trainer import Trainer, load_graph
+from fullgraph.train.trainer import Trainer
 
 from tests.distributed import run_ranks
 
@@ -29,11 +29,6 @@ MODELS = {  # model: extra settings (dropout 0: masks are not yet keyed by globa
     "gat": dict(layers=2, hidden=16, heads=2),
     "resgcn+": dict(layers=3, hidden=16),
 }
-
-
-@pytest.fixture(scope="module")
-def cora(shared_data):
-    return load_graph(TrainConfig(dataset="cora", root=str(shared_data)))
 
 
 def config(model: str, **extra) -> dict:

@@ -10,7 +10,6 @@ import scipy.sparse as sp
 import torch
 from torch.testing import assert_close
 
-from fullgraph.config import TrainConfig
 from fullgraph.data.graph import Graph
 from fullgraph.data.preprocess import dedupe, remove_self_loops
 from fullgraph.data.synthetic import planted_partition
@@ -20,7 +19,6 @@ from fullgraph.partition import (
     METHODS, NORMS, PartitionBook, cache_root, cached_partition, load_meta, load_part, partition_nodes,
     save_partition,
 )
-from fullgraph.train.trainer import load_graph
 
 
 @pytest.fixture(scope="module")
@@ -42,11 +40,6 @@ def directed():
     g = Graph.from_edges(src, dst, n, x=x, y=y, train_mask=masks[0], val_mask=masks[1], test_mask=masks[2],
                          name="directed")
     return remove_self_loops(dedupe(g))
-
-
-@pytest.fixture(scope="module")
-def cora(shared_data):
-    return load_graph(TrainConfig(dataset="cora", root=str(shared_data)))
 
 
 @pytest.fixture(autouse=True)

@@ -34,7 +34,7 @@ from fullgraph.parallel.engine import SingleEngine
 from fullgraph.parallel.pipeline import ChunkedEngine, chunk_order, stage_bounds
 from fullgraph.partition import PartitionBook, partition_nodes, save_partition
 from fullgraph.partition.chunks import ChunkSet, cached_chunks, load_chunks, make_chunks
-from fullgraph.train.trainer import Trainer, load_graph
+from fullgraph.train.trainer import Trainer
 
 from tests.distributed import run_ranks
 
@@ -46,11 +46,6 @@ SETTINGS = {  # dropout 0: masks are not yet keyed by global node id
     "gat": dict(layers=2, hidden=16, heads=2),
     "resgcn+": dict(layers=4, hidden=16),
 }
-
-
-@pytest.fixture(scope="module")
-def cora(shared_data):
-    return load_graph(TrainConfig(dataset="cora", root=str(shared_data)))
 
 
 def config(model: str, **extra) -> dict:

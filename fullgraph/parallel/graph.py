@@ -28,6 +28,7 @@ from fullgraph.comm.context import Comm, DistEnv
 from fullgraph.comm.halo import HaloPlan, exchange_halo
 from fullgraph.errors import InputError
 from fullgraph.ops import SparseOp
+from fullgraph.ops.sparse import csr_rows
 from fullgraph.parallel.engine import Engine, input_features, sum_grads
 
 __all__ = ["GraphEngine", "boundary_sample", "check_parts", "feature_rows", "graph_engine"]
@@ -43,11 +44,7 @@ def feature_rows(x: torch.Tensor | SparseOp, idx: torch.Tensor):
     """Rows ``idx`` of dense features or of a ``SparseOp``."""
     if not isinstance(x, SparseOp):
         return x[idx]
-    starts, ends = x.indptr[idx], x.indptr[idx + 1]
-    counts = ends - starts
-    indptr = torch.zeros(idx.numel() + 1, dtype=torch.int64, device=idx.device)
-    torch.cumsum(counts, 0, out=indptr[1:])
-    pos = torch.repeat_interleave(starts - indptr[:-1], counts) + torch.arange(int(indptr[-1]), device=idx.device)
+    indptr, pos = csr_rows(x.indptr, idx)
     return SparseOp(indptr, x.indices[pos], x.values[pos], (idx.numel(), x.shape[1]))
 
 

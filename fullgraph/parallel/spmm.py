@@ -38,16 +38,17 @@ import torch
 import torch.distributed as dist
 
 from fullgraph.comm.context import Comm
+from fullgraph.config import SPMM_MODELS  # noqa: F401 - re-exported: the models these layouts take
 from fullgraph.data.preprocess import normalized
 from fullgraph.errors import InputError
 from fullgraph.ops import Block, SparseOp
+from fullgraph.ops.sparse import csr_rows
 from fullgraph.parallel.engine import Engine, input_features, sum_grads
 from fullgraph.partition.book import take_rows
 from fullgraph.partition.partitioners import random_permutation
 
 __all__ = ["GridOp", "SummaOp", "SpmmEngine", "SPMM_MODELS", "row_blocks", "spmm_engine"]
 
-SPMM_MODELS = ("gcn", "sage", "gcnii", "resgcn+")  # aggregation = one plain sparse product
 
 
 def row_blocks(num_nodes: int, blocks: int, permute: bool, seed: int) -> list[torch.Tensor]:
@@ -57,15 +58,27 @@ def row_blocks(num_nodes: int, blocks: int, permute: bool, seed: int) -> list[to
     return [torch.sort(part).values for part in torch.tensor_split(order, blocks)]
 
 
+def _adjacency_blocks(graph, norm: str, rows: torch.Tensor, col_blocks: list[torch.Tensor]):
+    """Rows ``rows`` of Â and of Âᵀ, each cut into one ``SparseOp`` per block of columns (node sets)."""
+    where_block = torch.empty(graph.num_nodes, dtype=torch.int64)
+    where_pos = torch.empty(graph.num_nodes, dtype=torch.int64)
+    for k, nodes in enumerate(col_blocks):
+        where_block[nodes], where_pos[nodes] = k, torch.arange(nodes.numel())
+    sizes = [int(b.numel()) for b in col_blocks]
+    ip, ix, vals = normalized(graph.indptr, graph.indices, norm)
+    a = _block_row(ip, ix, vals, rows, where_block, where_pos, sizes)
+    if norm == "gcn":  # D^-1/2 (A+I) D^-1/2 of a symmetric graph: Âᵀ = Â
+        return a, a
+    at = SparseOp(ip, ix, vals, (graph.num_nodes, graph.num_nodes), symmetric=False).At
+    return a, _block_row(at.crow_indices().long(), at.col_indices().long(), at.values(), rows, where_block,
+                         where_pos, sizes)
+
+
 def _block_row(indptr, indices, values, rows: torch.Tensor, where_block: torch.Tensor, where_pos: torch.Tensor,
                sizes: list[int]) -> list[SparseOp]:
     """Rows ``rows`` of a CSR matrix cut into one ``SparseOp`` per block column."""
-    starts, ends = indptr[rows], indptr[rows + 1]
-    counts = ends - starts
-    offs = torch.zeros(rows.numel() + 1, dtype=torch.int64)
-    torch.cumsum(counts, 0, out=offs[1:])
-    pos = torch.repeat_interleave(starts - offs[:-1], counts) + torch.arange(int(offs[-1]))
-    r = torch.repeat_interleave(torch.arange(rows.numel()), counts)
+    offs, pos = csr_rows(indptr, rows)
+    r = torch.repeat_interleave(torch.arange(rows.numel()), offs.diff())
     c, v = indices[pos], values[pos]
     cb = where_block[c]
     out = []
@@ -138,8 +151,9 @@ class GridOp:
         return self._product(self.at, x)
 
     def to(self, device) -> "GridOp":
+        shared = self.at is self.a  # symmetric Â: one set of blocks serves both products
         self.a = [b.to(device) for b in self.a]
-        self.at = self.a if self.at is self.a else [b.to(device) for b in self.at]
+        self.at = self.a if shared else [b.to(device) for b in self.at]
         return self
 
 
@@ -243,8 +257,9 @@ class SummaOp:
         return self._product(self.at, self.nnz_at, x)
 
     def to(self, device) -> "SummaOp":
+        shared = self.at is self.a
         self.a = self.a.to(device)
-        self.at = self.a if self.at is self.a else self.at.to(device)
+        self.at = self.a if shared else self.at.to(device)
         return self
 
 
@@ -270,20 +285,7 @@ def _summa(graph, norm: str, comm: Comm, depth3: bool, permute: bool, seed: int,
     blocks = row_blocks(graph.num_nodes, q, permute, seed)
     subs = [list(torch.tensor_split(b, d)) for b in blocks]
     fine = [subs[k][m] for k in range(q) for m in range(d)]  # inner sub-blocks (k, m), k-major
-    where_block = torch.empty(graph.num_nodes, dtype=torch.int64)
-    where_pos = torch.empty(graph.num_nodes, dtype=torch.int64)
-    for b, nodes in enumerate(fine):
-        where_block[nodes], where_pos[nodes] = b, torch.arange(nodes.numel())
-    sizes = [int(t.numel()) for t in fine]
-    ip, ix, vals = normalized(graph.indptr, graph.indices, norm)
-    a = _block_row(ip, ix, vals, blocks[i], where_block, where_pos, sizes)
-    if norm == "gcn":
-        at = a
-    else:
-        t = SparseOp(ip, ix, vals, (graph.num_nodes, graph.num_nodes), symmetric=False)
-        at_csr = t.At
-        at = _block_row(at_csr.crow_indices().long(), at_csr.col_indices().long(), at_csr.values(), blocks[i],
-                        where_block, where_pos, sizes)
+    a, at = _adjacency_blocks(graph, norm, blocks[i], fine)
     geometry = {"q": q, "depth": d, "blocks": [int(b.numel()) for b in blocks],
                 "subs": [[int(t.numel()) for t in row] for row in subs],
                 "pieces": [[[len(p) for p in torch.tensor_split(t, q)] for t in row] for row in subs]}
@@ -320,19 +322,7 @@ class SpmmEngine(Engine):
                           if c > 1 else [None] * R)
             blocks = row_blocks(graph.num_nodes, R, permute, seed)
             sizes = [int(b.numel()) for b in blocks]
-            where_block = torch.empty(graph.num_nodes, dtype=torch.int64)
-            where_pos = torch.empty(graph.num_nodes, dtype=torch.int64)
-            for k, b in enumerate(blocks):
-                where_block[b], where_pos[b] = k, torch.arange(b.numel())
-            ip, ix, vals = normalized(graph.indptr, graph.indices, norm)
-            a = _block_row(ip, ix, vals, blocks[self.row], where_block, where_pos, sizes)
-            if norm == "gcn":  # D^-1/2 (A+I) D^-1/2 of a symmetric graph: Âᵀ = Â
-                at = a
-            else:
-                t = SparseOp(ip, ix, vals, (graph.num_nodes, graph.num_nodes), symmetric=False)
-                at_csr = t.At
-                at = _block_row(at_csr.crow_indices().long(), at_csr.col_indices().long(), at_csr.values(),
-                                blocks[self.row], where_block, where_pos, sizes)
+            a, at = _adjacency_blocks(graph, norm, blocks[self.row], blocks)
             rows = blocks[self.row]
             self.op = GridOp(a, at, sizes, self.row, self.col, c, comm, col_groups[self.col], row_groups[self.row],
                              overlap).to(dev)
@@ -387,14 +377,11 @@ class SpmmEngine(Engine):
 
 
 def spmm_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> SpmmEngine:
-    """This rank's engine of an ``spmm-*`` run (every rank loads the graph and keeps its block row)."""
+    """This rank's engine of an ``spmm-*`` run (every rank loads the graph and keeps its block row).
+    ``cfg`` has already checked the model and the grid (``TrainConfig``)."""
     from fullgraph.comm.context import DistEnv
     from fullgraph.train.trainer import load_graph
 
-    if cfg.model not in SPMM_MODELS:
-        raise InputError(f"expected a model whose aggregation is one sparse product ({', '.join(SPMM_MODELS)}) "
-                         f"with --parallel {cfg.parallel} (got {cfg.model}); train {cfg.model} with --parallel graph, "
-                         f"pipeline or hybrid")
     owns = comm is None
     if comm is None:
         env = DistEnv.from_env()
@@ -403,10 +390,6 @@ def spmm_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> SpmmEng
         comm = Comm(env, timeout_s=cfg.comm_timeout)
     graph = load_graph(cfg) if graph is None else graph
     c = cfg.replication if cfg.parallel == "spmm-1.5d" else 1
-    if cfg.parallel == "spmm-2d" and math.isqrt(comm.world_size) ** 2 != comm.world_size:
-        raise InputError(f"expected a perfect square --nprocs for --parallel spmm-2d (got {comm.world_size})")
-    if cfg.parallel == "spmm-3d" and round(comm.world_size ** (1 / 3)) ** 3 != comm.world_size:
-        raise InputError(f"expected a perfect cube --nprocs for --parallel spmm-3d (got {comm.world_size})")
     if comm.world_size // c > graph.num_nodes:
         raise InputError(f"expected at most one block row per node (got {comm.world_size // c} block rows for "
                          f"{graph.num_nodes} nodes)")

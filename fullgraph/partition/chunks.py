@@ -28,7 +28,7 @@ import torch
 
 from fullgraph.errors import InputError
 from fullgraph.ops.block import Block
-from fullgraph.ops.sparse import SparseOp
+from fullgraph.ops.sparse import SparseOp, csr_rows
 from fullgraph.partition.partitioners import metis_csr, random_permutation
 
 __all__ = ["CHUNKERS", "make_chunks", "cached_chunks", "load_chunks", "ChunkSet", "Chunk"]
@@ -40,12 +40,8 @@ def _induced_csr(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tenso
     """In-edge CSR of the subgraph induced by ``nodes`` (sorted global ids), in local ids."""
     local = torch.full((num_nodes,), -1, dtype=torch.int64)
     local[nodes] = torch.arange(nodes.numel())
-    starts, ends = indptr[nodes], indptr[nodes + 1]
-    counts = ends - starts
-    rows = torch.repeat_interleave(torch.arange(nodes.numel()), counts)
-    offs = torch.zeros(nodes.numel() + 1, dtype=torch.int64)
-    torch.cumsum(counts, 0, out=offs[1:])
-    pos = torch.repeat_interleave(starts - offs[:-1], counts) + torch.arange(int(offs[-1]))
+    offs, pos = csr_rows(indptr, nodes)
+    rows = torch.repeat_interleave(torch.arange(nodes.numel()), offs.diff())
     cols = local[indices[pos]]
     keep = cols >= 0
     rows, cols = rows[keep], cols[keep]
@@ -155,13 +151,9 @@ class ChunkSet:
         self.chunks: list[Chunk] = []
         for k in range(chunks):
             dst = torch.nonzero(inner_chunk == k).flatten()
-            starts, ends = indptr[dst], indptr[dst + 1]
-            counts = ends - starts
-            offs = torch.zeros(dst.numel() + 1, dtype=torch.int64)
-            torch.cumsum(counts, 0, out=offs[1:])
-            pos = torch.repeat_interleave(starts - offs[:-1], counts) + torch.arange(int(offs[-1]))
+            offs, pos = csr_rows(indptr, dst)
             c, v = cols[pos], vals[pos]
-            rows = torch.repeat_interleave(torch.arange(dst.numel()), counts)
+            rows = torch.repeat_interleave(torch.arange(dst.numel()), offs.diff())
             lookup[dst] = torch.arange(dst.numel())
             inside = lookup[c] >= 0
             if induced:
