@@ -59,8 +59,8 @@ def prepare_chunk_file(cfg, partition_dir, graph=None) -> Path:
 
     graph = load_graph(cfg) if graph is None else graph
     parts = int(load_meta(partition_dir)["parts"])
-    node_part = torch.empty(graph.num_nodes, dtype=torch.int64)
-    for i in range(parts):
+    node_part = torch.zeros(graph.num_nodes, dtype=torch.int64)
+    for i in range(parts if parts > 1 else 0):  # one part (a pipeline) is every node: nothing to read
         node_part[load_part(partition_dir, i).inner] = i
     return cached_chunks(graph, node_part, parts, cfg.num_chunks, cfg.chunker, cfg.seed, cache_root() / "chunks")
 
