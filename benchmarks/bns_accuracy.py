@@ -25,8 +25,9 @@
 2. **Cora and CiteSeer GCN** (Kipf & Welling: 2 layers, hidden 16, lr 0.01, weight decay 5e-4,
    dropout 0.5, 200 epochs, row-normalized features): single process against graph-parallel
    P = 2 and P = 4 (METIS, p = 1), over ``--planetoid-seeds``. Graph-parallel training computes
-   the single-process gradient, but its dropout masks are drawn per rank, so single runs differ by
-   seed-level noise; acceptance: the mean over seeds within 1 point of the single-process mean.
+   the single-process gradient with the same dropout masks (keyed by global node id), so runs agree
+   up to float32 summation order; acceptance: the mean over seeds within 1 point of the
+   single-process mean.
 
 Every run is a subprocess of the real command; its ``summary.json`` and ``metrics.jsonl`` are read
 back. Prints the machine, versions, the full configuration, per-run results, the differences and

@@ -14,10 +14,9 @@ of stale gradients, which is the variant GNNPipe found harmful; the engine never
 
 By default the chunked runs use the one-process simulation of the pipeline (``ChunkedEngine`` with
 S = 1 over the same chunks and order): tests/test_pipeline.py proves that a pipeline of any S gives
-the same per-epoch losses, so the accuracy is the pipeline's, without four processes sharing this
-machine's cores. Dropout masks are drawn from each process's own generator, so a real pipeline
-draws other masks than the simulation: the same method, another random draw. ``--real`` runs the
-real 4-process pipeline through the command line instead.
+the same per-epoch losses, dropout included (masks are keyed by seed, epoch, layer and global node
+id), so the accuracy is the pipeline's, without four processes sharing this machine's cores.
+``--real`` runs the real 4-process pipeline through the command line instead.
 
 Target (issue 4): full method within 1.0 point of exact training; induced chunks clearly worse.
 

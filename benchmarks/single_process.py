@@ -118,6 +118,7 @@ def build_fullgraph(graph, cfg: dict):
 
     from fullgraph.models import build_model
     from fullgraph.ops import SparseOp
+    from fullgraph.ops.dropout import keyed_dropout
     from fullgraph.parallel.engine import SingleEngine
     from fullgraph.train.metrics import loss_sum
 
@@ -129,10 +130,13 @@ def build_fullgraph(graph, cfg: dict):
     y, mask = engine.y, engine.train_mask
     form = "sparse SparseOp" if isinstance(engine.x, SparseOp) else "dense tensor"
 
+    epoch = iter(range(1, 1 << 30))
+
     def step() -> float:
         model.train()
         opt.zero_grad(set_to_none=True)
-        loss = loss_sum(engine.forward(model, 0, training=True)[mask], y[mask]) / engine.num_train
+        with keyed_dropout(cfg["seed"], next(epoch)):  # the masks `fullgraph train` draws
+            loss = loss_sum(engine.forward(model, 0, training=True)[mask], y[mask]) / engine.num_train
         loss.backward()
         opt.step()
         return loss.item()

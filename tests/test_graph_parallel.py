@@ -22,7 +22,8 @@ from fullgraph.train.trainer import Trainer
 from tests.distributed import run_ranks
 
 EPOCHS = 20
-MODELS = {  # model: extra settings (dropout 0: masks are not yet keyed by global node id)
+DROPOUT = 0.5  # masks are keyed by (seed, epoch, site, global node id): every layout drops alike
+MODELS = {  # model: extra settings
     "gcn": dict(layers=3, hidden=16),
     "sage": dict(layers=3, hidden=16),
     "gcnii": dict(layers=4, hidden=16),
@@ -32,7 +33,7 @@ MODELS = {  # model: extra settings (dropout 0: masks are not yet keyed by globa
 
 
 def config(model: str, **extra) -> dict:
-    return dict(model=model, dropout=0.0, epochs=EPOCHS, eval_every=EPOCHS, seed=0, lr=0.01, **MODELS[model], **extra)
+    return dict(model=model, dropout=DROPOUT, epochs=EPOCHS, eval_every=EPOCHS, seed=0, lr=0.01, **MODELS[model], **extra)
 
 
 @pytest.fixture(scope="module")

@@ -179,3 +179,53 @@ def test_fused_gcn_layer_drops_exactly_where_the_uniform_is_below_p(p):
     ref = torch.relu(dense @ (h @ w)) * keep / (1 - p)
     assert torch.equal(out == 0, (ref == 0))
     torch.testing.assert_close(out, ref, **TOL)
+
+
+# ---------------------------------------------------------------- keyed dropout masks
+def test_keyed_mask_depends_only_on_seed_epoch_site_row_and_column():
+    """A row's mask is the same whichever other rows a process holds, and in whatever order: this is
+    what lets every layout drop the same entries (ops/dropout.py)."""
+    from fullgraph.ops.dropout import keep_mask, keyed_dropout
+
+    ids = torch.randperm(5000, generator=torch.Generator().manual_seed(0))
+    with keyed_dropout(seed=3, epoch=7):
+        whole = keep_mask((5000, 64), 0.4, site=2)  # rows 0..n-1, the single-process case
+        part = keep_mask((1000, 64), 0.4, rows=ids[:1000], site=2)
+        other_site = keep_mask((5000, 64), 0.4, site=3)
+    with keyed_dropout(seed=3, epoch=8):
+        other_epoch = keep_mask((5000, 64), 0.4, site=2)
+    with keyed_dropout(seed=4, epoch=7):
+        other_seed = keep_mask((5000, 64), 0.4, site=2)
+    assert torch.equal(part, whole[ids[:1000]])
+    # 320,000 entries: the kept fraction has a standard deviation of ~0.0009
+    assert abs(whole.float().mean().item() - 0.6) < 0.005
+    for other in (other_site, other_epoch, other_seed):
+        agree = (other == whole).float().mean().item()  # independent masks agree on p² + (1-p)² = 0.52
+        assert abs(agree - 0.52) < 0.005, agree
+    # no structure along rows or columns: neighbouring rows and columns are uncorrelated
+    w = whole.float() - 0.6
+    assert abs((w[1:] * w[:-1]).mean().item()) < 0.005 and abs((w[:, 1:] * w[:, :-1]).mean().item()) < 0.005
+    # without a key the process generator draws (a model used on its own)
+    assert not torch.equal(keep_mask((5000, 64), 0.4, site=2), whole)
+
+
+def test_keyed_dropout_agrees_between_dense_sparse_and_the_fused_gcn_layer():
+    """The sparse input path drops the stored entries that the dense mask drops, and the fused GCN
+    layer drops what ``relu`` then ``dropout`` as separate ops drops."""
+    from fullgraph.ops import dropout
+    from fullgraph.ops.dropout import keyed_dropout
+
+    xop, xdense = random_op(60, 50, density=0.3, seed=12)
+    rows = torch.arange(100, 160)
+    op, dense = random_op(40, 40, density=0.2, seed=13)
+    h, w, b = torch.randn(40, 6), torch.randn(6, 9), torch.randn(9)
+    out_rows = torch.arange(40) * 3
+    with keyed_dropout(seed=1, epoch=2):
+        d_sparse = dropout(xop, 0.5, True, rows=rows, site=0).to_dense()
+        d_dense = dropout(xdense, 0.5, True, rows=rows, site=0)
+        fused = gcn_layer(op, h, w, b, relu=True, dropout=0.5, rows=out_rows, site=4)
+        plain = dropout(torch.relu(dense @ (h @ w) + b), 0.5, True, rows=out_rows, site=4)
+    torch.testing.assert_close(d_sparse, d_dense)
+    assert 0.4 < (d_sparse[xdense != 0] == 0).float().mean().item() < 0.6
+    torch.testing.assert_close(fused, plain, **TOL)
+    assert torch.equal(fused == 0, plain == 0)

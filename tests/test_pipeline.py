@@ -39,7 +39,8 @@ from fullgraph.train.trainer import Trainer
 from tests.distributed import run_ranks
 
 EPOCHS = 20
-SETTINGS = {  # dropout 0: masks are not yet keyed by global node id
+DROPOUT = 0.5  # masks are keyed by (seed, epoch, site, global node id): every layout drops alike
+SETTINGS = {
     "gcn": dict(layers=4, hidden=16),
     "sage": dict(layers=4, hidden=16),
     "gcnii": dict(layers=4, hidden=16),
@@ -49,7 +50,7 @@ SETTINGS = {  # dropout 0: masks are not yet keyed by global node id
 
 
 def config(model: str, **extra) -> dict:
-    return dict(model=model, dropout=0.0, epochs=EPOCHS, eval_every=EPOCHS, seed=0, lr=0.01,
+    return dict(model=model, dropout=DROPOUT, epochs=EPOCHS, eval_every=EPOCHS, seed=0, lr=0.01,
                 **SETTINGS[model]) | extra
 
 

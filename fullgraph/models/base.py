@@ -53,10 +53,25 @@ class GNN(nn.Module):
     post_modules: tuple[str, ...] = ()
     """Names of the submodules ``post`` uses (a pipeline's last stage owns them)."""
 
-    def pre(self, x: torch.Tensor | SparseOp) -> torch.Tensor | SparseOp:
+    PRE_SITE = 0
+    """Dropout site of ``pre``; graph layer ``i`` is site ``i + 1`` and ``post`` is ``num_layers + 1``."""
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        if name == "layers":  # number the layers' dropout sites, whatever model built them
+            for i, layer in enumerate(value):
+                layer.dropout_site = i + 1
+
+    @property
+    def post_site(self) -> int:
+        return len(self.layers) + 1
+
+    def pre(self, x: torch.Tensor | SparseOp, rows: torch.Tensor | None = None) -> torch.Tensor | SparseOp:
+        """Node-wise input map; ``rows`` are the global ids of ``x``'s rows (they key dropout)."""
         return x
 
-    def post(self, h: torch.Tensor) -> torch.Tensor:
+    def post(self, h: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Node-wise output map; ``rows`` are the global ids of ``h``'s rows (they key dropout)."""
         return h
 
     def forward(self, blocks: Block | Sequence[Block], x: torch.Tensor | SparseOp,
@@ -67,14 +82,15 @@ class GNN(nn.Module):
         layout) turns a layer's dst rows into the next layer's src rows, e.g. by appending halo rows
         received from other parts; without it the dst rows are used as they are.
         """
-        h = self.pre(x)
+        first = blocks if isinstance(blocks, Block) else blocks[0]
+        h = self.pre(x, first.src_ids)
         h0 = h if self.uses_h0 else None
         for i, layer in enumerate(self.layers):
             block = blocks if isinstance(blocks, Block) else blocks[i]
             if i > 0 and fetch is not None:
                 h = fetch(h)
             h = layer(block, h, None if h0 is None else h0[: block.num_dst])
-        return self.post(h)
+        return self.post(h, block.dst_ids)
 
     def param_groups(self, weight_decay: float, conv_weight_decay: float | None = None) -> list[dict]:
         """Optimizer groups; models with a separate decay for graph-layer weights override this."""

@@ -36,8 +36,10 @@ class GATLayer(nn.Module):
         self.att_dst = nn.Parameter(glorot_(torch.empty(heads, d_head)))
         self.bias = nn.Parameter(torch.zeros(heads * d_head))
 
+    dropout_site: int | None = None  # set by the model (GNN numbers its layers)
+
     def forward(self, block: Block, h, h0=None) -> torch.Tensor:
-        h = dropout(h, self.dropout, self.training)
+        h = dropout(h, self.dropout, self.training, rows=block.src_ids, site=self.dropout_site)
         wh = matmul(h, self.weight).view(-1, self.heads, self.d_head)
         src, dst = block.edges()
         s_src = (wh * self.att_src).sum(-1)  # [num_src, heads]

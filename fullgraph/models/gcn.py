@@ -24,12 +24,16 @@ class GCNLayer(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d_out))
         self.last, self.dropout, self.kernel = last, dropout, kernel
 
+    dropout_site: int | None = None  # set by the model (GNN numbers its layers)
+
     def forward(self, block: Block, h, h0=None) -> torch.Tensor:
         if self.kernel == "autograd":
             z = spmm(block.adj, matmul(h, self.weight)) + self.bias
-            return z if self.last else F.dropout(F.relu(z), self.dropout, self.training)
+            return z if self.last else dropout(F.relu(z), self.dropout, self.training, rows=block.dst_ids,
+                                               site=self.dropout_site)
         return gcn_layer(block.adj, h, self.weight, self.bias, relu=not self.last,
-                         dropout=0.0 if self.last else self.dropout, training=self.training)
+                         dropout=0.0 if self.last else self.dropout, training=self.training,
+                         rows=block.dst_ids, site=self.dropout_site)
 
 
 class GCN(GNN):
@@ -46,5 +50,5 @@ class GCN(GNN):
             GCNLayer(dims[i], dims[i + 1], last=i == layers - 1, dropout=dropout, kernel=kernel) for i in range(layers)
         )
 
-    def pre(self, x):
-        return dropout(x, self.dropout, self.training)
+    def pre(self, x, rows=None):
+        return dropout(x, self.dropout, self.training, rows=rows, site=self.PRE_SITE)

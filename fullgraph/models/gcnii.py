@@ -27,8 +27,10 @@ class GCNIILayer(nn.Module):
         self.alpha, self.dropout = alpha, dropout
         self.beta = math.log(lam / layer_index + 1.0)
 
+    dropout_site: int | None = None  # set by the model (GNN numbers its layers)
+
     def forward(self, block: Block, h, h0) -> torch.Tensor:
-        h = dropout(h, self.dropout, self.training)
+        h = dropout(h, self.dropout, self.training, rows=block.src_ids, site=self.dropout_site)
         # fused forms of (1-α)·ÂH + α·H0 and (1-β)·S + β·S W: two kernels instead of six
         support = torch.add(h0 * self.alpha, spmm(block.adj, h), alpha=1.0 - self.alpha)
         return F.relu(torch.addmm(support, support, self.weight, beta=1.0 - self.beta, alpha=self.beta))
@@ -49,11 +51,11 @@ class GCNII(GNN):
             GCNIILayer(hidden, i + 1, alpha=alpha, lam=lam, dropout=dropout) for i in range(layers)
         )
 
-    def pre(self, x):
-        return F.relu(self.fc_in(dropout(x, self.dropout, self.training)))
+    def pre(self, x, rows=None):
+        return F.relu(self.fc_in(dropout(x, self.dropout, self.training, rows=rows, site=self.PRE_SITE)))
 
-    def post(self, h):
-        return self.fc_out(dropout(h, self.dropout, self.training))
+    def post(self, h, rows=None):
+        return self.fc_out(dropout(h, self.dropout, self.training, rows=rows, site=self.post_site))
 
     def param_groups(self, weight_decay: float, conv_weight_decay: float | None = None) -> list[dict]:
         conv = [p for p in self.layers.parameters()]

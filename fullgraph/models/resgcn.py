@@ -24,10 +24,12 @@ class ResGCNLayer(nn.Module):
         self.weight = nn.Parameter(glorot_(torch.empty(hidden, hidden)))
         self.bias = nn.Parameter(torch.zeros(hidden))
 
+    dropout_site: int | None = None  # set by the model (GNN numbers its layers)
+
     def forward(self, block: Block, h, h0=None) -> torch.Tensor:
         if self.first:
             return gcn_layer(block.adj, h, self.weight, self.bias, relu=False)
-        z = dropout(F.relu(self.norm(h)), self.dropout, self.training)
+        z = dropout(F.relu(self.norm(h)), self.dropout, self.training, rows=block.src_ids, site=self.dropout_site)
         return h[: block.num_dst] + gcn_layer(block.adj, z, self.weight, self.bias, relu=False)
 
 
@@ -43,8 +45,9 @@ class ResGCNPlus(GNN):
         self.final_norm = nn.LayerNorm(hidden)
         self.decoder = Linear(hidden, out_dim)
 
-    def pre(self, x):
+    def pre(self, x, rows=None):
         return self.encoder(x)
 
-    def post(self, h):
-        return self.decoder(dropout(F.relu(self.final_norm(h)), self.dropout, self.training))
+    def post(self, h, rows=None):
+        return self.decoder(dropout(F.relu(self.final_norm(h)), self.dropout, self.training, rows=rows,
+                                    site=self.post_site))

@@ -17,6 +17,8 @@ class SAGELayer(nn.Module):
         self.neigh_lin = Linear(d_in, d_out, bias=False)
         self.last, self.dropout = last, dropout
 
+    dropout_site: int | None = None  # set by the model (GNN numbers its layers)
+
     def forward(self, block: Block, h, h0=None) -> torch.Tensor:
         if isinstance(h, SparseOp):
             h_dst = h.rows(block.num_dst)
@@ -30,7 +32,7 @@ class SAGELayer(nn.Module):
         out = self.self_lin(h_dst) + neigh
         if self.last:
             return out
-        return dropout(F.relu(out), self.dropout, self.training)
+        return dropout(F.relu(out), self.dropout, self.training, rows=block.dst_ids, site=self.dropout_site)
 
 
 class GraphSAGE(GNN):
@@ -44,5 +46,5 @@ class GraphSAGE(GNN):
             SAGELayer(dims[i], dims[i + 1], last=i == layers - 1, dropout=dropout) for i in range(layers)
         )
 
-    def pre(self, x):
-        return dropout(x, self.dropout, self.training)
+    def pre(self, x, rows=None):
+        return dropout(x, self.dropout, self.training, rows=rows, site=self.PRE_SITE)

@@ -26,11 +26,16 @@ class Block:
         adj: the aggregation matrix the model asked for (``gcn``: D^-1/2 (A+I) D^-1/2, ``mean``:
             row-normalized A, ``self-loops``: A+I with unit values for attention models).
         norm: which of those it is.
+        src_ids, dst_ids: global node ids of the src rows this process holds and of the dst rows
+            (``None``: ``0..n-1``, the whole graph in one process). Layers use them only to key their
+            dropout masks, so that a node is dropped alike in every layout (see ``ops.dropout``).
     """
 
     adj: SparseOp
     norm: str
     _edges: tuple[torch.Tensor, torch.Tensor] | None = field(default=None, repr=False)
+    src_ids: torch.Tensor | None = field(default=None, repr=False)
+    dst_ids: torch.Tensor | None = field(default=None, repr=False)
 
     @property
     def num_dst(self) -> int:
@@ -48,7 +53,14 @@ class Block:
         return self._edges
 
     def to(self, device) -> "Block":
-        return self if self.adj.indptr.device == torch.device(device) else Block(self.adj.to(device), self.norm)
+        if self.adj.indptr.device == torch.device(device):
+            return self
+        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return Block(self.adj.to(device), self.norm, src_ids=move(self.src_ids), dst_ids=move(self.dst_ids))
+
+    def with_ids(self, src_ids: torch.Tensor | None, dst_ids: torch.Tensor | None) -> "Block":
+        """This block with the global ids of its rows set (the matrix is shared, not copied)."""
+        return Block(self.adj, self.norm, self._edges, src_ids, dst_ids)
 
     @classmethod
     def from_csr(cls, indptr: torch.Tensor, indices: torch.Tensor, norm: str,

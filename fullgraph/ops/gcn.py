@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from fullgraph.ops.dropout import keep_mask
+from fullgraph.ops.dropout import current_key, keep_mask, keyed_keep
 from fullgraph.ops.sparse import SparseOp, csr_mm
 
 __all__ = ["gcn_layer", "ROW_BLOCK_ELEMENTS"]
@@ -55,14 +55,20 @@ def _below(p: float) -> float:
     return torch.nextafter(f, torch.tensor(float("-inf"))).item()
 
 
-def _relu_dropout_(z: torch.Tensor, bias: torch.Tensor | None, p: float, scale: float, generator) -> None:
-    """``z = dropout(relu(z + bias))`` in place: inverted dropout that drops where a uniform < p."""
+def _relu_dropout_(z: torch.Tensor, bias: torch.Tensor | None, p: float, scale: float, generator,
+                   keyed: tuple | None) -> None:
+    """``z = dropout(relu(z + bias))`` in place: inverted dropout that drops where a uniform < p, or,
+    with ``keyed = (rows, key, site)``, where the keyed mask of those global rows says so."""
     if bias is not None:
         z.add_(bias)
     z.relu_()
     if p == 0.0:
         return
-    if z.device.type == "cpu" and z.dtype == torch.float32:  # uniforms block by block, the same numbers
+    if keyed is not None:  # block by block: the mask of a row depends on nothing but its id
+        rows, key, site = keyed
+        for blk in _row_blocks(z):
+            z[blk].masked_fill_(~keyed_keep(rows[blk], z.shape[1], p, key, site), 0.0)
+    elif z.device.type == "cpu" and z.dtype == torch.float32:  # uniforms block by block, the same numbers
         drop_at_most = _below(p)
         for rows in _row_blocks(z):
             zb = z[rows]
@@ -81,7 +87,7 @@ def _masked(g: torch.Tensor, out: torch.Tensor, scale: float) -> torch.Tensor:
 class _GCNLayer(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, weight, bias, adj: SparseOp, x_sparse: SparseOp | None, relu: bool, p: float,
-                generator):
+                generator, keyed):
         aggregate_first = x_sparse is None and h.shape[1] < weight.shape[1]
         if x_sparse is not None:  # constant sparse input: X W is cheap, always transform first
             z = adj.mm(csr_mm(x_sparse.A, weight))
@@ -94,7 +100,7 @@ class _GCNLayer(torch.autograd.Function):
             saved = h
         scale = 1.0 / (1.0 - p) if relu and p > 0.0 else 1.0
         if relu:
-            _relu_dropout_(z, bias, p, scale, generator)
+            _relu_dropout_(z, bias, p, scale, generator, keyed)
         elif bias is not None:
             z.add_(bias)
         ctx.adj, ctx.x_sparse, ctx.relu, ctx.scale = adj, x_sparse, relu, scale
@@ -118,7 +124,7 @@ class _GCNLayer(torch.autograd.Function):
             grad_w = saved.t() @ gt
             if ctx.needs_input_grad[0]:
                 grad_h = gt @ weight.t()
-        return grad_h, grad_w, grad_b, None, None, None, None, None
+        return grad_h, grad_w, grad_b, None, None, None, None, None, None
 
     @staticmethod
     def _backward_aggregate_first(ctx, g, saved, weight, out):
@@ -126,7 +132,7 @@ class _GCNLayer(torch.autograd.Function):
         if not ctx.relu:
             g = g.contiguous()
             grad_h = ctx.adj.mm_t(g @ weight.t()) if ctx.needs_input_grad[0] else None
-            return grad_h, saved.t() @ g, g.sum(0) if ctx.needs_input_grad[2] else None, *([None] * 5)
+            return grad_h, saved.t() @ g, g.sum(0) if ctx.needs_input_grad[2] else None, *([None] * 6)
         grad_w = torch.zeros_like(weight)
         grad_b = torch.zeros(weight.shape[1], dtype=g.dtype, device=g.device) if ctx.needs_input_grad[2] else None
         gw = torch.empty(saved.shape, dtype=g.dtype, device=g.device) if ctx.needs_input_grad[0] else None
@@ -138,21 +144,28 @@ class _GCNLayer(torch.autograd.Function):
             if gw is not None:
                 torch.mm(gb, weight.t(), out=gw[rows])
         grad_h = ctx.adj.mm_t(gw) if gw is not None else None
-        return grad_h, grad_w, grad_b, None, None, None, None, None
+        return grad_h, grad_w, grad_b, None, None, None, None, None, None
 
 
 def gcn_layer(adj: SparseOp, h: torch.Tensor | SparseOp, weight: torch.Tensor, bias: torch.Tensor | None,
               *, relu: bool, dropout: float = 0.0, training: bool = True,
-              generator: torch.Generator | None = None) -> torch.Tensor:
+              generator: torch.Generator | None = None, rows: torch.Tensor | None = None,
+              site: int | None = None) -> torch.Tensor:
     """``Â (h W) + b``, then (when ``relu``) ReLU and inverted dropout of rate ``dropout``.
 
     ``h`` is a dense ``[num_src, d_in]`` tensor or a constant ``SparseOp`` of input features; the
-    result has ``adj.shape[0]`` rows.
+    result has ``adj.shape[0]`` rows, whose global ids ``rows`` and the dropout ``site`` key the mask
+    when keying is on (``ops.dropout``).
     """
     if dropout and not relu:
         raise ValueError("gcn_layer applies dropout only together with its ReLU")
     p = dropout if training else 0.0
+    key = current_key()
+    keyed = None
+    if p > 0.0 and key is not None and site is not None:
+        n = adj.shape[0]
+        keyed = (torch.arange(n, device=weight.device) if rows is None else rows, key, site)
     if isinstance(h, SparseOp):
         dummy = weight.new_empty((h.shape[0], 0))
-        return _GCNLayer.apply(dummy, weight, bias, adj, h, relu, p, generator)
-    return _GCNLayer.apply(h.contiguous(), weight, bias, adj, None, relu, p, generator)
+        return _GCNLayer.apply(dummy, weight, bias, adj, h, relu, p, generator, keyed)
+    return _GCNLayer.apply(h.contiguous(), weight, bias, adj, None, relu, p, generator, keyed)

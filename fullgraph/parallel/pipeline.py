@@ -102,6 +102,7 @@ class ChunkedEngine(Engine):
         self.n_inner = part.num_inner
         self.chunks = ChunkSet(part, local_chunk, chunks, norm, induced=induced).to(dev)
         self.block = part.block(norm).to(dev)  # the exact (evaluation) block
+        self.local_ids = self.block.src_ids  # global ids of the local rows (they key dropout masks)
         self.x = input_features(part.x).to(dev) if self.first_stage else None
         self.in_dim = part.x.shape[1]
         part.x = None  # only the first stage reads features, from its own copy: free the part's
@@ -234,7 +235,7 @@ class ChunkedEngine(Engine):
         # ---- forward
         H0 = H0_leaf = None
         if self.first_stage:
-            H0 = model.pre(self.x)
+            H0 = model.pre(self.x, self.local_ids)
             if isinstance(H0, torch.Tensor) and H0.requires_grad:
                 H0_leaf = H0.detach().requires_grad_()
             else:
@@ -276,7 +277,7 @@ class ChunkedEngine(Engine):
                 layers.append((own, others, out))
                 h = out
             if self.last_stage:
-                logits = model.post(h)
+                logits = model.post(h, ch.block.dst_ids)
                 mask = self.train_mask[ch.dst]
                 loss = loss_sum(logits[mask], self.y[ch.dst][mask]) / self.num_train
                 losses[k] = loss

@@ -327,7 +327,7 @@ class SpmmEngine(Engine):
             self.op = GridOp(a, at, sizes, self.row, self.col, c, comm, col_groups[self.col], row_groups[self.row],
                              overlap).to(dev)
             self.grad_group, self.replica = col_groups[self.col], self.col != 0
-        self.block = Block(self.op, norm)
+        self.block = Block(self.op, norm, src_ids=rows.to(dev), dst_ids=rows.to(dev))
         self.x = input_features(take_rows(graph.x, rows)).to(dev)
         self.y, self.train_mask, self.val_mask, self.test_mask = (
             t[rows].to(dev) for t in (graph.y, graph.train_mask, graph.val_mask, graph.test_mask))

@@ -265,7 +265,8 @@ class Part:
             if scale != 1.0:
                 vals = torch.where(cols >= n, vals * scale, vals)
             symmetric = None if (self.num_halo == 0 and norm == "gcn") else False
-            blk = Block(SparseOp(indptr, cols, vals, (n, m), symmetric=symmetric), norm)
+            blk = Block(SparseOp(indptr, cols, vals, (n, m), symmetric=symmetric), norm,
+                        src_ids=self.local_nodes, dst_ids=self.inner)
             if scale == 1.0:
                 self._base[norm, "block"] = blk
             return blk
@@ -278,7 +279,8 @@ class Part:
             vals_k = torch.where(cols_k >= n, vals_k * scale, vals_k)
         indptr_k = _offsets(torch.bincount(rows[mask], minlength=n))
         num_src = n + int(keep.sum())
-        return Block(SparseOp(indptr_k, new_col[cols_k], vals_k, (n, num_src), symmetric=False), norm)
+        return Block(SparseOp(indptr_k, new_col[cols_k], vals_k, (n, num_src), symmetric=False), norm,
+                     src_ids=self.local_nodes[keep_col], dst_ids=self.inner)
 
     # ------------------------------------------------------------------ serialization
     _TENSORS = ("inner", "halo", "halo_owner", "recv_counts", "send_idx", "send_counts", "indptr", "indices",

@@ -148,6 +148,7 @@ class ChunkSet:
         recv_off = np.concatenate([[0], np.cumsum(part.recv_counts.numpy())])
         halo_chunk = local_chunk[n_inner:]
         lookup = torch.full((n_local,), -1, dtype=torch.int64)
+        global_ids = part.local_nodes
         self.chunks: list[Chunk] = []
         for k in range(chunks):
             dst = torch.nonzero(inner_chunk == k).flatten()
@@ -167,7 +168,8 @@ class ChunkSet:
             c, v, rows = lookup[c[keep]], v[keep], rows[keep]
             ip = torch.zeros(dst.numel() + 1, dtype=torch.int64)
             torch.cumsum(torch.bincount(rows, minlength=dst.numel()), 0, out=ip[1:])
-            block = Block(SparseOp(ip, c, v, (dst.numel(), dst.numel() + others.numel()), symmetric=False), norm)
+            block = Block(SparseOp(ip, c, v, (dst.numel(), dst.numel() + others.numel()), symmetric=False), norm,
+                          src_ids=global_ids[torch.cat([dst, others])], dst_ids=global_ids[dst])
             lookup[dst] = -1
             lookup[others] = -1
             send, send_counts, recv, recv_counts = [], [], [], []

@@ -22,6 +22,7 @@ from fullgraph.data.preprocess import row_normalize_features
 from fullgraph.errors import InputError
 from fullgraph.comm.ledger import CATEGORIES
 from fullgraph.models import GNN, MODELS, build_model
+from fullgraph.ops.dropout import keyed_dropout
 from fullgraph.parallel.engine import Engine, SingleEngine
 from fullgraph.train.memory import peak_rss_bytes
 from fullgraph.train.metrics import correct_count, loss_sum
@@ -172,7 +173,8 @@ class Trainer:
         model, e = self.model, self.engine
         model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        loss = e.step(model, epoch)
+        with keyed_dropout(self.cfg.seed, epoch):  # masks by node id, alike in every layout
+            loss = e.step(model, epoch)
         self.optimizer.step()
         return loss
 
