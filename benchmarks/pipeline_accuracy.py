@@ -24,6 +24,7 @@ Usage::
 
     .venv/bin/python benchmarks/pipeline_accuracy.py                       # Cora and CiteSeer, all variants
     .venv/bin/python benchmarks/pipeline_accuracy.py --graphs cora --variants exact,full,induced
+    .venv/bin/python benchmarks/pipeline_accuracy.py --graphs citeseer --variants exact,full --seeds 0,1,2
 """
 
 from __future__ import annotations
@@ -88,6 +89,28 @@ def real(name: str, root: str, opts: dict, stages: int, chunks: int, seed: int) 
         return json.loads((Path(out) / "summary.json").read_text())
 
 
+def train_variant(graph, name: str, variant: str, seed: int, args) -> tuple:
+    """Test accuracy, best epoch, epochs run, ms per epoch and seconds of one variant and seed."""
+    chunked, opts = VARIANTS[variant]
+    base = dict(COMMON, **SETTINGS[name], epochs=args.epochs, seed=seed, dataset=name, root=args.root,
+                progress="none", threads=args.threads)
+    t0 = time.perf_counter()
+    if not chunked:
+        cfg = TrainConfig(**base)
+        r = Trainer(cfg, engine=SingleEngine(graph, "gcn")).build().train()
+        acc, best, run, ms = r.test_acc, r.best_epoch, r.epochs_run, r.epoch_time_s * 1e3
+    elif args.real:
+        d = real(name, args.root, dict(opts, **SETTINGS[name], model="gcnii", layers=32, select="loss",
+                                       patience=100, epochs=args.epochs, conv_weight_decay=0.01),
+                 args.stages, args.chunks, seed)
+        acc, best, run, ms = d["test_acc"], d["best_epoch"], d["epochs_run"], d["epoch_time_s"] * 1e3
+    else:
+        cfg = TrainConfig(**base, **opts)
+        r = simulated(graph, cfg, args.chunks)
+        acc, best, run, ms = r.test_acc, r.best_epoch, r.epochs_run, r.epoch_time_s * 1e3
+    return acc, best, run, ms, time.perf_counter() - t0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", default=str(REPO.parent / "shared" / "data"))
@@ -95,7 +118,7 @@ def main() -> int:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--stages", type=int, default=4)
     ap.add_argument("--chunks", type=int, default=16)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", default="0", help="comma-separated seeds; several print the mean per variant")
     ap.add_argument("--epochs", type=int, default=COMMON["epochs"])
     ap.add_argument("--real", action="store_true", help="run the real S-process pipeline, not the simulation")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (default: all cores)")
@@ -103,34 +126,28 @@ def main() -> int:
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
     print(f"machine: {platform.platform()}, {os.cpu_count()} cores; python {platform.python_version()}, "
           f"torch {torch.__version__}")
-    print(f"GCNII x32, pipeline S = {args.stages}, K = {args.chunks} METIS chunks, seed {args.seed}, "
+    seeds = [int(v) for v in args.seeds.split(",")]
+    print(f"GCNII x32, pipeline S = {args.stages}, K = {args.chunks} METIS chunks, seeds {seeds}, "
           f"{'real pipeline' if args.real else 'one-process simulation of the pipeline'}")
     for name in args.graphs.split(","):
         graph = load_graph(TrainConfig(dataset=name, root=args.root))
-        exact_acc = None
-        for variant in args.variants.split(","):
-            chunked, opts = VARIANTS[variant]
-            base = dict(COMMON, **SETTINGS[name], epochs=args.epochs, seed=args.seed, dataset=name, root=args.root,
-                        progress="none", threads=args.threads)
-            t0 = time.perf_counter()
-            if not chunked:
-                cfg = TrainConfig(**base)
-                r = Trainer(cfg, engine=SingleEngine(graph, "gcn")).build().train()
-                acc, best, run, ms = r.test_acc, r.best_epoch, r.epochs_run, r.epoch_time_s * 1e3
-            elif args.real:
-                d = real(name, args.root, dict(opts, **SETTINGS[name], model="gcnii", layers=32, select="loss",
-                                               patience=100, epochs=args.epochs, conv_weight_decay=0.01),
-                         args.stages, args.chunks, args.seed)
-                acc, best, run, ms = d["test_acc"], d["best_epoch"], d["epochs_run"], d["epoch_time_s"] * 1e3
-            else:
-                cfg = TrainConfig(**base, **opts)
-                r = simulated(graph, cfg, args.chunks)
-                acc, best, run, ms = r.test_acc, r.best_epoch, r.epochs_run, r.epoch_time_s * 1e3
-            if variant == "exact":
-                exact_acc = acc
-            gap = "" if exact_acc is None or variant == "exact" else f"  ({100 * (acc - exact_acc):+.1f} pt vs exact)"
-            print(f"  {name:<9} {variant:<11} test {acc:.4f}{gap}; best epoch {best}/{run}, {ms:.0f} ms/epoch, "
-                  f"{time.perf_counter() - t0:.0f} s", flush=True)
+        accs: dict[str, list[float]] = {}
+        for seed in seeds:
+            for variant in args.variants.split(","):
+                acc, best, run, ms, secs = train_variant(graph, name, variant, seed, args)
+                accs.setdefault(variant, []).append(acc)
+                exact = accs.get("exact", [])
+                gap = f"  ({100 * (acc - exact[-1]):+.1f} pt vs exact)" if len(exact) == len(accs[variant]) and \
+                    variant != "exact" else ""
+                print(f"  {name:<9} {variant:<11} seed {seed} test {acc:.4f}{gap}; best epoch {best}/{run}, "
+                      f"{ms:.0f} ms/epoch, {secs:.0f} s", flush=True)
+        if len(seeds) > 1:
+            for variant, vals in accs.items():
+                mean = sum(vals) / len(vals)
+                gap = ""
+                if "exact" in accs and variant != "exact":
+                    gap = f"  ({100 * (mean - sum(accs['exact']) / len(accs['exact'])):+.2f} pt vs exact)"
+                print(f"  {name:<9} {variant:<11} mean of {len(vals)} seeds {mean:.4f}{gap}", flush=True)
     return 0
 
 

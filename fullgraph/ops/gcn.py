@@ -15,9 +15,10 @@ When the input needs no gradient (the first layer), the backward product ``Âᵀ
 whenever the order allows it (aggregate-first), as MG-GCN does.
 
 Two temporaries are kept block-sized (blocks of rows of :data:`ROW_BLOCK_ELEMENTS` entries) instead
-of activation-sized. In forward, the dropout uniforms (4 bytes per entry) and mask: on CPU they are
-drawn block by block from the same generator, which yields exactly the numbers one draw for the
-whole output would (PyTorch's CPU generator fills serially). In backward, when aggregating first,
+of activation-sized. In forward, the dropout mask: keyed masks (``ops.dropout``, what training
+uses) depend only on each row's global id, so blocks change nothing; unkeyed uniforms (4 bytes per
+entry) are drawn block by block from the same generator, which on CPU yields exactly the numbers one
+draw for the whole output would (PyTorch's CPU generator fills serially). In backward, when aggregating first,
 the masked gradient ``G'``: the weight and bias gradients are sums over the blocks, and ``G' Wᵀ`` is
 written block by block, so ``G'`` never exists as a whole. Blocks are large (16 MiB of float32) so
 that their number, and the thread synchronizations that come with each operation, stay small.
