@@ -67,10 +67,10 @@ VARIANTS = {  # name: (chunked?, options)
 }
 
 
-def simulated(graph, cfg: TrainConfig, chunks: int):
+def simulated(graph, cfg: TrainConfig, chunks: int, chunker: str = "metis"):
     zeros = torch.zeros(graph.num_nodes, dtype=torch.int64)
     part = PartitionBook.build(graph, zeros).part(0)
-    node_chunk = make_chunks(graph, zeros, 1, chunks, "metis", cfg.seed)
+    node_chunk = make_chunks(graph, zeros, 1, chunks, chunker, cfg.seed)
     engine = ChunkedEngine(part, node_chunk[part.local_nodes], chunks, MODELS[cfg.model].norm,
                            bounds=stage_bounds(cfg.layers, 1), shuffle=cfg.shuffle,
                            history_refresh=cfg.history_refresh, induced=cfg.chunk_edges == "induced", seed=cfg.seed)
@@ -101,12 +101,13 @@ def train_variant(graph, name: str, variant: str, seed: int, args) -> tuple:
         acc, best, run, ms = r.test_acc, r.best_epoch, r.epochs_run, r.epoch_time_s * 1e3
     elif args.real:
         d = real(name, args.root, dict(opts, **SETTINGS[name], model="gcnii", layers=32, select="loss",
-                                       patience=100, epochs=args.epochs, conv_weight_decay=0.01),
+                                       patience=100, epochs=args.epochs, conv_weight_decay=0.01,
+                                       chunker=args.chunker),
                  args.stages, args.chunks, seed)
         acc, best, run, ms = d["test_acc"], d["best_epoch"], d["epochs_run"], d["epoch_time_s"] * 1e3
     else:
         cfg = TrainConfig(**base, **opts)
-        r = simulated(graph, cfg, args.chunks)
+        r = simulated(graph, cfg, args.chunks, args.chunker)
         acc, best, run, ms = r.test_acc, r.best_epoch, r.epochs_run, r.epoch_time_s * 1e3
     return acc, best, run, ms, time.perf_counter() - t0
 
@@ -118,6 +119,8 @@ def main() -> int:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--stages", type=int, default=4)
     ap.add_argument("--chunks", type=int, default=16)
+    ap.add_argument("--chunker", choices=("metis", "random"), default="metis",
+                    help="random chunks cut most edges: staleness everywhere, where the techniques matter most")
     ap.add_argument("--seeds", default="0", help="comma-separated seeds; several print the mean per variant")
     ap.add_argument("--epochs", type=int, default=COMMON["epochs"])
     ap.add_argument("--real", action="store_true", help="run the real S-process pipeline, not the simulation")
@@ -127,7 +130,7 @@ def main() -> int:
     print(f"machine: {platform.platform()}, {os.cpu_count()} cores; python {platform.python_version()}, "
           f"torch {torch.__version__}")
     seeds = [int(v) for v in args.seeds.split(",")]
-    print(f"GCNII x32, pipeline S = {args.stages}, K = {args.chunks} METIS chunks, seeds {seeds}, "
+    print(f"GCNII x32, pipeline S = {args.stages}, K = {args.chunks} {args.chunker} chunks, seeds {seeds}, "
           f"{'real pipeline' if args.real else 'one-process simulation of the pipeline'}")
     for name in args.graphs.split(","):
         graph = load_graph(TrainConfig(dataset=name, root=args.root))
