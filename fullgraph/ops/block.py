@@ -58,10 +58,6 @@ class Block:
         move = lambda t: None if t is None else t.to(device)  # noqa: E731
         return Block(self.adj.to(device), self.norm, src_ids=move(self.src_ids), dst_ids=move(self.dst_ids))
 
-    def with_ids(self, src_ids: torch.Tensor | None, dst_ids: torch.Tensor | None) -> "Block":
-        """This block with the global ids of its rows set (the matrix is shared, not copied)."""
-        return Block(self.adj, self.norm, self._edges, src_ids, dst_ids)
-
     @classmethod
     def from_csr(cls, indptr: torch.Tensor, indices: torch.Tensor, norm: str,
                  num_src: int | None = None) -> "Block":
