@@ -150,3 +150,24 @@ def test_a_stalled_rank_times_out_instead_of_hanging(tmp_path, mode):
     assert rc != 0 and elapsed < 60, (rc, elapsed)
     assert "rank 0 of 2 failed" in err, err
     assert not _children(launcher.pid)
+
+
+def test_the_first_failure_is_named_not_its_consequence(tmp_path):
+    """Rank 1 fails on bad input; rank 0 then fails on the closed connection. When both are seen
+    failed at once, the launcher names rank 1 (earliest error report), and a rank killed by a signal
+    (it reports nothing) before either."""
+    from types import SimpleNamespace
+
+    from fullgraph.comm.launch import _first_failure, _Rank
+
+    def rank(i: int, rc: int, mtime_ns: int | None) -> _Rank:
+        f = tmp_path / f"rank-{i}.error.json"
+        if mtime_ns is not None:
+            f.write_text("{}")
+            os.utime(f, ns=(mtime_ns, mtime_ns))
+        return _Rank(i, SimpleNamespace(returncode=rc), f, tmp_path / f"rank-{i}.log")
+
+    consequence, cause = rank(0, 1, 2_000_000_000), rank(1, 2, 1_000_000_000)
+    assert _first_failure([consequence, cause]) is cause
+    killed = rank(2, -signal.SIGKILL, None)
+    assert _first_failure([consequence, cause, killed]) is killed

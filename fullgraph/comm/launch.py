@@ -80,6 +80,24 @@ def _reason(r: _Rank) -> tuple[str, bool]:
     return f"exit status {rc}" + (f": {tail}" if tail else ""), False
 
 
+def _first_failure(failed: list[_Rank]) -> _Rank:
+    """The rank whose failure came first, among those that have failed.
+
+    When one rank fails, its peers fail moments later on a closed connection; naming the lowest
+    failed rank would often name such a consequence instead of the cause. A rank killed by a signal
+    wrote nothing and is taken as the cause; otherwise the earliest error report wins.
+    """
+    def when(r: _Rank) -> tuple[int, int]:
+        if r.proc.returncode is not None and r.proc.returncode < 0:
+            return (0, 0)
+        try:
+            return (1, r.error_file.stat().st_mtime_ns)
+        except OSError:
+            return (2, 0)
+
+    return min(failed, key=lambda r: (when(r), r.rank))
+
+
 def _stop(ranks: list[_Rank], grace_s: float = 5.0) -> None:
     for r in ranks:
         if r.proc.poll() is None:
@@ -131,8 +149,9 @@ def launch_local(argv: list[str], nprocs: int, *, threads: int = 0, log_dir: str
                 print(f"fullgraph: error: the ranks did not finish within {timeout_s:.0f} s; stopped them "
                       f"(rank logs in {logs})", file=sys.stderr)
                 return 1
-            failed = next((r for r in ranks if r.proc.poll() not in (None, 0)), None)
-            if failed is not None:
+            if any(r.proc.poll() not in (None, 0) for r in ranks):
+                time.sleep(0.5)  # let the peers that fail because of it fail too, then name the first
+                failed = _first_failure([r for r in ranks if r.proc.poll() not in (None, 0)])
                 _stop(ranks)
                 reason, input_error = _reason(failed)
                 print(f"fullgraph: error: rank {failed.rank} of {nprocs} failed: {reason} "
