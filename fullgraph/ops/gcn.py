@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import torch
 
-from fullgraph.ops.dropout import current_key, keep_mask, keyed_keep
+from fullgraph.ops.dropout import keep_mask, keyed_keep, keyed_rows
 from fullgraph.ops.sparse import SparseOp, csr_mm
 
 __all__ = ["gcn_layer", "ROW_BLOCK_ELEMENTS"]
@@ -161,11 +161,9 @@ def gcn_layer(adj: SparseOp, h: torch.Tensor | SparseOp, weight: torch.Tensor, b
     if dropout and not relu:
         raise ValueError("gcn_layer applies dropout only together with its ReLU")
     p = dropout if training else 0.0
-    key = current_key()
-    keyed = None
-    if p > 0.0 and key is not None and site is not None:
-        n = adj.shape[0]
-        keyed = (torch.arange(n, device=weight.device) if rows is None else rows, key, site)
+    keyed = keyed_rows(site, rows, adj.shape[0], weight.device) if p > 0.0 else None
+    if keyed is not None:
+        keyed = (*keyed, site)
     if isinstance(h, SparseOp):
         dummy = weight.new_empty((h.shape[0], 0))
         return _GCNLayer.apply(dummy, weight, bias, adj, h, relu, p, generator, keyed)

@@ -50,7 +50,6 @@ from fullgraph.partition.partitioners import random_permutation
 __all__ = ["GridOp", "SummaOp", "SpmmEngine", "SPMM_MODELS", "row_blocks", "spmm_engine"]
 
 
-
 def row_blocks(num_nodes: int, blocks: int, permute: bool, seed: int) -> list[torch.Tensor]:
     """The nodes of each block row: balanced consecutive runs of the node order, or of a seeded
     random permutation of it (each run sorted, so a block keeps the graph's local order)."""
