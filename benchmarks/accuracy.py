@@ -20,7 +20,8 @@ from pathlib import Path
 import torch
 
 from fullgraph.config import TrainConfig
-from fullgraph.train.trainer import Trainer, load_graph
+from fullgraph.data.load import load_graph
+from fullgraph.train.trainer import Trainer
 
 GCNII = dict(model="gcnii", lr=0.01, weight_decay=5e-4, conv_weight_decay=0.01, gcnii_alpha=0.1,
              epochs=1500, patience=100, select="loss")

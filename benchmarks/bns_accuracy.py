@@ -106,7 +106,7 @@ def dense_partition(a, folder: Path, partitioner: str) -> tuple[Path, dict]:
     from fullgraph.config import TrainConfig
     from fullgraph.data.synthetic import random_split
     from fullgraph.partition import PartitionBook, cached_partition, save_partition
-    from fullgraph.train.trainer import load_graph
+    from fullgraph.data.load import load_graph
 
     graph = load_graph(TrainConfig(dataset=BNS["dataset"], root=a.root))
     train, val, test = random_split(graph.num_nodes, np.random.default_rng(0), train=0.6, val=0.2)

@@ -175,7 +175,7 @@ class LoadMonitor:
 # ----------------------------------------------------------------------------- graphs
 def make_graph(name: str, root: str, scale: int, edges: int):
     from fullgraph.config import TrainConfig
-    from fullgraph.train.trainer import load_graph
+    from fullgraph.data.load import load_graph
 
     if name == "rmat":
         from fullgraph.data.synthetic import rmat

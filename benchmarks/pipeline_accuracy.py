@@ -50,7 +50,8 @@ from fullgraph.parallel.engine import SingleEngine  # noqa: E402
 from fullgraph.parallel.pipeline import ChunkedEngine, stage_bounds  # noqa: E402
 from fullgraph.partition import PartitionBook  # noqa: E402
 from fullgraph.partition.chunks import make_chunks  # noqa: E402
-from fullgraph.train.trainer import Trainer, load_graph  # noqa: E402
+from fullgraph.data.load import load_graph  # noqa: E402
+from fullgraph.train.trainer import Trainer  # noqa: E402
 
 SETTINGS = {  # the GCNII paper's 32-layer settings per graph
     "cora": dict(hidden=64, gcnii_lambda=0.5, dropout=0.6),

@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO))
 from fullgraph.config import TrainConfig  # noqa: E402
 from fullgraph.parallel.setup import prepare_partition_dir  # noqa: E402
 from fullgraph.partition.store import load_meta  # noqa: E402
-from fullgraph.train.trainer import load_graph  # noqa: E402
+from fullgraph.data.load import load_graph  # noqa: E402
 
 HIDDEN = {"squirrel": 1000, "coauthor-physics": 100}
 PAPER_TABLE7 = {  # GCNII, GiB per epoch: graph by depth 8..128, and the pipeline (flat in depth)

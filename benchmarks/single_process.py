@@ -120,7 +120,7 @@ def build_fullgraph(graph, cfg: dict):
     from fullgraph.ops import SparseOp
     from fullgraph.ops.dropout import keyed_dropout
     from fullgraph.parallel.engine import SingleEngine
-    from fullgraph.train.metrics import loss_sum
+    from fullgraph.ops.loss import loss_sum
 
     torch.manual_seed(cfg["seed"])
     model = build_model("gcn", graph.num_features, graph.num_classes, layers=cfg["depth"],

@@ -65,6 +65,7 @@ _TRAIN_FLAGS = [
     ("--chunk-edges", str, "stale (read history, GNNPipe) | induced (cut cross-chunk edges) (default stale)"),
     ("--replication", int, "spmm-1.5d: replication factor c of the P/c x c grid"),
     ("--gcn-kernel", str, "fused (default: one kept activation per layer) | autograd (plain ops, for comparison)"),
+    ("--memory-limit", float, "GiB per rank; refuse a run whose estimated peak exceeds it (default 0: available)"),
     ("--chunk-file", str, argparse.SUPPRESS),
     ("--boundary-rate", float, "BNS-GCN boundary node sampling rate p in [0, 1] (default 1: no sampling)"),
     ("--comm-timeout", float, "seconds a collective may wait before the run fails (default 60)"),
@@ -81,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
         train.add_argument(flag, type=typ, default=argparse.SUPPRESS, help=help_)
     train.add_argument("--no-shuffle", dest="shuffle", action="store_false", default=argparse.SUPPRESS,
                        help="pipeline/hybrid: process chunks in the same order every epoch")
+    train.add_argument("--recompute", dest="recompute", action="store_true", default=argparse.SUPPRESS,
+                       help="keep only each layer's input; recompute the rest in backward (less memory)")
     train.add_argument("--no-overlap", dest="overlap", action="store_false", default=argparse.SUPPRESS,
                        help="spmm layouts: wait for each broadcast before multiplying")
     train.add_argument("--permute", dest="permute", action="store_true", default=argparse.SUPPRESS,

@@ -113,6 +113,12 @@ class TrainConfig:
     gcn_kernel: str = "fused"
     """GCN layers as one fused function keeping one activation per layer (``fused``, MG-GCN's buffer
     reuse) or as plain PyTorch ops (``autograd``: more memory; for comparison)."""
+    recompute: bool = False
+    """Keep only each layer's input in the forward pass and recompute the rest in backward (SAR's
+    rematerialization): less activation memory for one more forward per layer; same losses."""
+    memory_limit: float = 0.0
+    """GiB one rank may use; the run is refused before launch when the estimated peak per rank exceeds
+    it (0: the memory this machine has available, divided among its local ranks)."""
     chunk_file: str | None = None
     """The node → chunk map the launcher wrote (set by the launcher; not a user option)."""
     progress: str = "auto"
@@ -147,6 +153,7 @@ class TrainConfig:
         need(self.partitioner in PARTITIONERS, "partitioner", f"to be one of {', '.join(PARTITIONERS)}")
         need(0.0 <= self.boundary_rate <= 1.0, "boundary_rate", "in [0, 1]")
         need(self.comm_timeout > 0, "comm_timeout", "> 0")
+        need(self.memory_limit >= 0, "memory_limit", ">= 0 (GiB; 0: what is available)")
         layout = self.layout  # validates parallel × nprocs (× stages × graph ways)
         need(self.history_refresh >= 1, "history_refresh", ">= 1")
         need(self.chunker in ("metis", "random"), "chunker", "to be metis or random")

@@ -26,6 +26,6 @@ def shared_data() -> Path:
 def cora(shared_data):
     """Cora as ``fullgraph train --dataset cora`` loads it (row-normalized features); read-only."""
     from fullgraph.config import TrainConfig
-    from fullgraph.train.trainer import load_graph
+    from fullgraph.data.load import load_graph
 
     return load_graph(TrainConfig(dataset="cora", root=str(shared_data)))

@@ -63,7 +63,7 @@ def chunked_runs(payload: dict, comm: Comm) -> dict:
 def spmm_runs(payload: dict, comm: Comm) -> dict:
     """SpMM-layout training for each run of the payload (every rank holds all weights)."""
     from fullgraph.parallel.spmm import spmm_engine
-    from fullgraph.train.trainer import load_graph
+    from fullgraph.data.load import load_graph
 
     graphs, out = {}, {}
     for run in payload["runs"]:

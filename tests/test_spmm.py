@@ -14,7 +14,8 @@ import torch
 
 from fullgraph.config import TrainConfig
 from fullgraph.errors import InputError
-from fullgraph.train.trainer import Trainer, load_graph
+from fullgraph.data.load import load_graph
+from fullgraph.train.trainer import Trainer
 
 from tests.distributed import run_ranks
 

@@ -7,7 +7,8 @@ import torch
 
 from fullgraph.config import TrainConfig
 from fullgraph.data.synthetic import planted_partition
-from fullgraph.train.trainer import Trainer, load_graph
+from fullgraph.data.load import load_graph
+from fullgraph.train.trainer import Trainer
 
 
 @pytest.fixture(scope="module")

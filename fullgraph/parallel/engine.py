@@ -72,7 +72,7 @@ class Engine:
     def step(self, model, epoch: int) -> float:
         """Gradients of one training epoch (the optimizer steps after); returns this rank's share of
         the loss. Layouts that interleave forward and backward (the pipeline) override it."""
-        from fullgraph.train.metrics import loss_sum
+        from fullgraph.ops.loss import loss_sum
 
         logits = self.forward(model, epoch, training=True)
         loss = loss_sum(logits[self.train_mask], self.y[self.train_mask]) / self.num_train

@@ -46,7 +46,7 @@ from fullgraph.comm.halo import HaloPlan, exchange_halo
 from fullgraph.parallel.engine import Engine, input_features, sum_grads
 from fullgraph.parallel.graph import feature_rows
 from fullgraph.partition.chunks import ChunkSet
-from fullgraph.train.metrics import loss_sum
+from fullgraph.ops.loss import loss_sum
 
 __all__ = ["ChunkedEngine", "chunk_order", "chunked_engine", "stage_bounds"]
 

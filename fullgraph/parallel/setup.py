@@ -21,7 +21,7 @@ def prepare_partition_dir(cfg, parts: int, out: str | Path | None = None, graph=
     reused (keyed by the graph's fingerprint, method, parts and seed) unless ``out`` is given."""
     from fullgraph.partition import PartitionBook, cache_root, cached_partition, save_partition
     from fullgraph.partition.store import load_meta
-    from fullgraph.train.trainer import load_graph
+    from fullgraph.data.load import load_graph
 
     graph = load_graph(cfg) if graph is None else graph
     if parts > graph.num_nodes:
@@ -55,7 +55,7 @@ def prepare_chunk_file(cfg, partition_dir, graph=None) -> Path:
     from fullgraph.partition import cache_root, load_part
     from fullgraph.partition.chunks import cached_chunks
     from fullgraph.partition.store import load_meta
-    from fullgraph.train.trainer import load_graph
+    from fullgraph.data.load import load_graph
 
     graph = load_graph(cfg) if graph is None else graph
     parts = int(load_meta(partition_dir)["parts"])
@@ -70,7 +70,7 @@ def prepare_run(cfg) -> list[str]:
     that point them at it (``--partition-dir``, and ``--chunk-file`` for pipeline and hybrid)."""
     from fullgraph.parallel.graph import check_parts
     from fullgraph.partition.store import load_meta
-    from fullgraph.train.trainer import load_graph
+    from fullgraph.data.load import load_graph
 
     layout = cfg.layout
     if layout.parallel.startswith("spmm"):  # every rank cuts its own block row from the graph

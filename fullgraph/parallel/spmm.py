@@ -379,7 +379,7 @@ def spmm_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> SpmmEng
     """This rank's engine of an ``spmm-*`` run (every rank loads the graph and keeps its block row).
     ``cfg`` has already checked the model and the grid (``TrainConfig``)."""
     from fullgraph.comm.context import DistEnv
-    from fullgraph.train.trainer import load_graph
+    from fullgraph.data.load import load_graph
 
     owns = comm is None
     if comm is None:

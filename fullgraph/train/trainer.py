@@ -18,49 +18,19 @@ import torch
 
 from fullgraph.config import TrainConfig
 from fullgraph.data.graph import Graph
-from fullgraph.data.preprocess import row_normalize_features
-from fullgraph.errors import InputError
+from fullgraph.data.load import load_graph
 from fullgraph.comm.ledger import CATEGORIES
 from fullgraph.models import GNN, MODELS, build_model
 from fullgraph.ops.dropout import keyed_dropout
-from fullgraph.parallel.engine import Engine, SingleEngine
+from fullgraph.parallel.engine import Engine
+from fullgraph.parallel.registry import build_engine
 from fullgraph.train.memory import peak_rss_bytes
-from fullgraph.train.metrics import correct_count, loss_sum
+from fullgraph.ops.loss import correct_count, loss_sum
 from fullgraph.train.report import Progress, RunWriter
 
 log = logging.getLogger("fullgraph")
 
-__all__ = ["Trainer", "RunResult", "load_graph"]
-
-# Planetoid features are bag-of-words rows that Kipf & Welling's loader row-normalizes.
-_ROW_NORMALIZED = {"cora", "citeseer", "pubmed"}
-
-
-def load_graph(cfg: TrainConfig) -> Graph:
-    """The graph ``cfg`` names, with the configured feature normalization applied."""
-    if cfg.dataset == "synthetic":
-        from fullgraph.data.synthetic import planted_partition
-
-        graph = planted_partition(seed=0)
-    elif cfg.dataset == "edgelist":
-        from fullgraph.data.datasets import preprocess
-        from fullgraph.data.formats.edgelist import load_edgelist_folder
-
-        if cfg.root is None:
-            raise InputError("expected --root FOLDER with --dataset edgelist (got no --root)")
-        graph = preprocess(load_edgelist_folder(cfg.root, seed=cfg.split))
-    else:
-        from fullgraph.data.datasets import get_spec, load_dataset
-
-        if get_spec(cfg.dataset).format == "npz_shchur":  # no published split: --split seeds ours
-            graph = load_dataset(cfg.dataset, cfg.root, split=0, seed=cfg.split)
-        else:
-            graph = load_dataset(cfg.dataset, cfg.root, split=cfg.split)
-    norm = cfg.feature_norm
-    if norm == "auto":
-        norm = "row" if cfg.dataset in _ROW_NORMALIZED else "none"
-    return row_normalize_features(graph) if norm == "row" else graph
-
+__all__ = ["Trainer", "RunResult"]
 
 @dataclass
 class RunResult:
@@ -134,22 +104,9 @@ class Trainer:
             torch.set_num_threads(threads_per_process(env.local_world_size if env else cfg.nprocs))
         norm = MODELS[cfg.model].norm
         if self.engine is None:
-            if cfg.parallel == "single":
-                if self.graph is None:
-                    self.graph = load_graph(cfg)
-                self.engine = SingleEngine(self.graph, norm)
-            elif cfg.parallel == "graph":
-                from fullgraph.parallel.graph import graph_engine
-
-                self.engine = graph_engine(cfg, norm)
-            elif cfg.parallel.startswith("spmm"):
-                from fullgraph.parallel.spmm import spmm_engine
-
-                self.engine = spmm_engine(cfg, norm, graph=self.graph)
-            else:
-                from fullgraph.parallel.pipeline import chunked_engine
-
-                self.engine = chunked_engine(cfg, norm)
+            if cfg.parallel == "single" and self.graph is None:
+                self.graph = load_graph(cfg)
+            self.engine = build_engine(cfg, norm, graph=self.graph)
         e = self.engine
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank
         self.model = build_model(

@@ -1,4 +1,4 @@
-"""Loss and accuracy over a subset of nodes.
+"""Loss and accuracy over a subset of nodes (local arithmetic, no communication: every layout uses them).
 
 The loss is a *sum* over the selected nodes divided by a count the caller passes in. In a single
 process that count is the number of training nodes; a layout that splits the nodes passes the

@@ -1,0 +1,57 @@
+"""``build_engine(cfg, norm)``: the one place a configured layout becomes this rank's ``Engine``.
+
+Each layout registers a builder under the names ``--parallel`` accepts. A builder reads only what
+its rank needs: the single process loads the graph, a graph or hybrid rank its part, a pipeline rank
+the structure (and, on the first stage, the features), an SpMM rank its block row(s). The trainer
+never branches on the layout; adding one is one module and one entry here.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from fullgraph.comm.layout import PARALLEL_MODES
+from fullgraph.parallel.engine import Engine
+
+__all__ = ["ENGINES", "build_engine"]
+
+
+def _single(cfg, norm: str, graph=None) -> Engine:
+    from fullgraph.data.load import load_graph
+    from fullgraph.parallel.engine import SingleEngine
+
+    return SingleEngine(load_graph(cfg) if graph is None else graph, norm)
+
+
+def _graph(cfg, norm: str, graph=None) -> Engine:
+    from fullgraph.parallel.graph import graph_engine
+
+    return graph_engine(cfg, norm)
+
+
+def _chunked(cfg, norm: str, graph=None) -> Engine:
+    from fullgraph.parallel.pipeline import chunked_engine
+
+    return chunked_engine(cfg, norm)
+
+
+def _spmm(cfg, norm: str, graph=None) -> Engine:
+    from fullgraph.parallel.spmm import spmm_engine
+
+    return spmm_engine(cfg, norm, graph=graph)
+
+
+ENGINES: dict[str, Callable[..., Engine]] = {
+    "single": _single,
+    "graph": _graph,
+    "pipeline": _chunked,
+    "hybrid": _chunked,
+    **{mode: _spmm for mode in PARALLEL_MODES if mode.startswith("spmm")},
+}
+assert set(ENGINES) == set(PARALLEL_MODES), "every layout needs a builder"
+
+
+def build_engine(cfg, norm: str, graph=None) -> Engine:
+    """This rank's engine for ``cfg.parallel``; ``graph`` (already loaded) is used by the layouts that
+    hold the whole graph (single process, and SpMM when tests pass one in)."""
+    return ENGINES[cfg.parallel](cfg, norm, graph=graph)
