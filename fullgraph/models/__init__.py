@@ -16,8 +16,19 @@ __all__ = ["GNN", "GCN", "GraphSAGE", "GAT", "GCNII", "ResGCNPlus", "MODELS", "b
 
 
 def build_model(name: str, in_dim: int, out_dim: int, *, layers: int, hidden: int, dropout: float,
-                heads: int = 8, gcnii_alpha: float = 0.1, gcnii_lambda: float = 0.5, gcn_kernel: str = "fused") -> GNN:
-    """The model called ``name`` with its own keyword set; unknown names are an ``InputError``."""
+                heads: int = 8, gcnii_alpha: float = 0.1, gcnii_lambda: float = 0.5, gcn_kernel: str = "fused",
+                recompute: bool = False) -> GNN:
+    """The model called ``name`` with its own keyword set; unknown names are an ``InputError``.
+
+    ``recompute``: the graph layers keep only their inputs and recompute the rest in backward
+    (``GraphLayer``); same numbers, less activation memory."""
+    model = _build(name, in_dim, out_dim, layers=layers, hidden=hidden, dropout=dropout, heads=heads,
+                   gcnii_alpha=gcnii_alpha, gcnii_lambda=gcnii_lambda, gcn_kernel=gcn_kernel)
+    model.recompute = recompute
+    return model
+
+
+def _build(name, in_dim, out_dim, *, layers, hidden, dropout, heads, gcnii_alpha, gcnii_lambda, gcn_kernel) -> GNN:
     if name not in MODELS:
         raise InputError(f"unknown model {name!r} (expected one of {', '.join(MODELS)})")
     common = dict(layers=layers, dropout=dropout)

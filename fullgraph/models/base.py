@@ -8,15 +8,17 @@ block per layer; neither needs the model to know about it. Models import no proc
 
 from __future__ import annotations
 
+import contextvars
 import math
 from typing import Callable, Sequence
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from fullgraph.ops import Block, SparseOp, matmul
 
-__all__ = ["GNN", "Linear", "glorot_"]
+__all__ = ["GNN", "GraphLayer", "Linear", "glorot_"]
 
 
 def glorot_(w: torch.Tensor) -> torch.Tensor:
@@ -37,6 +39,43 @@ class Linear(nn.Module):
     def forward(self, x: torch.Tensor | SparseOp) -> torch.Tensor:
         out = matmul(x, self.weight)
         return out + self.bias if self.bias is not None else out
+
+
+class GraphLayer(nn.Module):
+    """Base of the graph layers: ``forward(block, h, h0)`` runs :meth:`compute`, or with ``recompute``
+    on (and gradients being recorded) runs it under ``torch.utils.checkpoint`` (non-reentrant).
+
+    Recompute (SAR's rematerialization): the layer keeps only its inputs (``h``, ``h0``) for backward
+    and runs :meth:`compute` again there to rebuild what it needs, one layer at a time. Only the
+    local computation is checkpointed: the halo rows of ``h`` were fetched by the layout before the
+    call (``GNN.forward``'s ``fetch``, the pipeline's transport), so recomputation moves no byte and
+    the communication ledger is the same with and without it.
+
+    Recomputation gives the same numbers: keyed dropout masks (``ops.dropout``) are a function of
+    (seed, epoch, site, node id), and the key is read from a context variable, which is captured at
+    forward time and restored for the recomputation (backward may run on another thread, e.g.
+    autograd's device threads on a GPU); unkeyed masks come from the global generators, whose states
+    ``checkpoint`` saves and restores.
+    """
+
+    dropout_site: int | None = None
+    """Dropout site of this layer (set by the model: GNN numbers its layers)."""
+    recompute: bool = False
+    """Keep only the inputs for backward and recompute the rest (set by ``GNN.recompute``)."""
+
+    def forward(self, block: Block, h, h0=None) -> torch.Tensor:
+        if self.recompute and self.training and torch.is_grad_enabled():
+            ctx = contextvars.copy_context()  # the dropout key, as the recomputation must see it
+            return checkpoint(_run_in, ctx, self.compute, block, h, h0, use_reentrant=False)
+        return self.compute(block, h, h0)
+
+    def compute(self, block: Block, h, h0=None) -> torch.Tensor:
+        """The layer: ``h`` holds the src rows of ``block``, ``h0`` the dst rows of ``H[0]`` (or None)."""
+        raise NotImplementedError
+
+
+def _run_in(ctx: contextvars.Context, fn, *args):
+    return ctx.run(fn, *args)
 
 
 class GNN(nn.Module):
@@ -61,6 +100,16 @@ class GNN(nn.Module):
         if name == "layers":  # number the layers' dropout sites, whatever model built them
             for i, layer in enumerate(value):
                 layer.dropout_site = i + 1
+
+    @property
+    def recompute(self) -> bool:
+        """Whether the graph layers recompute their internals in backward (see ``GraphLayer``)."""
+        return any(getattr(layer, "recompute", False) for layer in self.layers)
+
+    @recompute.setter
+    def recompute(self, on: bool) -> None:
+        for layer in self.layers:
+            layer.recompute = bool(on)
 
     @property
     def post_site(self) -> int:

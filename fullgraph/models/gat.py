@@ -12,7 +12,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from fullgraph.errors import InputError
-from fullgraph.models.base import GNN, glorot_
+from fullgraph.models.base import GNN, GraphLayer, glorot_
 from fullgraph.ops import Block, dropout, matmul
 
 
@@ -20,14 +20,14 @@ def edge_softmax(scores: torch.Tensor, dst: torch.Tensor, num_dst: int) -> torch
     """Softmax of ``scores [E, heads]`` over the edges that share a dst node."""
     heads = scores.shape[1]
     idx = dst.unsqueeze(1).expand(-1, heads)
-    top = torch.full((num_dst, heads), float("-inf"), dtype=scores.dtype)
+    top = torch.full((num_dst, heads), float("-inf"), dtype=scores.dtype, device=scores.device)
     top = top.scatter_reduce(0, idx, scores, reduce="amax", include_self=True)
     e = (scores - top.gather(0, idx)).exp()
-    denom = torch.zeros((num_dst, heads), dtype=scores.dtype).index_add_(0, dst, e)
+    denom = torch.zeros((num_dst, heads), dtype=scores.dtype, device=scores.device).index_add_(0, dst, e)
     return e / denom.gather(0, idx)
 
 
-class GATLayer(nn.Module):
+class GATLayer(GraphLayer):
     def __init__(self, d_in: int, d_head: int, heads: int, *, last: bool, dropout: float):
         super().__init__()
         self.heads, self.d_head, self.last, self.dropout = heads, d_head, last, dropout
@@ -36,9 +36,7 @@ class GATLayer(nn.Module):
         self.att_dst = nn.Parameter(glorot_(torch.empty(heads, d_head)))
         self.bias = nn.Parameter(torch.zeros(heads * d_head))
 
-    dropout_site: int | None = None  # set by the model (GNN numbers its layers)
-
-    def forward(self, block: Block, h, h0=None) -> torch.Tensor:
+    def compute(self, block: Block, h, h0=None) -> torch.Tensor:
         h = dropout(h, self.dropout, self.training, rows=block.src_ids, site=self.dropout_site)
         wh = matmul(h, self.weight).view(-1, self.heads, self.d_head)
         src, dst = block.edges()
@@ -47,7 +45,7 @@ class GATLayer(nn.Module):
         scores = F.leaky_relu(s_src[src] + s_dst[dst], 0.2)
         alpha = edge_softmax(scores, dst, block.num_dst)
         msg = wh[src] * alpha.unsqueeze(-1)
-        out = torch.zeros((block.num_dst, self.heads, self.d_head), dtype=wh.dtype).index_add_(0, dst, msg)
+        out = wh.new_zeros((block.num_dst, self.heads, self.d_head)).index_add_(0, dst, msg)
         out = out.reshape(block.num_dst, -1) + self.bias
         return out if self.last else F.elu(out)
 

@@ -7,13 +7,13 @@ from torch import nn
 
 from torch.nn import functional as F
 
-from fullgraph.models.base import GNN, glorot_
+from fullgraph.models.base import GNN, GraphLayer, glorot_
 from fullgraph.ops import Block, dropout, gcn_layer, matmul, spmm
 
 KERNELS = ("fused", "autograd")
 
 
-class GCNLayer(nn.Module):
+class GCNLayer(GraphLayer):
     """``kernel``: ``fused`` (one autograd function that keeps one activation per layer: MG-GCN's
     buffer reuse) or ``autograd`` (the same math as separate PyTorch ops, each keeping its own
     buffers: the comparison point of ``benchmarks/spmm_layouts.py``)."""
@@ -24,9 +24,7 @@ class GCNLayer(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d_out))
         self.last, self.dropout, self.kernel = last, dropout, kernel
 
-    dropout_site: int | None = None  # set by the model (GNN numbers its layers)
-
-    def forward(self, block: Block, h, h0=None) -> torch.Tensor:
+    def compute(self, block: Block, h, h0=None) -> torch.Tensor:
         if self.kernel == "autograd":
             z = spmm(block.adj, matmul(h, self.weight)) + self.bias
             return z if self.last else dropout(F.relu(z), self.dropout, self.training, rows=block.dst_ids,

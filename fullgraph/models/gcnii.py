@@ -13,11 +13,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from fullgraph.models.base import GNN, Linear
+from fullgraph.models.base import GNN, GraphLayer, Linear
 from fullgraph.ops import Block, dropout, spmm
 
 
-class GCNIILayer(nn.Module):
+class GCNIILayer(GraphLayer):
     def __init__(self, hidden: int, layer_index: int, *, alpha: float, lam: float, dropout: float):
         super().__init__()
         # the paper's initialization, U(-1/sqrt(hidden), 1/sqrt(hidden)): narrower than Glorot's,
@@ -27,9 +27,7 @@ class GCNIILayer(nn.Module):
         self.alpha, self.dropout = alpha, dropout
         self.beta = math.log(lam / layer_index + 1.0)
 
-    dropout_site: int | None = None  # set by the model (GNN numbers its layers)
-
-    def forward(self, block: Block, h, h0) -> torch.Tensor:
+    def compute(self, block: Block, h, h0) -> torch.Tensor:
         h = dropout(h, self.dropout, self.training, rows=block.src_ids, site=self.dropout_site)
         # fused forms of (1-α)·ÂH + α·H0 and (1-β)·S + β·S W: two kernels instead of six
         support = torch.add(h0 * self.alpha, spmm(block.adj, h), alpha=1.0 - self.alpha)

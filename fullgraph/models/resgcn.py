@@ -12,11 +12,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from fullgraph.models.base import GNN, Linear, glorot_
+from fullgraph.models.base import GNN, GraphLayer, Linear, glorot_
 from fullgraph.ops import Block, dropout, gcn_layer
 
 
-class ResGCNLayer(nn.Module):
+class ResGCNLayer(GraphLayer):
     def __init__(self, hidden: int, *, first: bool, dropout: float):
         super().__init__()
         self.first, self.dropout = first, dropout
@@ -24,9 +24,7 @@ class ResGCNLayer(nn.Module):
         self.weight = nn.Parameter(glorot_(torch.empty(hidden, hidden)))
         self.bias = nn.Parameter(torch.zeros(hidden))
 
-    dropout_site: int | None = None  # set by the model (GNN numbers its layers)
-
-    def forward(self, block: Block, h, h0=None) -> torch.Tensor:
+    def compute(self, block: Block, h, h0=None) -> torch.Tensor:
         if self.first:
             return gcn_layer(block.adj, h, self.weight, self.bias, relu=False)
         z = dropout(F.relu(self.norm(h)), self.dropout, self.training, rows=block.src_ids, site=self.dropout_site)

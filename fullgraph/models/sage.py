@@ -6,20 +6,18 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from fullgraph.models.base import GNN, Linear
+from fullgraph.models.base import GNN, GraphLayer, Linear
 from fullgraph.ops import Block, SparseOp, dropout, matmul, spmm
 
 
-class SAGELayer(nn.Module):
+class SAGELayer(GraphLayer):
     def __init__(self, d_in: int, d_out: int, *, last: bool, dropout: float):
         super().__init__()
         self.self_lin = Linear(d_in, d_out, bias=True)
         self.neigh_lin = Linear(d_in, d_out, bias=False)
         self.last, self.dropout = last, dropout
 
-    dropout_site: int | None = None  # set by the model (GNN numbers its layers)
-
-    def forward(self, block: Block, h, h0=None) -> torch.Tensor:
+    def compute(self, block: Block, h, h0=None) -> torch.Tensor:
         if isinstance(h, SparseOp):
             h_dst = h.rows(block.num_dst)
             neigh = spmm(block.adj, matmul(h, self.neigh_lin.weight))

@@ -1,11 +1,12 @@
-"""Process memory as the operating system sees it (what a user's machine must have)."""
+"""Process memory as the operating system sees it (what a user's machine must have), and the live
+bytes of the C heap (what the tensors of this process hold right now)."""
 
 from __future__ import annotations
 
 import resource
 import sys
 
-__all__ = ["peak_rss_bytes", "current_rss_bytes"]
+__all__ = ["peak_rss_bytes", "current_rss_bytes", "heap_bytes"]
 
 
 def peak_rss_bytes() -> int:
@@ -24,3 +25,32 @@ def current_rss_bytes() -> int:
         return pages * os.sysconf("SC_PAGE_SIZE")
     except OSError:
         return peak_rss_bytes()
+
+
+_MALLINFO2 = None
+
+
+def heap_bytes() -> int | None:
+    """Bytes allocated through ``malloc`` and not yet freed (glibc's ``mallinfo2``: heap blocks in use
+    plus mmapped blocks), or ``None`` where there is no glibc. CPU tensors live there, so the
+    difference of two readings is what was allocated in between and is still alive, unlike the RSS,
+    which also counts freed memory the allocator keeps."""
+    global _MALLINFO2
+    if _MALLINFO2 is None:
+        try:
+            import ctypes
+
+            class _Info(ctypes.Structure):
+                _fields_ = [(name, ctypes.c_size_t) for name in
+                            ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+                             "fordblks", "keepcost")]
+
+            fn = ctypes.CDLL("libc.so.6").mallinfo2
+            fn.restype = _Info
+            _MALLINFO2 = fn
+        except (OSError, AttributeError):
+            _MALLINFO2 = False
+    if not _MALLINFO2:
+        return None
+    info = _MALLINFO2()
+    return int(info.uordblks + info.hblkhd)

@@ -20,6 +20,7 @@ from fullgraph.config import TrainConfig
 from fullgraph.data.graph import Graph
 from fullgraph.data.load import load_graph
 from fullgraph.comm.ledger import CATEGORIES
+from fullgraph.errors import InputError
 from fullgraph.models import GNN, MODELS, build_model
 from fullgraph.ops.dropout import keyed_dropout
 from fullgraph.parallel.engine import Engine
@@ -103,6 +104,11 @@ class Trainer:
             env = DistEnv.from_env()
             torch.set_num_threads(threads_per_process(env.local_world_size if env else cfg.nprocs))
         norm = MODELS[cfg.model].norm
+        if cfg.recompute and cfg.parallel.startswith("spmm"):
+            # their sparse products communicate inside the layer: recomputing would repeat them
+            raise InputError(f"expected --recompute only with --parallel single, graph, pipeline or hybrid (got "
+                             f"--parallel {cfg.parallel}, whose layers communicate inside the sparse product, so "
+                             f"recomputing them would repeat the communication)")
         if self.engine is None:
             if cfg.parallel == "single" and self.graph is None:
                 self.graph = load_graph(cfg)
@@ -112,7 +118,7 @@ class Trainer:
         self.model = build_model(
             cfg.model, e.in_dim, e.num_classes, layers=cfg.layers, hidden=cfg.hidden,
             dropout=cfg.dropout, heads=cfg.heads, gcnii_alpha=cfg.gcnii_alpha, gcnii_lambda=cfg.gcnii_lambda,
-            gcn_kernel=cfg.gcn_kernel,
+            gcn_kernel=cfg.gcn_kernel, recompute=cfg.recompute,
         )
         self.model.to(e.device)
         self.optimizer = torch.optim.Adam(
