@@ -6,6 +6,9 @@ an optional dependency, imported only inside these functions.
 
 Conventions: ``edge_index`` is ``[2, E]`` with row 0 the source and row 1 the destination (PyG's
 ``flow="source_to_target"``), which is ``Graph.edges()`` stacked.
+
+:func:`write_pyg` stores a ``Data`` as a native dataset folder (:mod:`fullgraph.data.formats.native`),
+so that ``fullgraph train --dataset FOLDER`` trains on any graph PyG can build.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from fullgraph.data.graph import Graph
 from fullgraph.data.splits import per_class_split
 from fullgraph.errors import InputError
 
-__all__ = ["to_pyg", "from_pyg"]
+__all__ = ["to_pyg", "from_pyg", "write_pyg"]
 
 
 def _pyg_data_class():
@@ -106,3 +109,26 @@ def from_pyg(data, name: str | None = None, *, split: int = 0, seed: int | None 
         edge_index[0], edge_index[1], n, x=x, y=y, train_mask=masks[0], val_mask=masks[1], test_mask=masks[2],
         name=name or getattr(data, "name", None) or "pyg",
     )
+
+
+def write_pyg(data, out_dir, name: str | None = None, *, split: int = 0, seed: int | None = None,
+              preprocess: bool = True, feature_norm: str = "none", **options) -> dict:
+    """Write a PyG ``Data`` as a native dataset folder at ``out_dir``; returns what
+    :func:`fullgraph.data.formats.native.write_native` returns (its meta.json and ``total_bytes``).
+
+    The graph is read by :func:`from_pyg` (``split``, ``seed`` as there). ``preprocess``: store it
+    symmetrized, deduplicated and without self loops, as every named dataset is loaded, so that
+    training reads the folder as stored; with ``False`` the edges are stored as given, and
+    ``fullgraph train --dataset FOLDER`` preprocesses them on each load instead. ``feature_norm``:
+    what ``--feature-norm auto`` means for it (``row`` for bag-of-words features like Planetoid's).
+    Other ``options`` go to ``write_native`` (``source``, ``block_bytes``).
+    """
+    from fullgraph.data.formats.native import write_native
+
+    graph = from_pyg(data, name, split=split, seed=seed)
+    if preprocess:
+        from fullgraph.data.datasets import preprocess as standard
+
+        graph = standard(graph)
+    return write_native(graph, out_dir, preprocessed=True if preprocess else None, feature_norm=feature_norm,
+                        **options)

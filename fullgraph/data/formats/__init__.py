@@ -2,13 +2,18 @@
 
 No loader symmetrizes, deduplicates or drops self loops: that is one policy, applied in one place
 (:func:`fullgraph.data.datasets.preprocess`), so a loader can be checked against the raw files.
+:mod:`.native` is fullgraph's own memory-mapped folder, the one format here that is also written.
 """
 
 from fullgraph.data.formats.edgelist import load_edgelist
 from fullgraph.data.formats.graphsaint import load_graphsaint
+from fullgraph.data.formats.native import load_native, write_native
 from fullgraph.data.formats.npz_hetero import load_npz_hetero
 from fullgraph.data.formats.npz_shchur import load_npz_shchur
 from fullgraph.data.formats.ogb import load_ogb
 from fullgraph.data.formats.planetoid import load_planetoid
 
-__all__ = ["load_edgelist", "load_graphsaint", "load_npz_hetero", "load_npz_shchur", "load_ogb", "load_planetoid"]
+__all__ = [
+    "load_edgelist", "load_graphsaint", "load_native", "load_npz_hetero", "load_npz_shchur", "load_ogb",
+    "load_planetoid", "write_native",
+]

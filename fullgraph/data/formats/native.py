@@ -1,0 +1,464 @@
+"""fullgraph's own dataset folder: memory-mappable ``.npy`` arrays and a ``meta.json`` that checks them.
+
+Why a format of our own: the published formats are text, pickles or compressed archives, which must
+be parsed into memory before training starts. A native folder is read with ``np.load(mmap_mode=...)``:
+loading a 10^8-edge graph costs page-cache reads, not a parse and a second copy, and every rank of a
+run on one machine shares the same pages.
+
+The folder (version 1)::
+
+    meta.json          format name + version, counts, and one entry per array (see below)
+    indptr.npy         int64 [N+1]  CSR row pointers over in-edges (row v = the edges u -> v)
+    indices.npy        int32 [E]    the source u of each in-edge, sorted within each row
+                                    (int64 only when N > 2^31 - 1)
+    x.npy              float32 [N, F]  dense features, or, for sparse (CSR) features, instead:
+      x_indptr.npy     int64 [N+1]
+      x_indices.npy    int64 [nnz]  column ids, sorted within each row
+      x_values.npy     float32 [nnz]
+    y.npy              int64 [N] class ids (-1: unlabelled), or float32 [N, C] of 0/1 (multi-label)
+    train_mask.npy, val_mask.npy, test_mask.npy   bool [N]
+
+This is exactly the :class:`~fullgraph.data.graph.Graph` container on disk (same in-edge CSR
+convention). Arrays are plain ``.npy`` files (format 1.0, little-endian, C order, never pickled
+objects), so ``numpy.load`` reads each one on its own. ``meta.json`` holds::
+
+    {"format": "fullgraph-native", "version": 1, "name": "cora",
+     "counts": {"num_nodes": N, "num_edges": E, "num_features": F, "num_classes": C,
+                "multilabel": false, "feature_nnz": nnz (sparse only),
+                "split_sizes": {"train": ..., "val": ..., "test": ...}},
+     "features": "dense" | "sparse_csr",
+     "preprocessed": true,     # symmetric, no duplicate edges, no self loops (datasets.preprocess)
+     "feature_norm": "none",   # what --feature-norm auto means for this graph ("row" for Planetoid)
+     "source": "...", "created_by": "fullgraph 0.1.0",
+     "files": {"indptr.npy": {"dtype": "<i8", "shape": [N+1], "bytes": ..., "sha256": "..."}, ...}}
+
+``bytes`` is the whole file's size; ``sha256`` is over the array's data bytes only (not the ``.npy``
+header), so that it names the numbers whatever header padding a tool writes.
+
+Writing (:func:`write_native`) goes into a temporary sibling folder that is renamed into place when
+complete, so a reader never sees half a dataset. It writes each array in blocks of about
+``block_bytes`` (hashing as it goes), so writing adds no second copy of the graph. It replaces an
+earlier native folder, fills an empty one, and refuses anything else.
+
+Loading (:func:`load_native`) checks, before building anything, that every file is there, that each
+``.npy`` header agrees with ``meta.json`` (dtype and shape), that the shapes agree with the counts,
+and that no file is shorter than its header says (a truncated copy); each problem is one
+:class:`~fullgraph.errors.InputError`. The full sha256 check reads every byte, which for a 10^8-edge
+graph takes seconds, so it is chosen by ``verify``: ``True`` always, ``False`` never, ``None`` (the
+default) when the arrays total at most :data:`VERIFY_AUTO_MAX_BYTES` (512 MiB, well under a second
+of hashing; the pages read then serve the load too). Arrays are mapped copy-on-write
+(``mmap_mode="c"``): nothing is read until used, and an in-place write by later code changes a
+private page instead of the file (a read-only map would turn such a write into a crash).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import secrets
+import shutil
+import warnings
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+import torch
+
+from fullgraph.data.graph import Graph
+from fullgraph.errors import InputError
+
+__all__ = [
+    "NATIVE_FORMAT", "NATIVE_VERSION", "VERIFY_AUTO_MAX_BYTES", "write_native", "load_native",
+    "read_native_meta", "is_native_folder", "is_preprocessed", "check_target",
+]
+
+NATIVE_FORMAT = "fullgraph-native"
+NATIVE_VERSION = 1
+VERIFY_AUTO_MAX_BYTES = 512 << 20
+BLOCK_BYTES = 64 << 20
+META = "meta.json"
+MASKS = ("train_mask", "val_mask", "test_mask")
+SPLITS = ("train", "val", "test")
+ARRAY_FILES = ("indptr.npy", "indices.npy", "x.npy", "x_indptr.npy", "x_indices.npy", "x_values.npy", "y.npy",
+               *(f"{m}.npy" for m in MASKS))
+INT32_MAX = np.iinfo(np.int32).max
+
+_I8, _I4, _F4, _B1 = np.dtype("<i8"), np.dtype("<i4"), np.dtype("<f4"), np.dtype("|b1")
+
+
+def _dtype_name(dt: np.dtype) -> str:
+    return str(np.dtype(dt)) if np.dtype(dt).byteorder in "=|<" else np.dtype(dt).str
+
+
+# --------------------------------------------------------------------------------------- writing
+def _blocks(t, block_bytes: int) -> Iterator[np.ndarray]:
+    """Row blocks of a tensor or array as numpy arrays, about ``block_bytes`` each."""
+    itemsize = t.element_size() if isinstance(t, torch.Tensor) else t.itemsize
+    n, row = t.shape[0], max(1, math.prod(t.shape[1:]) * itemsize)
+    step = max(1, block_bytes // row)
+    for i in range(0, n, step):
+        b = t[i:i + step]
+        yield b.detach().cpu().contiguous().numpy() if isinstance(b, torch.Tensor) else np.ascontiguousarray(b)
+
+
+def _write_npy(path: Path, dtype: np.dtype, shape: tuple[int, ...], blocks: Iterable[np.ndarray]) -> dict:
+    """Write a ``.npy`` file from blocks (converted to ``dtype``); return its meta.json entry."""
+    dtype = np.dtype(dtype)
+    h = hashlib.sha256()
+    count = 0
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(
+            f, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": tuple(shape)})
+        for b in blocks:
+            b = np.ascontiguousarray(b, dtype=dtype)
+            count += b.size
+            view = memoryview(b).cast("B")
+            h.update(view)
+            f.write(view)
+        f.flush()
+        os.fsync(f.fileno())
+    if count != math.prod(shape):
+        raise InputError(f"expected {math.prod(shape)} values for {path.name} (got {count} from the writer)")
+    return {"dtype": dtype.str, "shape": list(shape), "bytes": path.stat().st_size, "sha256": h.hexdigest()}
+
+
+def _is_replaceable(folder: Path) -> bool:
+    """An earlier native folder: a native meta.json and nothing that is not ours."""
+    try:
+        meta = json.loads((folder / META).read_text(encoding="utf8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(meta, dict) or meta.get("format") != NATIVE_FORMAT:
+        return False
+    return all(p.name in (META, *ARRAY_FILES) and p.is_file() for p in folder.iterdir())
+
+
+def check_target(out: str | os.PathLike) -> None:
+    """Raise unless ``write_native`` may write ``out``: call it before a long computation."""
+    out = Path(out).expanduser()
+    if out.exists() and not out.is_dir():
+        raise InputError(f"expected the output {out} to be a folder (got an existing file); choose another path")
+    if out.is_dir() and any(out.iterdir()) and not _is_replaceable(out):
+        raise InputError(
+            f"expected the output {out} to be a new or empty folder, or an earlier fullgraph dataset folder "
+            f"(got a folder with other files; refusing to overwrite it)"
+        )
+
+
+class _FolderWriter:
+    """A native folder being written: arrays go into a hidden sibling, renamed into place by ``commit``."""
+
+    def __init__(self, out_dir, block_bytes: int = BLOCK_BYTES):
+        self.out = Path(out_dir).expanduser()
+        if self.out.name in ("", ".", ".."):
+            self.out = self.out.resolve()
+        check_target(self.out)
+        self.block_bytes = int(block_bytes)
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = self.out.parent / f".{self.out.name}.writing-{os.getpid()}-{secrets.token_hex(4)}"
+        self.tmp.mkdir()
+        self.files: dict[str, dict] = {}
+
+    def array(self, name: str, dtype, shape, blocks: Iterable[np.ndarray]) -> None:
+        self.files[name] = _write_npy(self.tmp / name, dtype, tuple(int(s) for s in shape), blocks)
+
+    def tensor(self, name: str, dtype, t) -> None:
+        self.array(name, dtype, tuple(t.shape), _blocks(t, self.block_bytes))
+
+    def commit(self, meta: dict) -> dict:
+        meta = {**meta, "files": self.files}
+        text = json.dumps(meta, indent=1) + "\n"
+        with open(self.tmp / META, "w", encoding="utf8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        check_target(self.out)  # still ours to replace?
+        old = None
+        if self.out.is_dir():
+            if any(self.out.iterdir()):
+                old = self.out.parent / f".{self.out.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
+                os.rename(self.out, old)
+            else:
+                self.out.rmdir()
+        os.rename(self.tmp, self.out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        meta["total_bytes"] = sum(f["bytes"] for f in self.files.values()) + len(text.encode("utf8"))
+        return meta
+
+    def abort(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def is_preprocessed(graph: Graph) -> bool:
+    """Whether the structure is what :func:`fullgraph.data.datasets.preprocess` leaves: symmetric,
+    no duplicate edges, no self loops. Costs a few ``E``-long int64 temporaries."""
+    ip, ix = graph.indptr.numpy(), graph.indices.numpy()
+    n = graph.num_nodes
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(ip))
+    if bool((ix == rows).any()):
+        return False
+    same_row = rows[1:] == rows[:-1]
+    if bool((np.diff(ix)[same_row] <= 0).any()):  # a repeat, or a row out of order
+        return False
+    forward = rows * n + ix  # sorted: rows ascend, sources ascend within each
+    del rows, same_row
+    backward = np.sort(ix.astype(np.int64) * n + np.repeat(np.arange(n, dtype=np.int64), np.diff(ip)))
+    return bool(np.array_equal(forward, backward))
+
+
+def _base_meta(graph: Graph, *, preprocessed: bool, feature_norm: str, source: str | None) -> dict:
+    if feature_norm not in ("row", "none"):
+        raise InputError(f"expected feature_norm 'row' or 'none' (got {feature_norm!r})")
+    from fullgraph import __version__
+
+    sizes = {s: int(getattr(graph, f"{s}_mask").sum()) for s in SPLITS}
+    counts = {"num_nodes": graph.num_nodes, "num_edges": graph.num_edges, "num_features": graph.num_features,
+              "num_classes": int(graph.num_classes), "multilabel": graph.multilabel}
+    sparse = graph.x.layout == torch.sparse_csr
+    if sparse:
+        counts["feature_nnz"] = int(graph.x.values().numel())
+    counts["split_sizes"] = sizes
+    return {"format": NATIVE_FORMAT, "version": NATIVE_VERSION, "name": graph.name, "counts": counts,
+            "features": "sparse_csr" if sparse else "dense", "preprocessed": bool(preprocessed),
+            "feature_norm": feature_norm, "source": source, "created_by": f"fullgraph {__version__}"}
+
+
+def write_native(graph: Graph, out_dir: str | os.PathLike, *, preprocessed: bool | None = None,
+                 feature_norm: str = "none", source: str | None = None, block_bytes: int = BLOCK_BYTES) -> dict:
+    """Write ``graph`` as a native folder at ``out_dir`` (see the module doc); return its meta.json
+    content plus ``total_bytes``, the bytes written.
+
+    ``preprocessed``: whether the structure is symmetric without duplicates or self loops (what
+    ``fullgraph train --dataset FOLDER`` then trains on as stored; otherwise it preprocesses on
+    every load); ``None`` checks (:func:`is_preprocessed`). ``feature_norm``: what ``auto`` feature
+    normalization means for this graph. ``source``: a free-form note of where the graph came from.
+    """
+    if not isinstance(graph, Graph):
+        raise InputError(f"expected a fullgraph Graph to write (got {type(graph).__name__})")
+    if preprocessed is None:
+        preprocessed = is_preprocessed(graph)
+    meta = _base_meta(graph, preprocessed=preprocessed, feature_norm=feature_norm, source=source)
+    w = _FolderWriter(out_dir, block_bytes)
+    try:
+        w.tensor("indptr.npy", _I8, graph.indptr)
+        w.tensor("indices.npy", _I4 if graph.num_nodes - 1 <= INT32_MAX else _I8, graph.indices)
+        x = graph.x
+        if x.layout == torch.sparse_csr:
+            w.tensor("x_indptr.npy", _I8, x.crow_indices())
+            w.tensor("x_indices.npy", _I8, x.col_indices())
+            w.tensor("x_values.npy", _F4, x.values())
+        else:
+            w.tensor("x.npy", _F4, x)
+        w.tensor("y.npy", _F4 if graph.multilabel else _I8, graph.y)
+        for m in MASKS:
+            w.tensor(f"{m}.npy", _B1, getattr(graph, m))
+        return w.commit(meta)
+    except BaseException:
+        w.abort()
+        raise
+
+
+# --------------------------------------------------------------------------------------- reading
+def is_native_folder(folder: str | os.PathLike) -> bool:
+    """Whether ``folder`` holds a ``meta.json`` naming this format (the arrays are not checked)."""
+    try:
+        meta = json.loads((Path(folder) / META).read_text(encoding="utf8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("format") == NATIVE_FORMAT
+
+
+def _need(cond: bool, folder: Path, text: str) -> None:
+    if not cond:
+        raise InputError(f"expected {text} in the fullgraph dataset {folder}/meta.json")
+
+
+def read_native_meta(folder: str | os.PathLike) -> dict:
+    """The checked ``meta.json`` of a native folder."""
+    folder = Path(folder)
+    path = folder / META
+    if not folder.is_dir():
+        raise InputError(f"expected a fullgraph dataset folder at {folder} (got {'a file' if folder.exists() else 'nothing'})")
+    try:
+        meta = json.loads(path.read_text(encoding="utf8"))
+    except FileNotFoundError:
+        raise InputError(f"expected {path} (not found: {folder} is not a fullgraph dataset folder)") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"expected {path} to be readable (got {type(e).__name__}: {e})") from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"expected {path} to be JSON (got a syntax error at line {e.lineno}: {e.msg})") from None
+    if not isinstance(meta, dict) or meta.get("format") != NATIVE_FORMAT:
+        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise InputError(f"expected format {NATIVE_FORMAT!r} in {path} (got {got!r})")
+    if meta.get("version") != NATIVE_VERSION:
+        raise InputError(f"expected version {NATIVE_VERSION} of the {NATIVE_FORMAT} format in {path} "
+                         f"(got {meta.get('version')!r}; written by a newer fullgraph?)")
+    counts = meta.get("counts")
+    _need(isinstance(counts, dict), folder, "a 'counts' object")
+    for k in ("num_nodes", "num_edges", "num_features", "num_classes"):
+        v = counts.get(k)
+        _need(isinstance(v, int) and not isinstance(v, bool) and v >= 0, folder, f"a non-negative integer counts.{k}")
+    _need(counts["num_nodes"] >= 1, folder, "counts.num_nodes >= 1")
+    _need(isinstance(counts.get("multilabel"), bool), folder, "a true/false counts.multilabel")
+    sizes = counts.get("split_sizes")
+    _need(isinstance(sizes, dict) and all(isinstance(sizes.get(s), int) for s in SPLITS), folder,
+          "integer counts.split_sizes.train/val/test")
+    _need(meta.get("features") in ("dense", "sparse_csr"), folder, "'features' to be 'dense' or 'sparse_csr'")
+    if meta["features"] == "sparse_csr":
+        nnz = counts.get("feature_nnz")
+        _need(isinstance(nnz, int) and nnz >= 0, folder, "an integer counts.feature_nnz for sparse features")
+    _need(isinstance(meta.get("files"), dict), folder, "a 'files' object")
+    _need(isinstance(meta.get("name", ""), str), folder, "a string 'name'")
+    return meta
+
+
+def _expected(meta: dict) -> dict[str, tuple[tuple[np.dtype, ...], tuple[int, ...]]]:
+    """Every array the meta implies: name -> (allowed dtypes, shape from the counts)."""
+    c = meta["counts"]
+    n, e, f = c["num_nodes"], c["num_edges"], c["num_features"]
+    out = {"indptr.npy": ((_I8,), (n + 1,)), "indices.npy": ((_I4, _I8), (e,))}
+    if meta["features"] == "sparse_csr":
+        nnz = c["feature_nnz"]
+        out |= {"x_indptr.npy": ((_I8,), (n + 1,)), "x_indices.npy": ((_I8, _I4), (nnz,)),
+                "x_values.npy": ((_F4,), (nnz,))}
+    else:
+        out["x.npy"] = ((_F4,), (n, f))
+    out["y.npy"] = ((_F4,), (n, c["num_classes"])) if c["multilabel"] else ((_I8,), (n,))
+    for m in MASKS:
+        out[f"{m}.npy"] = ((_B1,), (n,))
+    return out
+
+
+def _read_header(path: Path) -> tuple[np.dtype, tuple[int, ...], int]:
+    """``(dtype, shape, data offset)`` from a ``.npy`` header."""
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+            elif version == (2, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+            else:
+                raise ValueError(f"unsupported .npy version {version}")
+            offset = f.tell()
+    except (ValueError, OSError, EOFError, SyntaxError) as e:
+        raise InputError(f"expected {path} to be a .npy array (got an unreadable header: {e})") from None
+    if fortran:
+        raise InputError(f"expected {path} in C order (got a Fortran-ordered array)")
+    if dtype.hasobject:
+        raise InputError(f"expected {path} to hold plain numbers (got Python objects, dtype {dtype})")
+    return dtype, tuple(shape), offset
+
+
+def _sha256_data(path: Path, offset: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        f.seek(offset)
+        for block in iter(lambda: f.read(8 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _check_files(folder: Path, meta: dict, verify: bool | None) -> dict[str, int]:
+    """Every check short of building the graph; returns each file's data offset."""
+    expected = _expected(meta)
+    files = meta["files"]
+    missing = [name for name in expected if not (folder / name).is_file()]
+    if missing:
+        raise InputError(f"expected the file(s) {', '.join(missing)} in the fullgraph dataset {folder} "
+                         f"(not found; meta.json lists them)")
+    offsets = {}
+    for name, (dtypes, shape) in expected.items():
+        path = folder / name
+        entry = files.get(name)
+        if not isinstance(entry, dict) or not all(k in entry for k in ("dtype", "shape", "bytes")):
+            raise InputError(f"expected an entry with dtype, shape and bytes for {name} in {folder}/meta.json")
+        try:
+            meta_dtype = np.dtype(entry["dtype"])
+        except TypeError:
+            raise InputError(f"expected a numpy dtype for {name} in {folder}/meta.json (got {entry['dtype']!r})") from None
+        allowed = " or ".join(_dtype_name(d) for d in dtypes)
+        if meta_dtype not in dtypes:
+            raise InputError(f"expected {name} to be {allowed} in {folder}/meta.json (got {_dtype_name(meta_dtype)})")
+        if list(entry["shape"]) != list(shape):
+            raise InputError(f"expected {name} of shape {list(shape)} from the counts in {folder}/meta.json "
+                             f"(got shape {entry['shape']} listed under 'files': the counts and files disagree)")
+        dtype, file_shape, offset = _read_header(path)
+        if dtype != meta_dtype:
+            raise InputError(f"expected {path} to hold {_dtype_name(meta_dtype)} as meta.json says "
+                             f"(got {_dtype_name(dtype)})")
+        if file_shape != shape:
+            raise InputError(f"expected {path} of shape {list(shape)} as meta.json says (got {list(file_shape)})")
+        size = path.stat().st_size
+        want = offset + math.prod(shape) * dtype.itemsize
+        if size < want:
+            raise InputError(f"expected {path} to hold {want} bytes (got {size}: the file is truncated)")
+        if size != want or size != entry["bytes"]:
+            raise InputError(f"expected {path} to be {entry['bytes']} bytes as meta.json says (got {size})")
+        offsets[name] = offset
+    if verify is None:
+        verify = sum(files[name]["bytes"] for name in expected) <= VERIFY_AUTO_MAX_BYTES
+    if verify:
+        for name in expected:
+            want = files[name].get("sha256")
+            if not isinstance(want, str):
+                raise InputError(f"expected a sha256 for {name} in {folder}/meta.json (got none)")
+            got = _sha256_data(folder / name, offsets[name])
+            if got != want:
+                raise InputError(f"expected {folder / name} to have sha256 {want} as meta.json says "
+                                 f"(got {got}: the file was changed or damaged)")
+    return offsets
+
+
+def _map(path: Path) -> torch.Tensor:
+    """The array of ``path`` as a tensor over a copy-on-write memory map (no read yet)."""
+    try:
+        arr = np.load(path, mmap_mode="c", allow_pickle=False)
+    except ValueError as e:  # numpy's "mmap length is greater than file size", and kin
+        raise InputError(f"expected {path} to be a complete .npy array (got {e})") from None
+    except OSError as e:
+        raise InputError(f"expected {path} to be readable (got {type(e).__name__}: {e})") from None
+    return torch.from_numpy(arr)
+
+
+def load_native(folder: str | os.PathLike, *, verify: bool | None = None) -> Graph:
+    """The graph in a native folder, memory-mapped; see the module doc for the checks and ``verify``.
+
+    Features, labels, masks and ``indptr`` stay memory-mapped (copy-on-write). ``Graph`` needs int64
+    edge ``indices``, so an int32 ``indices.npy`` is converted once: an ``8 E``-byte copy, the one
+    array of the graph that is read into memory in full. Sparse feature column ids stored as int32
+    are converted too. The structure is returned as stored (``fullgraph train --dataset FOLDER``
+    preprocesses a folder whose meta says it is not preprocessed).
+    """
+    folder = Path(folder).expanduser()
+    meta = read_native_meta(folder)
+    _check_files(folder, meta, verify)
+    c = meta["counts"]
+    indptr = _map(folder / "indptr.npy")
+    indices = _map(folder / "indices.npy")
+    if indices.dtype != torch.int64:
+        indices = indices.to(torch.int64)
+    if meta["features"] == "sparse_csr":
+        crow, col, vals = (_map(folder / f"x_{k}.npy") for k in ("indptr", "indices", "values"))
+        col = col if col.dtype == torch.int64 else col.to(torch.int64)
+        if int(crow[0]) != 0 or int(crow[-1]) != vals.numel() or bool((crow[1:] < crow[:-1]).any()):
+            raise InputError(f"expected x_indptr.npy in {folder} to rise from 0 to {vals.numel()} (got other values)")
+        if col.numel() and (int(col.min()) < 0 or int(col.max()) >= c["num_features"]):
+            raise InputError(f"expected feature column ids in [0, {c['num_features']}) in {folder}/x_indices.npy")
+        with warnings.catch_warnings():  # torch's one-time "sparse CSR is in beta" notice
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+            x = torch.sparse_csr_tensor(crow, col, vals, size=(c["num_nodes"], c["num_features"]),
+                                        check_invariants=False)
+    else:
+        x = _map(folder / "x.npy")
+    y = _map(folder / "y.npy")
+    masks = {m: _map(folder / f"{m}.npy") for m in MASKS}
+    for s, m in zip(SPLITS, MASKS):
+        got = int(masks[m].sum())
+        if got != c["split_sizes"][s]:
+            raise InputError(f"expected {c['split_sizes'][s]} nodes in {folder}/{m}.npy as meta.json says (got {got})")
+    return Graph(indptr=indptr, indices=indices, x=x, y=y, name=meta.get("name") or folder.name,
+                 num_classes=c["num_classes"], **masks)
