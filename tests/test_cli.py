@@ -48,6 +48,10 @@ BAD_ARGS = [
     (["train", "--model", "gat", "--hidden", "10", "--heads", "3"], "multiple of heads"),
     (["train", "--dataset", "imagenet"], "expected a known dataset name"),
     (["train", "--config", "/nonexistent/run.toml"], "no such file"),
+    (["train", "--dataset", "/nonexistent/graph"], "which does not exist"),
+    (["generate", "rmat", "--scale", "4"], "the following arguments are required: --edges, --out"),
+    (["generate", "tree", "--out", "x"], "invalid choice: 'tree'"),
+    (["convert", "--dataset", "cora"], "the following arguments are required: --out"),
 ]
 
 
@@ -89,3 +93,13 @@ def test_datasets_lists_what_is_present(shared_data):
     assert listing["cora"] and listing["coauthor-physics"] and listing["tolokers"]
     assert not listing["pubmed"]  # allx is not in the offline copy
     assert not listing["ogbn-products"]
+
+
+def test_generate_a_folder_then_train_on_it(tmp_path):
+    out = tmp_path / "graph"
+    proc = fullgraph("generate", "planted", "--nodes", "400", "--features", "8", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"wrote {out}: planted-400, 400 nodes, ") and "peak RSS" in proc.stdout
+    proc = fullgraph("train", "--dataset", str(out), "--epochs", "2", "--out", str(tmp_path / "run"))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["dataset"] == "planted-400"

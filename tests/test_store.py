@@ -1,15 +1,22 @@
-"""The native dataset folder: round trips, the PyG writer, and every damaged folder as one error."""
+"""The native dataset folder, ``--dataset PATH`` format detection, and ``generate`` / ``convert``."""
 
+import gzip
 import json
+import shutil
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
 
+from fullgraph.cli import main
+from fullgraph.config import TrainConfig
+from fullgraph.data.datasets import preprocess
+from fullgraph.data.detect import detect, looks_like_path
 from fullgraph.data.formats import load_native, write_native
-from fullgraph.data.formats.native import is_preprocessed
+from fullgraph.data.formats.native import is_native_folder, is_preprocessed, read_native_meta
 from fullgraph.data.graph import Graph
+from fullgraph.data.load import feature_norm_of, load_graph, load_raw_graph
 from fullgraph.data.synthetic import planted_partition
 from fullgraph.errors import InputError
 
@@ -65,6 +72,8 @@ def test_round_trip_sparse_multilabel_directed(tmp_path):
     back = load_native(tmp_path / "ml")
     assert back.multilabel and back.x.layout == torch.sparse_csr
     assert_same_graph(g, back)
+    # as stored by the loader; through --dataset it is preprocessed like every published format
+    assert_same_graph(preprocess(g), load_raw_graph(TrainConfig(dataset=str(tmp_path / "ml"))))
 
 
 def test_loaded_arrays_are_memory_mapped_copy_on_write(small, tmp_path):
@@ -160,9 +169,16 @@ def damaged(small, tmp_path):
 def test_damaged_folder_is_one_input_error(kind, damaged):
     d = damaged(kind)
     with pytest.raises(InputError, match=DAMAGE[kind][1]):
-        load_native(d)
+        load_raw_graph(TrainConfig(dataset=str(d))) if kind == "not json" else load_native(d)
 
 
+@pytest.mark.parametrize("kind", list(DAMAGE))
+def test_damaged_folder_on_the_command_line(kind, damaged, capsys):
+    d = damaged(kind)
+    assert main(["train", "--dataset", str(d), "--epochs", "1", "--progress", "none"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fullgraph: error:"), err
+    assert str(d) in err[0]
 
 
 def test_checksum_is_skipped_when_asked_and_above_the_auto_limit(damaged, monkeypatch):
@@ -176,7 +192,7 @@ def test_checksum_is_skipped_when_asked_and_above_the_auto_limit(damaged, monkey
         load_native(d, verify=True)
 
 
-def test_write_refuses_a_foreign_folder_and_a_file(small, tmp_path):
+def test_write_refuses_a_foreign_folder_and_a_file(small, tmp_path, capsys):
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("precious")
@@ -190,29 +206,174 @@ def test_write_refuses_a_foreign_folder_and_a_file(small, tmp_path):
     (tmp_path / "f").write_text("precious")
     with pytest.raises(InputError, match="got an existing file"):
         write_native(small, tmp_path / "f")
+    for out in (foreign, tmp_path / "f"):
+        assert main(["generate", "planted", "--nodes", "50", "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(out) in err[0], err
     assert (foreign / "notes.txt").read_text() == "precious" and (tmp_path / "f").read_text() == "precious"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f", "mine", "nat"]
 
 
+# ---------------------------------------------------------------------------------- detection
+def _gz(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt") as f:
+        f.write(text)
 
 
+def _ogb(d):
+    _gz(d / "raw" / "edge.csv.gz", "0,1\n1,2\n2,3\n3,0\n4,0\n")
+    _gz(d / "raw" / "node-feat.csv.gz", "".join(f"{i}.5,{-i}\n" for i in range(5)))
+    _gz(d / "raw" / "node-label.csv.gz", "0\n1\n2\n1\n0\n")
+    for s, ids in (("train", "0\n1\n"), ("valid", "2\n"), ("test", "3\n4\n")):
+        _gz(d / "split" / "scheme" / f"{s}.csv.gz", ids)
 
 
+def _graphsaint(d):
+    d.mkdir(parents=True)
+    sp.save_npz(d / "adj_full.npz", sp.csr_matrix((np.ones(4), ([0, 1, 2, 3], [1, 2, 3, 0])), shape=(4, 4)))
+    np.save(d / "feats.npy", np.eye(4))
+    (d / "class_map.json").write_text(json.dumps({str(i): i % 2 for i in range(4)}))
+    (d / "role.json").write_text(json.dumps({"tr": [0], "va": [1], "te": [2, 3]}))
 
 
+def _edgelist(d):
+    d.mkdir(parents=True)
+    (d / "edges.txt").write_text("0 1\n1 2\n2 3\n")
+    np.save(d / "features.npy", np.eye(4, dtype=np.float32))
+    (d / "labels.txt").write_text("0\n1\n0\n1\n")
+    for s, i in (("train", 0), ("val", 1), ("test", 2)):
+        (d / f"{s}.txt").write_text(f"{i}\n")
 
 
+def _hetero(d):
+    d.mkdir(parents=True)
+    masks = np.zeros((2, 6), dtype=bool)
+    masks[:, :2] = True
+    np.savez(d / "whatever.npz", node_features=np.eye(6, dtype=np.float32), node_labels=np.arange(6) % 2,
+             edges=np.array([[0, 1], [1, 2], [3, 4]]), train_masks=masks, val_masks=np.roll(masks, 2, 1),
+             test_masks=np.roll(masks, 4, 1))
 
 
+def _shchur(d):
+    d.mkdir(parents=True)
+    adj = sp.csr_matrix(np.roll(np.eye(6, dtype=np.float32), 1, axis=1))
+    np.savez(d / "graph.npz", adj_data=adj.data, adj_indices=adj.indices, adj_indptr=adj.indptr,
+             adj_shape=adj.shape, attr_matrix=np.eye(6, dtype=np.float32), labels=np.arange(6) % 2)
 
 
+def _planetoid(d, shared):
+    shutil.copytree(shared / "cora", d)
 
 
+def _native(d, small):
+    write_native(small, d)
 
 
+@pytest.mark.parametrize("kind", ["native", "ogb", "graphsaint", "planetoid", "edgelist", "npz_hetero", "npz_shchur"])
+def test_detects_each_format_under_any_folder_name(kind, tmp_path, shared_data, small):
+    d = tmp_path / "some data (copy)"
+    {"native": lambda: _native(d, small), "ogb": lambda: _ogb(d), "graphsaint": lambda: _graphsaint(d),
+     "planetoid": lambda: _planetoid(d, shared_data), "edgelist": lambda: _edgelist(d),
+     "npz_hetero": lambda: _hetero(d), "npz_shchur": lambda: _shchur(d)}[kind]()
+    det = detect(d)
+    assert det.kind == kind
+    cfg = TrainConfig(dataset=str(d), split=1 if kind == "npz_hetero" else 0)
+    assert looks_like_path(cfg.dataset)
+    g = load_graph(cfg)
+    assert is_preprocessed(g)
+    if kind == "planetoid":
+        assert g.name == "cora" and feature_norm_of(cfg) == "row"
+        assert g.fingerprint() == load_graph(TrainConfig(dataset="cora", root=str(shared_data))).fingerprint()
+    else:
+        assert feature_norm_of(cfg) == "none"
+    if kind.startswith("npz"):  # the file itself works too
+        assert detect(det.path).kind == kind and det.path.suffix == ".npz"
+    if kind == "npz_hetero":
+        assert g.train_mask.tolist() == [True, True, False, False, False, False]
 
 
+def test_unrecognised_and_refused_folders(tmp_path, small):
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "readme.md").write_text("hi")
+    with pytest.raises(InputError, match=r"found none of: meta\.json .*OGB.*GraphSAINT.*Planetoid.*edge list.*\.npz"):
+        detect(tmp_path / "junk")
+    (tmp_path / "junk" / "meta.json").write_text(json.dumps({"format": "something-else"}))
+    with pytest.raises(InputError, match="expected format 'fullgraph-native'.*got 'something-else'"):
+        detect(tmp_path / "junk")
+    with pytest.raises(InputError, match="does not exist"):
+        load_graph(TrainConfig(dataset=str(tmp_path / "nowhere")))
+    proteins = tmp_path / "prot"
+    _ogb(proteins)
+    (proteins / "raw" / "node-feat.csv.gz").unlink()
+    _gz(proteins / "raw" / "edge-feat.csv.gz", "0.1\n")
+    with pytest.raises(InputError, match="ogbn-proteins"):
+        detect(proteins)
+    papers = tmp_path / "papers"
+    (papers / "raw").mkdir(parents=True)
+    np.savez(papers / "raw" / "data.npz", edge_index=np.zeros((2, 1), dtype=np.int64))
+    with pytest.raises(InputError, match="papers100M"):
+        detect(papers)
+    two = tmp_path / "two"
+    _hetero(two)
+    shutil.copy(two / "whatever.npz", two / "other.npz")
+    with pytest.raises(InputError, match="one .npz file"):
+        detect(two)
+    write_native(small, tmp_path / "nat")
+    with pytest.raises(InputError, match="--split 0"):
+        load_graph(TrainConfig(dataset=str(tmp_path / "nat"), split=2))
 
 
+def test_known_names_win_over_folders(tmp_path, monkeypatch, shared_data):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cora").mkdir()
+    (tmp_path / "cora" / "junk.txt").write_text("not a dataset")
+    assert not looks_like_path("cora") and not looks_like_path("synthetic") and not looks_like_path("edgelist")
+    assert looks_like_path("./cora") and looks_like_path("mygraph/")
+    assert load_raw_graph(TrainConfig(dataset="cora", root=str(shared_data))).num_nodes == 2708
+    with pytest.raises(InputError, match="known dataset name"):  # not a path: the old message
+        load_raw_graph(TrainConfig(dataset="imagenet"))
 
 
+# ---------------------------------------------------------------------------------- command line
+def test_generate_rmat_and_planted(tmp_path, capsys):
+    assert main(["generate", "rmat", "--scale", "8", "--edges", "2000", "--features", "6", "--classes", "3",
+                 "--seed", "2", "--out", str(tmp_path / "r")]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith(f"wrote {tmp_path / 'r'}: rmat-8, 256 nodes, ") and "bytes" in line and "peak RSS" in line
+    g = load_native(tmp_path / "r")
+    assert (g.num_nodes, g.num_features, g.num_classes) == (256, 6, 3) and is_preprocessed(g)
+    assert read_native_meta(tmp_path / "r")["source"].startswith("fullgraph generate rmat --scale 8")
+    assert main(["generate", "planted", "--nodes", "200", "--classes", "4", "--features", "5", "--avg-degree", "6",
+                 "--homophily", "0.9", "--seed", "3", "--out", str(tmp_path / "p")]) == 0
+    assert "planted-200, 200 nodes" in capsys.readouterr().out
+    g = load_native(tmp_path / "p")
+    want = planted_partition(200, 4, 6.0, 0.9, 5, seed=3, name="planted-200")
+    assert_same_graph(want, g)
+    assert main(["generate", "planted", "--nodes", "200", "--homophily", "2", "--out", str(tmp_path / "q")]) == 2
+    assert main(["generate", "rmat", "--scale", "40", "--edges", "10", "--out", str(tmp_path / "q")]) == 2
+    assert not (tmp_path / "q").exists()
+    assert main(["generate", "--out", str(tmp_path / "q")]) == 2
+
+
+def test_convert_cora_trains_like_cora(tmp_path, shared_data, capsys):
+    out = tmp_path / "cora-native"
+    assert main(["convert", "--dataset", "cora", "--root", str(shared_data), "--out", str(out)]) == 0
+    assert "cora, 2708 nodes, 10556 edges" in capsys.readouterr().out
+    assert is_native_folder(out) and read_native_meta(out)["feature_norm"] == "row"
+    named = TrainConfig(dataset="cora", root=str(shared_data))
+    cfg = TrainConfig(dataset=str(out))
+    assert feature_norm_of(cfg) == "row"
+    assert load_graph(cfg).fingerprint() == load_graph(named).fingerprint()
+    assert main(["convert", "--dataset", "cora", "--root", str(tmp_path), "--out", str(tmp_path / "x")]) == 2
+
+
+def test_train_and_partition_a_native_folder(small, tmp_path, capsys):
+    write_native(small, tmp_path / "g")
+    assert main(["train", "--dataset", str(tmp_path / "g"), "--epochs", "2", "--progress", "none",
+                 "--out", str(tmp_path / "run")]) == 0
+    assert "small gcn x2: test accuracy" in capsys.readouterr().out
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["epochs_run"] == 2
+    assert main(["partition", "--dataset", str(tmp_path / "g"), "--parts", "2", "--partitioner", "random",
+                 "--out", str(tmp_path / "parts")]) == 0
+    assert "2 parts by random" in capsys.readouterr().out

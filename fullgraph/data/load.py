@@ -1,9 +1,14 @@
 """``load_graph(cfg)``: the graph a run names, from whichever source it comes.
 
 This is the one place a configuration turns into a :class:`Graph`: the built-in synthetic graph, a
-folder of edge lists, or a named published dataset (:mod:`fullgraph.data.datasets`), followed by
-the configured feature normalization. It lives in ``data/`` so that every higher layer (the
-partitioner, the parallel layouts, the trainer) can call it without importing each other.
+folder of edge lists, a named published dataset (:mod:`fullgraph.data.datasets`), or a path to a
+dataset in any format fullgraph reads, recognised from its files (:mod:`fullgraph.data.detect`),
+followed by the configured feature normalization. Known names win over paths: ``--dataset cora`` is
+the registry's Cora even if a folder ``./cora`` exists (write ``./cora`` for the folder). A relative
+path is relative to the working directory (``--root`` is the data root of named datasets only).
+
+It lives in ``data/`` so that every higher layer (the partitioner, the parallel layouts, the trainer)
+can call it without importing each other.
 """
 
 from __future__ import annotations
@@ -19,10 +24,18 @@ ROW_NORMALIZED = frozenset({"cora", "citeseer", "pubmed"})
 
 
 def feature_norm_of(cfg) -> str:
-    """``row`` or ``none``: the configured feature normalization with ``auto`` resolved."""
+    """``row`` or ``none``: the configured feature normalization with ``auto`` resolved.
+
+    ``auto`` is ``row`` for the Planetoid graphs: by name, a Planetoid folder given as a path, or a
+    native folder whose ``meta.json`` records ``row`` (as ``fullgraph convert`` does for them).
+    """
     if cfg.feature_norm != "auto":
         return cfg.feature_norm
-    return "row" if cfg.dataset in ROW_NORMALIZED else "none"
+    if cfg.dataset in ROW_NORMALIZED:
+        return "row"
+    from fullgraph.data.detect import detect, looks_like_path
+
+    return detect(cfg.dataset).feature_norm if looks_like_path(cfg.dataset) else "none"
 
 
 def load_raw_graph(cfg) -> Graph:
@@ -38,6 +51,10 @@ def load_raw_graph(cfg) -> Graph:
         if cfg.root is None:
             raise InputError("expected --root FOLDER with --dataset edgelist (got no --root)")
         return preprocess(load_edgelist_folder(cfg.root, seed=cfg.split))
+    from fullgraph.data.detect import load_path, looks_like_path
+
+    if looks_like_path(cfg.dataset):
+        return load_path(cfg.dataset, split=cfg.split)
     from fullgraph.data.datasets import get_spec, load_dataset
 
     if get_spec(cfg.dataset).format == "npz_shchur":  # no published split: --split seeds ours

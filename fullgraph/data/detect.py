@@ -1,0 +1,202 @@
+"""``--dataset PATH``: recognise a dataset's format from the files it holds, whatever its name.
+
+A user's copy of ogbn-proteins may live in ``/scratch/prot``, a GraphSAINT download in
+``~/Downloads/flickr (1)``: the folder name says nothing, so the format is read off the files. The
+rules, tried in this order on a folder (the first that matches wins):
+
+=============  ==================================================================================
+native         ``meta.json`` whose ``format`` is ``fullgraph-native`` (:mod:`.formats.native`)
+ogb            ``raw/edge.csv.gz`` (OGB node-property raw layout, :mod:`.formats.ogb`);
+               ``raw/data.npz`` (the ogbn-papers100M layout) is recognised and refused by name
+graphsaint     ``adj_full.npz``, or ``class_map.json`` with ``role.json`` (:mod:`.formats.graphsaint`)
+planetoid      ``ind.NAME.graph`` (with the other ``ind.NAME.*`` files; :mod:`.formats.planetoid`)
+edgelist       ``edges.txt``/``.csv``/``.tsv`` with ``features.*`` and ``labels.*``
+               (:func:`.formats.edgelist.load_edgelist_folder`)
+npz            exactly one ``.npz`` file in the folder, read as a file (below)
+=============  ==================================================================================
+
+A ``.npz`` file is told apart by its keys: ``node_features``/``node_labels``/``edges`` is the
+heterophilous-graphs layout (:mod:`.formats.npz_hetero`); ``adj_matrix`` or ``adj_data`` is Shchur's
+(:mod:`.formats.npz_shchur`). Anything else is one :class:`~fullgraph.errors.InputError` listing what
+was looked for. Detection only lists names (and reads ``meta.json`` or an ``.npz`` directory): it is
+cheap enough to run twice, once to load and once to resolve ``--feature-norm auto``.
+
+The loaded graph is preprocessed (symmetric, deduplicated, no self loops) exactly as the named
+datasets are, except a native folder whose ``meta.json`` says it already is: that one is used as
+stored, memory-mapped. ``--split`` means what it means for the named datasets: the fixed split of a
+heterophilous ``.npz`` (0..9), the seed of the per-class split drawn for a Shchur ``.npz`` or an edge
+list without split files, and 0 for formats with one published split. ``--feature-norm auto`` is
+``row`` for a Planetoid folder, what ``meta.json`` says for a native folder (``convert`` records it,
+so a converted Cora trains like ``--dataset cora``), and ``none`` otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fullgraph.data.graph import Graph
+from fullgraph.errors import InputError
+
+__all__ = ["Detected", "detect", "looks_like_path", "load_path"]
+
+log = logging.getLogger("fullgraph")
+
+_WHAT_WE_LOOK_FOR = (
+    "meta.json of a fullgraph native folder; raw/edge.csv.gz (OGB); adj_full.npz or class_map.json + "
+    "role.json (GraphSAINT); ind.NAME.graph (Planetoid); edges.txt|csv|tsv + features + labels (edge list); "
+    "one .npz file (Shchur or heterophilous-graphs)"
+)
+
+
+@dataclass(frozen=True)
+class Detected:
+    """What a path holds: ``kind`` (a format name), the ``path`` its loader reads, a ``name``."""
+
+    kind: str
+    path: Path
+    name: str
+    feature_norm: str = "none"
+    options: dict = field(default_factory=dict)
+
+
+def looks_like_path(dataset: str) -> bool:
+    """Whether ``--dataset`` names a path rather than a known dataset: it is not a known name and it
+    contains a path separator or names something that exists. Known names always win, so
+    ``--dataset cora`` means the registry's Cora even with a ``./cora`` folder around."""
+    from fullgraph.data.datasets import get_spec
+
+    if dataset in ("synthetic", "edgelist"):
+        return False
+    try:
+        get_spec(dataset)
+        return False
+    except InputError:
+        pass
+    seps = [os.sep] + ([os.altsep] if os.altsep else [])
+    return any(s in dataset for s in seps) or dataset.startswith("~") or Path(dataset).exists()
+
+
+def _npz_kind(path: Path) -> str:
+    try:
+        with zipfile.ZipFile(path) as zf:
+            keys = {n[:-4] if n.endswith(".npy") else n for n in zf.namelist()}
+    except (zipfile.BadZipFile, OSError) as e:
+        raise InputError(f"expected {path} to be an .npz (zip) archive (got {type(e).__name__}: {e})") from None
+    if {"node_features", "node_labels", "edges"} <= keys:
+        return "npz_hetero"
+    if "adj_matrix" in keys or "adj_data" in keys:
+        return "npz_shchur"
+    raise InputError(
+        f"expected a Shchur .npz (adj_matrix/node_attr/node_label or adj_data/...) or a heterophilous-graphs "
+        f".npz (node_features/node_labels/edges/*_masks) at {path} (found keys {sorted(keys)[:12]})"
+    )
+
+
+def _name_of(path: Path) -> str:
+    return path.name or path.resolve().name or "graph"
+
+
+def detect(path: str | os.PathLike) -> Detected:
+    """The format of the dataset at ``path`` (a folder, or an ``.npz`` file); see the module doc."""
+    from fullgraph.data.formats.native import is_native_folder, read_native_meta
+
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise InputError(f"expected --dataset to be a known dataset name or an existing folder or file "
+                         f"(got {str(path)!r}, which does not exist)")
+    if p.is_file():
+        if p.suffix != ".npz":
+            raise InputError(f"expected --dataset to be a dataset folder or an .npz file (got the file {p})")
+        return Detected(_npz_kind(p), p, p.stem)
+    if (p / "meta.json").is_file() and is_native_folder(p):
+        meta = read_native_meta(p)
+        norm = meta.get("feature_norm") if meta.get("feature_norm") in ("row", "none") else "none"
+        return Detected("native", p, meta.get("name") or _name_of(p), norm,
+                        {"preprocessed": bool(meta.get("preprocessed"))})
+    if (p / "raw" / "edge.csv.gz").is_file():
+        if not (p / "raw" / "node-feat.csv.gz").is_file() and (p / "raw" / "edge-feat.csv.gz").is_file():
+            raise InputError(
+                f"expected node features raw/node-feat.csv.gz in the OGB folder {p} (got only edge features, "
+                f"raw/edge-feat.csv.gz, as in ogbn-proteins; fullgraph trains on node features)"
+            )
+        return Detected("ogb", p, _name_of(p))
+    if (p / "raw" / "data.npz").is_file():
+        raise InputError(
+            f"expected the OGB csv.gz raw layout (raw/edge.csv.gz, raw/node-feat.csv.gz, ...) in {p} "
+            f"(got raw/data.npz, the ogbn-papers100M layout, which fullgraph does not read yet)"
+        )
+    if (p / "adj_full.npz").is_file() or ((p / "class_map.json").is_file() and (p / "role.json").is_file()):
+        return Detected("graphsaint", p, _name_of(p))
+    prefixes = sorted(f.name[len("ind."):-len(".graph")] for f in p.glob("ind.*.graph") if f.is_file())
+    if len(prefixes) > 1:
+        raise InputError(f"expected one Planetoid dataset in {p} (got ind.NAME.graph for {', '.join(prefixes)}; "
+                         f"point --dataset at a folder holding one)")
+    if prefixes:
+        return Detected("planetoid", p, prefixes[0], "row", {"prefix": prefixes[0]})
+    if any((p / f"edges{ext}").is_file() for ext in (".txt", ".csv", ".tsv")):
+        return Detected("edgelist", p, _name_of(p))
+    npz = sorted(f for f in p.glob("*.npz") if f.is_file())
+    if len(npz) == 1:
+        return Detected(_npz_kind(npz[0]), npz[0], npz[0].stem)
+    if len(npz) > 1:
+        raise InputError(f"expected one .npz file in {p} (got {len(npz)}: {', '.join(f.name for f in npz)}; "
+                         f"pass --dataset {p}/FILE.npz)")
+    if (p / "meta.json").is_file():
+        read_native_meta(p)  # says what is wrong with it (not JSON, another format's meta.json)
+    raise InputError(f"expected a dataset in a format fullgraph reads at {p} (found none of: {_WHAT_WE_LOOK_FOR})")
+
+
+def _only_split_zero(det: Detected, split: int) -> None:
+    if split != 0:
+        raise InputError(f"expected --split 0 for {det.path} ({det.kind} data has one fixed split) (got {split})")
+
+
+def load_path(path: str | os.PathLike, *, split: int = 0, verify: bool | None = None) -> Graph:
+    """The graph at ``path``, detected and loaded; preprocessed as the named datasets are (a native
+    folder that says it is preprocessed is used as stored). ``verify``: native folders' checksums
+    (see :func:`fullgraph.data.formats.native.load_native`)."""
+    from fullgraph.data.datasets import preprocess
+
+    det = detect(path)
+    if det.kind == "native":
+        from fullgraph.data.formats.native import load_native
+
+        _only_split_zero(det, split)
+        graph = load_native(det.path, verify=verify)
+        if det.options["preprocessed"]:
+            return graph
+        log.info("%s: meta.json says the graph is not preprocessed; symmetrizing it", det.path)
+        return preprocess(graph)
+    if det.kind == "ogb":
+        from fullgraph.data.formats.ogb import load_ogb
+
+        _only_split_zero(det, split)
+        graph = load_ogb(det.path, det.name)
+    elif det.kind == "graphsaint":
+        from fullgraph.data.formats.graphsaint import load_graphsaint
+
+        _only_split_zero(det, split)
+        graph = load_graphsaint(det.path, det.name)
+    elif det.kind == "planetoid":
+        from fullgraph.data.formats.planetoid import load_planetoid
+
+        _only_split_zero(det, split)
+        graph = load_planetoid(det.path, det.options["prefix"])
+    elif det.kind == "edgelist":
+        from fullgraph.data.formats.edgelist import load_edgelist_folder
+
+        graph = load_edgelist_folder(det.path, seed=split)
+    elif det.kind == "npz_hetero":
+        from fullgraph.data.formats.npz_hetero import load_npz_hetero
+
+        graph = load_npz_hetero(det.path, det.name, split=split)
+    else:
+        from fullgraph.data.formats.npz_shchur import load_npz_shchur
+
+        graph = load_npz_shchur(det.path, det.name, seed=split)
+    graph.name = det.name
+    return preprocess(graph)
