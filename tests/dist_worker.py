@@ -61,16 +61,23 @@ def chunked_runs(payload: dict, comm: Comm) -> dict:
 
 
 def spmm_runs(payload: dict, comm: Comm) -> dict:
-    """SpMM-layout training for each run of the payload (every rank holds all weights)."""
-    from fullgraph.parallel.spmm import spmm_engine
-    from fullgraph.data.load import load_graph
+    """SpMM-layout training for each run of the payload (every rank holds all weights). Rank 0 cuts
+    the block rows into a folder, as the launcher does, and every rank reads only its own from it."""
+    from dataclasses import replace
+    from pathlib import Path
 
-    graphs, out = {}, {}
+    from fullgraph.parallel.setup import prepare_block_rows_dir
+    from fullgraph.parallel.spmm import spmm_engine
+
+    out = {}
     for run in payload["runs"]:
         cfg = TrainConfig(**run["config"], nprocs=comm.world_size, progress="none", threads=1)
-        if cfg.dataset not in graphs:
-            graphs[cfg.dataset] = load_graph(cfg)
-        engine = spmm_engine(cfg, MODELS[cfg.model].norm, graph=graphs[cfg.dataset], comm=comm)
+        folder = Path(payload["result"]).parent / f"blockrows-{run['name']}"
+        if comm.rank == 0:
+            prepare_block_rows_dir(cfg, out=folder)
+        comm.barrier()
+        cfg = replace(cfg, partition_dir=str(folder), root=str(folder / "no-raw-dataset-here"))  # ranks never parse it
+        engine = spmm_engine(cfg, MODELS[cfg.model].norm, comm=comm)
         trainer = Trainer(cfg, engine=engine)
         result = trainer.build().train()
         trainer.close()

@@ -45,6 +45,18 @@ def test_partition_then_train_from_the_folder(tmp_path):
     assert all({"comm_bytes", "comm_time_s", "compute_time_s"} <= r.keys() for r in records)
 
 
+def test_spmm_ranks_read_block_rows_the_launcher_cut(tmp_path):
+    """The launcher cuts the block rows once into the cache; the ranks read only their own file."""
+    run = tmp_path / "run"
+    proc = fullgraph(tmp_path, "train", "--parallel", "spmm-1d", "--nprocs", "2", "--epochs", "3", "--out", str(run))
+    assert proc.returncode == 0, proc.stderr
+    [folder] = (tmp_path / "cache" / "blockrows").iterdir()
+    meta = json.loads((folder / "blockrows.json").read_text())
+    assert meta["blocks"] == 2 and sorted(f["path"] for f in meta["files"]) == ["row-0.pt", "row-1.pt"]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["comm_bytes_per_epoch"]["spmm/bcast"] > 0 and summary["test_acc"] > 0.3
+
+
 def _children(pid: int) -> list[int]:
     out = []
     for stat in Path("/proc").glob("[0-9]*/stat"):

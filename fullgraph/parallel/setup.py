@@ -7,7 +7,9 @@ import hashlib
 import logging
 from pathlib import Path
 
-__all__ = ["prepare_partition_dir", "prepare_chunk_file", "prepare_run"]
+from fullgraph.data.load import load_graph
+
+__all__ = ["prepare_partition_dir", "prepare_block_rows_dir", "prepare_chunk_file", "prepare_run"]
 
 log = logging.getLogger("fullgraph")
 
@@ -21,8 +23,6 @@ def prepare_partition_dir(cfg, parts: int, out: str | Path | None = None, graph=
     reused (keyed by the graph's fingerprint, method, parts and seed) unless ``out`` is given."""
     from fullgraph.partition import PartitionBook, cache_root, cached_partition, save_partition
     from fullgraph.partition.store import load_meta
-    from fullgraph.data.load import load_graph
-
     graph = load_graph(cfg) if graph is None else graph
     if parts > graph.num_nodes:
         from fullgraph.errors import InputError
@@ -55,8 +55,6 @@ def prepare_chunk_file(cfg, partition_dir, graph=None) -> Path:
     from fullgraph.partition import cache_root, load_part
     from fullgraph.partition.chunks import cached_chunks
     from fullgraph.partition.store import load_meta
-    from fullgraph.data.load import load_graph
-
     graph = load_graph(cfg) if graph is None else graph
     parts = int(load_meta(partition_dir)["parts"])
     node_part = torch.zeros(graph.num_nodes, dtype=torch.int64)
@@ -65,22 +63,42 @@ def prepare_chunk_file(cfg, partition_dir, graph=None) -> Path:
     return cached_chunks(graph, node_part, parts, cfg.num_chunks, cfg.chunker, cfg.seed, cache_root() / "chunks")
 
 
+def prepare_block_rows_dir(cfg, out: str | Path | None = None, graph=None) -> Path:
+    """The block rows of ``cfg``'s SpMM grid (:mod:`fullgraph.partition.blockrows`), written to ``out``,
+    or once under the cache folder, keyed by the graph's fingerprint, the normalization, the grid and
+    the seed."""
+    from fullgraph.models import MODELS
+    from fullgraph.parallel.spmm import grid_rows
+    from fullgraph.partition import cache_root
+    from fullgraph.partition.blockrows import load_block_rows_meta, save_block_rows
+
+    graph = load_graph(cfg) if graph is None else graph
+    norm = MODELS[cfg.model].norm
+    c = cfg.replication if cfg.parallel == "spmm-1.5d" else 1
+    R = grid_rows(cfg.parallel, cfg.nprocs, c)
+    key = f"{graph.fingerprint()[:20]}-{norm}-r{R}-{'perm' if cfg.permute else 'order'}-s{cfg.seed}"
+    target = Path(out) if out is not None else cache_root() / "blockrows" / key
+    if out is None and (target / "blockrows.json").is_file():
+        try:
+            load_block_rows_meta(target)
+            return target
+        except Exception:  # a damaged cache entry is rebuilt, never trusted
+            pass
+    save_block_rows(graph, norm, R, cfg.permute, cfg.seed, target)
+    log.info("cut %s into %d block rows for %s -> %s", graph.name, R, cfg.parallel, target)
+    return target
+
+
 def prepare_run(cfg) -> list[str]:
     """Everything the ranks of a distributed run read, made before they start; returns the flags
     that point them at it (``--partition-dir``, and ``--chunk-file`` for pipeline and hybrid)."""
     from fullgraph.parallel.graph import check_parts
     from fullgraph.partition.store import load_meta
-    from fullgraph.data.load import load_graph
-
     layout = cfg.layout
-    if layout.parallel.startswith("spmm"):  # every rank cuts its own block row from the graph
-        graph = load_graph(cfg)
-        if layout.nprocs > graph.num_nodes:
-            from fullgraph.errors import InputError
-
-            raise InputError(f"expected at most one block row per node (got {layout.nprocs} for {graph.num_nodes} "
-                             f"nodes)")
-        return []
+    if layout.parallel.startswith("spmm"):  # every rank reads its own block row, cut here once
+        if cfg.partition_dir is not None:
+            return []
+        return ["--partition-dir", str(prepare_block_rows_dir(cfg))]
     chunked = layout.parallel in ("pipeline", "hybrid")
     graph = load_graph(cfg) if (chunked or cfg.partition_dir is None) else None
     flags = []

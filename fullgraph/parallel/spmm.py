@@ -39,54 +39,13 @@ import torch.distributed as dist
 
 from fullgraph.comm.context import Comm
 from fullgraph.config import SPMM_MODELS  # noqa: F401 - re-exported: the models these layouts take
-from fullgraph.data.preprocess import normalized
 from fullgraph.errors import InputError
 from fullgraph.ops import Block, SparseOp
-from fullgraph.ops.sparse import csr_rows
 from fullgraph.parallel.engine import Engine, input_features, sum_grads
+from fullgraph.partition.blockrows import BlockRow, block_nnz, block_row, load_block_row, row_blocks
 from fullgraph.partition.book import take_rows
-from fullgraph.partition.partitioners import random_permutation
 
-__all__ = ["GridOp", "SummaOp", "SpmmEngine", "SPMM_MODELS", "row_blocks", "spmm_engine"]
-
-
-def row_blocks(num_nodes: int, blocks: int, permute: bool, seed: int) -> list[torch.Tensor]:
-    """The nodes of each block row: balanced consecutive runs of the node order, or of a seeded
-    random permutation of it (each run sorted, so a block keeps the graph's local order)."""
-    order = random_permutation(num_nodes, seed) if permute else torch.arange(num_nodes)
-    return [torch.sort(part).values for part in torch.tensor_split(order, blocks)]
-
-
-def _adjacency_blocks(graph, norm: str, rows: torch.Tensor, col_blocks: list[torch.Tensor]):
-    """Rows ``rows`` of Â and of Âᵀ, each cut into one ``SparseOp`` per block of columns (node sets)."""
-    where_block = torch.empty(graph.num_nodes, dtype=torch.int64)
-    where_pos = torch.empty(graph.num_nodes, dtype=torch.int64)
-    for k, nodes in enumerate(col_blocks):
-        where_block[nodes], where_pos[nodes] = k, torch.arange(nodes.numel())
-    sizes = [int(b.numel()) for b in col_blocks]
-    ip, ix, vals = normalized(graph.indptr, graph.indices, norm)
-    a = _block_row(ip, ix, vals, rows, where_block, where_pos, sizes)
-    if norm == "gcn":  # D^-1/2 (A+I) D^-1/2 of a symmetric graph: Âᵀ = Â
-        return a, a
-    at = SparseOp(ip, ix, vals, (graph.num_nodes, graph.num_nodes), symmetric=False).At
-    return a, _block_row(at.crow_indices().long(), at.col_indices().long(), at.values(), rows, where_block,
-                         where_pos, sizes)
-
-
-def _block_row(indptr, indices, values, rows: torch.Tensor, where_block: torch.Tensor, where_pos: torch.Tensor,
-               sizes: list[int]) -> list[SparseOp]:
-    """Rows ``rows`` of a CSR matrix cut into one ``SparseOp`` per block column."""
-    offs, pos = csr_rows(indptr, rows)
-    r = torch.repeat_interleave(torch.arange(rows.numel()), offs.diff())
-    c, v = indices[pos], values[pos]
-    cb = where_block[c]
-    out = []
-    for k, size in enumerate(sizes):
-        sel = cb == k
-        ip = torch.zeros(rows.numel() + 1, dtype=torch.int64)
-        torch.cumsum(torch.bincount(r[sel], minlength=rows.numel()), 0, out=ip[1:])
-        out.append(SparseOp(ip, where_pos[c[sel]], v[sel], (rows.numel(), size), symmetric=False))
-    return out
+__all__ = ["GridOp", "SummaOp", "SpmmEngine", "SPMM_MODELS", "grid_row_of", "grid_rows", "row_blocks", "spmm_engine"]
 
 
 class GridOp:
@@ -262,7 +221,7 @@ class SummaOp:
         return self
 
 
-def _summa(graph, norm: str, comm: Comm, depth3: bool, permute: bool, seed: int, timeout) -> tuple:
+def _summa(row: BlockRow, comm: Comm, depth3: bool, permute: bool, seed: int, timeout) -> tuple:
     """The SummaOp of this rank, its rows, and the grid's block rows (for statistics)."""
     P = comm.world_size
     q = round(P ** (1 / 3)) if depth3 else math.isqrt(P)
@@ -281,10 +240,11 @@ def _summa(graph, norm: str, comm: Comm, depth3: bool, permute: bool, seed: int,
                 fiber_groups[i, j] = dist.new_group([rank(i, j, l) for l in range(d)], timeout=timeout)
     i, rest = divmod(comm.rank, q * d)
     j, l = divmod(rest, d)
-    blocks = row_blocks(graph.num_nodes, q, permute, seed)
+    blocks = row_blocks(row.num_nodes, q, permute, seed)
     subs = [list(torch.tensor_split(b, d)) for b in blocks]
     fine = [subs[k][m] for k in range(q) for m in range(d)]  # inner sub-blocks (k, m), k-major
-    a, at = _adjacency_blocks(graph, norm, blocks[i], fine)
+    a = row.adjacency(fine)
+    at = a if row.symmetric else row.adjacency(fine, transpose=True)
     geometry = {"q": q, "depth": d, "blocks": [int(b.numel()) for b in blocks],
                 "subs": [[int(t.numel()) for t in row] for row in subs],
                 "pieces": [[[len(p) for p in torch.tensor_split(t, q)] for t in row] for row in subs]}
@@ -295,18 +255,33 @@ def _summa(graph, norm: str, comm: Comm, depth3: bool, permute: bool, seed: int,
     return op, rows, blocks
 
 
-class SpmmEngine(Engine):
-    """Process ``(i, j)`` of an ``R × c`` grid: block row i of every dense matrix."""
+def grid_rows(mode: str, nprocs: int, replication: int = 1) -> int:
+    """The number of block rows R of a grid: P / c for 1D and 1.5D, q for 2D (q² = P) and 3D (q³ = P)."""
+    if mode == "spmm-2d":
+        return math.isqrt(nprocs)
+    if mode == "spmm-3d":
+        return round(nprocs ** (1 / 3))
+    return nprocs // replication
 
-    def __init__(self, graph, norm: str, comm: Comm, *, replication: int = 1, overlap: bool = True,
-                 permute: bool = True, seed: int = 0, mode: str = "spmm-1d"):
+
+def grid_row_of(mode: str, rank: int, nprocs: int, replication: int = 1) -> int:
+    """The block row a rank works on (ranks of one block row are consecutive)."""
+    return rank // (nprocs // grid_rows(mode, nprocs, replication))
+
+
+class SpmmEngine(Engine):
+    """Process ``(i, j)`` of an ``R × c`` grid: block row i of every dense matrix, built from this rank's
+    :class:`BlockRow` alone (``stats``: the non-zeros per block row, as cut and in node order)."""
+
+    def __init__(self, row: BlockRow, norm: str, comm: Comm, *, replication: int = 1, overlap: bool = True,
+                 permute: bool = True, seed: int = 0, mode: str = "spmm-1d", stats: dict | None = None):
         P = comm.world_size
         self.comm, self.rank, self.world_size, self.ledger = comm, comm.rank, P, comm.ledger
         self.device = dev = comm.device
         self.mode = mode
         timeout = timedelta(seconds=comm.timeout_s)
         if mode in ("spmm-2d", "spmm-3d"):
-            self.op, rows, blocks = _summa(graph, norm, comm, mode == "spmm-3d", permute, seed, timeout)
+            self.op, rows, blocks = _summa(row, comm, mode == "spmm-3d", permute, seed, timeout)
             self.c, self.R = self.op.q, self.op.q
             self.row, self.col = self.op.row, self.op.col
             self.grad_group, self.replica = comm.group, False  # every process holds distinct rows
@@ -319,28 +294,31 @@ class SpmmEngine(Engine):
             col_groups = [dist.new_group([i * c + j for i in range(R)], timeout=timeout) for j in range(c)]
             row_groups = ([dist.new_group([i * c + j for j in range(c)], timeout=timeout) for i in range(R)]
                           if c > 1 else [None] * R)
-            blocks = row_blocks(graph.num_nodes, R, permute, seed)
+            blocks = row_blocks(row.num_nodes, R, permute, seed)
             sizes = [int(b.numel()) for b in blocks]
-            a, at = _adjacency_blocks(graph, norm, blocks[self.row], blocks)
-            rows = blocks[self.row]
+            a = row.adjacency(blocks)
+            at = a if row.symmetric else row.adjacency(blocks, transpose=True)
+            rows = row.rows
             self.op = GridOp(a, at, sizes, self.row, self.col, c, comm, col_groups[self.col], row_groups[self.row],
                              overlap).to(dev)
             self.grad_group, self.replica = col_groups[self.col], self.col != 0
+        if row.index != self.row or not torch.equal(row.rows, blocks[self.row]):
+            raise InputError(f"expected block row {self.row} of {self.R} for rank {self.rank} (got block row "
+                             f"{row.index} of {row.blocks})")
+        pos = torch.searchsorted(row.rows, rows)  # this rank's rows within its block row
         self.block = Block(self.op, norm, src_ids=rows.to(dev), dst_ids=rows.to(dev))
-        self.x = input_features(take_rows(graph.x, rows)).to(dev)
+        self.x = input_features(take_rows(row.x, pos)).to(dev)
         self.y, self.train_mask, self.val_mask, self.test_mask = (
-            t[rows].to(dev) for t in (graph.y, graph.train_mask, graph.val_mask, graph.test_mask))
-        self.num_train, self.num_val, self.num_test = (int(m.sum()) for m in (graph.train_mask, graph.val_mask,
-                                                                              graph.test_mask))
-        self.in_dim, self.num_classes = graph.num_features, graph.num_classes
-        self.name = graph.name
-        deg = graph.indptr.diff() + (1 if norm == "gcn" else 0)
-        self.block_nnz = [int(deg[b].sum()) for b in blocks]
-        self.block_nnz_unpermuted = [int(deg[b].sum()) for b in row_blocks(graph.num_nodes, len(blocks), False,
-                                                                           seed)]
+            t[pos].to(dev) for t in (row.y, row.train_mask, row.val_mask, row.test_mask))
+        self.num_train, self.num_val, self.num_test = row.num_train, row.num_val, row.num_test
+        self.in_dim, self.num_classes = row.num_features, row.num_classes
+        self.name = row.name
+        stats = stats or {}
+        self.block_nnz = stats.get("block_nnz", [])
+        self.block_nnz_unpermuted = stats.get("block_nnz_unpermuted", [])
 
     def describe(self) -> str:
-        imb = lambda v: max(v) / (sum(v) / len(v))  # noqa: E731
+        imb = lambda v: max(v) / (sum(v) / len(v)) if v else float("nan")  # noqa: E731
         return (f"{self.mode} {self.name}: grid {self.R} x {self.c}, process ({self.row}, {self.col}); "
                 f"non-zeros per block row max/mean {imb(self.block_nnz):.3f} (unpermuted "
                 f"{imb(self.block_nnz_unpermuted):.3f})")
@@ -376,10 +354,11 @@ class SpmmEngine(Engine):
 
 
 def spmm_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> SpmmEngine:
-    """This rank's engine of an ``spmm-*`` run (every rank loads the graph and keeps its block row).
-    ``cfg`` has already checked the model and the grid (``TrainConfig``)."""
+    """This rank's engine of an ``spmm-*`` run. It reads its block row from ``cfg.partition_dir`` (a
+    folder of block rows the launcher cut for this grid), or cuts it from ``graph`` when one is
+    passed in. ``cfg`` has already checked the model and the grid (``TrainConfig``)."""
     from fullgraph.comm.context import DistEnv
-    from fullgraph.data.load import load_graph
+    from fullgraph.partition.blockrows import load_block_rows_meta
 
     owns = comm is None
     if comm is None:
@@ -387,12 +366,22 @@ def spmm_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> SpmmEng
         if env is None:
             raise RuntimeError("spmm_engine needs the torchrun environment (RANK, WORLD_SIZE, ...)")
         comm = Comm(env, timeout_s=cfg.comm_timeout)
-    graph = load_graph(cfg) if graph is None else graph
     c = cfg.replication if cfg.parallel == "spmm-1.5d" else 1
-    if comm.world_size // c > graph.num_nodes:
-        raise InputError(f"expected at most one block row per node (got {comm.world_size // c} block rows for "
-                         f"{graph.num_nodes} nodes)")
-    engine = SpmmEngine(graph, norm, comm, replication=c, overlap=cfg.overlap, permute=cfg.permute, seed=cfg.seed,
-                        mode=cfg.parallel)
+    R = grid_rows(cfg.parallel, comm.world_size, c)
+    index = grid_row_of(cfg.parallel, comm.rank, comm.world_size, c)
+    if graph is not None:
+        if R > graph.num_nodes:
+            raise InputError(f"expected at most one block row per node (got {R} block rows for {graph.num_nodes} "
+                             f"nodes)")
+        row = block_row(graph, norm, R, index, cfg.permute, cfg.seed)
+        stats = {"block_nnz": block_nnz(graph, norm, R, cfg.permute, cfg.seed),
+                 "block_nnz_unpermuted": block_nnz(graph, norm, R, False, cfg.seed)}
+    elif cfg.partition_dir is not None:
+        row = load_block_row(cfg.partition_dir, index, blocks=R, norm=norm, permute=cfg.permute, seed=cfg.seed)
+        stats = load_block_rows_meta(cfg.partition_dir)
+    else:
+        raise RuntimeError("an spmm rank needs its block rows (--partition-dir; the launcher prepares them)")
+    engine = SpmmEngine(row, norm, comm, replication=c, overlap=cfg.overlap, permute=cfg.permute, seed=cfg.seed,
+                        mode=cfg.parallel, stats=stats)
     engine.owns_comm = owns
     return engine
