@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from fullgraph import Graph, InputError
-from fullgraph.data.preprocess import add_self_loops, gcn_norm, mean_norm, remove_self_loops, symmetrize
+from fullgraph.data.preprocess import (
+    add_self_loops, dedupe, gcn_norm, mean_norm, remove_self_loops, self_loop_positions, symmetrize,
+)
 
 
 def good_fields(n=6):
@@ -176,3 +178,81 @@ def test_preprocessing_leaves_the_input_untouched():
     before = (g.indptr.clone(), g.indices.clone())
     symmetrize(g), gcn_norm(g.indptr, g.indices), mean_norm(g.indptr, g.indices)
     assert torch.equal(before[0], g.indptr) and torch.equal(before[1], g.indices)
+
+
+# ---------------------------------------------------------------- the lean structure passes
+def _scipy_csr(g):
+    import scipy.sparse as sp
+
+    return sp.csr_matrix((np.ones(g.num_edges), g.indices.numpy(), g.indptr.numpy()), shape=(g.num_nodes,) * 2)
+
+
+def _canonical_scipy(m):
+    """SciPy's canonical structure of ``m``: repeats merged, rows sorted, as int64 tensors."""
+    import scipy.sparse as sp
+
+    m = sp.csr_matrix(m)
+    m.sum_duplicates()
+    m.sort_indices()
+    return torch.from_numpy(m.indptr.astype(np.int64)), torch.from_numpy(m.indices.astype(np.int64))
+
+
+def random_graph(n, m, seed, dtype=np.int64):
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, n, m).astype(dtype), rng.integers(0, n, m).astype(dtype)
+    src[: m // 10] = dst[: m // 10]  # self loops, and (with so few nodes) many repeated edges
+    return src, dst
+
+
+@pytest.mark.parametrize("n,m", [(7, 60), (300, 5000), (5000, 3000)])
+def test_structure_passes_match_scipy(monkeypatch, n, m):
+    import fullgraph.data.graph as graph_mod
+
+    monkeypatch.setattr(graph_mod, "EDGE_BLOCK", 64)  # many blocks, so that block edges are exercised
+    src, dst = random_graph(n, m, seed=n)
+    fields = dict(x=torch.ones(n, 2), y=torch.arange(n) % 2, train_mask=torch.arange(n) == 0,
+                  val_mask=torch.arange(n) == 1, test_mask=torch.arange(n) == 2)
+    g = Graph.from_edges(torch.from_numpy(src), torch.from_numpy(dst), n, **fields)
+    import scipy.sparse as sp
+
+    a = sp.csr_matrix((np.ones(m), (dst, src)), shape=(n, n))  # in-edge CSR: row = destination
+    ref_ip = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=n))])
+    assert torch.equal(g.indptr, torch.from_numpy(ref_ip))
+    for v in range(0, n, max(1, n // 50)):  # repeats kept, sources sorted within each row
+        assert g.indices[ref_ip[v] : ref_ip[v + 1]].tolist() == sorted(src[dst == v].tolist())
+    for got, want in [(symmetrize(g), _canonical_scipy(a + a.T)), (dedupe(g), _canonical_scipy(a))]:
+        assert torch.equal(got.indptr, want[0]) and torch.equal(got.indices, want[1])
+    s = symmetrize(g)
+    r = remove_self_loops(s)
+    d = sp.csr_matrix((np.ones(s.num_edges), s.indices.numpy(), s.indptr.numpy()), shape=(n, n))
+    d.setdiag(0)
+    d.eliminate_zeros()
+    want = _canonical_scipy(d)
+    assert torch.equal(r.indptr, want[0]) and torch.equal(r.indices, want[1])
+    assert self_loop_positions(r.indptr, r.indices).size == 0
+    same = remove_self_loops(r)  # nothing to drop: the arrays are kept, not copied
+    assert same.indices.data_ptr() == r.indices.data_ptr()
+    # int32 ids, numpy input: the same CSR without an int64 copy of the edge list
+    g32 = Graph.from_edges(src.astype(np.int32), dst.astype(np.int32), n, **fields)
+    assert torch.equal(g32.indptr, g.indptr) and torch.equal(g32.indices, g.indices)
+
+
+def test_fingerprint_hashes_the_bytes_of_every_field():
+    import hashlib
+
+    g = make(src=[0, 0, 1, 2, 3], dst=[1, 1, 1, 3, 3])
+    h = hashlib.sha256()
+    for t in (g.indptr, g.indices, g.y, g.train_mask, g.val_mask, g.test_mask, g.x):
+        h.update(str(tuple(t.shape)).encode())
+        h.update(t.numpy().tobytes())
+    assert g.fingerprint() == h.hexdigest()
+
+
+def test_nonfinite_features_are_counted_across_blocks(monkeypatch):
+    import fullgraph.data.graph as graph_mod
+
+    monkeypatch.setattr(graph_mod, "_FEATURE_BLOCK", 4)  # one row of 3 features per block
+    x = torch.ones(6, 3)
+    x[1, 0], x[4, 2], x[5, 1] = float("nan"), float("inf"), float("-inf")
+    with pytest.raises(InputError, match="got 3 NaN or infinite"):
+        make(x=x)

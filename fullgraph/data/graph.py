@@ -17,7 +17,7 @@ import torch
 
 from fullgraph.errors import InputError
 
-__all__ = ["Graph", "csr_from_edges"]
+__all__ = ["Graph", "csr_from_edges", "csr_from_sorted_keys", "row_blocks", "block_rows"]
 
 
 def _describe(t) -> str:
@@ -37,31 +37,107 @@ def _as_tensor(name: str, value, dtype: torch.dtype | None = None) -> torch.Tens
     return value
 
 
+# Edges per block of the vectorized passes over an edge list: every temporary of such a pass is a
+# few of these blocks (tens of MiB), whatever the size of the graph.
+EDGE_BLOCK = 1 << 22
+_FEATURE_BLOCK = 1 << 24  # feature entries per block of the finiteness check
+
+
+def row_blocks(indptr: np.ndarray, max_edges: int | None = None):
+    """Row ranges ``(r0, r1)`` covering ``0..N`` in order, each holding at most ``max_edges`` edges
+    (default :data:`EDGE_BLOCK`) of the CSR, or one row when that row alone holds more."""
+    max_edges = EDGE_BLOCK if max_edges is None else max_edges
+    n = indptr.size - 1
+    r0 = 0
+    while r0 < n:
+        r1 = int(np.searchsorted(indptr, indptr[r0] + max_edges, side="right")) - 1
+        r1 = min(max(r1, r0 + 1), n)
+        yield r0, r1
+        r0 = r1
+
+
+def block_rows(indptr: np.ndarray, r0: int, r1: int, dtype=np.int64) -> np.ndarray:
+    """The row of every edge of rows ``r0..r1-1`` (the edges ``indptr[r0]:indptr[r1]``)."""
+    return np.repeat(np.arange(r0, r1, dtype=dtype), np.diff(indptr[r0 : r1 + 1]))
+
+
+def unique_sorted_(keys: np.ndarray) -> int:
+    """Drop repeats from the sorted ``keys`` in place, block by block; returns the number kept, at
+    the front of ``keys``."""
+    w, prev = 0, None
+    for a in range(0, keys.size, EDGE_BLOCK):
+        c = keys[a : a + EDGE_BLOCK]
+        first = np.empty(c.size, dtype=bool)
+        first[0] = prev is None or c[0] != prev
+        np.not_equal(c[1:], c[:-1], out=first[1:])
+        prev = c[-1]
+        kept = c[first]  # a copy: the write below may overlap this block
+        keys[w : w + kept.size] = kept
+        w += kept.size
+    return w
+
+
+def shrink_(a: np.ndarray, size: int) -> np.ndarray:
+    """The first ``size`` entries of ``a``, giving the rest back to the allocator when ``a`` owns
+    its memory (``realloc`` shrinks in place), else as a copy."""
+    if size == a.size:
+        return a
+    if a.flags.owndata and a.base is None:
+        a.resize(size, refcheck=False)  # no other view of ``a`` exists: its callers made it
+        return a
+    return a[:size].copy()
+
+
+def csr_from_sorted_keys(keys: np.ndarray, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """In-edge CSR of the sorted int64 ``keys = dst * N + src``; ``indices`` reuses ``keys``'s memory."""
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    for a in range(0, keys.size, EDGE_BLOCK):
+        c = keys[a : a + EDGE_BLOCK]
+        rows = c // num_nodes
+        r0 = int(rows[0])
+        counts = np.bincount(rows - r0)  # rows ascend, so this block's rows are one short range
+        indptr[r0 + 1 : r0 + 1 + counts.size] += counts
+        rows *= num_nodes
+        np.subtract(c, rows, out=c)
+    np.cumsum(indptr, out=indptr)
+    return torch.from_numpy(indptr), torch.from_numpy(keys)
+
+
+def _edge_ids(name: str, ids) -> np.ndarray:
+    """A 1-D numpy view of edge ids (integers kept in their own dtype: no int64 copy is made)."""
+    t = _as_tensor(name, ids).reshape(-1)
+    if t.dtype.is_floating_point or t.dtype == torch.bool or t.is_complex():
+        t = t.to(torch.int64)
+    return t.numpy()
+
+
 def csr_from_edges(src, dst, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """In-edge CSR (``indptr``, ``indices``) of the edges ``src[i] -> dst[i]``.
+    """In-edge CSR (``indptr``, ``indices``) of the edges ``src[i] -> dst[i]`` (repeats kept).
 
     Edge ids are checked before anything is built, so a bad id is reported as such instead of as
-    an indexing error deep inside a sort.
+    an indexing error deep inside a sort. The one edge-sized array made is the int64 sort key
+    ``dst * N + src``, sorted in place, which then becomes ``indices``.
     """
-    src = _as_tensor("src", src).to(torch.int64).reshape(-1)
-    dst = _as_tensor("dst", dst).to(torch.int64).reshape(-1)
-    if src.numel() != dst.numel():
-        raise InputError(f"expected as many edge sources as destinations (got {src.numel()} and {dst.numel()})")
+    src, dst = _edge_ids("src", src), _edge_ids("dst", dst)
+    if src.size != dst.size:
+        raise InputError(f"expected as many edge sources as destinations (got {src.size} and {dst.size})")
     if num_nodes <= 0:
         raise InputError(f"expected a graph with at least one node (got num_nodes={num_nodes})")
     for name, ids in (("source", src), ("destination", dst)):
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_nodes):
+        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= num_nodes):
             bad = ids[(ids < 0) | (ids >= num_nodes)]
             raise InputError(
-                f"expected edge {name} ids in [0, {num_nodes}) (got {bad.numel()} out of range, "
+                f"expected edge {name} ids in [0, {num_nodes}) (got {bad.size} out of range, "
                 f"e.g. {int(bad[0])})"
             )
-    order = torch.argsort(dst * num_nodes + src, stable=True)
-    indices = src[order].contiguous()
-    counts = torch.bincount(dst, minlength=num_nodes)
-    indptr = torch.zeros(num_nodes + 1, dtype=torch.int64)
-    torch.cumsum(counts, 0, out=indptr[1:])
-    return indptr, indices
+    keys = np.empty(src.size, dtype=np.int64)
+    for a in range(0, keys.size, EDGE_BLOCK):
+        k = keys[a : a + EDGE_BLOCK]
+        k[:] = dst[a : a + EDGE_BLOCK]
+        k *= num_nodes
+        k += src[a : a + EDGE_BLOCK]
+    keys.sort()  # equal keys are equal edges: an unstable sort gives the same CSR as a stable one
+    return csr_from_sorted_keys(keys, num_nodes)
 
 
 @dataclass(eq=False)
@@ -145,9 +221,13 @@ class Graph:
         if x.shape[1] == 0:
             raise InputError(f"expected 'x' to have at least one feature column (got {_describe(x)})")
         vals = x.values() if x.layout == torch.sparse_csr else x
-        finite = torch.isfinite(vals)
-        if not bool(finite.all()):
-            bad = int((~finite).sum())
+        rows = max(1, _FEATURE_BLOCK // max(1, vals[0].numel() if vals.dim() == 2 and len(vals) else 1))
+        bad = 0  # checked in blocks of rows: a whole-matrix mask would be a quarter of the features
+        for a in range(0, vals.shape[0], rows):
+            block = vals[a : a + rows]
+            if not bool(torch.isfinite(block).all()):
+                bad += int((~torch.isfinite(block)).sum())
+        if bad:
             raise InputError(f"expected finite features (got {bad} NaN or infinite entries in 'x')")
 
     def _check_labels(self) -> None:
@@ -244,7 +324,8 @@ class Graph:
                 tensors.append(self.x)
             for t in tensors:
                 h.update(str(tuple(t.shape)).encode())
-                h.update(t.contiguous().numpy().tobytes())
+                a = t.contiguous().numpy()  # no copy: the fields are contiguous
+                h.update(a.reshape(-1).view(np.uint8))  # the same bytes as ``tobytes()``, read in place
             self._fingerprint = h.hexdigest()
         return self._fingerprint
 
