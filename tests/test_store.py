@@ -106,6 +106,31 @@ def test_pyg_data_to_native(small, tmp_path):
     assert torch.equal(back.x, small.x) and torch.equal(back.train_mask, small.train_mask)
 
 
+def test_streamed_edge_blocks_write_the_same_folder(small, tmp_path):
+    from fullgraph.data.formats.native import write_native_edges
+
+    rng = np.random.default_rng(5)
+    n, e = small.num_nodes, 3000
+    src, dst = rng.integers(0, n, e), rng.integers(0, n, e)  # repeats, loops, one direction
+    nodes = dict(x=small.x, y=small.y, train_mask=small.train_mask, val_mask=small.val_mask,
+                 test_mask=small.test_mask, name="streamed")
+    want = preprocess(Graph.from_edges(src, dst, n, **nodes))
+    a = write_native(want, tmp_path / "a")
+    for block_bytes in (64, 1 << 20):  # hundreds of buckets, and one
+        blocks = ((src[i:i + 257], dst[i:i + 257]) for i in range(0, e, 257))
+        b = write_native_edges(tmp_path / "b", n, blocks, block_bytes=block_bytes, **nodes)
+        assert b["preprocessed"] and b["counts"] == a["counts"]
+        assert {k: f["sha256"] for k, f in b["files"].items()} == {k: f["sha256"] for k, f in a["files"].items()}
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == sorted(p.name for p in (tmp_path / "a").iterdir())
+    as_given = write_native_edges(tmp_path / "c", n, [(torch.from_numpy(src), torch.from_numpy(dst))],
+                                  symmetrize=False, dedupe=False, drop_self_loops=False, **nodes)
+    assert not as_given["preprocessed"]
+    assert_same_graph(Graph.from_edges(src, dst, n, **nodes), load_native(tmp_path / "c"))
+    with pytest.raises(InputError, match=r"destination ids in \[0, 300\) in edge block 1"):
+        write_native_edges(tmp_path / "d", n, [(src, dst), ([0], [300])], **nodes)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "c"]  # nothing half-written
+
+
 # ---------------------------------------------------------------------------------- bad folders
 def _truncate(d):
     p = d / "x.npy"

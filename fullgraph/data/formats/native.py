@@ -38,7 +38,10 @@ header), so that it names the numbers whatever header padding a tool writes.
 Writing (:func:`write_native`) goes into a temporary sibling folder that is renamed into place when
 complete, so a reader never sees half a dataset. It writes each array in blocks of about
 ``block_bytes`` (hashing as it goes), so writing adds no second copy of the graph. It replaces an
-earlier native folder, fills an empty one, and refuses anything else.
+earlier native folder, fills an empty one, and refuses anything else. :func:`write_native_edges`
+writes the same folder from edges that arrive in blocks (a generator's output), sorting them on
+disk, so a graph larger than memory can be written; :func:`fullgraph.data.pyg.write_pyg` writes a
+PyG ``Data``.
 
 Loading (:func:`load_native`) checks, before building anything, that every file is there, that each
 ``.npy`` header agrees with ``meta.json`` (dtype and shape), that the shapes agree with the counts,
@@ -70,7 +73,7 @@ from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
 
 __all__ = [
-    "NATIVE_FORMAT", "NATIVE_VERSION", "VERIFY_AUTO_MAX_BYTES", "write_native", "load_native",
+    "NATIVE_FORMAT", "NATIVE_VERSION", "VERIFY_AUTO_MAX_BYTES", "write_native", "write_native_edges", "load_native",
     "read_native_meta", "is_native_folder", "is_preprocessed", "check_target",
 ]
 
@@ -245,16 +248,143 @@ def write_native(graph: Graph, out_dir: str | os.PathLike, *, preprocessed: bool
     try:
         w.tensor("indptr.npy", _I8, graph.indptr)
         w.tensor("indices.npy", _I4 if graph.num_nodes - 1 <= INT32_MAX else _I8, graph.indices)
-        x = graph.x
-        if x.layout == torch.sparse_csr:
-            w.tensor("x_indptr.npy", _I8, x.crow_indices())
-            w.tensor("x_indices.npy", _I8, x.col_indices())
-            w.tensor("x_values.npy", _F4, x.values())
-        else:
-            w.tensor("x.npy", _F4, x)
-        w.tensor("y.npy", _F4 if graph.multilabel else _I8, graph.y)
-        for m in MASKS:
-            w.tensor(f"{m}.npy", _B1, getattr(graph, m))
+        _write_nodes(w, graph)
+        return w.commit(meta)
+    except BaseException:
+        w.abort()
+        raise
+
+
+def _write_nodes(w: _FolderWriter, graph: Graph) -> None:
+    """Features, labels and masks: everything but the structure."""
+    x = graph.x
+    if x.layout == torch.sparse_csr:
+        w.tensor("x_indptr.npy", _I8, x.crow_indices())
+        w.tensor("x_indices.npy", _I8, x.col_indices())
+        w.tensor("x_values.npy", _F4, x.values())
+    else:
+        w.tensor("x.npy", _F4, x)
+    w.tensor("y.npy", _F4 if graph.multilabel else _I8, graph.y)
+    for m in MASKS:
+        w.tensor(f"{m}.npy", _B1, getattr(graph, m))
+
+
+def _edge_pairs(edge_blocks, n: int, idx: np.dtype) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    for i, block in enumerate(edge_blocks):
+        try:
+            src, dst = block
+        except (TypeError, ValueError):
+            raise InputError(f"expected each edge block to be a (src, dst) pair (got {type(block).__name__} "
+                             f"as block {i})") from None
+        src = src.numpy() if isinstance(src, torch.Tensor) else np.asarray(src)
+        dst = dst.numpy() if isinstance(dst, torch.Tensor) else np.asarray(dst)
+        if src.shape != dst.shape or src.ndim != 1 or not (np.issubdtype(src.dtype, np.integer)
+                                                           and np.issubdtype(dst.dtype, np.integer)):
+            raise InputError(f"expected edge block {i} to be two equally long 1-D integer arrays "
+                             f"(got {src.dtype} {src.shape} and {dst.dtype} {dst.shape})")
+        for what, ids in (("source", src), ("destination", dst)):
+            if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
+                raise InputError(f"expected edge {what} ids in [0, {n}) in edge block {i} "
+                                 f"(got {int(ids.min())}..{int(ids.max())})")
+        yield src.astype(idx, copy=False), dst.astype(idx, copy=False)
+
+
+def write_native_edges(out_dir: str | os.PathLike, num_nodes: int, edge_blocks: Iterable, *, x, y, train_mask,
+                       val_mask, test_mask, name: str = "graph", num_classes: int | None = None,
+                       symmetrize: bool = True, dedupe: bool = True, drop_self_loops: bool = True,
+                       feature_norm: str = "none", source: str | None = None, block_bytes: int = BLOCK_BYTES) -> dict:
+    """Write a native folder from edges that arrive in blocks, without holding them all in memory.
+
+    ``edge_blocks`` yields ``(src, dst)`` pairs of integer arrays (edges ``src -> dst``, any order,
+    any block size); a generator producing a graph too large for memory writes it this way. With
+    the defaults the stored structure is what :func:`fullgraph.data.datasets.preprocess` would make
+    of the same edges (the reverse of each edge added, duplicates merged, self loops dropped), and
+    meta.json says so. ``x``, ``y`` and the masks are as :class:`Graph` takes them (an ``np.memmap``
+    of features is read block by block). Returns what :func:`write_native` returns.
+
+    Memory: two ``int64 [N]`` arrays plus a few times ``block_bytes``, whatever the edge count. Disk:
+    the edges are spilled into the temporary folder (8 or 16 bytes per edge, both directions when
+    symmetrizing), split by destination into row-range buckets small enough to sort in memory, and
+    each bucket is sorted (and deduplicated) on its way into ``indices.npy``: three sequential
+    passes over the spill, never a random write.
+    """
+    n = int(num_nodes)
+    if n < 1:
+        raise InputError(f"expected num_nodes >= 1 (got {num_nodes})")
+    # the node data is checked by Graph itself, over an edgeless structure (no copy of x or y)
+    nodes = Graph(indptr=torch.zeros(n + 1, dtype=torch.int64), indices=torch.zeros(0, dtype=torch.int64), x=x,
+                  y=y, train_mask=train_mask, val_mask=val_mask, test_mask=test_mask, name=name,
+                  num_classes=num_classes)
+    idx = _I4 if n - 1 <= INT32_MAX else _I8
+    pair = np.dtype([("dst", idx), ("src", idx)])
+    meta = _base_meta(nodes, preprocessed=symmetrize and dedupe and drop_self_loops, feature_norm=feature_norm,
+                      source=source)
+    w = _FolderWriter(out_dir, block_bytes)
+    step = max(1, w.block_bytes // pair.itemsize)  # edges per block read back from a spill
+    try:
+        # pass 1: spill (dst, src) pairs, both directions when symmetrizing; count each row's edges
+        counts = np.zeros(n, dtype=np.int64)
+        spilled = 0
+        with open(w.tmp / "edges.spill", "wb") as f:
+            for src, dst in _edge_pairs(edge_blocks, n, idx):
+                if drop_self_loops:
+                    keep = src != dst
+                    src, dst = src[keep], dst[keep]
+                if symmetrize:
+                    src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+                block = np.empty(src.size, dtype=pair)
+                block["dst"], block["src"] = dst, src
+                f.write(memoryview(block).cast("B"))
+                counts += np.bincount(dst, minlength=n)
+                spilled += src.size
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        # pass 2: split by destination into buckets of whole rows, each small enough to sort in memory
+        per_bucket = max(w.block_bytes // 32, -(-spilled // 512), 1)  # ~32 bytes per edge to sort; <= ~512 files
+        bounds = [0]
+        while bounds[-1] < n:
+            r = int(np.searchsorted(indptr, indptr[bounds[-1]] + per_bucket, side="right")) - 1
+            bounds.append(min(max(r, bounds[-1] + 1), n))
+        bounds_arr = np.asarray(bounds[1:-1], dtype=np.int64)
+        outs = [open(w.tmp / f"bucket-{i}.spill", "wb") for i in range(len(bounds) - 1)]
+        try:
+            for a in range(0, spilled, step):
+                block = np.fromfile(w.tmp / "edges.spill", dtype=pair, count=min(step, spilled - a),
+                                    offset=a * pair.itemsize)
+                which = np.searchsorted(bounds_arr, block["dst"], side="right")
+                order = np.argsort(which, kind="stable")
+                block, cuts = block[order], np.searchsorted(which[order], np.arange(1, len(outs)))
+                for out, part in zip(outs, np.split(block, cuts)):
+                    if part.size:
+                        out.write(memoryview(part).cast("B"))
+        finally:
+            for out in outs:
+                out.close()
+        (w.tmp / "edges.spill").unlink()
+        # pass 3: sort (and deduplicate) each bucket's rows, recounting them, into one compact file
+        stored = 0
+        with open(w.tmp / "sorted.spill", "wb") as f:
+            for i, (r0, r1) in enumerate(zip(bounds[:-1], bounds[1:])):
+                path = w.tmp / f"bucket-{i}.spill"
+                part = np.fromfile(path, dtype=pair)
+                path.unlink()
+                key = (part["dst"].astype(np.int64) - r0) * n + part["src"]
+                del part
+                key.sort()
+                if dedupe and key.size:
+                    key = key[np.concatenate(([True], key[1:] != key[:-1]))]
+                    counts[r0:r1] = np.bincount(key // n, minlength=r1 - r0)
+                out = (key % n).astype(idx)
+                f.write(memoryview(out).cast("B"))
+                stored += out.size
+        np.cumsum(counts, out=indptr[1:])
+        w.array("indptr.npy", _I8, (n + 1,), (indptr[i:i + step] for i in range(0, n + 1, step)))
+        w.array("indices.npy", idx, (stored,), (
+            np.fromfile(w.tmp / "sorted.spill", dtype=idx, count=min(step, stored - i), offset=i * idx.itemsize)
+            for i in range(0, stored, step)))
+        (w.tmp / "sorted.spill").unlink()
+        _write_nodes(w, nodes)
+        meta["counts"]["num_edges"] = stored
         return w.commit(meta)
     except BaseException:
         w.abort()
