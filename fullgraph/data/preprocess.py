@@ -13,7 +13,10 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fullgraph.data.graph import Graph, block_rows, csr_from_sorted_keys, row_blocks, shrink_, unique_sorted_
+from fullgraph.data import graph as _graph
+from fullgraph.data.graph import (
+    Graph, block_rows, checked_edges, csr_from_sorted_keys, row_blocks, shrink_, unique_sorted_,
+)
 
 __all__ = [
     "to_scipy",
@@ -26,6 +29,8 @@ __all__ = [
     "normalized",
     "row_normalize_features",
     "dedupe",
+    "undirected_csr",
+    "self_loop_positions",
 ]
 
 
@@ -87,6 +92,29 @@ def symmetrize(graph: Graph) -> Graph:
     edge-sized temporary), which then holds the result."""
     keys = _edge_keys(graph.indptr, graph.indices, transposed_too=True)
     return graph.with_structure(*_canonical(keys, graph.num_nodes))
+
+
+def undirected_csr(src, dst, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The standard structure of an edge list straight from the list: the in-edge CSR of
+    ``A ∪ Aᵀ`` without repeats or self loops, exactly ``remove_self_loops(symmetrize(...))`` of
+    ``Graph.from_edges(src, dst, ...)``, with one int64 key per direction of every edge that is
+    not a loop (``16 E`` bytes for ``E`` input edges) as the only edge-sized temporary, which
+    then holds the result. ``src`` and ``dst`` may be int32 (they are read, never copied whole)."""
+    src, dst = checked_edges(src, dst, num_nodes)
+    keys = np.empty(2 * src.size, dtype=np.int64)
+    w = 0
+    step = _graph.EDGE_BLOCK
+    for a in range(0, src.size, step):
+        s, d = src[a : a + step], dst[a : a + step]
+        pair = s != d
+        s, d = s[pair].astype(np.int64), d[pair].astype(np.int64)
+        m = s.size
+        np.multiply(d, num_nodes, out=keys[w : w + m])
+        keys[w : w + m] += s
+        np.multiply(s, num_nodes, out=keys[w + m : w + 2 * m])
+        keys[w + m : w + 2 * m] += d
+        w += 2 * m
+    return _canonical(shrink_(keys, w), num_nodes)
 
 
 def self_loop_positions(indptr: torch.Tensor, indices: torch.Tensor) -> np.ndarray:

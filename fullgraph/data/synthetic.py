@@ -4,7 +4,13 @@
   inside a class (homophily ``h``) and features are a noisy class centroid, noisy enough that a
   feature-only model is clearly worse than a GCN that also reads the neighbours.
 * ``rmat``: a power-law graph (Chakrabarti et al.'s recursive matrix) from 10^5 to 10^8 edges, for
-  scale and benchmarks. Edges are drawn in chunks so memory stays near the size of the output.
+  scale and benchmarks. Edges are drawn in chunks as int32 ids and turned into the symmetric CSR
+  by one in-place sort of int64 keys, so memory stays within a few times the size of the output
+  (about 12 bytes per directed edge at the peak, plus the features, drawn in blocks).
+
+Both build the standard structure (symmetric, no repeated edges, no self loops) straight from the
+edge list with :func:`fullgraph.data.preprocess.undirected_csr`: the same CSR as
+``remove_self_loops(symmetrize(Graph.from_edges(...)))``, without the intermediate graphs.
 """
 
 from __future__ import annotations
@@ -13,10 +19,12 @@ import numpy as np
 import torch
 
 from fullgraph.data.graph import Graph
-from fullgraph.data.preprocess import remove_self_loops, symmetrize
+from fullgraph.data.preprocess import undirected_csr
 from fullgraph.errors import InputError
 
 __all__ = ["planted_partition", "rmat", "random_split"]
+
+_FEATURE_BLOCK = 1 << 22  # feature entries drawn per block
 
 
 def random_split(n: int, rng: np.random.Generator, train: float = 0.1, val: float = 0.1):
@@ -31,9 +39,16 @@ def random_split(n: int, rng: np.random.Generator, train: float = 0.1, val: floa
 
 
 def _class_features(y: np.ndarray, num_features: int, noise: float, rng: np.random.Generator) -> torch.Tensor:
+    """``centroid[y] + noise * N(0, 1)`` in float32, drawn in blocks of rows into the one output
+    array (the normal stream does not depend on the block size, so neither do the features)."""
     classes = int(y.max()) + 1
     centroids = rng.standard_normal((classes, num_features)).astype(np.float32)
-    x = centroids[y] + noise * rng.standard_normal((y.size, num_features)).astype(np.float32)
+    x = np.empty((y.size, num_features), dtype=np.float32)
+    rows = max(1, _FEATURE_BLOCK // num_features)
+    for a in range(0, y.size, rows):
+        z = rng.standard_normal((min(rows, y.size - a), num_features)).astype(np.float32)
+        z *= noise
+        np.add(centroids[y[a : a + rows]], z, out=x[a : a + rows])
     return torch.from_numpy(x)
 
 
@@ -55,9 +70,31 @@ def planted_partition(num_nodes: int = 5000, num_classes: int = 5, avg_degree: f
         dst[pick] = nodes[rng.integers(0, nodes.size, int(pick.sum()))]
     x = _class_features(y, num_features, noise, rng)
     train, val, test = random_split(num_nodes, rng)
-    g = Graph.from_edges(src, dst, num_nodes, x=x, y=torch.from_numpy(y.astype(np.int64)),
-                         train_mask=train, val_mask=val, test_mask=test, name=name, num_classes=num_classes)
-    return remove_self_loops(symmetrize(g))
+    indptr, indices = undirected_csr(src, dst, num_nodes)
+    return Graph(indptr=indptr, indices=indices, x=x, y=torch.from_numpy(y.astype(np.int64)), train_mask=train,
+                 val_mask=val, test_mask=test, name=name, num_classes=num_classes)
+
+
+def _rmat_draws(scale: int, num_edges: int, cum: np.ndarray, rng: np.random.Generator,
+                chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    """``num_edges`` R-MAT draws ``(src, dst)`` as int32 (ids < 2**scale <= 2**31), one bit per
+    level: quadrant ``q`` = the number of cumulative probabilities ``<= r`` (what
+    ``searchsorted(cum, r, side="right")`` gives), the source bit is ``q >= 2``, the destination
+    bit ``q`` odd. Draws ``rng.random(k)`` per level per chunk of ``k`` edges, in that order."""
+    src = np.zeros(num_edges, dtype=np.int32)
+    dst = np.zeros(num_edges, dtype=np.int32)
+    for start in range(0, num_edges, chunk):
+        k = min(chunk, num_edges - start)
+        s, d = src[start : start + k], dst[start : start + k]
+        for level in range(scale):
+            r = rng.random(k)
+            bit = np.int32(1 << (scale - 1 - level))
+            odd = r >= cum[0]
+            for c in cum[1:]:
+                odd ^= r >= c
+            np.bitwise_or(s, bit, out=s, where=r >= cum[1])
+            np.bitwise_or(d, bit, out=d, where=odd)
+    return src, dst
 
 
 def rmat(scale: int, num_edges: int, *, num_features: int = 128, num_classes: int = 16,
@@ -65,33 +102,27 @@ def rmat(scale: int, num_edges: int, *, num_features: int = 128, num_classes: in
          seed: int = 0, name: str | None = None, chunk: int = 1 << 22) -> Graph:
     """An R-MAT graph with ``2**scale`` nodes and about ``2 * num_edges`` directed edges after
     symmetrizing (duplicates and self loops are dropped). Labels come from a random class per
-    node; features are the class centroid plus noise, so the task is learnable."""
+    node; features are the class centroid plus noise, so the task is learnable.
+
+    Memory: the draws are int32 (``8`` bytes per draw), the symmetric structure is made from one
+    int64 key per direction of each draw, sorted in place (``16`` bytes per draw, which then
+    holds the result), and the features are drawn in blocks into their one array."""
     if not 1 <= scale <= 31:
         raise InputError(f"expected 1 <= scale <= 31 (got {scale})")
-    if abs(sum(probs) - 1.0) > 1e-6:
-        raise InputError(f"expected R-MAT probabilities summing to 1 (got {probs})")
+    if abs(sum(probs) - 1.0) > 1e-6 or min(probs) < 0:
+        raise InputError(f"expected non-negative R-MAT probabilities summing to 1 (got {probs})")
     rng = np.random.default_rng(seed)
     n = 1 << scale
-    cum = np.cumsum(probs)
-    srcs, dsts = [], []
-    for start in range(0, num_edges, chunk):
-        k = min(chunk, num_edges - start)
-        s = np.zeros(k, dtype=np.int64)
-        d = np.zeros(k, dtype=np.int64)
-        for level in range(scale):
-            r = rng.random(k)
-            quad = np.searchsorted(cum, r, side="right")  # 0: a, 1: b, 2: c, 3: d
-            bit = np.int64(1) << (scale - 1 - level)
-            s |= np.where(quad >= 2, bit, 0)
-            d |= np.where(quad % 2 == 1, bit, 0)
-        srcs.append(s)
-        dsts.append(d)
-    src, dst = np.concatenate(srcs), np.concatenate(dsts)
-    perm = rng.permutation(n)  # break the id/degree correlation R-MAT leaves in node ids
-    src, dst = perm[src], perm[dst]
+    src, dst = _rmat_draws(scale, num_edges, np.cumsum(probs), rng, chunk)
+    perm = rng.permutation(n).astype(np.int32)  # break the id/degree correlation R-MAT leaves in node ids
+    for a in range(0, num_edges, chunk):
+        src[a : a + chunk] = perm[src[a : a + chunk]]
+        dst[a : a + chunk] = perm[dst[a : a + chunk]]
+    del perm
+    indptr, indices = undirected_csr(src, dst, n)
+    del src, dst
     y = rng.integers(0, num_classes, n)
     x = _class_features(y, num_features, noise, rng)
     train, val, test = random_split(n, rng)
-    g = Graph.from_edges(src, dst, n, x=x, y=torch.from_numpy(y.astype(np.int64)), train_mask=train,
-                         val_mask=val, test_mask=test, name=name or f"rmat-{scale}", num_classes=num_classes)
-    return remove_self_loops(symmetrize(g))
+    return Graph(indptr=indptr, indices=indices, x=x, y=torch.from_numpy(y.astype(np.int64)), train_mask=train,
+                 val_mask=val, test_mask=test, name=name or f"rmat-{scale}", num_classes=num_classes)
