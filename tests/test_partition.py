@@ -2,6 +2,7 @@
 
 import json
 import shutil
+import warnings
 
 import numpy as np
 import pymetis
@@ -84,6 +85,52 @@ def test_metis_empty_part_is_an_input_error(small, monkeypatch):
     monkeypatch.setattr(pymetis, "part_graph", lopsided)
     with pytest.raises(InputError, match="METIS left 2 of 3 parts empty"):
         partition_nodes(small, 3, "metis")
+
+
+def test_is_standard_structure_is_exact(small, directed):
+    from fullgraph.data.preprocess import is_standard_structure, symmetrize
+
+    assert is_standard_structure(small.indptr, small.indices)
+    assert not is_standard_structure(directed.indptr, directed.indices)  # not symmetric
+    assert is_standard_structure(*(lambda g: (g.indptr, g.indices))(symmetrize(directed)))
+    ip = torch.tensor([0, 2, 3, 4])
+    cases = {
+        "symmetric": (ip, torch.tensor([1, 2, 0, 0]), True),
+        "reversed row": (ip, torch.tensor([2, 1, 0, 0]), False),
+        "repeat": (torch.tensor([0, 2, 4, 4]), torch.tensor([1, 1, 0, 0]), False),
+        "self loop": (torch.tensor([0, 1, 2, 3]), torch.tensor([0, 2, 1]), False),
+        # same degrees in and out, yet not symmetric: 0->1, 1->2, 2->0
+        "cycle": (torch.tensor([0, 1, 2, 3]), torch.tensor([2, 0, 1]), False),
+    }
+    for case, (indptr, indices, want) in cases.items():
+        assert is_standard_structure(indptr, indices) == want, case
+
+
+def test_metis_reads_a_standard_graph_as_it_is(small, directed, monkeypatch):
+    from fullgraph.data.preprocess import symmetrize
+    from fullgraph.partition.partitioners import metis_csr
+
+    seen = []
+    real = pymetis.part_graph
+
+    def spy(nparts, adjacency=None, **kw):
+        seen.append((adjacency.adj_starts, adjacency.adjacent))
+        return real(nparts, adjacency, warn_on_copies=True, **kw)
+
+    monkeypatch.setattr(pymetis, "part_graph", spy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BytesWarning)  # pymetis's word for "copied an array"
+        checked = metis_csr(small.indptr, small.indices, 3, seed=1)
+    xadj, adjncy = seen[-1]
+    if np.dtype(pymetis.zero_copy_dtype()) == np.int64:  # the graph's own memory, no copy
+        assert np.shares_memory(adjncy, small.indices.numpy()) and np.shares_memory(xadj, small.indptr.numpy())
+    told = metis_csr(small.indptr, small.indices, 3, seed=1, simple=True)
+    rebuilt = metis_csr(small.indptr, small.indices, 3, seed=1, simple=False)  # through A + Aᵀ with SciPy
+    assert torch.equal(checked, told) and torch.equal(checked, rebuilt)
+    # a directed graph is symmetrized first: the same parts as for its symmetric version
+    sym = symmetrize(directed)
+    assert torch.equal(metis_csr(directed.indptr, directed.indices, 3, seed=2),
+                       metis_csr(sym.indptr, sym.indices, 3, seed=2))
 
 
 def test_bad_partition_inputs(small):

@@ -31,6 +31,7 @@ __all__ = [
     "dedupe",
     "undirected_csr",
     "self_loop_positions",
+    "is_standard_structure",
 ]
 
 
@@ -115,6 +116,36 @@ def undirected_csr(src, dst, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor
         keys[w + m : w + 2 * m] += d
         w += 2 * m
     return _canonical(shrink_(keys, w), num_nodes)
+
+
+def is_standard_structure(indptr: torch.Tensor, indices: torch.Tensor) -> bool:
+    """Whether the CSR is what the loaders leave (``fullgraph.data.datasets.preprocess``):
+    symmetric, rows strictly ascending (no repeated edge), no self loops. Exact: the reversed
+    edges' int64 keys are sorted (``8 E`` bytes, in place) and compared with the CSR's own, which
+    a sorted repeat-free CSR already lists in order; the other checks go block by block."""
+    ip, ix = indptr.numpy(), indices.numpy()
+    n, e = ip.size - 1, ix.size
+    for r0, r1 in row_blocks(ip):
+        a, b = int(ip[r0]), int(ip[r1])
+        rows, cols = block_rows(ip, r0, r1), ix[a:b]
+        if bool((cols == rows).any()) or bool(((cols[1:] <= cols[:-1]) & (rows[1:] == rows[:-1])).any()):
+            return False
+    if not np.array_equal(np.bincount(ix, minlength=n), np.diff(ip)):  # in-degree = out-degree first
+        return False
+    reverse = np.empty(e, dtype=np.int64)
+    for r0, r1 in row_blocks(ip):
+        a, b = int(ip[r0]), int(ip[r1])
+        np.multiply(ix[a:b], n, out=reverse[a:b])
+        reverse[a:b] += block_rows(ip, r0, r1)
+    reverse.sort()
+    for r0, r1 in row_blocks(ip):
+        a, b = int(ip[r0]), int(ip[r1])
+        forward = block_rows(ip, r0, r1)
+        forward *= n
+        forward += ix[a:b]
+        if not np.array_equal(forward, reverse[a:b]):
+            return False
+    return True
 
 
 def self_loop_positions(indptr: torch.Tensor, indices: torch.Tensor) -> np.ndarray:

@@ -8,8 +8,12 @@ every part is non-empty. Results are deterministic for a given graph, ``parts`` 
   (node, foreign part) adjacencies, i.e. Σ|halo| — exactly what graph-parallel training sends per
   layer. Parts are balanced by node count (``weight="nodes"``) or by degree + 1, the number of
   entries in a node's row of Â (``weight="degree"``), with METIS's default 3% imbalance tolerance.
-  METIS reads an undirected graph, so it is given ``A ∪ Aᵀ`` without self loops (a no-op for the
-  graphs the loaders produce). The seed goes to METIS's own ``seed`` option.
+  METIS reads an undirected graph, so it is given ``A ∪ Aᵀ`` without self loops: the graph's own
+  arrays, with no copy, when it already is that (the loaders' standard structure, checked
+  exactly), else a symmetrized copy. The seed goes to METIS's own ``seed`` option. METIS's own
+  memory is the bulk of partitioning's: it keeps every level of its coarsening, and on power-law
+  graphs coarsening removes few edges per level (R-MAT: about 110-150 bytes per directed edge with
+  METIS's 64-bit ``idx_t``, measured by ``benchmarks/prep_memory.py``).
 * ``random``: a balanced uniform random assignment: the labels ``0..P-1`` repeated in nearly equal
   runs, shuffled by a seeded permutation.
 * ``contiguous``: node ids cut into ``P`` contiguous, nearly equal ranges.
@@ -26,6 +30,7 @@ import scipy.sparse as sp
 import torch
 
 from fullgraph.data.graph import Graph
+from fullgraph.data.preprocess import is_standard_structure
 from fullgraph.errors import InputError
 
 __all__ = ["METHODS", "WEIGHTS", "partition_nodes", "metis_csr", "random_permutation", "check_node_part"]
@@ -83,20 +88,37 @@ def _metis(graph: Graph, parts: int, seed: int, weight: str) -> torch.Tensor:
 
 
 def metis_csr(indptr: torch.Tensor, indices: torch.Tensor, parts: int, seed: int = 0,
-              vweights: np.ndarray | None = None, name: str = "graph") -> torch.Tensor:
+              vweights: np.ndarray | None = None, name: str = "graph", simple: bool | None = None) -> torch.Tensor:
     """METIS k-way (volume objective) labels of the square graph ``(indptr, indices)``, edge
-    directions ignored; every part non-empty or an ``InputError``."""
+    directions ignored; every part non-empty or an ``InputError``.
+
+    ``simple``: whether the CSR is already symmetric with sorted, repeat-free rows and no self
+    loops (the loaders' standard structure); ``None`` checks it
+    (:func:`fullgraph.data.preprocess.is_standard_structure`: exact, one in-place sort of ``E``
+    int64 keys). Such a CSR goes to METIS as it is: no copy when its dtype is METIS's ``idx_t``
+    (``pymetis.zero_copy_dtype()``, int64 in the pymetis wheels), one ``astype`` otherwise. Any
+    other CSR is first made ``A ∪ Aᵀ`` without self loops with SciPy. Both give METIS the same
+    arrays for the same graph, so the same parts.
+    """
     import pymetis
 
     n = indptr.numel() - 1
-    a = sp.csr_matrix((np.ones(indices.numel(), dtype=np.int8), indices.numpy(), indptr.numpy()),
-                      shape=(n, n))
-    s = (a + a.T).tocsr()
-    s.setdiag(0)
-    s.eliminate_zeros()
-    s.sort_indices()
     idx = pymetis.zero_copy_dtype() if callable(getattr(pymetis, "zero_copy_dtype", None)) else np.int64
-    xadj, adjncy = s.indptr.astype(idx), s.indices.astype(idx)
+    if simple is None:
+        simple = is_standard_structure(indptr, indices)
+    if simple:
+        xadj = np.asarray(indptr.numpy(), dtype=idx)
+        adjncy = np.asarray(indices.numpy(), dtype=idx)
+    else:
+        a = sp.csr_matrix((np.ones(indices.numel(), dtype=np.int8), indices.numpy(), indptr.numpy()),
+                          shape=(n, n))
+        s = (a + a.T).tocsr()
+        del a
+        s.setdiag(0)
+        s.eliminate_zeros()
+        s.sort_indices()
+        xadj, adjncy = s.indptr.astype(idx), s.indices.astype(idx)
+        del s
     if hasattr(pymetis, "CSRAdjacency"):  # pymetis >= 2025.2
         graph_args = {"adjacency": pymetis.CSRAdjacency(xadj, adjncy)}
     else:
