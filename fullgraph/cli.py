@@ -162,9 +162,8 @@ def cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
     if env is not None and env.world_size != cfg.nprocs:
         raise InputError(f"expected --nprocs to match the torchrun world size (got --nprocs {cfg.nprocs}, "
                          f"WORLD_SIZE {env.world_size})")
-    needs_parts = cfg.parallel in ("graph", "pipeline", "hybrid")
-    if env is not None and needs_parts and (cfg.partition_dir is None or (cfg.parallel != "graph"
-                                                                          and cfg.chunk_file is None)):
+    chunked = cfg.parallel in ("pipeline", "hybrid")
+    if env is not None and cfg.layout.distributed and (cfg.partition_dir is None or (chunked and cfg.chunk_file is None)):
         shared_inputs(cfg, env)
     trainer = Trainer(cfg)
     try:
