@@ -208,6 +208,30 @@ def test_blocks_reassemble_on_cora_and_a_directed_graph(cora, directed, method):
     _check_reconstruction(directed, PartitionBook.build(directed, partition_nodes(directed, 4, method)))
 
 
+def _same_part(p, q) -> bool:
+    a, b = p.state_dict(), q.state_dict()
+    return a.keys() == b.keys() and all(
+        torch.equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else a[k] == b[k] for k in a)
+
+
+@pytest.mark.parametrize("method", ["metis", "random"])
+def test_the_book_does_not_depend_on_the_edge_block_size(small, directed, method, monkeypatch):
+    import fullgraph.data.graph as graph_mod
+    import fullgraph.partition.book as book_mod
+
+    for g in (small, directed):
+        node_part = partition_nodes(g, 3, method, seed=4)
+        whole = PartitionBook.build(g, node_part)
+        with monkeypatch.context() as m:
+            m.setattr(graph_mod, "EDGE_BLOCK", 37)  # many blocks of rows
+            m.setattr(book_mod, "EDGE_BLOCK", 37)  # and many merges of the halo keys
+            blocked = PartitionBook.build(g, node_part)
+            blocked_parts = blocked.parts
+        assert blocked.stats() == whole.stats() and blocked.summary() == whole.summary()
+        assert all(_same_part(p, q) for p, q in zip(blocked_parts, whole.parts))
+        _check_reconstruction(g, blocked)
+
+
 def _in_neighbours(graph, nodes):
     return torch.unique(torch.cat([graph.indices[graph.indptr[v] : graph.indptr[v + 1]] for v in nodes.tolist()]))
 

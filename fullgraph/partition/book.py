@@ -34,7 +34,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fullgraph.data.graph import Graph
+from fullgraph.data.graph import EDGE_BLOCK, Graph, block_rows, row_blocks
+from fullgraph.data.preprocess import self_loop_positions
 from fullgraph.errors import InputError
 from fullgraph.ops.block import Block
 from fullgraph.ops.sparse import SparseOp
@@ -66,20 +67,60 @@ def take_rows(x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
 
 
 def _check_simple(graph: Graph) -> None:
-    """The book assumes the loaders' standard structure: no self loops, no duplicate edges."""
-    src, dst = graph.edges()
-    loops = int((src == dst).sum())
+    """The book assumes the loaders' standard structure: no self loops, no duplicate edges (an
+    edge equal to the one before it in its row). Checked block by block: no edge-sized copies."""
+    loops = self_loop_positions(graph.indptr, graph.indices).size
     if loops:
         raise InputError(
             f"expected a graph without self loops (got {loops} in {graph.name!r}); preprocess it with "
             "fullgraph.data.datasets.preprocess, since each normalization adds the loops it wants")
-    if graph.num_edges > 1:
-        same = (graph.indices[1:] == graph.indices[:-1]) & (dst[1:] == dst[:-1])
-        dups = int(same.sum())
-        if dups:
-            raise InputError(
-                f"expected a graph without duplicate edges (got {dups} in {graph.name!r}); preprocess it "
-                "with fullgraph.data.datasets.preprocess")
+    ip, ix = graph.indptr.numpy(), graph.indices.numpy()
+    dups = 0
+    for r0, r1 in row_blocks(ip):
+        a, b = int(ip[r0]), int(ip[r1])
+        rows, cols = block_rows(ip, r0, r1), ix[a:b]
+        dups += int(np.count_nonzero((cols[1:] == cols[:-1]) & (rows[1:] == rows[:-1])))
+    if dups:
+        raise InputError(
+            f"expected a graph without duplicate edges (got {dups} in {graph.name!r}); preprocess it "
+            "with fullgraph.data.datasets.preprocess")
+
+
+def _part_dtype(parts: int) -> np.dtype:
+    """The smallest integer type holding part ids: what the per-edge passes carry."""
+    return np.dtype(np.int8 if parts <= 127 else np.int16 if parts <= 32767 else np.int32)
+
+
+def _halo_keys(graph: Graph, node_part: np.ndarray, parts: int) -> tuple[np.ndarray, int]:
+    """The sorted distinct halo keys ``(p * P + q) * N + u`` (node ``u`` of part ``q`` is an
+    in-neighbour of a node of part ``p != q``) and the number of cut edges.
+
+    One pass over the edges in blocks: each block's distinct keys are kept and merged with the
+    earlier ones whenever they outgrow them, so memory stays near the number of halo pairs
+    (``α N``), never the number of cut edges."""
+    ip, ix = graph.indptr.numpy(), graph.indices.numpy()
+    n = ip.size - 1
+    part = node_part.astype(_part_dtype(parts))
+    deg = np.diff(ip)
+    merged, pending, pending_size, cut = np.zeros(0, dtype=np.int64), [], 0, 0
+    for r0, r1 in row_blocks(ip):
+        a, b = int(ip[r0]), int(ip[r1])
+        pd = np.repeat(part[r0:r1], deg[r0:r1])
+        ps = part[ix[a:b]]
+        cross = pd != ps
+        cut += int(np.count_nonzero(cross))
+        key = pd[cross].astype(np.int64)
+        key *= parts
+        key += ps[cross]
+        key *= n
+        key += ix[a:b][cross]
+        pending.append(np.unique(key))
+        pending_size += pending[-1].size
+        if pending_size > max(merged.size, EDGE_BLOCK):
+            merged, pending, pending_size = np.unique(np.concatenate([merged, *pending])), [], 0
+    if pending:
+        merged = np.unique(np.concatenate([merged, *pending]))
+    return merged, cut
 
 
 @dataclass(eq=False)
@@ -373,6 +414,12 @@ class PartitionBook:
 
     @classmethod
     def build(cls, graph: Graph, node_part, num_parts: int | None = None) -> "PartitionBook":
+        """The node-level bookkeeping of a partition (inner lists, halo lists, send lists, counts).
+
+        Edge-level work is one pass over the edges in blocks (part ids of both ends in the
+        smallest integer type, the distinct halo pairs); each part's local CSR is made only when
+        the part is (:meth:`part`), from its own rows. So memory stays at node-sized arrays plus
+        one block of edges, whatever the number of edges."""
         n, P0 = graph.num_nodes, num_parts
         node_part = check_node_part(node_part, n, P0)
         P = int(node_part.max()) + 1 if P0 is None else int(P0)
@@ -383,31 +430,23 @@ class PartitionBook:
         pos = torch.empty(n, dtype=torch.int64)
         pos[order] = torch.arange(n)
         local = pos - part_off[node_part]
+        del pos
+        part_edges = torch.zeros(P, dtype=torch.int64).index_add_(0, node_part, graph.in_degrees())
 
-        src, dst = graph.edges()
-        pd, ps = node_part[dst], node_part[src]
-        cross = pd != ps
         # halo pairs (p, owner q, node u), sorted by p, then q, then u
-        c_src, c_pd, c_ps = src[cross], pd[cross], ps[cross]
-        hkey, hinv = torch.unique((c_pd * P + c_ps) * n + c_src, return_inverse=True)
+        hkey, cut_edges = _halo_keys(graph, node_part.numpy(), P)
+        hkey = torch.from_numpy(hkey)
         halo_u, pq = hkey % n, hkey // n
         halo_p, halo_q = pq // P, pq % P
         comm = torch.bincount(pq, minlength=P * P).view(P, P)  # [p, q]: rows p receives from q
         halo_off = _offsets(comm.sum(1))
-        # local columns: inner → local id; halo → n_inner + position in the part's halo list
-        col = local[src]
-        col[cross] = sizes[c_pd] + (hinv - halo_off[c_pd])
-        rowpos = pos[dst]
-        eorder = torch.argsort(rowpos * n + col)
-        cols = col[eorder]
-        indptr = _offsets(torch.bincount(rowpos, minlength=n))  # over the concatenated inner lists
         # send lists: pairs sorted by sender q, then receiver p, then node u
         sorder = torch.argsort((halo_q * P + halo_p) * n + halo_u)
         send_local = local[halo_u[sorder]]
         send_off = _offsets(comm.sum(0))
         s = dict(sizes=sizes, part_off=part_off, order=order, halo_u=halo_u, halo_q=halo_q, comm=comm,
-                 halo_off=halo_off, cols=cols, indptr=indptr, send_local=send_local, send_off=send_off,
-                 cut_edges=int(cross.sum()))
+                 halo_off=halo_off, part_edges=part_edges, send_local=send_local, send_off=send_off,
+                 cut_edges=cut_edges)
         return cls(graph, node_part, P, s)
 
     # ------------------------------------------------------------------ per part
@@ -422,23 +461,48 @@ class PartitionBook:
     def parts(self) -> list[Part]:
         return [self.part(i) for i in range(self.num_parts)]
 
+    def _local_csr(self, inner: torch.Tensor, halo: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The in-edge CSR of the rows ``inner`` over local column ids (inner ``0..n_inner-1``, then
+        halo), sorted within each row: gathered and sorted block by block of whole rows."""
+        ip, ix = self.graph.indptr.numpy(), self.graph.indices.numpy()
+        inner_np = inner.numpy()
+        n_inner, n_local = inner.numel(), inner.numel() + halo.numel()
+        deg = ip[inner_np + 1] - ip[inner_np]
+        indptr = np.zeros(n_inner + 1, dtype=np.int64)
+        np.cumsum(deg, out=indptr[1:])
+        colmap = np.empty(ip.size - 1, dtype=np.int64)  # global id -> local id, for the local nodes only
+        colmap[inner_np] = np.arange(n_inner)
+        colmap[halo.numpy()] = n_inner + np.arange(halo.numel())
+        indices = np.empty(int(indptr[-1]), dtype=np.int64)
+        for j0, j1 in row_blocks(indptr):
+            e0, e1 = int(indptr[j0]), int(indptr[j1])
+            row_base = np.repeat(np.arange(j0, j1, dtype=np.int64) * n_local, deg[j0:j1])
+            at = np.repeat(ip[inner_np[j0:j1]] - indptr[j0:j1], deg[j0:j1])
+            at += np.arange(e0, e1)  # positions of these rows' edges in the global CSR
+            key = colmap[ix[at]]
+            del at
+            key += row_base
+            key.sort()  # rows stay in order; columns sorted within each row
+            np.subtract(key, row_base, out=indices[e0:e1])
+        return torch.from_numpy(indptr), torch.from_numpy(indices)
+
     def _make_part(self, i: int) -> Part:
         s, g = self._s, self.graph
         a, b = int(s["part_off"][i]), int(s["part_off"][i + 1])
         inner = s["order"][a:b].clone()
         h0, h1 = int(s["halo_off"][i]), int(s["halo_off"][i + 1])
         halo = s["halo_u"][h0:h1].clone()
-        e0, e1 = int(s["indptr"][a]), int(s["indptr"][b])
         s0, s1 = int(s["send_off"][i]), int(s["send_off"][i + 1])
+        indptr, indices = self._local_csr(inner, halo)
         local_nodes = torch.cat([inner, halo])
         return Part(
             part_id=i, num_parts=self.num_parts, inner=inner, halo=halo, halo_owner=s["halo_q"][h0:h1].clone(),
             recv_counts=s["comm"][i].clone(), send_idx=s["send_local"][s0:s1].clone(),
-            send_counts=s["comm"][:, i].clone(), indptr=s["indptr"][a : b + 1] - e0,
-            indices=s["cols"][e0:e1].clone(), degree=g.in_degrees()[local_nodes],
-            x=take_rows(g.x, local_nodes), y=g.y[inner], train_mask=g.train_mask[inner],
-            val_mask=g.val_mask[inner], test_mask=g.test_mask[inner], global_num_nodes=g.num_nodes,
-            global_num_train=int(g.train_mask.sum()), num_classes=int(g.num_classes), name=g.name,
+            send_counts=s["comm"][:, i].clone(), indptr=indptr, indices=indices,
+            degree=g.in_degrees()[local_nodes], x=take_rows(g.x, local_nodes), y=g.y[inner],
+            train_mask=g.train_mask[inner], val_mask=g.val_mask[inner], test_mask=g.test_mask[inner],
+            global_num_nodes=g.num_nodes, global_num_train=int(g.train_mask.sum()),
+            num_classes=int(g.num_classes), name=g.name,
         )
 
     # ------------------------------------------------------------------ statistics
@@ -458,8 +522,7 @@ class PartitionBook:
         inner = s["sizes"].tolist()
         halo = s["comm"].sum(1).tolist()
         send = s["comm"].sum(0).tolist()
-        ip, off = s["indptr"], s["part_off"]
-        edges = (ip[off[1:]] - ip[off[:-1]]).tolist()
+        edges = s["part_edges"].tolist()
         return [{"part": i, "inner": inner[i], "halo": halo[i], "halo_ratio": halo[i] / inner[i],
                  "edges": edges[i], "send": send[i]} for i in range(self.num_parts)]
 

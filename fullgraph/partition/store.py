@@ -28,6 +28,9 @@ Layout written by :func:`save_partition` (one folder per part, so rank ``i`` rea
 
 Part files are read with ``torch.load(weights_only=True)`` (no code runs on load) and checked
 against the size and sha256 recorded in ``partition.json``; any problem is an ``InputError``.
+Memory: a part is streamed into its file by ``torch.save`` and hashed on the way (no copy of the
+part's bytes in memory), and read back by hashing the file in blocks and loading it from the same
+open file (one copy: the part itself). Only one part is made at a time when writing.
 
 Writes are atomic: everything goes to a temporary sibling folder that is renamed into place at
 the end, so an interrupted run never leaves a half-written partition (a previous partition in
@@ -44,7 +47,6 @@ than reading a file.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -66,6 +68,7 @@ FORMAT = "fullgraph-partition"
 FORMAT_VERSION = 1
 META_FILE = "partition.json"
 CACHE_VERSION = 1
+_READ_BLOCK = 1 << 24  # bytes per read when hashing a part file
 _CACHED_METHODS = ("metis",)
 _REQUIRED = ("graph", "fingerprint", "parts", "num_nodes", "num_edges", "num_classes", "global_num_train",
              "files")
@@ -73,6 +76,49 @@ _REQUIRED = ("graph", "fingerprint", "parts", "num_nodes", "num_edges", "num_cla
 
 def _part_file(i: int) -> str:
     return f"part-{i}/part.pt"
+
+
+class _HashingFile:
+    """A binary file that hashes and counts every byte written through it, so that a part file's
+    sha256 comes from the very bytes ``torch.save`` streams to disk (the same bytes as a save into
+    memory would give), without holding them."""
+
+    def __init__(self, f):
+        self._f, self.sha256, self.bytes = f, hashlib.sha256(), 0
+
+    def write(self, data) -> int:
+        view = memoryview(data)
+        self.sha256.update(view)
+        self.bytes += view.nbytes
+        return self._f.write(data)
+
+    def flush(self) -> None:
+        self._f.flush()
+
+
+def _checked_state(path: Path, entry: dict):
+    """Part file ``path`` loaded, after checking its size and sha256 against ``entry``: hashed in
+    blocks, then read by ``torch.load`` from the same open file (so what is loaded is what was
+    hashed), holding one copy of the part in memory, not two."""
+    try:
+        with open(path, "rb") as f:
+            sha, size, buf = hashlib.sha256(), 0, bytearray(_READ_BLOCK)
+            view = memoryview(buf)
+            while k := f.readinto(buf):
+                sha.update(view[:k])
+                size += k
+            if size != entry["bytes"] or sha.hexdigest() != entry["sha256"]:
+                raise InputError(f"expected {path} to match {META_FILE} ({entry['bytes']} bytes, sha256 "
+                                 f"{str(entry['sha256'])[:12]}…) (got {size} bytes with another checksum: "
+                                 "corrupt or replaced)")
+            del view, buf
+            f.seek(0)
+            try:
+                return torch.load(f, weights_only=True)
+            except Exception as e:  # noqa: BLE001 — any unpickling failure means a bad file
+                raise InputError(f"expected a readable part file at {path} (got {type(e).__name__}: {e})") from None
+    except OSError as e:
+        raise InputError(f"expected part file {path} (got {type(e).__name__}: {e})") from None
 
 
 def save_partition(book: PartitionBook, graph: Graph, out_dir, meta: dict | None = None) -> Path:
@@ -103,15 +149,13 @@ def save_partition(book: PartitionBook, graph: Graph, out_dir, meta: dict | None
             part = book._parts.get(i) or book._make_part(i)  # not kept: one part's features at a time
             rel = _part_file(i)
             (tmp / rel).parent.mkdir()
-            buf = io.BytesIO()
-            torch.save(part.state_dict(), buf)
-            data = buf.getvalue()
             with open(tmp / rel, "wb") as f:
-                f.write(data)
+                out_file = _HashingFile(f)
+                torch.save(part.state_dict(), out_file)  # streamed: no copy of the part in memory
                 f.flush()
                 os.fsync(f.fileno())
-            files.append({"part": i, "path": rel, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
-            del part, buf, data
+            files.append({"part": i, "path": rel, "bytes": out_file.bytes, "sha256": out_file.sha256.hexdigest()})
+            del part
         summary = book.summary()
         doc = {
             "format": FORMAT, "version": FORMAT_VERSION, "graph": graph.name, "fingerprint": graph.fingerprint(),
@@ -180,19 +224,7 @@ def load_part(out_dir, i: int, fingerprint: str | None = None) -> Part:
                          f"{doc['fingerprint'][:12]}…, the graph has {fingerprint[:12]}…); partition it again")
     entry = doc["files"][i]
     path = out / entry["path"]
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise InputError(f"expected part file {path} (got {type(e).__name__}: {e})") from None
-    if len(data) != entry["bytes"] or hashlib.sha256(data).hexdigest() != entry["sha256"]:
-        raise InputError(f"expected {path} to match {META_FILE} ({entry['bytes']} bytes, sha256 "
-                         f"{str(entry['sha256'])[:12]}…) (got {len(data)} bytes with another checksum: "
-                         "corrupt or replaced)")
-    try:
-        state = torch.load(io.BytesIO(data), weights_only=True)
-    except Exception as e:  # noqa: BLE001 — any unpickling failure means a bad file
-        raise InputError(f"expected a readable part file at {path} (got {type(e).__name__}: {e})") from None
-    part = Part.from_state(state, where=str(path))
+    part = Part.from_state(_checked_state(path, entry), where=str(path))
     if part.part_id != i or part.num_parts != parts or part.global_num_nodes != doc["num_nodes"]:
         raise InputError(f"expected {path} to be part {i} of {parts} over {doc['num_nodes']} nodes (got part "
                          f"{part.part_id} of {part.num_parts} over {part.global_num_nodes})")
