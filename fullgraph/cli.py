@@ -314,6 +314,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(message)s", stream=sys.stdout)
     try:
         args = build_parser().parse_args(argv)
+        from fullgraph.train.memory import return_freed_memory
+
+        return_freed_memory()  # peak RSS then measures what a command needs, not glibc's cache
         if args.command == "train":
             return cmd_train(args, argv)
         if args.command == "partition":
