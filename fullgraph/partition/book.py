@@ -34,7 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fullgraph.data.graph import EDGE_BLOCK, Graph, block_rows, row_blocks
+from fullgraph.data.graph import EDGE_BLOCK, Graph, block_rows, row_blocks, shrink_, unique_sorted_
 from fullgraph.data.preprocess import self_loop_positions
 from fullgraph.errors import InputError
 from fullgraph.ops.block import Block
@@ -114,13 +114,20 @@ def _halo_keys(graph: Graph, node_part: np.ndarray, parts: int) -> tuple[np.ndar
         key += ps[cross]
         key *= n
         key += ix[a:b][cross]
-        pending.append(np.unique(key))
+        pending.append(_distinct(key))
         pending_size += pending[-1].size
         if pending_size > max(merged.size, EDGE_BLOCK):
-            merged, pending, pending_size = np.unique(np.concatenate([merged, *pending])), [], 0
+            merged, pending, pending_size = _distinct(np.concatenate([merged, *pending]), runs=True), [], 0
     if pending:
-        merged = np.unique(np.concatenate([merged, *pending]))
+        merged = _distinct(np.concatenate([merged, *pending]), runs=True)
     return merged, cut
+
+
+def _distinct(keys: np.ndarray, runs: bool = False) -> np.ndarray:
+    """The distinct values of ``keys`` (which it owns), sorted, in its own memory. ``runs``: it is a
+    concatenation of sorted runs, which a merging sort (numpy's stable sort) joins in few passes."""
+    keys.sort(kind="stable" if runs else None)
+    return shrink_(keys, unique_sorted_(keys))
 
 
 @dataclass(eq=False)
