@@ -457,3 +457,24 @@ def test_cache_avoids_a_second_metis_run(small, tmp_path, monkeypatch):
     assert torch.equal(cached_partition(small, 3, "metis", seed=2), first)
     # cheap methods are computed directly
     assert torch.equal(cached_partition(small, 3, "random", seed=1), partition_nodes(small, 3, "random", seed=1))
+
+
+def test_a_part_read_without_features_maps_the_file_instead(small, tmp_path):
+    """``load_part(..., features=False)`` (pipeline stages after the first) maps the part file, so the
+    features it never touches are never read in; the default reads the file into memory. The same
+    tensors either way."""
+    from fullgraph.partition import PartitionBook, load_part, partition_nodes, save_partition
+
+    out = save_partition(PartitionBook.build(small, partition_nodes(small, 2, "random", 0)), small, tmp_path / "p")
+    path = str((out / "part-1" / "part.pt").resolve())
+
+    def mapped() -> bool:
+        with open("/proc/self/maps") as f:
+            return any(line.rstrip().endswith(path) for line in f)
+
+    read = load_part(out, 1)
+    assert not mapped()
+    lazy = load_part(out, 1, features=False)
+    assert mapped()
+    for name in ("inner", "halo", "indptr", "indices", "x", "y", "train_mask"):
+        assert torch.equal(getattr(lazy, name), getattr(read, name)), name

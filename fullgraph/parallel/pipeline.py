@@ -395,7 +395,7 @@ def chunked_engine(cfg, norm: str, comm: Comm | None = None) -> ChunkedEngine:
     meta = load_meta(cfg.partition_dir)
     check_parts(meta, W, cfg.partition_dir)
     stage, w = divmod(env.rank, W)
-    part = load_part(cfg.partition_dir, w)
+    part = load_part(cfg.partition_dir, w, features=stage == 0)  # later stages never read features
     node_chunk = load_chunks(cfg.chunk_file, int(part.global_num_nodes), cfg.num_chunks)
     return ChunkedEngine(
         part, node_chunk[part.local_nodes], cfg.num_chunks, norm, stage=stage,

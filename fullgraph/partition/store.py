@@ -96,10 +96,11 @@ class _HashingFile:
         self._f.flush()
 
 
-def _checked_state(path: Path, entry: dict):
+def _checked_state(path: Path, entry: dict, mmap: bool = False):
     """Part file ``path`` loaded, after checking its size and sha256 against ``entry``: hashed in
     blocks, then read by ``torch.load`` from the same open file (so what is loaded is what was
-    hashed), holding one copy of the part in memory, not two."""
+    hashed), holding one copy of the part in memory, not two. ``mmap``: the tensors are mapped from
+    the file instead, so those never touched (a pipeline stage's features) are never read in."""
     try:
         with open(path, "rb") as f:
             sha, size, buf = hashlib.sha256(), 0, bytearray(_READ_BLOCK)
@@ -114,7 +115,7 @@ def _checked_state(path: Path, entry: dict):
             del view, buf
             f.seek(0)
             try:
-                return torch.load(f, weights_only=True)
+                return torch.load(str(path), mmap=True, weights_only=True) if mmap else torch.load(f, weights_only=True)
             except Exception as e:  # noqa: BLE001 — any unpickling failure means a bad file
                 raise InputError(f"expected a readable part file at {path} (got {type(e).__name__}: {e})") from None
     except OSError as e:
@@ -209,10 +210,12 @@ def load_meta(out_dir) -> dict:
     return doc
 
 
-def load_part(out_dir, i: int, fingerprint: str | None = None) -> Part:
+def load_part(out_dir, i: int, fingerprint: str | None = None, *, features: bool = True) -> Part:
     """Read part ``i`` of the partition in ``out_dir`` (only that part's file).
 
     ``fingerprint``, when given, must equal the partitioned graph's (``Graph.fingerprint()``).
+    ``features=False`` maps the file instead of reading it: the part's ``x`` is then backed by the
+    file and costs no memory until read (a pipeline stage after the first never reads it).
     """
     out = Path(out_dir)
     doc = load_meta(out)
@@ -224,7 +227,7 @@ def load_part(out_dir, i: int, fingerprint: str | None = None) -> Part:
                          f"{doc['fingerprint'][:12]}…, the graph has {fingerprint[:12]}…); partition it again")
     entry = doc["files"][i]
     path = out / entry["path"]
-    part = Part.from_state(_checked_state(path, entry), where=str(path))
+    part = Part.from_state(_checked_state(path, entry, mmap=not features), where=str(path))
     if part.part_id != i or part.num_parts != parts or part.global_num_nodes != doc["num_nodes"]:
         raise InputError(f"expected {path} to be part {i} of {parts} over {doc['num_nodes']} nodes (got part "
                          f"{part.part_id} of {part.num_parts} over {part.global_num_nodes})")
