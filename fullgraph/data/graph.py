@@ -17,7 +17,7 @@ import torch
 
 from fullgraph.errors import InputError
 
-__all__ = ["Graph", "csr_from_edges", "csr_from_sorted_keys", "row_blocks", "block_rows"]
+__all__ = ["Graph", "csr_from_edges", "checked_edges", "csr_from_sorted_keys", "row_blocks", "block_rows"]
 
 
 def _describe(t) -> str:
@@ -111,13 +111,9 @@ def _edge_ids(name: str, ids) -> np.ndarray:
     return t.numpy()
 
 
-def csr_from_edges(src, dst, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """In-edge CSR (``indptr``, ``indices``) of the edges ``src[i] -> dst[i]`` (repeats kept).
-
-    Edge ids are checked before anything is built, so a bad id is reported as such instead of as
-    an indexing error deep inside a sort. The one edge-sized array made is the int64 sort key
-    ``dst * N + src``, sorted in place, which then becomes ``indices``.
-    """
+def checked_edges(src, dst, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """``src`` and ``dst`` as 1-D numpy arrays (views, in their own integer dtype), checked: as many
+    of each, ids in ``[0, num_nodes)``; an ``InputError`` naming the first bad id otherwise."""
     src, dst = _edge_ids("src", src), _edge_ids("dst", dst)
     if src.size != dst.size:
         raise InputError(f"expected as many edge sources as destinations (got {src.size} and {dst.size})")
@@ -130,6 +126,17 @@ def csr_from_edges(src, dst, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor
                 f"expected edge {name} ids in [0, {num_nodes}) (got {bad.size} out of range, "
                 f"e.g. {int(bad[0])})"
             )
+    return src, dst
+
+
+def csr_from_edges(src, dst, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """In-edge CSR (``indptr``, ``indices``) of the edges ``src[i] -> dst[i]`` (repeats kept).
+
+    Edge ids are checked before anything is built, so a bad id is reported as such instead of as
+    an indexing error deep inside a sort. The one edge-sized array made is the int64 sort key
+    ``dst * N + src``, sorted in place, which then becomes ``indices``.
+    """
+    src, dst = checked_edges(src, dst, num_nodes)
     keys = np.empty(src.size, dtype=np.int64)
     for a in range(0, keys.size, EDGE_BLOCK):
         k = keys[a : a + EDGE_BLOCK]
