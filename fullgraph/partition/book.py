@@ -255,40 +255,40 @@ class Part:
         return halo_keep
 
     def _base_block(self, norm: str):
-        """``(rows, indptr, indices, values)`` of the unsampled normalized block, computed once."""
+        """``(indptr, indices, values)`` of the unsampled normalized block, computed once.
+
+        No per-edge row ids are made or kept: the self loops go in with one ``np.insert`` and the
+        values come from per-row repeats, so the cache holds the block's own arrays only."""
         if norm in self._base:
             return self._base[norm]
         if norm not in NORMS:
             raise InputError(f"unknown normalization {norm!r} (expected one of: {', '.join(NORMS)})")
         n = self.num_inner
-        rows = torch.repeat_interleave(torch.arange(n), self.indptr.diff())
-        cols = self.indices
+        ip, cols = self.indptr.numpy(), self.indices.numpy()
+        counts = np.diff(ip)
         if norm in ("gcn", "self-loops"):  # one self loop per inner row, at local column = row
-            # insert it in place (no sort): edge e moves right by its row number (the loops of the
-            # rows before), plus one if it lies right of its own row's loop
-            right = cols > rows
-            diag = torch.arange(n)
-            left_count = self.indptr.diff() - torch.bincount(rows[right], minlength=n)
-            new_rows = torch.empty(rows.numel() + n, dtype=torch.int64)
-            new_cols = torch.empty_like(new_rows)
-            epos = torch.arange(rows.numel()) + rows + right
-            dpos = self.indptr[:-1] + diag + left_count
-            new_rows[epos], new_cols[epos] = rows, cols
-            new_rows[dpos], new_cols[dpos] = diag, diag
-            rows, cols = new_rows, new_cols
+            # inserted in place (no sort): after the row's columns <= its own id, before the rest
+            left = np.empty(n, dtype=np.int64)
+            for r0, r1 in row_blocks(ip):
+                a, b = int(ip[r0]), int(ip[r1])
+                rows = block_rows(ip, r0, r1)
+                left[r0:r1] = np.bincount(rows[cols[a:b] <= rows] - r0, minlength=r1 - r0)
+            cols = np.insert(cols, ip[:-1] + left, np.arange(n, dtype=np.int64))
+            ip = ip + np.arange(n + 1)
+            counts = counts + 1
         # the same float32 arithmetic as fullgraph.data.preprocess, so values agree bit for bit
         if norm == "gcn":
             deg = (self.degree + 1).numpy().astype(np.float32)
-            dinv = torch.from_numpy((1.0 / np.sqrt(deg)).astype(np.float32))
-            vals = dinv[rows] * dinv[cols]
+            dinv = (1.0 / np.sqrt(deg)).astype(np.float32)
+            vals = np.repeat(dinv[:n], counts)
+            vals *= dinv[cols]
         elif norm == "mean":
             deg = self.degree[:n].numpy().astype(np.float32)
             inv = np.divide(1.0, deg, out=np.zeros_like(deg), where=deg > 0).astype(np.float32)
-            vals = torch.from_numpy(inv)[rows]
+            vals = np.repeat(inv, counts)
         else:
-            vals = torch.ones(rows.numel(), dtype=torch.float32)
-        indptr = _offsets(torch.bincount(rows, minlength=n))
-        self._base[norm] = (rows, indptr, cols.contiguous(), vals.contiguous())
+            vals = np.ones(cols.size, dtype=np.float32)
+        self._base[norm] = (torch.from_numpy(ip), torch.from_numpy(cols), torch.from_numpy(vals))
         return self._base[norm]
 
     def block(self, norm: str, halo_keep: torch.Tensor | None = None, scale: float = 1.0) -> Block:
@@ -305,7 +305,7 @@ class Part:
         its transpose (for the backward pass) is built once too; a sampled block costs a few
         vectorized passes over the local edges.
         """
-        rows, indptr, cols, vals = self._base_block(norm)
+        indptr, cols, vals = self._base_block(norm)
         n, m = self.num_inner, self.num_local
         if halo_keep is None:
             if scale == 1.0 and (norm, "block") in self._base:  # kept: its transpose is built once
@@ -325,7 +325,10 @@ class Part:
         cols_k, vals_k = cols[mask], vals[mask]
         if scale != 1.0:
             vals_k = torch.where(cols_k >= n, vals_k * scale, vals_k)
-        indptr_k = _offsets(torch.bincount(rows[mask], minlength=n))
+        kept = torch.zeros(cols.numel() + 1, dtype=torch.int64)
+        torch.cumsum(mask, 0, out=kept[1:])
+        indptr_k = kept[indptr]  # kept entries before each row start
+        del kept
         num_src = n + int(keep.sum())
         return Block(SparseOp(indptr_k, new_col[cols_k], vals_k, (n, num_src), symmetric=False), norm,
                      src_ids=self.local_nodes[keep_col], dst_ids=self.inner)
