@@ -1,10 +1,17 @@
 """The partition book: what each part owns, what it reads from the others, and its local block.
 
-``PartitionBook.build(graph, node_part)`` computes, in one process and with vectorized tensor
-operations only (loops run over parts, never over nodes or edges), the global bookkeeping of a
-partition; ``book.part(i)`` then cuts out the :class:`Part` that rank ``i`` needs — its inner and
-halo nodes, its per-peer send/recv lists, its local in-edge CSR, the global degrees its
-normalization needs, and its feature / label / mask rows — and nothing more.
+``PartitionBook.build(graph, node_part)`` computes, in one process and with vectorized array
+operations only (loops run over parts and over blocks of a few million edges, never over single
+nodes or edges), the global bookkeeping of a partition; ``book.part(i)`` then cuts out the
+:class:`Part` that rank ``i`` needs — its inner and halo nodes, its per-peer send/recv lists, its
+local in-edge CSR, the global degrees its normalization needs, and its feature / label / mask rows —
+and nothing more.
+
+Memory. ``build`` keeps node-sized arrays only (the halo lists are ``α N`` long); its one pass over
+the edges carries part ids in the smallest integer type and keeps only distinct halo pairs. A
+part's local CSR is made when the part is, from that part's rows, so writing a partition needs one
+part at a time (about 20-25 bytes per directed edge of the graph above the loaded graph and the
+features, measured by ``benchmarks/prep_memory.py``).
 
 Local ids. A part numbers its nodes ``0..n_inner-1`` for the inner nodes (ascending global id),
 then ``n_inner..n_inner+n_halo-1`` for the halo nodes. The halo is grouped by owner part
