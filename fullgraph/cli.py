@@ -163,7 +163,8 @@ def cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
         raise InputError(f"expected --nprocs to match the torchrun world size (got --nprocs {cfg.nprocs}, "
                          f"WORLD_SIZE {env.world_size})")
     chunked = cfg.parallel in ("pipeline", "hybrid")
-    if env is not None and cfg.layout.distributed and (cfg.partition_dir is None or (chunked and cfg.chunk_file is None)):
+    missing = cfg.partition_dir is None or (chunked and cfg.chunk_file is None)
+    if env is not None and cfg.layout.distributed and missing:
         shared_inputs(cfg, env)
     trainer = Trainer(cfg)
     try:

@@ -115,7 +115,9 @@ def _checked_state(path: Path, entry: dict, mmap: bool = False):
             del view, buf
             f.seek(0)
             try:
-                return torch.load(str(path), mmap=True, weights_only=True) if mmap else torch.load(f, weights_only=True)
+                if mmap:
+                    return torch.load(str(path), mmap=True, weights_only=True)
+                return torch.load(f, weights_only=True)
             except Exception as e:  # noqa: BLE001 — any unpickling failure means a bad file
                 raise InputError(f"expected a readable part file at {path} (got {type(e).__name__}: {e})") from None
     except OSError as e:
