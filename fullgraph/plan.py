@@ -1,14 +1,49 @@
-"""Analytic communication volumes: what each layout must move, from the real sizes.
+"""Analytic volumes and estimates: what each layout must move, and what each rank must hold.
 
-The benchmarks print these next to the ledger; the tests derive the same expressions on their own
-and check them against the counters. All volumes are bytes per training epoch summed over ranks.
+Communication: the benchmarks print these next to the ledger; the tests derive the same expressions
+on their own and check them against the counters. All volumes are bytes per training epoch summed
+over ranks.
+
+Memory (:func:`estimate_peak_bytes`, :func:`check_memory`): the peak resident memory (RSS) of one
+training process, from its rank's sizes, before anything is launched. It is the sum of
+
+* the process itself: Python, PyTorch and fullgraph imported, thread pools and first-use kernels
+  started (:data:`PROCESS_BYTES`, measured; a graph-parallel rank measures the same);
+* the graph data it holds: structure, features, labels, the normalized block, its int32 kernel
+  indices and, where backward needs it, its transpose (counted array by array);
+* weights and the kept best weights (2 copies), and during a step their gradients and Adam's two
+  moments (3 more);
+* activations: what the forward pass keeps for backward (:func:`kept_activation_bytes`, counted
+  from what each layer's autograd saves: within 2% of the live heap for every model, one process
+  and one part, with and without recompute), plus the temporaries of the peak moment of a step
+  (:data:`TRANSIENT`), times the allocator's overhead.
+
+That overhead is glibc's. Allocations from its mmap threshold up are mapped on their own and
+unmapped when freed; smaller ones come from the heap, where the tensors kept for backward sit
+between freed temporaries that later allocations cannot all reuse, so that the heap grows well past
+the live bytes. The command line fixes the threshold at 1 MiB (``train.memory.return_freed_memory``),
+where activations of any real graph are mmapped and the peak RSS is within ~10% of the live bytes
+(:data:`MMAP_OVERHEAD`). A library caller keeps glibc's dynamic threshold, which rises with the
+first freed blocks up to 32 MiB: activations under that come from the heap, and the peak RSS is
+1.6-5x the live bytes depending on the model's order of allocations (:data:`HEAP_OVERHEAD`, measured
+per model; recompute's many short-lived temporaries fare worst there). ``mmap_threshold`` selects the
+case; by default the estimate asks this process.
+
+Calibration (torch 2.13 CPU, glibc 2.36; planted-partition graphs of 20k and 80k nodes, Cora,
+CiteSeer, Coauthor-CS/Physics, Amazon-Computers, Tolokers, Squirrel; every model with and without
+recompute, 2-64 layers, hidden 16-256): estimate / measured peak RSS 0.87-1.15 with the threshold
+fixed (one process, and each rank of graph parallelism with P = 2), 0.77-1.31 with glibc's dynamic
+threshold. The estimate is of host memory; on a GPU the activations live in device memory instead.
 """
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["gcn_product_widths", "spmm_volume"]
+from fullgraph.errors import InputError
+
+__all__ = ["gcn_product_widths", "spmm_volume", "estimate_peak_bytes", "memory_breakdown", "check_memory",
+           "graph_memory_stats", "part_memory_stats", "partition_memory_stats", "kept_activation_bytes"]
 
 
 def gcn_product_widths(dims: list[int], sparse_input: bool) -> list[int]:
@@ -69,3 +104,300 @@ def spmm_volume(mode: str, widths: list[int], n: int, nprocs: int, nnz: int, rep
         out["spmm/bcast"] += (q - 1) * n * w * 4 + (q - 1) * (8 * q * d * (n + q) + 12 * nnz)
         out["spmm/reduce"] += d * n * w * 4 if d > 1 else 0
     return out
+
+
+# ---------------------------------------------------------------- memory per rank
+def _param_count(model: str, F: int, H: int, C: int, L: int, heads: int) -> int:
+    """Trainable parameters of ``model`` (the same numbers ``build_model`` creates)."""
+    if model == "gcn":
+        dims = [F] + [H] * (L - 1) + [C]
+        return sum(a * b + b for a, b in zip(dims, dims[1:]))
+    if model == "sage":
+        dims = [F] + [H] * (L - 1) + [C]
+        return sum(2 * a * b + b for a, b in zip(dims, dims[1:]))
+    if model == "gat":
+        dims = [F] + [H] * (L - 1)
+        return sum(a * H + 3 * H for a in dims[:-1]) + dims[-1] * C + 3 * C
+    if model == "gcnii":
+        return F * H + H + L * H * H + H * C + C
+    if model == "resgcn+":
+        return F * H + H + L * (H * H + H) + (L - 1) * 2 * H + 2 * H + H * C + C
+    raise ValueError(f"no memory model for {model!r}")
+
+
+def kept_activation_bytes(model: str, *, nodes: int, halo: int, block_nnz: int, features: int, classes: int,
+                          layers: int, hidden: int, heads: int = 8, feature_nnz: int | None = None,
+                          recompute: bool = False, gcn_kernel: str = "fused") -> int:
+    """Bytes a training forward pass leaves alive for backward (dropout on), beyond the graph data.
+
+    ``nodes`` dst rows (n), ``halo`` extra src rows (m = n + halo: a layer after the first reads the
+    fetched copy ``cat(h, halo rows)``, which backward keeps), ``block_nnz`` stored entries of the
+    block (E'), ``feature_nnz`` stored entries of sparse input features (None: dense). Counted from
+    what each layer's autograd saves; tests/test_memory.py checks it against
+    ``torch.autograd.graph.saved_tensors_hooks``. With ``recompute`` a graph layer keeps only its
+    inputs (``pre`` and ``post`` are not recomputed).
+    """
+    n, m, E, F, C, H, L, k = nodes, nodes + halo, block_nnz, features, classes, hidden, layers, heads
+    sparse = feature_nnz is not None
+    dropped_x = 4 * feature_nnz if sparse else 4 * m * F  # dropout(X): a dense copy, or new sparse values
+    # the input of layers 2..L: the previous layer's output (one process) or its fetched copy
+    between = (L - 1) * 4 * (m if halo else n) * H
+    fetched = (L - 1) * 4 * m * H if halo else 0
+    if model in ("gcn", "sage"):
+        if recompute:
+            return dropped_x + between
+        first = dropped_x
+        if not sparse and F < H:  # the first layer aggregates first: keeps Â X'
+            first = 4 * n * F + (dropped_x if model == "sage" else 0)
+        per_layer = 4 * n * H  # fused GCN: its output, from which ReLU and dropout derive
+        if model == "sage" or gcn_kernel == "autograd":
+            # ReLU output, bool mask, dropped output (which the next layer keeps, unless it reads
+            # the fetched copy)
+            per_layer = (5 if halo else 9) * n * H
+        return first + (L - 1) * per_layer + fetched
+    if model == "gcnii":
+        pre = dropped_x + 4 * m * H  # fc_in's input and H0
+        post = n * H + 4 * n * H  # dropout mask and fc_out's input
+        if recompute:
+            return pre + between + post
+        return pre + L * (m * H + 8 * n * H) + post  # mask, support, ReLU output (fetched copies: dropped)
+    if model == "resgcn+":
+        pre = 4 * m * H  # the encoder output (it reads X itself)
+        post = 4 * n * H + 4 * n * H + n * H + 4 * n * H  # norm input, ReLU output, mask, decoder input
+        if recompute:
+            return pre + between + post
+        outputs = fetched or 4 * n * H * (L - 1)  # each layer's input but the first (its norm keeps it)
+        later = (L - 1) * 9 * m * H  # ReLU output, mask, dropped conv input
+        return pre + outputs + later + post
+    if model == "gat":
+        if recompute:
+            return between
+        total = 0
+        for i in range(L):
+            last = i == L - 1
+            width, hk = (C, 1) if last else (H, k)
+            inp = dropped_x if i == 0 else 5 * m * H  # X', or mask and dropped input
+            edge = 2 * 4 * E * width + 5 * 4 * E * hk  # messages twice; five [E', heads] score tensors
+            total += inp + 4 * m * width + edge + (0 if last else 4 * n * width)  # Wh; ELU output
+        return total  # (a fetched copy is dropped out at once: its mask and copy are counted)
+    raise ValueError(f"no memory model for {model!r}")
+
+
+GIB = 1 << 30
+MIB = 1 << 20
+PROCESS_BYTES = 330 * MIB
+"""RSS of a training process before its graph counts: interpreter, PyTorch, fullgraph, their
+libraries and first-use allocations (a tiny graph's peak, one process or a graph-parallel rank:
+327-344 MiB with torch 2.13 on CPU)."""
+HEAP_OVERHEAD = {
+    ("gcn", False): 1.85, ("gcn", True): 2.0, ("gcnii", False): 3.0, ("gcnii", True): 4.25,
+    ("sage", False): 2.5, ("sage", True): 4.5, ("resgcn+", False): 2.3, ("resgcn+", True): 4.5,
+    ("gat", False): 1.2, ("gat", True): 1.35,
+}
+"""Peak RSS over live bytes of the training step when activations come from the heap (measured with
+glibc's dynamic threshold)."""
+MMAP_OVERHEAD = 1.1
+"""The same ratio when activations are mmapped (measured: 1.02-1.2)."""
+TRANSIENT = {
+    ("gcn", False): 4.0, ("gcn", True): 4.0, ("gcnii", False): 2.0, ("gcnii", True): 4.0,
+    ("sage", False): 3.2, ("sage", True): 5.5, ("resgcn+", False): 2.0, ("resgcn+", True): 2.0,
+    ("gat", False): 1.7, ("gat", True): 4.5,
+}
+"""Temporaries of the peak moment of a training step, in activations ``[m, hidden]`` (GAT: in
+messages ``[E', hidden]``); with recompute they include one layer's recomputed internals."""
+
+
+def _graph_bytes(*, nodes: int, halo: int, edges: int, features: int, feature_nnz: int | None, norm: str,
+                 part: bool) -> int:
+    """The rank's graph data as the trainer holds it: structure, features, labels and splits, the
+    block (with its int32 kernel indices) and, where backward needs it, its transpose."""
+    n, m, e, F = nodes, nodes + halo, edges, features
+    total = 8 * (n + 1) + 8 * e + 8 * n + 3 * n  # in-edge CSR, labels, three masks
+    if part:
+        total += 8 * n + 8 * 3 * halo + 8 * m  # inner ids, halo ids and owners, send list, degrees
+    nnz_b = e if norm == "mean" else e + n  # gcn and attention blocks have self loops
+    total += 12 * (n + 1) + 16 * nnz_b  # the block: int64 and int32 indices, float32 values
+    if norm == "mean" or (part and halo) :  # not symmetric: its transpose is built for backward
+        total += 4 * (m + 1) + 16 * nnz_b
+    if norm == "self-loops":
+        total += 8 * nnz_b  # attention's per-edge dst ids
+    if feature_nnz is None:
+        total += 4 * m * F
+    else:
+        nnz = feature_nnz
+        total += 8 * (m + 1) + 12 * nnz  # the CSR as loaded
+        if nnz >= 0.1 * m * F:
+            total += 4 * m * F  # dense enough to be multiplied as a dense matrix
+        else:
+            total += 4 * (m + 1) + 4 * nnz + 4 * (F + 1) + 20 * nnz  # int32 indices, transpose (+ dropped copy's)
+    return total
+
+
+def memory_breakdown(*, nodes: int, edges: int, features: int, classes: int, model: str, layers: int,
+                     hidden: int, heads: int = 8, halo: int = 0, feature_nnz: int | None = None,
+                     recompute: bool = False, gcn_kernel: str = "fused", distributed: bool = False,
+                     mmap_threshold: int | None = None) -> dict[str, int]:
+    """The parts of :func:`estimate_peak_bytes`: ``process``, ``graph``, ``weights``, ``activations``."""
+    from fullgraph.models import MODELS
+    from fullgraph.train.memory import mmap_threshold as this_process_threshold
+
+    if model not in MODELS:
+        raise InputError(f"unknown model {model!r} (expected one of {', '.join(MODELS)})")
+    n, m, H = nodes, nodes + halo, hidden
+    norm = MODELS[model].norm
+    E = edges if norm == "mean" else edges + nodes
+    params = _param_count(model, features, H, classes, layers, heads)
+    kept = kept_activation_bytes(model, nodes=n, halo=halo, block_nnz=E, features=features, classes=classes,
+                                 layers=layers, hidden=H, heads=heads, feature_nnz=feature_nnz, recompute=recompute,
+                                 gcn_kernel=gcn_kernel)
+    key = (model, bool(recompute))
+    unit = 4 * E * H if model == "gat" else 4 * m * H
+    step = kept + TRANSIENT[key] * unit + 3 * 4 * params  # + gradients and Adam's moments
+    threshold = this_process_threshold() if mmap_threshold is None else mmap_threshold
+    overhead = MMAP_OVERHEAD if 4 * n * H >= threshold else HEAP_OVERHEAD[key]
+    return {
+        "process": PROCESS_BYTES,
+        "graph": _graph_bytes(nodes=n, halo=halo, edges=edges, features=features, feature_nnz=feature_nnz,
+                              norm=norm, part=distributed),
+        "weights": 2 * 4 * params,  # the parameters and the kept best weights
+        "activations": int(overhead * step),
+    }
+
+
+def estimate_peak_bytes(*, nodes: int, edges: int, features: int, classes: int, model: str, layers: int,
+                        hidden: int, heads: int = 8, halo: int = 0, feature_nnz: int | None = None,
+                        recompute: bool = False, gcn_kernel: str = "fused", distributed: bool = False,
+                        mmap_threshold: int | None = None) -> int:
+    """Estimated peak RSS of one training process, in bytes (see the module docstring).
+
+    Args:
+        nodes: rows this rank computes (the inner nodes of its part; single process: all nodes).
+        edges: in-edges of those rows, without self loops (``part_stats[i]["edges"]`` of a
+            partition; single process: the graph's edges).
+        features, classes: input width and number of classes of the graph.
+        model, layers, hidden, heads, recompute, gcn_kernel: as in ``TrainConfig``.
+        halo: halo rows of the part (0 in one process).
+        feature_nnz: stored entries of the rank's feature rows (inner and halo) when the features are
+            sparse; ``None`` when they are dense.
+        distributed: a rank of a distributed run (it holds a part's index arrays).
+        mmap_threshold: the size from which the process's allocations are mmapped, so freed ones
+            leave it: ``None`` asks this process (``fullgraph.train.memory.mmap_threshold``: 1 MiB
+            once the command line fixed it, else glibc's dynamic threshold at its 32 MiB ceiling);
+            a launcher estimating for ranks that run the command line may pass
+            ``fullgraph.train.memory.MMAP_THRESHOLD_BYTES``.
+    """
+    return sum(memory_breakdown(nodes=nodes, edges=edges, features=features, classes=classes, model=model,
+                                layers=layers, hidden=hidden, heads=heads, halo=halo, feature_nnz=feature_nnz,
+                                recompute=recompute, gcn_kernel=gcn_kernel, distributed=distributed,
+                                mmap_threshold=mmap_threshold).values())
+
+
+def graph_memory_stats(graph) -> dict:
+    """The sizes :func:`estimate_peak_bytes` needs for single-process training on ``graph``."""
+    x = graph.x
+    return {"nodes": graph.num_nodes, "edges": graph.num_edges, "halo": 0, "features": graph.num_features,
+            "classes": graph.num_classes,
+            "feature_nnz": int(x.values().numel()) if x.layout == torch.sparse_csr else None}
+
+
+def part_memory_stats(part) -> dict:
+    """The same for the rank that holds ``part`` (a ``Part``) in graph parallelism."""
+    x = part.x
+    return {"nodes": part.num_inner, "edges": int(part.indices.numel()), "halo": part.num_halo,
+            "features": int(x.shape[1]), "classes": int(part.num_classes), "distributed": True,
+            "feature_nnz": int(x.values().numel()) if x.layout == torch.sparse_csr else None}
+
+
+_PART_FILE_OVERHEAD = 5400
+"""Bytes of a part file that are not tensor data (torch.save's zip entries and pickled names)."""
+
+
+def partition_memory_stats(meta: dict) -> list[dict]:
+    """Per part of a partition folder (its ``partition.json``, as ``load_meta`` returns it), the sizes
+    :func:`estimate_peak_bytes` needs, without reading the parts.
+
+    Sparse features: the number of stored entries of each part is not in ``partition.json``; it is
+    inferred from the part file's size (``files[i]["bytes"]``), which is the part's tensors: its
+    int64 ids and structure, labels and masks, and the features' CSR (12 bytes per entry).
+    """
+    files = {int(f["part"]): int(f["bytes"]) for f in meta.get("files", [])}
+    out = []
+    for st in meta["part_stats"]:
+        i, n, h, e = int(st["part"]), int(st["inner"]), int(st["halo"]), int(st["edges"])
+        m = n + h
+        nnz = None
+        if meta.get("sparse_features"):
+            parts = int(meta["parts"])
+            known = (8 * (n + 2 * h + int(st.get("send", h)) + (n + 1) + e + m + (m + 1) + n) + 3 * n + 16 * parts
+                     + _PART_FILE_OVERHEAD)
+            nnz = max(0, (files.get(i, known) - known) // 12)
+        out.append({"nodes": n, "edges": e, "halo": h, "features": int(meta["num_features"]),
+                    "classes": int(meta["num_classes"]), "feature_nnz": nnz, "distributed": True})
+    return out
+
+
+def _gib(b: float) -> str:
+    return f"{b / GIB:.2f} GiB"
+
+
+def check_memory(cfg, stats: list[dict], *, available_bytes: int | None = None, local_ranks: int = 1,
+                 mmap_threshold: int | None = None) -> list[int]:
+    """Estimated peak bytes per rank (``stats``: one dict per rank, from :func:`graph_memory_stats`,
+    :func:`part_memory_stats` or :func:`partition_memory_stats`); raises ``InputError`` (one line:
+    the estimate, what is available, what would fit) when the largest exceeds the limit.
+
+    The limit is ``cfg.memory_limit`` GiB when set; else ``available_bytes`` when given; else this
+    machine's ``MemAvailable`` divided by ``local_ranks`` (the ranks that will share it).
+    ``mmap_threshold``: as in :func:`estimate_peak_bytes` (default: this process's).
+    """
+    from fullgraph.train.memory import available_memory_bytes
+
+    opts = dict(model=cfg.model, layers=cfg.layers, hidden=cfg.hidden, heads=cfg.heads, recompute=cfg.recompute,
+                gcn_kernel=cfg.gcn_kernel, mmap_threshold=mmap_threshold)
+    est = [estimate_peak_bytes(**(opts | s)) for s in stats]
+    if cfg.memory_limit > 0:
+        limit, where = int(cfg.memory_limit * GIB), "--memory-limit"
+    elif available_bytes is not None:
+        limit, where = int(available_bytes), "available"
+    else:
+        limit = available_memory_bytes() // max(1, local_ranks)
+        where = "available" if local_ranks <= 1 else f"available per rank ({local_ranks} on this machine)"
+    worst = max(range(len(est)), key=est.__getitem__)
+    if est[worst] <= limit:
+        return est
+    s = stats[worst]
+
+    def peak(**change) -> int:
+        return max(estimate_peak_bytes(**(opts | st | change)) for st in stats)
+
+    fits = []
+    if not cfg.recompute and peak(recompute=True) <= limit:
+        fits.append(f"--recompute (~{_gib(peak(recompute=True))})")
+    procs = len(stats)
+    for more in (2, 4, 8, 16, 32, 64, 128, 256):
+        p = procs * more
+        if p > s["nodes"] * procs:
+            break
+        # a finer partition: its rows and edges shrink with the part; its halo, at best, in proportion
+        # (one process has no halo yet: assume as many halo rows as inner ones)
+        guess = max(estimate_peak_bytes(**(opts | st | dict(
+            nodes=max(1, st["nodes"] // more), edges=st["edges"] // more, distributed=True,
+            halo=(st.get("halo", 0) // more) if procs > 1 else max(1, st["nodes"] // more),
+            feature_nnz=None if st.get("feature_nnz") is None else st["feature_nnz"] // more))) for st in stats)
+        if guess <= limit:
+            fits.append(f"--parallel graph --nprocs {p} (~{_gib(guess)} per rank, on machines with that much each)")
+            break
+    step = cfg.heads if cfg.model == "gat" else 1
+    h = cfg.hidden // 2
+    while h >= step:
+        h -= h % step
+        if peak(hidden=h) <= limit:
+            fits.append(f"--hidden {h} (~{_gib(peak(hidden=h))})")
+            break
+        h //= 2
+    shape = (f"{s['nodes']} nodes" + (f" + {s['halo']} halo" if s.get("halo") else "") + f", {s['edges']} edges, "
+             f"{cfg.model} {cfg.layers} layers x {cfg.hidden}" + (", --recompute" if cfg.recompute else ""))
+    rank = f" for rank {worst}" if len(stats) > 1 else ""
+    advice = "; would fit: " + ", ".join(fits) if fits else "; nothing tried fits (--recompute, more parts, a smaller --hidden)"
+    raise InputError(f"expected the estimated peak memory{rank} to fit in {_gib(limit)} ({where}) (got an estimate of "
+                     f"{_gib(est[worst])}: {shape}){advice}")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import resource
 import sys
 
-__all__ = ["peak_rss_bytes", "current_rss_bytes", "heap_bytes", "return_freed_memory"]
+__all__ = ["peak_rss_bytes", "current_rss_bytes", "heap_bytes", "return_freed_memory", "mmap_threshold",
+           "available_memory_bytes"]
 
 
 def peak_rss_bytes() -> int:
@@ -72,11 +73,40 @@ def return_freed_memory() -> bool:
     0.57 GB. Setting the threshold (``mallopt(M_MMAP_THRESHOLD)``) also turns its raising off.
     Elsewhere than glibc this does nothing.
     """
+    global _THRESHOLD_FIXED
     import ctypes
     import ctypes.util
 
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return bool(libc.mallopt(-3, MMAP_THRESHOLD_BYTES))  # -3: M_MMAP_THRESHOLD
+        _THRESHOLD_FIXED = bool(libc.mallopt(-3, MMAP_THRESHOLD_BYTES))  # -3: M_MMAP_THRESHOLD
     except (OSError, AttributeError):
         return False
+    return _THRESHOLD_FIXED
+
+
+_THRESHOLD_FIXED = False
+GLIBC_MMAP_THRESHOLD_MAX = 32 << 20
+"""The largest value glibc's dynamic threshold takes on 64-bit systems."""
+
+
+def mmap_threshold() -> int:
+    """Size from which this process's freed tensors leave it (they were mmapped): the fixed threshold
+    once :func:`return_freed_memory` applied, else glibc's dynamic one at its ceiling, where a
+    training run soon puts it."""
+    return MMAP_THRESHOLD_BYTES if _THRESHOLD_FIXED else GLIBC_MMAP_THRESHOLD_MAX
+
+
+def available_memory_bytes() -> int:
+    """Memory this machine can still give processes (``MemAvailable`` of /proc/meminfo; elsewhere
+    the physical memory)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import os
+
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -57,6 +57,10 @@ class RunResult:
     graph: dict = field(default_factory=dict, repr=False)
     environment: dict = field(default_factory=dict, repr=False)
     peak_rss_bytes_per_rank: list[int] = field(default_factory=list)
+    estimated_peak_bytes: int | None = None
+    """The largest per-rank estimate of ``fullgraph.plan.estimate_peak_bytes`` made before training (None:
+    no memory model for this layout or device)."""
+    estimated_peak_bytes_per_rank: list[int | None] = field(default_factory=list)
     comm_bytes_per_epoch: dict = field(default_factory=dict)
     replication_factor: float | None = None
     bubble_fraction: float | None = None
@@ -114,6 +118,7 @@ class Trainer:
                 self.graph = load_graph(cfg)
             self.engine = build_engine(cfg, norm, graph=self.graph)
         e = self.engine
+        self.estimated_peak = self._check_memory()
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank
         self.model = build_model(
             cfg.model, e.in_dim, e.num_classes, layers=cfg.layers, hidden=cfg.hidden,
@@ -129,6 +134,36 @@ class Trainer:
             log.info("%s; model %s, %d layers, hidden %d, %s", e.describe(), cfg.model, cfg.layers, cfg.hidden,
                      cfg.parallel if cfg.nprocs == 1 else f"{cfg.parallel} x{cfg.nprocs}")
         return self
+
+    def _check_memory(self) -> int | None:
+        """This rank's estimated peak RSS, checked against ``--memory-limit`` (or what this machine has
+        available, shared among its local ranks) before any activation exists: an ``InputError`` that
+        says what would fit when it is over. ``None`` where there is no memory model: pipeline,
+        hybrid and SpMM layouts, and devices other than the CPU (their activations are not host
+        memory)."""
+        from fullgraph.parallel.engine import SingleEngine
+        from fullgraph.parallel.graph import GraphEngine
+        from fullgraph.plan import check_memory, graph_memory_stats, part_memory_stats
+        from fullgraph.train.memory import available_memory_bytes, current_rss_bytes
+
+        e, cfg = self.engine, self.cfg
+        if torch.device(e.device).type != "cpu":
+            return None
+        if isinstance(e, SingleEngine):
+            stats = graph_memory_stats(e.graph)
+        elif isinstance(e, GraphEngine):
+            stats = part_memory_stats(e.part)
+        else:
+            return None
+        local = 1
+        if cfg.layout.distributed:
+            from fullgraph.comm.context import DistEnv
+
+            env = DistEnv.from_env()
+            local = env.local_world_size if env is not None else cfg.nprocs
+        # what this process holds already (the graph it loaded) is part of its share
+        available = available_memory_bytes() // local + current_rss_bytes()
+        return check_memory(cfg, [stats], available_bytes=available)[0]
 
     # ------------------------------------------------------------------ steps
     def train_step(self, epoch: int = 0) -> float:
@@ -240,6 +275,10 @@ class Trainer:
             graph=e.summary(), environment=environment(),
         )
         result.peak_rss_bytes_per_rank = [int(r) for r in rss]
+        est = e.gather(float(self.estimated_peak if self.estimated_peak is not None else -1), "eval/reduce")
+        result.estimated_peak_bytes_per_rank = [int(v) if v >= 0 else None for v in est]
+        known = [v for v in result.estimated_peak_bytes_per_rank if v is not None]
+        result.estimated_peak_bytes = max(known) if known else None
         if comm_per_epoch:
             keys = sorted({k for c in comm_per_epoch for k in c})
             result.comm_bytes_per_epoch = {k: int(statistics.median(c.get(k, 0) for c in comm_per_epoch))
