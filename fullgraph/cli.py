@@ -91,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="pipeline/hybrid: process chunks in the same order every epoch")
     train.add_argument("--recompute", dest="recompute", action="store_true", default=argparse.SUPPRESS,
                        help="keep only each layer's input; recompute the rest in backward (less memory)")
+    train.add_argument("--release-memory", dest="release_memory", action="store_true", default=argparse.SUPPRESS,
+                       help="return freed memory at once: lower peak memory, slower epochs (up to ~2x each)")
     train.add_argument("--no-overlap", dest="overlap", action="store_false", default=argparse.SUPPRESS,
                        help="spmm layouts: wait for each broadcast before multiplying")
     train.add_argument("--permute", dest="permute", action="store_true", default=argparse.SUPPRESS,
@@ -315,9 +317,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(message)s", stream=sys.stdout)
     try:
         args = build_parser().parse_args(argv)
-        from fullgraph.train.memory import return_freed_memory
+        if args.command != "train" or getattr(args, "release_memory", False):
+            from fullgraph.train.memory import return_freed_memory
 
-        return_freed_memory()  # peak RSS then measures what a command needs, not glibc's cache
+            return_freed_memory()  # peak RSS then measures what a command needs, not glibc's cache
         if args.command == "train":
             return cmd_train(args, argv)
         if args.command == "partition":

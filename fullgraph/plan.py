@@ -21,8 +21,8 @@ training process, from its rank's sizes, before anything is launched. It is the 
 That overhead is glibc's. Allocations from its mmap threshold up are mapped on their own and
 unmapped when freed; smaller ones come from the heap, where the tensors kept for backward sit
 between freed temporaries that later allocations cannot all reuse, so that the heap grows well past
-the live bytes. The command line fixes the threshold at 1 MiB (``train.memory.return_freed_memory``),
-where activations of any real graph are mmapped and the peak RSS is within ~10% of the live bytes
+the live bytes. ``fullgraph train --release-memory`` fixes the threshold at 1 MiB
+(``train.memory.return_freed_memory``), where activations of any real graph are mmapped and the peak RSS is within ~10% of the live bytes
 (:data:`MMAP_OVERHEAD`). A library caller keeps glibc's dynamic threshold, which rises with the
 first freed blocks up to 32 MiB: activations under that come from the heap, and the peak RSS is
 1.6-5x the live bytes depending on the model's order of allocations (:data:`HEAP_OVERHEAD`, measured

@@ -6,7 +6,7 @@ What is proved here:
   graph data already holds);
 * the estimate of the peak RSS is within 30% of the measured one, in fresh processes, on a graph
   whose activations come from glibc's heap and on one whose activations are mmapped, and with the
-  mmap threshold fixed at 1 MiB as the command line does;
+  mmap threshold fixed at 1 MiB as `fullgraph train --release-memory` does;
 * a part's sizes read from ``partition.json`` alone give the estimate its own part gives;
 * ``--memory-limit`` under the estimate stops the CLI before training with exit status 2 and one
   line that says the estimate, the limit and what would fit, in one process and graph parallel;

@@ -72,6 +72,12 @@ def return_freed_memory() -> bool:
     1.82 GB with a fixed 1 MiB threshold, and an almost empty graph-parallel part at 1.02 GB against
     0.57 GB. Setting the threshold (``mallopt(M_MMAP_THRESHOLD)``) also turns its raising off.
     Elsewhere than glibc this does nothing.
+
+    The price is speed: every large tensor is then mapped afresh and its pages faulted in, which
+    made epochs about 2x slower here (one thread, Coauthor-CS: GCN 4x128 0.50 -> 1.03 s, GCNII
+    16x128 1.83 -> 4.55 s at 1507 -> 744 MiB; a 32 MiB threshold changes neither). So training applies
+    it only when asked (``--release-memory``); the preparation commands (partition, generate,
+    convert), which run no epochs, always do.
     """
     global _THRESHOLD_FIXED
     import ctypes
