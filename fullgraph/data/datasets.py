@@ -18,7 +18,6 @@ says where to get them by hand.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -35,6 +34,7 @@ from fullgraph.data.formats import (
 from fullgraph.data.formats.graphsaint import GRAPHSAINT_FILES
 from fullgraph.data.formats.ogb import ogb_files
 from fullgraph.data.formats.planetoid import PLANETOID_SUFFIXES
+from fullgraph.data.files import sha256_file
 from fullgraph.data.graph import Graph
 from fullgraph.data.preprocess import remove_self_loops, symmetrize
 from fullgraph.errors import InputError
@@ -222,14 +222,6 @@ def preprocess(graph: Graph) -> Graph:
 
 
 # ------------------------------------------------------------------------------------ files
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _fetch(url: str, dest: Path) -> None:
     """Download ``url`` to ``dest`` (replaced in tests: they never touch the network)."""
     with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response, open(dest, "wb") as out:
@@ -281,7 +273,7 @@ def _download(spec: DatasetSpec, root: Path, missing: list[str]) -> None:
                 part = Path(tmp) / Path(rel).name
                 _fetch(spec.urls[rel], part)
                 want = _SHA256.get(rel)
-                if want and _sha256(part) != want:
+                if want and sha256_file(part) != want:
                     raise InputError(f"expected sha256 {want} for {spec.urls[rel]} (the download differs)")
                 (root / rel).parent.mkdir(parents=True, exist_ok=True)
                 os.replace(part, root / rel)
@@ -294,7 +286,7 @@ def _download(spec: DatasetSpec, root: Path, missing: list[str]) -> None:
 def _verify(spec: DatasetSpec, root: Path) -> None:
     for rel in spec.files:
         want = _SHA256.get(rel)
-        if want and _sha256(root / rel) != want:
+        if want and sha256_file(root / rel) != want:
             raise InputError(
                 f"expected {root / rel} to have sha256 {want}, the published file "
                 f"(got different bytes; replace it from {spec.urls.get(rel, spec.source)} or pass verify=False)"

@@ -24,7 +24,6 @@ place when complete.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -34,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from fullgraph.data.files import read_json, sha256_file
 from fullgraph.data.graph import Graph
 from fullgraph.data.preprocess import normalized
 from fullgraph.errors import InputError
@@ -196,7 +196,7 @@ def save_block_rows(graph: Graph, norm: str, blocks: int, permute: bool, seed: i
         for i, rows in enumerate(row_blocks(graph.num_nodes, blocks, permute, seed)):
             rel = f"row-{i}.pt"
             torch.save(cutter.cut(rows, i, blocks).state_dict(), tmp / rel)
-            files.append({"row": i, "path": rel, "bytes": (tmp / rel).stat().st_size, "sha256": _sha256(tmp / rel)})
+            files.append({"row": i, "path": rel, "bytes": (tmp / rel).stat().st_size, "sha256": sha256_file(tmp / rel)})
         doc = {"format": FORMAT, "version": FORMAT_VERSION, "graph": graph.name, "fingerprint": graph.fingerprint(),
                "norm": norm, "blocks": blocks, "permute": bool(permute), "seed": int(seed),
                "num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
@@ -212,23 +212,12 @@ def save_block_rows(graph: Graph, norm: str, blocks: int, permute: bool, seed: i
     return out
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def load_block_rows_meta(out_dir) -> dict:
     """The parsed, checked ``blockrows.json`` of a block-row folder."""
     path = Path(out_dir) / META_FILE
     if not path.is_file():
         raise InputError(f"expected a block-row folder with {META_FILE} (got none at {path})")
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(f"expected valid JSON in {path} (got {type(e).__name__}: {e})") from None
+    doc = read_json(path)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != FORMAT_VERSION:
         raise InputError(f"expected a {FORMAT!r} version {FORMAT_VERSION} file at {path}; prepare the folder again")
     if not isinstance(doc.get("files"), list) or len(doc["files"]) != doc.get("blocks"):
@@ -246,7 +235,7 @@ def load_block_row(out_dir, index: int, *, blocks: int, norm: str, permute: bool
         raise InputError(f"expected block rows cut for {want} in {out} (got {got}); prepare the folder again")
     entry = doc["files"][index]
     path = out / entry["path"]
-    if not path.is_file() or path.stat().st_size != entry["bytes"] or _sha256(path) != entry["sha256"]:
+    if not path.is_file() or path.stat().st_size != entry["bytes"] or sha256_file(path) != entry["sha256"]:
         raise InputError(f"expected {path} to match {META_FILE} ({entry['bytes']} bytes, sha256 "
                          f"{str(entry['sha256'])[:12]}…) (got a missing, corrupt or replaced file)")
     try:

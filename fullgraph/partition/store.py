@@ -56,6 +56,7 @@ from pathlib import Path
 
 import torch
 
+from fullgraph.data.files import read_json
 from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
 from fullgraph.partition.book import Part, PartitionBook
@@ -191,10 +192,7 @@ def load_meta(out_dir) -> dict:
     path = Path(out_dir) / META_FILE
     if not path.is_file():
         raise InputError(f"expected a partition folder with {META_FILE} (got none at {path})")
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(f"expected valid JSON in {path} (got {type(e).__name__}: {e})") from None
+    doc = read_json(path)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise InputError(f"expected a {FORMAT!r} file at {path} (got format {doc.get('format') if isinstance(doc, dict) else None!r})")
     if doc.get("version") != FORMAT_VERSION:
