@@ -327,10 +327,11 @@ def step_partition(size: str, parts: int, gen: dict, work: Path, a) -> dict:
     out = work / f"rmat-{size}-{a.partitioner}{parts}"
     shutil.rmtree(out, ignore_errors=True)
     cmd = fg("partition", "--dataset", gen["dataset"], "--parts", str(parts), "--partitioner", a.partitioner,
-             "--out", str(out))
+             "--metis-sample", f"{a.metis_sample:g}", "--out", str(out))
     env = dict(os.environ, FULLGRAPH_CACHE=str(work / "cache"))
     r = run_command(cmd, a.timeout, work / "logs" / f"partition-{size}-{parts}.log", env)
-    rec = {"size": size, "step": "partition", "parts": parts, "partitioner": a.partitioner, "pdir": str(out), **r}
+    rec = {"size": size, "step": "partition", "parts": parts, "partitioner": a.partitioner,
+           "metis_sample": a.metis_sample, "pdir": str(out), **r}
     if r["rc"] != 0 or not (out / "partition.json").is_file():
         rec["error"] = first_error(r)
         return rec
@@ -437,7 +438,9 @@ def prep_table(recs: list[dict], baseline: int) -> list[str]:
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     for r in recs:
         gen = r["gen"]
-        step = "generate" if r["step"] == "generate" else f"partition P={r['parts']} ({r.get('partitioner', 'metis')})"
+        q = r.get("metis_sample", 1.0)
+        step = "generate" if r["step"] == "generate" else \
+            f"partition P={r['parts']} ({r.get('partitioner', 'metis')}{f', q = {q:g}' if q < 1 else ''})"
         if "error" in r:
             lines.append(f"| {r['size']} | {step} | {r['wall_s']:.1f} | | | | | FAILED: {r['error']} | |")
             continue
@@ -557,6 +560,8 @@ def parse_args(argv=None):
     p.add_argument("--partitioner", default="metis",
                    help="of 'fullgraph partition' for the graph-parallel runs (default metis: balanced by node "
                         "count; metis-degree balances by degree)")
+    p.add_argument("--metis-sample", type=float, default=1.0,
+                   help="--metis-sample of 'fullgraph partition': METIS sees this share of the edges (default 1)")
     p.add_argument("--threads", type=int, default=0,
                    help="--threads of every training run (default 0: fullgraph's own default, all cores for a "
                         "single process and cores / P for each of P ranks)")
@@ -666,7 +671,8 @@ def main(argv=None) -> int:
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     sizes = ", ".join(f"{s} (R-MAT scale {SIZES[s][0]}, {SIZES[s][1]:,} draws)" for s in a.size_list)
     config_line = (f"configuration: sizes {sizes}; "
-                   f"{FEATURES} features, {CLASSES} classes, seed 0; partitions ({a.partitioner}) P = "
+                   f"{FEATURES} features, {CLASSES} classes, seed 0; partitions ({a.partitioner}"
+                   f"{f', METIS on {a.metis_sample:g} of the edges' if a.metis_sample < 1 else ''}) P = "
                    f"{', '.join(map(str, a.parts)) or 'none'}; training runs: {', '.join(a.train_configs) or 'none'}; "
                    f"{a.epochs} epochs, evaluation at the last; threads {a.threads or 'default'}; "
                    f"timeout {a.timeout:.0f} s per command")

@@ -62,6 +62,7 @@ _TRAIN_FLAGS = [
     ("--parallel", str, "single | graph | pipeline | hybrid | spmm-1d | spmm-1.5d | spmm-2d | spmm-3d (default single)"),
     ("--nprocs", int, "processes to start here, or the torchrun world size (default 1)"),
     ("--partitioner", str, "metis | metis-degree | random | contiguous | permuted (default metis)"),
+    ("--metis-sample", float, "METIS sees each undirected edge with this probability: less memory (default 1)"),
     ("--partition-dir", str, "train from a folder written by 'fullgraph partition'"),
     ("--stages", int, "hybrid: pipeline stages S (S x W = --nprocs)"),
     ("--graph-ways", int, "hybrid: graph-parallel processes per stage W"),
@@ -106,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     part.add_argument("--split", type=int, default=0)
     part.add_argument("--parts", type=int, required=True)
     part.add_argument("--partitioner", default="metis", help=" | ".join(PARTITIONERS))
+    part.add_argument("--metis-sample", type=float, default=1.0,
+                      help="METIS sees each undirected edge with this probability, in (0, 1]: "
+                           "~150 bytes per edge it sees (default 1: every edge)")
     part.add_argument("--seed", type=int, default=0)
     part.add_argument("--feature-norm", default="auto")
     part.add_argument("--out", required=True, help="a new folder, or one holding an earlier partition")
@@ -218,7 +222,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
     from fullgraph.partition.store import load_meta
 
     cfg = TrainConfig(dataset=args.dataset, root=args.root, split=args.split, partitioner=args.partitioner,
-                      seed=args.seed, feature_norm=args.feature_norm)
+                      seed=args.seed, feature_norm=args.feature_norm, metis_sample=args.metis_sample)
     if args.parts < 1:
         raise InputError(f"expected --parts >= 1 (got {args.parts})")
     out = Path(args.out)
@@ -239,7 +243,7 @@ def _need(ok: bool, text: str) -> None:
 
 
 def _wrote(out: str, meta: dict, start: float) -> None:
-    from fullgraph.train.memory import peak_rss_bytes
+    from fullgraph.memory import peak_rss_bytes
 
     c = meta["counts"]
     print(f"wrote {out}: {meta['name']}, {c['num_nodes']} nodes, {c['num_edges']} edges, "
@@ -318,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.command != "train" or getattr(args, "release_memory", False):
-            from fullgraph.train.memory import return_freed_memory
+            from fullgraph.memory import return_freed_memory
 
             return_freed_memory()  # peak RSS then measures what a command needs, not glibc's cache
         if args.command == "train":

@@ -22,7 +22,7 @@ That overhead is glibc's. Allocations from its mmap threshold up are mapped on t
 unmapped when freed; smaller ones come from the heap, where the tensors kept for backward sit
 between freed temporaries that later allocations cannot all reuse, so that the heap grows well past
 the live bytes. ``fullgraph train --release-memory`` fixes the threshold at 1 MiB
-(``train.memory.return_freed_memory``), where activations of any real graph are mmapped and the peak RSS is within ~10% of the live bytes
+(``fullgraph.memory.return_freed_memory``), where activations of any real graph are mmapped and the peak RSS is within ~10% of the live bytes
 (:data:`MMAP_OVERHEAD`). A library caller keeps glibc's dynamic threshold, which rises with the
 first freed blocks up to 32 MiB: activations under that come from the heap, and the peak RSS is
 1.6-5x the live bytes depending on the model's order of allocations (:data:`HEAP_OVERHEAD`, measured
@@ -239,7 +239,7 @@ def memory_breakdown(*, nodes: int, edges: int, features: int, classes: int, mod
                      mmap_threshold: int | None = None) -> dict[str, int]:
     """The parts of :func:`estimate_peak_bytes`: ``process``, ``graph``, ``weights``, ``activations``."""
     from fullgraph.models import MODELS
-    from fullgraph.train.memory import mmap_threshold as this_process_threshold
+    from fullgraph.memory import mmap_threshold as this_process_threshold
 
     if model not in MODELS:
         raise InputError(f"unknown model {model!r} (expected one of {', '.join(MODELS)})")
@@ -281,10 +281,10 @@ def estimate_peak_bytes(*, nodes: int, edges: int, features: int, classes: int, 
             sparse; ``None`` when they are dense.
         distributed: a rank of a distributed run (it holds a part's index arrays).
         mmap_threshold: the size from which the process's allocations are mmapped, so freed ones
-            leave it: ``None`` asks this process (``fullgraph.train.memory.mmap_threshold``: 1 MiB
+            leave it: ``None`` asks this process (``fullgraph.memory.mmap_threshold``: 1 MiB
             once the command line fixed it, else glibc's dynamic threshold at its 32 MiB ceiling);
             a launcher estimating for ranks that run the command line may pass
-            ``fullgraph.train.memory.MMAP_THRESHOLD_BYTES``.
+            ``fullgraph.memory.MMAP_THRESHOLD_BYTES``.
     """
     return sum(memory_breakdown(nodes=nodes, edges=edges, features=features, classes=classes, model=model,
                                 layers=layers, hidden=hidden, heads=heads, halo=halo, feature_nnz=feature_nnz,
@@ -350,7 +350,7 @@ def check_memory(cfg, stats: list[dict], *, available_bytes: int | None = None, 
     machine's ``MemAvailable`` divided by ``local_ranks`` (the ranks that will share it).
     ``mmap_threshold``: as in :func:`estimate_peak_bytes` (default: this process's).
     """
-    from fullgraph.train.memory import available_memory_bytes
+    from fullgraph.memory import available_memory_bytes
 
     opts = dict(model=cfg.model, layers=cfg.layers, hidden=cfg.hidden, heads=cfg.heads, recompute=cfg.recompute,
                 gcn_kernel=cfg.gcn_kernel, mmap_threshold=mmap_threshold)

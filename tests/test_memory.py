@@ -77,7 +77,7 @@ MEASURE = """
 import json, sys
 from fullgraph.config import TrainConfig
 from fullgraph.data.synthetic import planted_partition
-from fullgraph.train.memory import return_freed_memory
+from fullgraph.memory import return_freed_memory
 from fullgraph.train.trainer import Trainer
 nodes, kw = int(sys.argv[1]), json.loads(sys.argv[2])
 if kw.pop("fixed", False):  # as the command line does
@@ -177,7 +177,7 @@ def test_peak_rss_is_this_programs_own_not_its_parents():
     by a large pytest) would report its parent's peak; ``peak_rss_bytes`` reads this program's own."""
     big = bytearray(600 << 20)
     big[::4096] = b"\x01" * len(big[::4096])  # touch every page: the parent's RSS is now >= 600 MiB
-    code = "from fullgraph.train.memory import peak_rss_bytes; print(peak_rss_bytes())"
+    code = "from fullgraph.memory import peak_rss_bytes; print(peak_rss_bytes())"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert int(proc.stdout) < 450 << 20, int(proc.stdout) >> 20

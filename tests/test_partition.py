@@ -172,6 +172,66 @@ def test_metis_cuts_far_fewer_halo_nodes_than_random_on_cora(cora):
         assert alphas["metis", parts] < 0.5
 
 
+# ------------------------------------------------------------------------------ METIS on a sample of the edges
+def _edge_set(indptr, indices) -> set:
+    rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+    return set(zip(rows.tolist(), np.asarray(indices).tolist()))
+
+
+def test_sampled_edges_are_a_symmetric_seeded_subset_of_the_right_size(monkeypatch):
+    from fullgraph.partition import partitioners
+
+    g = planted_partition(num_nodes=3000, num_classes=4, avg_degree=20, num_features=4, seed=3)
+    ip, ix = g.indptr.numpy(), g.indices.numpy()
+    full = _edge_set(ip, ix)
+    monkeypatch.setattr(partitioners, "_SAMPLE_BLOCK", 997)  # many blocks, cut inside rows' runs
+    for q in (0.1, 0.5):
+        sp_ptr, sp_idx = partitioners.sample_edges(ip, ix, q, seed=7)
+        got = _edge_set(sp_ptr, sp_idx)
+        assert got <= full
+        assert all((v, u) in got for u, v in got)  # both directions or neither
+        assert all(np.all(np.diff(sp_idx[sp_ptr[i]:sp_ptr[i + 1]]) > 0) for i in range(0, g.num_nodes, 97))
+        # binomial: |kept| ~ q E with sd sqrt(q (1 - q) E / 2) over the E / 2 undirected edges
+        sd = np.sqrt(q * (1 - q) * len(full) / 2) * 2
+        assert abs(len(got) - q * len(full)) < 5 * sd, (q, len(got), len(full))
+        again = partitioners.sample_edges(ip, ix, q, seed=7)
+        assert np.array_equal(again[0], sp_ptr) and np.array_equal(again[1], sp_idx)
+        other = _edge_set(*partitioners.sample_edges(ip, ix, q, seed=8))
+        assert other != got
+    monkeypatch.setattr(partitioners, "_SAMPLE_BLOCK", 1 << 22)
+    one_block = partitioners.sample_edges(ip, ix, 0.5, seed=7)
+    assert _edge_set(*one_block) == _edge_set(*partitioners.sample_edges(ip, ix, 0.5, seed=7))
+    assert _edge_set(*partitioners.sample_edges(ip, ix, 1.0)) == full
+
+
+def test_metis_on_a_sample_keeps_the_communities_and_is_cached_apart(tmp_path):
+    g = planted_partition(num_nodes=4000, num_classes=4, avg_degree=20, homophily=0.9, num_features=4, seed=3)
+    alpha = {q: PartitionBook.build(g, partition_nodes(g, 4, "metis", sample=q)).replication_factor
+             for q in (1.0, 0.3)}
+    rand = PartitionBook.build(g, partition_nodes(g, 4, "random")).replication_factor
+    print(f"\nreplication factor, planted 4000 nodes: metis {alpha[1.0]:.3f}, metis on 30% of the edges "
+          f"{alpha[0.3]:.3f}, random {rand:.3f}")
+    assert alpha[0.3] < 1.25 * alpha[1.0] and alpha[0.3] < 0.6 * rand
+    a = cached_partition(g, 4, "metis", cache_dir=tmp_path, sample=0.3)
+    b = cached_partition(g, 4, "metis", cache_dir=tmp_path)
+    assert len(list(tmp_path.iterdir())) == 2
+    assert torch.equal(a, partition_nodes(g, 4, "metis", sample=0.3)) and torch.equal(b, partition_nodes(g, 4, "metis"))
+    with pytest.raises(InputError, match=r"sample rate in \(0, 1\]"):
+        partition_nodes(g, 4, "metis", sample=0.0)
+
+
+def test_metis_that_cannot_fit_is_refused_with_the_sample_that_would(small, monkeypatch):
+    import fullgraph.memory
+    from fullgraph.partition.partitioners import METIS_BYTES_PER_ENTRY
+
+    entries = small.num_edges
+    monkeypatch.setattr(fullgraph.memory, "available_memory_bytes", lambda: entries * 8 * METIS_BYTES_PER_ENTRY // 2)
+    with pytest.raises(InputError, match=r"^expected METIS .* fit .*would fit: --metis-sample 0\.45 ") as err:
+        partition_nodes(small, 2, "metis")
+    assert "\n" not in str(err.value)
+    partition_nodes(small, 2, "metis", sample=0.45)  # what the message proposes does fit
+
+
 # ------------------------------------------------------------------------------ the book
 def _reassemble(book: PartitionBook, norm: str, n: int) -> sp.csr_matrix:
     rows, cols, vals = [], [], []

@@ -26,7 +26,7 @@ from fullgraph.errors import InputError
 from fullgraph.models import MODELS, build_model
 from fullgraph.ops import Block
 from fullgraph.ops.dropout import keyed_dropout
-from fullgraph.train.memory import heap_bytes
+from fullgraph.memory import heap_bytes
 from fullgraph.train.trainer import Trainer
 
 from tests.distributed import run_ranks

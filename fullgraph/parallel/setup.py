@@ -30,6 +30,8 @@ def prepare_partition_dir(cfg, parts: int, out: str | Path | None = None, graph=
         raise InputError(f"expected at most one part per node (got {parts} parts for {graph.num_nodes} nodes)")
     method, weight = _method(cfg.partitioner)
     key = f"{graph.fingerprint()[:20]}-{cfg.partitioner}-{parts}-{cfg.seed}"
+    if cfg.metis_sample != 1.0 and method == "metis":
+        key += f"-q{cfg.metis_sample:g}"
     target = Path(out) if out is not None else cache_root() / "parts" / key
     if out is None and (target / "partition.json").is_file():
         try:
@@ -37,9 +39,11 @@ def prepare_partition_dir(cfg, parts: int, out: str | Path | None = None, graph=
             return target
         except Exception:  # a stale or damaged cache entry is rebuilt, never trusted
             pass
-    node_part = cached_partition(graph, parts, method, cfg.seed, weight=weight)
+    node_part = cached_partition(graph, parts, method, cfg.seed, weight=weight,
+                                 sample=cfg.metis_sample if method == "metis" else 1.0)
     book = PartitionBook.build(graph, node_part)
     meta = {"dataset": cfg.dataset, "method": cfg.partitioner, "parts": parts, "seed": cfg.seed,
+            "weight": weight, "metis_sample": cfg.metis_sample if method == "metis" else None,
             "feature_norm": cfg.feature_norm, "cache_key": hashlib.sha256(key.encode()).hexdigest()[:16]}
     save_partition(book, graph, target, meta)
     log.info("partitioned %s into %d parts (%s): replication factor %.3f -> %s", graph.name, parts,

@@ -128,8 +128,8 @@ def _checked_state(path: Path, entry: dict, mmap: bool = False):
 def save_partition(book: PartitionBook, graph: Graph, out_dir, meta: dict | None = None) -> Path:
     """Write ``book`` (a partition of ``graph``) to ``out_dir`` in the layout above; returns the path.
 
-    ``meta`` is recorded as is (it must be JSON-serializable); its ``method``, ``seed`` and
-    ``weight`` entries are also lifted to the top level.
+    ``meta`` is recorded as is (it must be JSON-serializable); its ``method``, ``seed``, ``weight``
+    and ``metis_sample`` entries are also lifted to the top level.
     """
     out = Path(out_dir)
     meta = dict(meta or {})
@@ -164,7 +164,7 @@ def save_partition(book: PartitionBook, graph: Graph, out_dir, meta: dict | None
         doc = {
             "format": FORMAT, "version": FORMAT_VERSION, "graph": graph.name, "fingerprint": graph.fingerprint(),
             "method": meta.get("method"), "parts": book.num_parts, "seed": meta.get("seed"),
-            "weight": meta.get("weight"), "num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
+            "weight": meta.get("weight"), "metis_sample": meta.get("metis_sample"), "num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
             "num_features": graph.num_features, "num_classes": int(graph.num_classes),
             "multilabel": graph.multilabel, "sparse_features": graph.x.layout == torch.sparse_csr,
             "global_num_train": int(graph.train_mask.sum()),
@@ -244,22 +244,23 @@ def cache_root() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "fullgraph"
 
 
-def _cache_key(graph: Graph, parts: int, method: str, seed: int, weight: str) -> dict:
-    return {"version": CACHE_VERSION, "fingerprint": graph.fingerprint(), "method": method, "parts": int(parts),
-            "seed": int(seed), "weight": weight}
+def _cache_key(graph: Graph, parts: int, method: str, seed: int, weight: str, sample: float) -> dict:
+    key = {"version": CACHE_VERSION, "fingerprint": graph.fingerprint(), "method": method, "parts": int(parts),
+           "seed": int(seed), "weight": weight}
+    return key | ({"sample": float(sample)} if sample != 1.0 else {})  # keys of earlier caches stay valid
 
 
 def cached_partition(graph: Graph, parts: int, method: str = "metis", seed: int = 0, cache_dir=None,
-                     weight: str = "nodes") -> torch.Tensor:
-    """``partition_nodes(graph, parts, method, seed, weight)``, read from the cache when it is there.
+                     weight: str = "nodes", sample: float = 1.0) -> torch.Tensor:
+    """``partition_nodes(graph, parts, method, seed, weight, sample)``, read from the cache when it is there.
 
     ``cache_dir`` (default ``cache_root()/partitions``) holds one small file per key. A missing,
     unreadable or mismatching cache file is recomputed and rewritten; a cache that cannot be
     written only warns.
     """
     if method not in _CACHED_METHODS:
-        return partition_nodes(graph, parts, method, seed, weight)
-    key = _cache_key(graph, parts, method, seed, weight)
+        return partition_nodes(graph, parts, method, seed, weight, sample)
+    key = _cache_key(graph, parts, method, seed, weight, sample)
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
     folder = Path(cache_dir) if cache_dir is not None else cache_root() / "partitions"
     safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in graph.name)[:40]
@@ -271,7 +272,7 @@ def cached_partition(graph: Graph, parts: int, method: str = "metis", seed: int 
                 return check_node_part(state["node_part"], graph.num_nodes, int(parts))
         except Exception:  # noqa: BLE001 — a bad cache entry is recomputed, never trusted
             pass
-    node_part = partition_nodes(graph, parts, method, seed, weight)
+    node_part = partition_nodes(graph, parts, method, seed, weight, sample)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"

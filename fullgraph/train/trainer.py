@@ -25,7 +25,7 @@ from fullgraph.models import GNN, MODELS, build_model
 from fullgraph.ops.dropout import keyed_dropout
 from fullgraph.parallel.engine import Engine
 from fullgraph.parallel.registry import build_engine
-from fullgraph.train.memory import peak_rss_bytes
+from fullgraph.memory import peak_rss_bytes
 from fullgraph.ops.loss import correct_count, loss_sum
 from fullgraph.train.report import Progress, RunWriter
 
@@ -144,7 +144,7 @@ class Trainer:
         from fullgraph.parallel.engine import SingleEngine
         from fullgraph.parallel.graph import GraphEngine
         from fullgraph.plan import check_memory, graph_memory_stats, part_memory_stats
-        from fullgraph.train.memory import available_memory_bytes, current_rss_bytes
+        from fullgraph.memory import available_memory_bytes, current_rss_bytes
 
         e, cfg = self.engine, self.cfg
         if torch.device(e.device).type != "cpu":
