@@ -337,6 +337,10 @@ def step_partition(size: str, parts: int, gen: dict, work: Path, a) -> dict:
         return rec
     m = re.search(r"replication factor ([0-9.]+)", r["output"])
     rec["alpha"] = float(m.group(1)) if m else None
+    m = re.search(r"\(([0-9.]+) s: \S+ ([0-9.]+) s, book ([0-9.]+) s, files ([0-9.]+) s\)", r["output"])
+    if m:  # the partition command's own split of its time
+        rec["phases_s"] = {"total": float(m.group(1)), "partitioner": float(m.group(2)),
+                           "book": float(m.group(3)), "files": float(m.group(4))}
     rec["bound"] = PARTITION_BYTES_PER_EDGE * gen["edges"] + gen["feature_bytes"]
     return rec
 
@@ -452,6 +456,11 @@ def prep_table(recs: list[dict], baseline: int) -> list[str]:
             v1, v2 = verdict(r["peak_rss"] <= bound), verdict(r["peak_rss"] - baseline <= bound)
             note = f"α = {r['alpha']:.3f}" if r.get("alpha") is not None else ""
             step += f", {note}" if note else ""
+            ph = r.get("phases_s")
+            if ph:
+                step += (f"; {r.get('partitioner', 'metis')} {ph['partitioner']:.0f} s "
+                         f"({100 * ph['partitioner'] / r['wall_s']:.0f}% of the command), book {ph['book']:.0f} s, "
+                         f"files {ph['files']:.0f} s")
         else:
             bound, v1, v2 = None, "", ""
             if r.get("self_time_s") is not None:
