@@ -148,7 +148,7 @@ def kept_activation_bytes(model: str, *, nodes: int, halo: int, block_nnz: int, 
             return dropped_x + between
         first = dropped_x
         if not sparse and F < H:  # the first layer aggregates first: keeps Â X'
-            first = 4 * n * F + (dropped_x if model == "sage" else 0)
+            first = 4 * n * F + (4 * n * F if model == "sage" else 0)  # + SAGE's X' dst rows (a copy)
         per_layer = 4 * n * H  # fused GCN: its output, from which ReLU and dropout derive
         if model == "sage" or gcn_kernel == "autograd":
             # ReLU output, bool mask, dropped output (which the next layer keeps, unless it reads

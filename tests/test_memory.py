@@ -49,6 +49,17 @@ def graph():
 @pytest.mark.parametrize("where", ["single", "part"])
 @pytest.mark.parametrize("model", list(MODELS))
 def test_kept_activations_are_what_autograd_saves(graph, model, where):
+    _check_kept_activations(graph, model, where)
+
+
+@pytest.mark.parametrize("model", ["sage", "gcn"])
+def test_kept_activations_when_the_first_layer_aggregates_first(model):
+    """Features narrower than the hidden layer: the first layer aggregates first. A part's SAGE layer
+    then keeps a copy of its dst rows of X', not X' with its halo rows (a view would keep them)."""
+    _check_kept_activations(planted_partition(num_nodes=3000, num_features=16, seed=0), model, "part")
+
+
+def _check_kept_activations(graph, model, where):
     torch.manual_seed(0)
     net = build_model(model, graph.num_features, graph.num_classes, layers=4, hidden=32, heads=4, dropout=0.5)
     if where == "single":

@@ -25,7 +25,11 @@ class SAGELayer(GraphLayer):
             h_dst = h[: block.num_dst]
             if h.shape[1] < self.neigh_lin.weight.shape[1]:  # aggregate the narrower side
                 neigh = spmm(block.adj, h) @ self.neigh_lin.weight
-            else:
+                if h.shape[0] > block.num_dst:
+                    # backward needs only the dst rows: a view would keep the src rows (halo
+                    # included) alive until then, a copy lets them go after this product
+                    h_dst = h_dst.clone()
+            else:  # h @ W keeps h for backward anyway; the view costs nothing
                 neigh = spmm(block.adj, h @ self.neigh_lin.weight)
         out = self.self_lin(h_dst) + neigh
         if self.last:
