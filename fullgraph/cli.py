@@ -23,6 +23,7 @@ from pathlib import Path
 from fullgraph.comm.launch import report_worker_error
 from fullgraph.config import MODEL_NAMES, PARTITIONERS, TrainConfig, load_toml
 from fullgraph.errors import InputError
+from fullgraph.train.metrics import METRIC_NAMES
 
 __all__ = ["main"]
 
@@ -51,7 +52,10 @@ _TRAIN_FLAGS = [
     ("--dropout", float, "dropout rate (default 0.5)"),
     ("--epochs", int, "maximum epochs (default 200)"),
     ("--patience", int, "stop after this many evaluations without a better val accuracy (default 0: never)"),
-    ("--select", str, "pick the epoch by val 'acc' (highest) or 'loss' (lowest) (default acc)"),
+    ("--select", str, "pick the epoch by val 'acc' (highest --metric) or 'loss' (lowest) (default acc)"),
+    ("--metric", str, "auto | acc | rocauc | micro-f1 (default auto: rocauc for 2 classes, micro-f1 for "
+                      "multi-label, else acc)"),
+    ("--norm", str, "none | layer | batch: after each hidden layer of gcn, sage, gat (default none)"),
     ("--seed", int, "seed (default 0)"),
     ("--eval-every", int, "evaluate every this many epochs (default 1)"),
     ("--threads", int, "CPU threads (default 0: all cores)"),
@@ -180,8 +184,8 @@ def cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
     if env is not None and env.rank != 0:
         return 0
     print(
-        f"{result.dataset} {result.model} x{result.layers}: test accuracy {result.test_acc:.4f} "
-        f"(val {result.val_acc:.4f} at epoch {result.best_epoch}; {result.epochs_run} epochs, "
+        f"{result.dataset} {result.model} x{result.layers}: test {METRIC_NAMES[result.metric]} "
+        f"{result.test_metric:.4f} (val {result.val_metric:.4f} at epoch {result.best_epoch}; {result.epochs_run} epochs, "
         f"{result.epoch_time_s * 1000:.1f} ms/epoch, peak RSS {result.peak_rss_bytes / 2**20:.0f} MiB)"
     )
     if cfg.out:

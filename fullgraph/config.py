@@ -19,6 +19,7 @@ MODEL_NAMES = ("gcn", "sage", "gat", "gcnii", "resgcn+")
 PARALLEL_NAMES = ("single", "graph", "pipeline", "hybrid", "spmm-1d", "spmm-1.5d", "spmm-2d", "spmm-3d")
 CHUNK_EDGES = ("stale", "induced")
 SPMM_MODELS = ("gcn", "sage", "gcnii", "resgcn+")  # their aggregation is one plain sparse product
+NORM_MODELS = ("gcn", "sage", "gat")  # the models --norm applies to
 PARTITIONERS = ("metis", "metis-degree", "random", "contiguous", "permuted")
 FEATURE_NORMS = ("auto", "row", "none")
 
@@ -54,8 +55,15 @@ class TrainConfig:
     patience: int = 0
     """Stop after this many evaluations without a better validation accuracy (0: never)."""
     select: str = "acc"
-    """Model selection on the validation set: highest accuracy (``acc``) or lowest loss (``loss``, as
-    the GCNII paper does); the reported test accuracy is the selected epoch's."""
+    """Model selection on the validation set: highest value of the metric (``acc``, whatever ``metric``
+    is) or lowest loss (``loss``, as the GCNII paper does); the reported test numbers are the
+    selected epoch's."""
+    metric: str = "auto"
+    """What evaluation reports and selection maximizes: ``acc``, ``rocauc``, ``micro-f1``, or ``auto``
+    (ROC-AUC for two classes, micro-F1 for multi-label, accuracy otherwise)."""
+    norm: str = "none"
+    """Normalization after every hidden graph layer of GCN, GraphSAGE and GAT: ``none``, ``layer``
+    (LayerNorm) or ``batch`` (BatchNorm over all nodes of the graph, summed across ranks)."""
     seed: int = 0
     """Seed of weights, dropout and made splits; the same seed gives the same losses, bit for bit."""
     eval_every: int = 1
@@ -196,10 +204,36 @@ class TrainConfig:
                              f"with --parallel {self.parallel} (got {self.model}); train {self.model} with --parallel "
                              f"graph, pipeline or hybrid")
         need(self.progress in ("auto", "bar", "lines", "none"), "progress", "to be auto, bar, lines or none")
+        self._check_norm_and_metric()
         if self.model == "gat" and self.hidden % self.heads:
             raise InputError(
                 f"expected hidden to be a multiple of heads for gat (got hidden={self.hidden}, heads={self.heads})"
             )
+
+    def _check_norm_and_metric(self) -> None:
+        from fullgraph.ops.norm import NORMS
+        from fullgraph.train.metrics import METRICS
+
+        if self.metric not in METRICS:
+            raise InputError(f"expected metric to be one of {', '.join(METRICS)} (got {self.metric!r})")
+        if self.norm not in NORMS:
+            raise InputError(f"expected norm to be one of {', '.join(NORMS)} (got {self.norm!r})")
+        if self.norm == "none":
+            return
+        if self.model not in NORM_MODELS:
+            raise InputError(f"expected --norm none with --model {self.model} (got --norm {self.norm}); "
+                             f"--norm applies to {', '.join(NORM_MODELS)}"
+                             + ("; ResGCN+ has its own LayerNorm" if self.model == "resgcn+" else ""))
+        if self.norm != "batch":
+            return
+        if self.parallel.startswith("spmm"):
+            raise InputError(f"expected --norm none or layer with --parallel {self.parallel} (got --norm batch); "
+                             f"batch statistics run with --parallel single, graph, pipeline or hybrid")
+        if self.parallel in ("pipeline", "hybrid") and self.chunks != 1:
+            raise InputError(f"expected --chunks 1 with --norm batch and --parallel {self.parallel} (got --chunks "
+                             f"{self.chunks or 'default'}): statistics over all nodes need a layer's whole part "
+                             f"at once, and chunks run it piece by piece (a pipeline of S stages needs S chunks, so "
+                             f"batch norm runs in hybrid layouts of one stage); or use --norm layer")
 
     def _check_types(self) -> None:
         """Values from TOML or Python callers must have the field's type (an int is a fine float)."""

@@ -29,7 +29,7 @@ def train_runs(payload: dict, comm: Comm) -> dict:
         trainer.close()
         out[run["name"]] = {"losses": torch.tensor(result.losses, dtype=torch.float64),
                             "state": trainer.model.state_dict(), "comm": result.comm_bytes_per_epoch,
-                            "test_acc": result.test_acc}
+                            "test_acc": result.test_acc, "test_metric": result.test_metric}
     return out
 
 
@@ -56,7 +56,7 @@ def chunked_runs(payload: dict, comm: Comm) -> dict:
             state.update(s)
         out[run["name"]] = {"losses": torch.tensor(result.losses, dtype=torch.float64), "state": state,
                             "comm": result.comm_bytes_per_epoch, "bubble": result.bubble_fraction,
-                            "test_acc": result.test_acc}
+                            "test_acc": result.test_acc, "test_metric": result.test_metric}
     return out
 
 

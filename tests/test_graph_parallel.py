@@ -79,6 +79,48 @@ def test_graph_parallel_equals_single_process(cora, single, nprocs, tmp_path):
             assert got["comm"].get("sample/index", 0) == 0
 
 
+# ---------------------------------------------------------------- norm layers and gathered metrics
+NORM_RUNS = {"gcn-batch": ("gcn", "batch"), "sage-batch": ("sage", "batch"), "gat-batch": ("gat", "batch"),
+             "sage-layer": ("sage", "layer")}
+
+
+@pytest.fixture(scope="module")
+def single_norms(cora):
+    out = {}
+    for name, (model, norm) in NORM_RUNS.items():
+        trainer = Trainer(TrainConfig(**config(model, norm=norm, metric="rocauc"), progress="none"), cora)
+        result = trainer.build().train()
+        out[name] = (torch.tensor(result.losses, dtype=torch.float64), trainer.model.state_dict(), result.test_metric)
+    return out
+
+
+@pytest.mark.parametrize("nprocs", [2, 4])
+def test_norm_layers_and_gathered_roc_auc_equal_single_process(cora, single_norms, nprocs, tmp_path):
+    """BatchNorm's statistics summed over the parts are the whole graph's: same losses, weights and
+    running statistics as one process. The ROC-AUC of the gathered scores is the one process's
+    (to 1e-3: a float32 near-tie may swap two of the ~10^6 pairs)."""
+    folder = tmp_path / f"metis-{nprocs}"
+    write_partition(cora, nprocs, "metis", folder)
+    runs = [{"name": name, "partition_dir": str(folder), "config": config(model, norm=norm, metric="rocauc")}
+            for name, (model, norm) in NORM_RUNS.items()]
+    results = run_ranks("train_runs", nprocs, {"runs": runs}, tmp_path)
+    for name, (model, norm) in NORM_RUNS.items():
+        ref_losses, ref_state, ref_metric = single_norms[name]
+        got = results[name]
+        rel = ((got["losses"] - ref_losses).abs() / ref_losses.abs()).max().item()
+        assert rel <= 1e-5, f"{name}: loss differs by {rel:.2e}"
+        assert got["state"].keys() == ref_state.keys()  # running statistics included
+        for key, ref in ref_state.items():
+            torch.testing.assert_close(got["state"][key].double(), ref.double(), rtol=1e-4, atol=1e-4,
+                                       msg=lambda m: f"{name} {key}: {m}")
+        assert got["test_metric"] == pytest.approx(ref_metric, abs=1e-3), name
+        # two sums per hidden layer (hidden + 1, then hidden floats) from every rank, and again in backward
+        hidden, layers = MODELS[model]["hidden"], MODELS[model]["layers"]
+        expected = nprocs * (layers - 1) * (2 * hidden + 1) * 4 if norm == "batch" else 0
+        assert got["comm"].get("norm/fwd", 0) == expected, (name, got["comm"])
+        assert got["comm"].get("norm/bwd", 0) == expected, (name, got["comm"])
+
+
 # ---------------------------------------------------------------- boundary node sampling
 def sampled_global_block(book, norm: str, epoch: int, p: float, seed: int = 0):
     """The single-process view of one epoch of BNS-GCN: every part's sampled rows, put back together."""

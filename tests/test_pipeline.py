@@ -254,8 +254,9 @@ def test_hybrid_2x2_follows_1x2_and_one_chunk_is_exact(cora, tmp_path):
     runs = [{"name": m, "config": config(m, parallel="hybrid", partition_dir=pdir, chunks=4, chunk_file=cfile,
                                          graph_ways=2)} for m in ("gcn", "gcnii")]
     four = run_ranks("chunked_runs", 4, {"runs": runs}, tmp_path / "four")
-    exact = [{"name": "gcn-k1", "config": config("gcn", parallel="hybrid", partition_dir=pdir, chunks=1,
-                                                  chunk_file=cfile1, graph_ways=2, stages=1)}]
+    exact = [{"name": f"{m}-k1", "config": config(m.split("-")[0], parallel="hybrid", partition_dir=pdir, chunks=1,
+                                                   chunk_file=cfile1, graph_ways=2, stages=1, **opts)}
+             for m, opts in EXACT.items()]
     two = run_ranks("chunked_runs", 2, {"runs": [dict(r, config=dict(r["config"], stages=1)) for r in runs] + exact},
                     tmp_path / "two")
     halo_rows = sum(p.num_halo for p in book.parts)
@@ -270,10 +271,18 @@ def test_hybrid_2x2_follows_1x2_and_one_chunk_is_exact(cora, tmp_path):
         for got, pipe_bytes in ((four[m]["comm"], pipe), (two[m]["comm"], 0)):
             assert got["halo/fwd"] == halo and got["halo/bwd"] == halo, (m, got)
             assert got.get("pipe/fwd", 0) == pipe_bytes and got.get("pipe/bwd", 0) == pipe_bytes, (m, got)
-    cfg = TrainConfig(**config("gcn"), progress="none")
-    ref = Trainer(cfg, engine=SingleEngine(cora, "gcn"))
-    ref_losses = torch.tensor(ref.build().train().losses, dtype=torch.float64)
-    assert rel(two["gcn-k1"]["losses"], ref_losses) <= 1e-5
+    for m, opts in EXACT.items():  # one chunk: the exact single-process run, BatchNorm's statistics included
+        model = m.split("-")[0]
+        ref = Trainer(TrainConfig(**config(model, **opts), progress="none"), engine=SingleEngine(cora, MODELS[model].norm))
+        ref_losses = torch.tensor(ref.build().train().losses, dtype=torch.float64)
+        assert rel(two[f"{m}-k1"]["losses"], ref_losses) <= 1e-5, m
+        got = two[f"{m}-k1"]["state"]  # the trained parameters, gathered from their owners
+        assert got.keys() == dict(ref.model.named_parameters()).keys(), m
+        for name, w in ref.model.named_parameters():
+            assert torch.allclose(got[name], w, rtol=1e-4, atol=1e-4), (m, name)
+
+
+EXACT = {"gcn": {}, "sage-batch": dict(norm="batch")}  # hybrid runs with one chunk, checked against one process
 
 
 # ---------------------------------------------------------------------- the command line

@@ -2,7 +2,7 @@
 spent waiting for it.
 
 Categories (DESIGN.md): ``halo/fwd``, ``halo/bwd``, ``pipe/fwd``, ``pipe/bwd``, ``grad/allreduce``,
-``sample/index``, ``eval/...``.
+``norm/fwd`` and ``norm/bwd`` (batch statistics), ``sample/index``, ``eval/...``.
 Counting rules, used by the analytic checks:
 
 * point-to-point and all-to-all: the bytes this rank sends to *other* ranks (rows it keeps for
@@ -23,7 +23,7 @@ __all__ = ["Ledger", "CATEGORIES"]
 # all-reduce of a vector. ``meta/metrics`` is that all-reduce itself (the per-epoch loss and ledger
 # totals), kept apart so that the analytic checks of the other categories stay exact.
 CATEGORIES = ("halo/fwd", "halo/bwd", "pipe/fwd", "pipe/bwd", "spmm/bcast", "spmm/reduce", "spmm/redist",
-              "grad/allreduce", "sample/index", "eval/halo/fwd", "eval/pipe/fwd", "eval/spmm/bcast",
+              "grad/allreduce", "norm/fwd", "norm/bwd", "sample/index", "eval/halo/fwd", "eval/pipe/fwd", "eval/spmm/bcast",
               "eval/spmm/reduce", "eval/spmm/redist", "eval/reduce", "meta/metrics")
 
 

@@ -17,25 +17,31 @@ __all__ = ["GNN", "GCN", "GraphSAGE", "GAT", "GCNII", "ResGCNPlus", "MODELS", "b
 
 def build_model(name: str, in_dim: int, out_dim: int, *, layers: int, hidden: int, dropout: float,
                 heads: int = 8, gcnii_alpha: float = 0.1, gcnii_lambda: float = 0.5, gcn_kernel: str = "fused",
-                recompute: bool = False) -> GNN:
+                recompute: bool = False, norm: str = "none") -> GNN:
     """The model called ``name`` with its own keyword set; unknown names are an ``InputError``.
 
     ``recompute``: the graph layers keep only their inputs and recompute the rest in backward
-    (``GraphLayer``); same numbers, less activation memory."""
+    (``GraphLayer``); same numbers, less activation memory. ``norm``: ``none``, ``layer`` or ``batch``
+    after each hidden layer (GCN, GraphSAGE and GAT; see ``ops.norm``)."""
+    if norm != "none" and name not in ("gcn", "sage", "gat"):
+        raise InputError(f"expected norm 'none' for model {name!r} (got {norm!r}): only gcn, sage and gat take one")
     model = _build(name, in_dim, out_dim, layers=layers, hidden=hidden, dropout=dropout, heads=heads,
-                   gcnii_alpha=gcnii_alpha, gcnii_lambda=gcnii_lambda, gcn_kernel=gcn_kernel)
+                   gcnii_alpha=gcnii_alpha, gcnii_lambda=gcnii_lambda, gcn_kernel=gcn_kernel, norm=norm)
     model.recompute = recompute
     return model
 
 
-def _build(name, in_dim, out_dim, *, layers, hidden, dropout, heads, gcnii_alpha, gcnii_lambda, gcn_kernel) -> GNN:
+def _build(name, in_dim, out_dim, *, layers, hidden, dropout, heads, gcnii_alpha, gcnii_lambda, gcn_kernel,
+           norm) -> GNN:
     if name not in MODELS:
         raise InputError(f"unknown model {name!r} (expected one of {', '.join(MODELS)})")
     common = dict(layers=layers, dropout=dropout)
     if name == "gat":
-        return GAT(in_dim, hidden, out_dim, heads=heads, **common)
+        return GAT(in_dim, hidden, out_dim, heads=heads, norm_layer=norm, **common)
     if name == "gcnii":
         return GCNII(in_dim, hidden, out_dim, alpha=gcnii_alpha, lam=gcnii_lambda, **common)
     if name == "gcn":
-        return GCN(in_dim, hidden, out_dim, kernel=gcn_kernel, **common)
+        return GCN(in_dim, hidden, out_dim, kernel=gcn_kernel, norm_layer=norm, **common)
+    if name == "sage":
+        return GraphSAGE(in_dim, hidden, out_dim, norm_layer=norm, **common)
     return MODELS[name](in_dim, hidden, out_dim, **common)

@@ -18,7 +18,12 @@ from torch.utils.checkpoint import checkpoint
 
 from fullgraph.ops import Block, SparseOp, matmul
 
-__all__ = ["GNN", "GraphLayer", "Linear", "glorot_"]
+__all__ = ["GNN", "GraphLayer", "Linear", "glorot_", "INITS"]
+
+INITS = ("glorot", "torch")
+"""How :class:`Linear` draws its parameters: ``glorot`` (Glorot & Bengio: weights U(±√(6 / (fan_in +
+fan_out))), bias zero; what PyG's convolutions use) or ``torch`` (``torch.nn.Linear``'s default:
+weights and bias U(±1 / √fan_in); what PyG's ``Linear`` and plain MLP layers use)."""
 
 
 def glorot_(w: torch.Tensor) -> torch.Tensor:
@@ -28,13 +33,26 @@ def glorot_(w: torch.Tensor) -> torch.Tensor:
 
 
 class Linear(nn.Module):
-    """``x W + b`` for dense input or constant sparse input features (``SparseOp``)."""
+    """``x W + b`` for dense input or constant sparse input features (``SparseOp``).
 
-    def __init__(self, d_in: int, d_out: int, bias: bool = True):
+    ``weight`` is stored ``[d_in, d_out]`` (the transpose of ``torch.nn.Linear``'s), so that the
+    product is ``x @ W`` for sparse ``x`` too; ``init`` (one of :data:`INITS`) says how it is drawn.
+    """
+
+    def __init__(self, d_in: int, d_out: int, bias: bool = True, init: str = "glorot"):
         super().__init__()
+        if init not in INITS:
+            raise ValueError(f"unknown init {init!r} (expected one of {', '.join(INITS)})")
         self.weight = nn.Parameter(torch.empty(d_in, d_out))
         self.bias = nn.Parameter(torch.zeros(d_out)) if bias else None
-        glorot_(self.weight)
+        if init == "glorot":
+            glorot_(self.weight)
+        else:  # torch.nn.Linear: kaiming_uniform_(a=√5) on [out, in] is U(±1/√fan_in); the bias alike
+            bound = 1.0 / math.sqrt(d_in)
+            with torch.no_grad():
+                self.weight.uniform_(-bound, bound)
+                if self.bias is not None:
+                    self.bias.uniform_(-bound, bound)
 
     def forward(self, x: torch.Tensor | SparseOp) -> torch.Tensor:
         out = matmul(x, self.weight)

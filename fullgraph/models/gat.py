@@ -3,6 +3,10 @@
 Hidden layers concatenate ``heads`` heads of ``hidden / heads`` features each and apply ELU; the
 last layer has one head. The softmax runs over each dst node's in-edges of the block, so a block
 holding only some dst rows computes exactly those rows' attention.
+
+Initialization follows PyG's ``GATConv``: Glorot for the weights and both attention vectors, zero
+bias (the paper's code draws the same family, Glorot with gain √2 on the weights). ``norm_layer``
+(``ops.norm``) puts a LayerNorm or BatchNorm on each hidden layer's concatenated heads, before ELU.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from torch.nn import functional as F
 from fullgraph.errors import InputError
 from fullgraph.models.base import GNN, GraphLayer, glorot_
 from fullgraph.ops import Block, dropout, matmul
+from fullgraph.ops.norm import BatchNorm, apply_norm, make_norm
 
 
 def edge_softmax(scores: torch.Tensor, dst: torch.Tensor, num_dst: int) -> torch.Tensor:
@@ -28,13 +33,14 @@ def edge_softmax(scores: torch.Tensor, dst: torch.Tensor, num_dst: int) -> torch
 
 
 class GATLayer(GraphLayer):
-    def __init__(self, d_in: int, d_head: int, heads: int, *, last: bool, dropout: float):
+    def __init__(self, d_in: int, d_head: int, heads: int, *, last: bool, dropout: float, norm: str = "none"):
         super().__init__()
+        self.norm = None if last else make_norm(norm, heads * d_head)
         self.heads, self.d_head, self.last, self.dropout = heads, d_head, last, dropout
         self.weight = nn.Parameter(glorot_(torch.empty(d_in, heads * d_head)))
         self.att_src = nn.Parameter(glorot_(torch.empty(heads, d_head)))
         self.att_dst = nn.Parameter(glorot_(torch.empty(heads, d_head)))
-        self.bias = nn.Parameter(torch.zeros(heads * d_head))
+        self.bias = None if isinstance(self.norm, BatchNorm) else nn.Parameter(torch.zeros(heads * d_head))
 
     def compute(self, block: Block, h, h0=None) -> torch.Tensor:
         h = dropout(h, self.dropout, self.training, rows=block.src_ids, site=self.dropout_site)
@@ -46,20 +52,22 @@ class GATLayer(GraphLayer):
         alpha = edge_softmax(scores, dst, block.num_dst)
         msg = wh[src] * alpha.unsqueeze(-1)
         out = wh.new_zeros((block.num_dst, self.heads, self.d_head)).index_add_(0, dst, msg)
-        out = out.reshape(block.num_dst, -1) + self.bias
-        return out if self.last else F.elu(out)
+        out = out.reshape(block.num_dst, -1)
+        out = out if self.bias is None else out + self.bias
+        return out if self.last else F.elu(apply_norm(self.norm, out, block.reduce))
 
 
 class GAT(GNN):
     norm = "self-loops"
 
     def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int, heads: int = 8,
-                 dropout: float = 0.6):
+                 dropout: float = 0.6, norm_layer: str = "none"):
         super().__init__()
         if hidden % heads:
             raise InputError(f"expected --hidden to be a multiple of --heads (got hidden={hidden}, heads={heads})")
         d_head = hidden // heads
         dims = [in_dim] + [hidden] * (layers - 1)
-        mods = [GATLayer(dims[i], d_head, heads, last=False, dropout=dropout) for i in range(layers - 1)]
+        mods = [GATLayer(dims[i], d_head, heads, last=False, dropout=dropout, norm=norm_layer)
+                for i in range(layers - 1)]
         mods.append(GATLayer(dims[-1], out_dim, 1, last=True, dropout=dropout))
         self.layers = nn.ModuleList(mods)

@@ -3,6 +3,9 @@
 ``H' = relu(((1-α) Â H + α H0) ((1-β_l) I + β_l W_l))`` with ``β_l = log(λ / l + 1)``. The input goes
 through a dense layer to give ``H0``; a dense layer at the end gives the logits. The conv weights
 and the dense weights are decayed separately, as in the paper (0.01 and 5e-4 on Cora).
+
+Initialization follows the paper's code: conv weights U(±1/√hidden), the dense input and output
+layers ``torch.nn.Linear``'s default (U(±1/√fan_in), bias too).
 """
 
 from __future__ import annotations
@@ -43,8 +46,8 @@ class GCNII(GNN):
                  alpha: float = 0.1, lam: float = 0.5):
         super().__init__()
         self.dropout = dropout
-        self.fc_in = Linear(in_dim, hidden)
-        self.fc_out = Linear(hidden, out_dim)
+        self.fc_in = Linear(in_dim, hidden, init="torch")
+        self.fc_out = Linear(hidden, out_dim, init="torch")
         self.layers = nn.ModuleList(
             GCNIILayer(hidden, i + 1, alpha=alpha, lam=lam, dropout=dropout) for i in range(layers)
         )

@@ -4,6 +4,10 @@ The first layer is a plain GCN convolution; every later layer adds its input bac
 per node (LayerNorm), not BatchNorm: batch statistics would couple all nodes of the graph, so a
 part, stage or chunk could not compute its rows without the others, and every layout would need
 extra collectives to stay exact.
+
+Initialization follows DeeperGCN's code and PyG's ``DeepGCNLayer`` example: the encoder and decoder
+are ``torch.nn.Linear`` (U(±1/√fan_in), bias too), the convolutions PyG's ``GCNConv`` (Glorot,
+zero bias), LayerNorm weight one and bias zero.
 """
 
 from __future__ import annotations
@@ -38,10 +42,10 @@ class ResGCNPlus(GNN):
     def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float = 0.5):
         super().__init__()
         self.dropout = dropout
-        self.encoder = Linear(in_dim, hidden)
+        self.encoder = Linear(in_dim, hidden, init="torch")
         self.layers = nn.ModuleList(ResGCNLayer(hidden, first=i == 0, dropout=dropout) for i in range(layers))
         self.final_norm = nn.LayerNorm(hidden)
-        self.decoder = Linear(hidden, out_dim)
+        self.decoder = Linear(hidden, out_dim, init="torch")
 
     def pre(self, x, rows=None):
         return self.encoder(x)

@@ -1,4 +1,12 @@
-"""GraphSAGE with mean aggregation: ``H'_v = H_v W_self + mean_{u→v} H_u W_neigh + b``."""
+"""GraphSAGE with mean aggregation: ``H'_v = H_v W_self + mean_{u→v} H_u W_neigh + b``.
+
+Initialization follows PyG's ``SAGEConv`` (two ``torch.nn.Linear``-style maps: weights and bias
+U(±1/√d_in), the bias on one of them), which is also what the GraphSAGE and BNS-GCN reference code
+inherit from ``torch.nn.Linear``. ``norm_layer`` (``ops.norm``) puts a LayerNorm or BatchNorm between
+each hidden layer's sum and its ReLU (BNS-GCN trains SAGE with LayerNorm). Glorot, which this model used before, draws weights up to twice as
+wide on wide inputs; summed over the two maps and three layers that gave a first-epoch loss of 5.3
+on a 10-class graph against PyG's 2.3 (ln 10), and 16 points less test accuracy after 150 epochs.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +16,15 @@ from torch.nn import functional as F
 
 from fullgraph.models.base import GNN, GraphLayer, Linear
 from fullgraph.ops import Block, SparseOp, dropout, matmul, spmm
+from fullgraph.ops.norm import BatchNorm, apply_norm, make_norm
 
 
 class SAGELayer(GraphLayer):
-    def __init__(self, d_in: int, d_out: int, *, last: bool, dropout: float):
+    def __init__(self, d_in: int, d_out: int, *, last: bool, dropout: float, norm: str = "none"):
         super().__init__()
-        self.self_lin = Linear(d_in, d_out, bias=True)
-        self.neigh_lin = Linear(d_in, d_out, bias=False)
+        self.norm = None if last else make_norm(norm, d_out)
+        self.self_lin = Linear(d_in, d_out, bias=not isinstance(self.norm, BatchNorm), init="torch")  # see ops.norm
+        self.neigh_lin = Linear(d_in, d_out, bias=False, init="torch")
         self.last, self.dropout = last, dropout
 
     def compute(self, block: Block, h, h0=None) -> torch.Tensor:
@@ -34,18 +44,21 @@ class SAGELayer(GraphLayer):
         out = self.self_lin(h_dst) + neigh
         if self.last:
             return out
+        out = apply_norm(self.norm, out, block.reduce)
         return dropout(F.relu(out), self.dropout, self.training, rows=block.dst_ids, site=self.dropout_site)
 
 
 class GraphSAGE(GNN):
     norm = "mean"
 
-    def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float = 0.5):
+    def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float = 0.5,
+                 norm_layer: str = "none"):
         super().__init__()
         dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
         self.dropout = dropout
         self.layers = nn.ModuleList(
-            SAGELayer(dims[i], dims[i + 1], last=i == layers - 1, dropout=dropout) for i in range(layers)
+            SAGELayer(dims[i], dims[i + 1], last=i == layers - 1, dropout=dropout, norm=norm_layer)
+            for i in range(layers)
         )
 
     def pre(self, x, rows=None):

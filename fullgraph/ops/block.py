@@ -9,6 +9,7 @@ the parallel layouts build one per part, stage or chunk and hand it to the same 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 
@@ -29,6 +30,9 @@ class Block:
         src_ids, dst_ids: global node ids of the src rows this process holds and of the dst rows
             (``None``: ``0..n-1``, the whole graph in one process). Layers use them only to key their
             dropout masks, so that a node is dropped alike in every layout (see ``ops.dropout``).
+        reduce: a differentiable sum over the processes that hold the other dst rows of this layer,
+            set by a layout that splits them (``None``: this block holds them all). Batch statistics
+            use it (``ops.norm``), so that they cover every node of the graph.
     """
 
     adj: SparseOp
@@ -36,6 +40,7 @@ class Block:
     _edges: tuple[torch.Tensor, torch.Tensor] | None = field(default=None, repr=False)
     src_ids: torch.Tensor | None = field(default=None, repr=False)
     dst_ids: torch.Tensor | None = field(default=None, repr=False)
+    reduce: Callable[[torch.Tensor], torch.Tensor] | None = field(default=None, repr=False)
 
     @property
     def num_dst(self) -> int:
@@ -56,7 +61,8 @@ class Block:
         if self.adj.indptr.device == torch.device(device):
             return self
         move = lambda t: None if t is None else t.to(device)  # noqa: E731
-        return Block(self.adj.to(device), self.norm, src_ids=move(self.src_ids), dst_ids=move(self.dst_ids))
+        return Block(self.adj.to(device), self.norm, src_ids=move(self.src_ids), dst_ids=move(self.dst_ids),
+                     reduce=self.reduce)
 
     @classmethod
     def from_csr(cls, indptr: torch.Tensor, indices: torch.Tensor, norm: str,

@@ -108,6 +108,18 @@ class Engine:
         t = torch.tensor([value], dtype=torch.float64, device=self.device)
         return [float(v) for v in self.comm.all_gather(t, category)]
 
+    def gather_rows(self, t: torch.Tensor, category: str) -> torch.Tensor:
+        """Every rank's rows of ``t`` (any count per rank, same trailing shape), concatenated in rank
+        order: two all-gathers, of the counts and of the rows padded to the largest count."""
+        if self.comm is None:
+            return t
+        n = torch.tensor([t.shape[0]], dtype=torch.int64, device=self.device)
+        sizes = [int(c) for c in self.comm.all_gather(n, category)]
+        padded = t.new_zeros((max(sizes),) + tuple(t.shape[1:]))
+        padded[: t.shape[0]] = t
+        parts = self.comm.all_gather(padded, category)
+        return torch.cat([p[:k] for p, k in zip(parts, sizes)])
+
     def describe(self) -> str:
         return self.name
 

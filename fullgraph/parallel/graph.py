@@ -26,6 +26,7 @@ import torch
 
 from fullgraph.comm.context import Comm, DistEnv
 from fullgraph.comm.halo import HaloPlan, exchange_halo
+from fullgraph.comm.stats import sum_over
 from fullgraph.errors import InputError
 from fullgraph.ops import SparseOp
 from fullgraph.ops.sparse import csr_rows
@@ -59,7 +60,8 @@ class GraphEngine(Engine):
         self.ledger = comm.ledger
         self.n_inner, self.n_halo = part.inner.numel(), part.halo.numel()
         self.device = dev = comm.device  # a GPU per rank under NCCL, else the CPU
-        self.block = part.block(norm).to(dev)
+        self.reduce = sum_over(comm)  # batch statistics span every part's inner rows
+        self.block = self._own(part.block(norm))
         self.x = input_features(part.x).to(dev)
         self.plan = HaloPlan(part.send_idx.to(dev), [int(c) for c in part.send_counts],
                              [int(c) for c in part.recv_counts])
@@ -81,6 +83,12 @@ class GraphEngine(Engine):
 
     def summary(self) -> dict:
         return {"name": self.name, "nodes": int(self.part.global_num_nodes), "parts": self.world_size}
+
+    def _own(self, block):
+        """A block of this part, on this rank's device, whose batch statistics sum over the parts."""
+        block = block.to(self.device)
+        block.reduce = self.reduce
+        return block
 
     # ------------------------------------------------------------------ boundary sampling
     def _sampled(self, epoch: int):
@@ -108,14 +116,14 @@ class GraphEngine(Engine):
             start += asked_counts[q]
         plan = HaloPlan(torch.cat(send), asked_counts, want_counts)
         scale = 1.0 / self.p if self.p > 0 else 1.0  # p = 0 keeps nothing, so nothing is scaled
-        block = self.part.block(self.norm, halo_keep=keep, scale=scale).to(dev)
+        block = self._own(self.part.block(self.norm, halo_keep=keep, scale=scale))
         rows = torch.cat([torch.arange(self.n_inner), self.n_inner + kept]).to(dev)
         return block, feature_rows(self.x, rows), plan
 
     def _isolated_block(self):
         if not hasattr(self, "_isolated"):
             keep_none = torch.zeros(self.n_halo, dtype=torch.bool)
-            self._isolated = self.part.block(self.norm, halo_keep=keep_none).to(self.device)
+            self._isolated = self._own(self.part.block(self.norm, halo_keep=keep_none))
         return self._isolated
 
     # ------------------------------------------------------------------ the layout

@@ -43,6 +43,7 @@ import torch
 
 from fullgraph.comm.context import Comm
 from fullgraph.comm.halo import HaloPlan, exchange_halo
+from fullgraph.comm.stats import sum_over
 from fullgraph.parallel.engine import Engine, input_features, sum_grads
 from fullgraph.parallel.graph import feature_rows
 from fullgraph.partition.chunks import ChunkSet
@@ -102,6 +103,8 @@ class ChunkedEngine(Engine):
         self.n_inner = part.num_inner
         self.chunks = ChunkSet(part, local_chunk, chunks, norm, induced=induced).to(dev)
         self.block = part.block(norm).to(dev)  # the exact (evaluation) block
+        for blk in [self.block] + [ch.block for ch in self.chunks]:  # batch statistics span the group
+            blk.reduce = sum_over(group)
         self.local_ids = self.block.src_ids  # global ids of the local rows (they key dropout masks)
         self.x = input_features(part.x).to(dev) if self.first_stage else None
         self.in_dim = part.x.shape[1]

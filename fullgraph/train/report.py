@@ -15,6 +15,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from fullgraph.train.metrics import METRIC_NAMES
+
 log = logging.getLogger("fullgraph")
 
 __all__ = ["Progress", "RunWriter", "write_json_atomic"]
@@ -38,17 +40,17 @@ class Progress:
     def update(self, record: dict) -> None:
         if self.bar is not None:
             post = {"loss": f"{record['loss']:.4f}"}
-            if "val_acc" in record:
-                post["val"] = f"{record['val_acc']:.4f}"
+            if "val_metric" in record:
+                post["val"] = f"{record['val_metric']:.4f}"
             self.bar.set_postfix(post, refresh=False)
             self.bar.update(1)
-        elif self.mode == "lines" and "val_acc" in record and (
+        elif self.mode == "lines" and "val_metric" in record and (
             record["epoch"] % self.line_every == 0 or record["epoch"] == self.total
         ):
             log.info(
-                "epoch %4d  loss %.4f  train %.4f  val %.4f  test %.4f  (%.3f s/epoch)",
-                record["epoch"], record["loss"], record["train_acc"], record["val_acc"], record["test_acc"],
-                record["epoch_time_s"],
+                "epoch %4d  loss %.4f  %s train %.4f  val %.4f  test %.4f  (%.3f s/epoch)",
+                record["epoch"], record["loss"], METRIC_NAMES[record["metric"]], record["train_metric"],
+                record["val_metric"], record["test_metric"], record["epoch_time_s"],
             )
 
     def close(self) -> None:

@@ -26,12 +26,16 @@ from fullgraph.ops.dropout import keyed_dropout
 from fullgraph.parallel.engine import Engine
 from fullgraph.parallel.registry import build_engine
 from fullgraph.memory import peak_rss_bytes
-from fullgraph.ops.loss import correct_count, loss_sum
+from fullgraph.ops.loss import loss_sum
+from fullgraph.train.metrics import counts, resolve_metric, roc_auc_columns, score_columns
 from fullgraph.train.report import Progress, RunWriter
 
 log = logging.getLogger("fullgraph")
 
 __all__ = ["Trainer", "RunResult"]
+
+SELECTED = ("val_acc", "test_acc", "train_acc", "val_metric", "test_metric", "train_metric")
+"""What the summary keeps of the selected epoch's evaluation (and its validation loss)."""
 
 @dataclass
 class RunResult:
@@ -50,6 +54,11 @@ class RunResult:
     epoch_time_s: float
     peak_rss_bytes: int
     train_acc: float = 0.0
+    metric: str = "acc"
+    """The metric selection used (``--metric``, ``auto`` resolved): ``acc``, ``rocauc`` or ``micro-f1``."""
+    val_metric: float = 0.0
+    test_metric: float = 0.0
+    train_metric: float = 0.0
     val_loss: float = float("nan")
     final_loss: float = float("nan")
     losses: list[float] = field(default_factory=list, repr=False)
@@ -123,7 +132,7 @@ class Trainer:
         self.model = build_model(
             cfg.model, e.in_dim, e.num_classes, layers=cfg.layers, hidden=cfg.hidden,
             dropout=cfg.dropout, heads=cfg.heads, gcnii_alpha=cfg.gcnii_alpha, gcnii_lambda=cfg.gcnii_lambda,
-            gcn_kernel=cfg.gcn_kernel, recompute=cfg.recompute,
+            gcn_kernel=cfg.gcn_kernel, recompute=cfg.recompute, norm=cfg.norm,
         )
         self.model.to(e.device)
         self.optimizer = torch.optim.Adam(
@@ -176,32 +185,44 @@ class Trainer:
         self.optimizer.step()
         return loss
 
+    @property
+    def metric(self) -> str:
+        """The metric this run reports and selects by (``--metric``, with ``auto`` resolved)."""
+        e = self.engine
+        return resolve_metric(self.cfg.metric, e.num_classes, e.y.dim() == 2)
+
     @torch.no_grad()
     def evaluate(self) -> dict:
-        """Exact full-graph forward through the layout's own path; counts summed over ranks."""
+        """Exact full-graph forward through the layout's own path: accuracy counts and the validation
+        loss summed over ranks; ROC-AUC from every rank's scores, gathered (``train.metrics``)."""
         model, e = self.model, self.engine
         model.eval()
         logits = e.forward(model, 0, training=False)
         sums = []
         masks = e.eval_masks()
         for mask in masks:
-            sums += correct_count(logits[mask], e.y[mask])
+            sums += counts(logits[mask], e.y[mask])
         sums.append(loss_sum(logits[masks[1]], e.y[masks[1]]).item())
         sums = e.reduce_sum(sums, "eval/reduce")
         ratio = lambda hit, total: hit / total if total else 0.0  # noqa: E731
-        return {
-            "train_acc": ratio(sums[0], sums[1]),
-            "val_acc": ratio(sums[2], sums[3]),
-            "test_acc": ratio(sums[4], sums[5]),
-            "val_loss": sums[6] / e.num_val,
-        }
+        record = {"train_acc": ratio(sums[0], sums[1]), "val_acc": ratio(sums[2], sums[3]),
+                  "test_acc": ratio(sums[4], sums[5]), "val_loss": sums[6] / e.num_val, "metric": self.metric}
+        for split, mask in zip(("train", "val", "test"), masks):
+            if self.metric == "rocauc":
+                scores, labels = score_columns(logits[mask], e.y[mask])
+                both = e.gather_rows(torch.cat([scores.float(), labels.float()], 1), "eval/reduce")
+                k = scores.shape[1]
+                record[f"{split}_metric"] = roc_auc_columns(both[:, :k], both[:, k:] > 0.5)
+            else:  # accuracy, or micro-F1 (which the accuracy counts already are where they differ)
+                record[f"{split}_metric"] = record[f"{split}_acc"]
+        return record
 
     def _better(self, record: dict, best: dict) -> bool:
         if best["epoch"] == 0:
             return True
         if self.cfg.select == "loss":
             return record["val_loss"] < best["val_loss"]
-        return record["val_acc"] > best["val_acc"]
+        return record["val_metric"] > best["val_metric"]
 
     def _epoch_totals(self, loss: float, dt: float) -> dict:
         """The global loss and, for a distributed layout, the ledger summed over ranks."""
@@ -223,7 +244,7 @@ class Trainer:
             self.build()
         cfg, e = self.cfg, self.engine
         progress = Progress(cfg.epochs, cfg.progress if e.is_main else "none")
-        best = {"val_acc": 0.0, "val_loss": float("inf"), "test_acc": 0.0, "train_acc": 0.0, "epoch": 0}
+        best = {k: 0.0 for k in SELECTED} | {"val_loss": float("inf"), "epoch": 0}
         best_state = None
         times, losses, comm_per_epoch, bubbles = [], [], [], []
         bad_evals = 0
@@ -247,7 +268,7 @@ class Trainer:
                     bubbles.append(record["bubble_fraction"])
                 if evaluated:
                     if self._better(record, best):
-                        best = {k: record[k] for k in ("val_acc", "val_loss", "test_acc", "train_acc")}
+                        best = {k: record[k] for k in SELECTED + ("val_loss",)}
                         best["epoch"] = epoch
                         best_state = copy.deepcopy(self.model.state_dict())
                         bad_evals = 0
@@ -269,7 +290,8 @@ class Trainer:
             dataset=e.name, model=cfg.model, layers=cfg.layers, hidden=cfg.hidden,
             parallel=cfg.parallel, nprocs=cfg.nprocs, epochs_run=epoch, best_epoch=best["epoch"],
             val_acc=best["val_acc"], test_acc=best["test_acc"], train_acc=best["train_acc"],
-            val_loss=best["val_loss"],
+            val_loss=best["val_loss"], metric=self.metric, val_metric=best["val_metric"],
+            test_metric=best["test_metric"], train_metric=best["train_metric"],
             epoch_time_s=statistics.median(times[1:] if len(times) > 1 else times),
             peak_rss_bytes=int(max(rss)), final_loss=losses[-1], losses=losses, config=cfg.to_dict(),
             graph=e.summary(), environment=environment(),

@@ -1,0 +1,77 @@
+"""Normalization between graph layers: ``none``, ``layer`` (per node) or ``batch`` (over all nodes).
+
+PyG's recipes put a norm after every hidden convolution (conv → norm → activation → dropout), and
+BNS-GCN trains GraphSAGE that way; with it, deep or wide models train markedly better on some
+graphs. LayerNorm is ``torch.nn.LayerNorm``: each node on its own, so every layout computes it on
+the rows it holds.
+
+BatchNorm's statistics are over *all* nodes of the graph, as full-graph training with PyG's
+``BatchNorm`` computes them. A layout that splits a layer's dst rows over ranks gives the layer a
+``Block.reduce`` that sums over those ranks (``fullgraph.comm.stats``); the statistics, the output
+and the gradients are then those of one process (two sums per layer, each an all-reduce of
+``hidden + 1`` and ``hidden`` floats, and the same two in backward). Mean and variance are computed
+in two passes (Σx, then Σ(x - μ)²), which keeps the variance exact where ``E[x²] - μ²`` would cancel.
+In evaluation the running statistics are used, as ``torch.nn.BatchNorm1d`` does; they are updated
+from the global statistics, so they are the same on every rank.
+
+A layer followed by BatchNorm has no bias of its own: the mean subtraction cancels any bias, so its
+gradient is zero up to rounding, and Adam, which divides by the gradient's running RMS, would turn
+that rounding into steps of size ``lr`` (BatchNorm's shift plays the bias's part). The function the
+model computes is unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+__all__ = ["NORMS", "BatchNorm", "make_norm", "apply_norm"]
+
+NORMS = ("none", "layer", "batch")
+
+
+class BatchNorm(nn.BatchNorm1d):
+    """``torch.nn.BatchNorm1d`` whose training statistics may be summed over processes (``reduce``)."""
+
+    def forward(self, x: torch.Tensor, reduce: Callable[[torch.Tensor], torch.Tensor] | None = None):
+        if not self.training:
+            return super().forward(x)
+        s = torch.cat([x.sum(0), x.new_full((1,), x.shape[0])])
+        if reduce is not None:
+            s = reduce(s)
+        count = s[-1]
+        mean = s[:-1] / count
+        d = x - mean
+        v = (d * d).sum(0)
+        if reduce is not None:
+            v = reduce(v)
+        var = v / count
+        with torch.no_grad():
+            n = float(count)
+            unbiased = var * (n / max(n - 1.0, 1.0))
+            self.running_mean.lerp_(mean.detach(), self.momentum)
+            self.running_var.lerp_(unbiased.detach(), self.momentum)
+            self.num_batches_tracked += 1
+        return d * torch.rsqrt(var + self.eps) * self.weight + self.bias
+
+
+def make_norm(kind: str, width: int) -> nn.Module | None:
+    """The norm module of one hidden layer (``None`` for ``none``)."""
+    if kind == "none":
+        return None
+    if kind == "layer":
+        return nn.LayerNorm(width)
+    if kind == "batch":
+        return BatchNorm(width)
+    raise ValueError(f"unknown norm {kind!r} (expected one of {', '.join(NORMS)})")
+
+
+def apply_norm(norm: nn.Module | None, h: torch.Tensor, reduce=None) -> torch.Tensor:
+    """``norm(h)``; a BatchNorm sums its statistics with ``reduce`` (the block's)."""
+    if norm is None:
+        return h
+    if isinstance(norm, BatchNorm):
+        return norm(h, reduce)
+    return norm(h)

@@ -1,0 +1,76 @@
+"""The evaluation metric: which one a task calls for, and how to compute it exactly across ranks.
+
+* ``acc``: argmax accuracy (for multi-label targets, micro-F1, as before this option existed).
+* ``micro-f1``: F1 over all (node, label) decisions, a label predicted where its logit is > 0; for
+  single-label targets it equals accuracy.
+* ``rocauc``: area under the ROC curve. Two classes: the score of class 1 is ``logit₁ - logit₀``
+  (monotone in its softmax probability). Multi-label: the mean over labels that have both a
+  positive and a negative node in the split (as OGB's evaluator does for ogbn-proteins). More than
+  two classes: the mean of one-vs-rest AUCs over softmax probabilities.
+* ``auto``: ROC-AUC for two-class tasks (Platonov et al. report Tolokers, Minesweeper and Questions
+  that way), micro-F1 for multi-label, accuracy otherwise.
+
+Accuracy and micro-F1 are ratios of counts, so each rank counts its rows and the counts are summed.
+ROC-AUC depends on the order of all scores together, so the trainer gathers the scores and labels of
+every rank's rows first (``Engine.gather_rows``) and computes it once over the whole split.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from scipy.stats import rankdata
+
+from fullgraph.ops.loss import correct_count
+
+__all__ = ["METRICS", "METRIC_NAMES", "resolve_metric", "counts", "roc_auc", "roc_auc_columns", "score_columns"]
+
+METRICS = ("auto", "acc", "rocauc", "micro-f1")
+METRIC_NAMES = {"acc": "accuracy", "rocauc": "ROC-AUC", "micro-f1": "micro-F1"}
+"""How progress lines and the command line's last line name each metric."""
+
+
+def resolve_metric(metric: str, num_classes: int, multilabel: bool) -> str:
+    """The metric ``auto`` stands for on this task (any other choice is returned as it is)."""
+    if metric != "auto":
+        return metric
+    if multilabel:
+        return "micro-f1"
+    return "rocauc" if num_classes == 2 else "acc"
+
+
+def counts(logits: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+    """``(numerator, denominator)`` of accuracy (single-label) or micro-F1 (multi-label) over these
+    rows; sums over ranks give the global value. For single-label rows micro-F1 *is* accuracy: each
+    node makes one decision, right or wrong."""
+    return correct_count(logits, y)
+
+
+def score_columns(logits: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scores and 0/1 labels ``[n, k]`` whose column-wise ROC-AUCs make up the metric."""
+    if y.dim() == 2:
+        return logits, y > 0.5
+    if logits.shape[1] == 2:
+        return (logits[:, 1] - logits[:, 0]).unsqueeze(1), (y == 1).unsqueeze(1)
+    onehot = torch.nn.functional.one_hot(y, logits.shape[1]).bool()
+    return torch.softmax(logits, 1), onehot
+
+
+def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """ROC-AUC of one column: the probability that a random positive scores above a random negative,
+    ties counting one half (the Mann-Whitney statistic, from the ranks of all scores). NaN when the
+    column lacks positives or negatives."""
+    labels = labels.astype(bool)
+    pos, neg = int(labels.sum()), int((~labels).sum())
+    if pos == 0 or neg == 0:
+        return float("nan")
+    ranks = rankdata(scores.astype(np.float64))  # ties get their average rank
+    return float((ranks[labels].sum() - pos * (pos + 1) / 2.0) / (pos * neg))
+
+
+def roc_auc_columns(scores: torch.Tensor, labels: torch.Tensor) -> float:
+    """Mean ROC-AUC over the columns that have both classes (0.0 when none has)."""
+    s, lab = scores.detach().cpu().numpy(), labels.cpu().numpy()
+    aucs = [roc_auc(s[:, j], lab[:, j]) for j in range(s.shape[1])]
+    aucs = [a for a in aucs if not np.isnan(a)]
+    return float(np.mean(aucs)) if aucs else 0.0
