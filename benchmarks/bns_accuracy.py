@@ -4,8 +4,9 @@
     .venv/bin/python benchmarks/bns_accuracy.py --no-planetoid --split standard
     .venv/bin/python benchmarks/bns_accuracy.py --no-bns                     # Cora / CiteSeer only
 
-1. **BNS-GCN (Table 4's pattern).** Coauthor-Physics, 3-layer GraphSAGE (mean), hidden 256, 4 METIS
-   parts, boundary rates p = 1, 0.1 and 0, Adam lr 0.01, weight decay 5e-4, dropout 0.5 (BNS-GCN's
+1. **BNS-GCN (Table 4's pattern).** Coauthor-Physics, Amazon-Computers and Coauthor-CS
+   (``--bns-datasets``), 3-layer GraphSAGE (mean) with LayerNorm after each hidden layer as BNS-GCN
+   trains it (``--bns-norm``), hidden 256 (``--bns-hidden``), 4 METIS parts, boundary rates p = 1, 0.1 and 0, Adam lr 0.01, weight decay 5e-4, dropout 0.5 (BNS-GCN's
    Reddit / papers100M settings), the test accuracy of the evaluation with the best validation
    accuracy. Acceptance: p = 0.1 within 0.5 points of p = 1, and p = 0 below both.
    Two splits:
@@ -52,7 +53,7 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 BNS = dict(dataset="coauthor-physics", model="sage", layers=3, hidden=256, lr=0.01, weight_decay=5e-4,
-           dropout=0.5, parts=4, partitioner="metis")
+           dropout=0.5, parts=4, partitioner="metis", norm="layer")  # dataset, hidden, norm: --bns-* flags
 BNS_RATES = (1.0, 0.1, 0.0)
 BNS_TOL = 0.5  # points: |acc(p = 0.1) - acc(p = 1)|
 PLANETOID = dict(model="gcn", layers=2, hidden=16, lr=0.01, weight_decay=5e-4, dropout=0.5, epochs=200)
@@ -96,8 +97,8 @@ def _pts(x: float) -> str:
     return f"{100 * x:+.2f}"
 
 
-def dense_partition(a, folder: Path, partitioner: str) -> tuple[Path, dict]:
-    """Coauthor-Physics with a seeded random 60/20/20 split, cut into parts and written to ``folder``
+def dense_partition(a, conf: dict, folder: Path, partitioner: str) -> tuple[Path, dict]:
+    """The graph with a seeded random 60/20/20 split, cut into parts and written to ``folder``
     (``fullgraph train --partition-dir`` trains from it without loading the graph)."""
     import dataclasses
 
@@ -108,11 +109,11 @@ def dense_partition(a, folder: Path, partitioner: str) -> tuple[Path, dict]:
     from fullgraph.partition import PartitionBook, cached_partition, save_partition
     from fullgraph.data.load import load_graph
 
-    graph = load_graph(TrainConfig(dataset=BNS["dataset"], root=a.root))
+    graph = load_graph(TrainConfig(dataset=conf["dataset"], root=a.root))
     train, val, test = random_split(graph.num_nodes, np.random.default_rng(0), train=0.6, val=0.2)
     graph = dataclasses.replace(graph, train_mask=train, val_mask=val, test_mask=test, _fingerprint=None,
-                                name=f"{BNS['dataset']}-60/20/20")
-    book = PartitionBook.build(graph, cached_partition(graph, BNS["parts"], partitioner, 0))
+                                name=f"{conf['dataset']}-60/20/20")
+    book = PartitionBook.build(graph, cached_partition(graph, conf["parts"], partitioner, 0))
     save_partition(book, graph, folder, {"method": partitioner, "seed": 0, "split": "random 60/20/20 seed 0"})
     return folder, book.summary()
 
@@ -123,10 +124,11 @@ def _late_mean(curve: list[dict], epochs: int) -> float | None:
     return statistics.fmean(late) if late else None
 
 
-def bns_protocol(a, tmp: Path, res: dict, name: str, source: list[str], epochs: int, eval_every: int,
+def bns_protocol(a, conf: dict, tmp: Path, res: dict, name: str, source: list[str], epochs: int, eval_every: int,
                  seeds: list[int], partitioner: str) -> int:
-    print(f"\n== BNS-GCN, {name}: {BNS['model']} x{BNS['layers']}, hidden {BNS['hidden']}, {BNS['parts']} "
-          f"{partitioner} parts, lr {BNS['lr']}, weight decay {BNS['weight_decay']}, dropout {BNS['dropout']}, "
+    BNS = conf  # noqa: N806  (this graph's settings)
+    print(f"\n== BNS-GCN, {name}: {BNS['model']} x{BNS['layers']}, hidden {BNS['hidden']}, norm {BNS['norm']}, "
+          f"{BNS['parts']} {partitioner} parts, lr {BNS['lr']}, weight decay {BNS['weight_decay']}, dropout {BNS['dropout']}, "
           f"{epochs} epochs, eval every {eval_every}, test acc at the best val acc; seeds {seeds}", flush=True)
     failed = 0
     runs = []
@@ -134,7 +136,8 @@ def bns_protocol(a, tmp: Path, res: dict, name: str, source: list[str], epochs: 
         for seed in seeds:
             argv = [*source, "--model", BNS["model"], "--layers", str(BNS["layers"]), "--hidden", str(BNS["hidden"]),
                     "--lr", str(BNS["lr"]), "--weight-decay", str(BNS["weight_decay"]), "--dropout",
-                    str(BNS["dropout"]), "--parallel", "graph", "--nprocs", str(BNS["parts"]), "--boundary-rate",
+                    str(BNS["dropout"]), "--norm", BNS["norm"], "--parallel", "graph", "--nprocs", str(BNS["parts"]),
+                    "--boundary-rate",
                     f"{rate:g}", "--epochs", str(epochs), "--eval-every", str(eval_every), "--seed", str(seed)]
             tag = name.split()[0] + "-" + partitioner
             r = run(argv, tmp / f"bns-{tag}-{rate:g}-{seed}") | {"rate": rate, "seed": seed}
@@ -185,18 +188,20 @@ def bns_protocol(a, tmp: Path, res: dict, name: str, source: list[str], epochs: 
 def bns_section(a, tmp: Path, res: dict) -> int:
     res["bns"] = []
     failed = 0
-    for partitioner in a.partitioners.split(","):
-        if a.split in ("standard", "both"):
-            source = ["--dataset", BNS["dataset"], "--root", a.root, "--partitioner", partitioner]
-            failed += bns_protocol(a, tmp, res, "coauthor-physics standard split (20/30 per class)", source,
-                                   a.epochs, a.eval_every, [int(s) for s in a.seeds.split(",")], partitioner)
-        if a.split in ("dense", "both"):
-            folder, book = dense_partition(a, tmp / f"dense-{partitioner}", partitioner)
-            print(f"\n(dense split: partition written to {folder}, replication factor "
-                  f"{book['replication_factor']:.3f})", flush=True)
-            failed += bns_protocol(a, tmp, res, "coauthor-physics dense split (random 60/20/20)",
-                                   ["--partition-dir", str(folder)], a.dense_epochs, a.dense_eval_every,
-                                   [int(s) for s in a.dense_seeds.split(",")], partitioner)
+    for dataset in a.bns_datasets.split(","):
+        conf = BNS | {"dataset": dataset, "hidden": a.bns_hidden, "norm": a.bns_norm}
+        for partitioner in a.partitioners.split(","):
+            if a.split in ("standard", "both"):
+                source = ["--dataset", dataset, "--root", a.root, "--partitioner", partitioner]
+                failed += bns_protocol(a, conf, tmp, res, f"{dataset} standard split (20/30 per class)", source,
+                                       a.epochs, a.eval_every, [int(s) for s in a.seeds.split(",")], partitioner)
+            if a.split in ("dense", "both"):
+                folder, book = dense_partition(a, conf, tmp / f"dense-{dataset}-{partitioner}", partitioner)
+                print(f"\n(dense split: partition written to {folder}, replication factor "
+                      f"{book['replication_factor']:.3f})", flush=True)
+                failed += bns_protocol(a, conf, tmp, res, f"{dataset} dense split (random 60/20/20)",
+                                       ["--partition-dir", str(folder)], a.dense_epochs, a.dense_eval_every,
+                                       [int(s) for s in a.dense_seeds.split(",")], partitioner)
     return failed
 
 
@@ -257,9 +262,13 @@ def main() -> int:
     p.add_argument("--dense-eval-every", type=int, default=10)
     p.add_argument("--dense-seeds", default="0")
     p.add_argument("--partitioners", default="metis", help="comma-separated, e.g. metis,random (default metis)")
+    p.add_argument("--bns-datasets", default="coauthor-physics,amazon-computers,coauthor-cs",
+                   help="graphs of the BNS-GCN section (default coauthor-physics,amazon-computers,coauthor-cs)")
+    p.add_argument("--bns-hidden", type=int, default=256, help="SAGE hidden width (default 256)")
+    p.add_argument("--bns-norm", default="layer", help="--norm of the SAGE runs (default layer, as BNS-GCN)")
     p.add_argument("--planetoid-seeds", default="0,1,2")
     p.add_argument("--planetoid-parts", default="2,4")
-    p.add_argument("--no-bns", action="store_true", help="skip Coauthor-Physics")
+    p.add_argument("--no-bns", action="store_true", help="skip the BNS-GCN section")
     p.add_argument("--no-planetoid", action="store_true", help="skip Cora / CiteSeer")
     p.add_argument("--out", default=str(REPO / "runs" / "bench_bns_accuracy.json"))
     a = p.parse_args()
