@@ -33,6 +33,34 @@ def train_runs(payload: dict, comm: Comm) -> dict:
     return out
 
 
+def chunked_steps(payload: dict, comm: Comm) -> dict:
+    """Drive a hybrid engine epoch by epoch (no optimizer): per epoch the global loss and the summed
+    weight gradients, then a plain step ``w -= 0.5 * grad`` so that later epochs mix new values with
+    history. The test replays the same epochs with a dense written-out reference."""
+    from fullgraph.models import build_model
+    from fullgraph.ops.dropout import keyed_dropout
+    from fullgraph.parallel.pipeline import chunked_engine
+
+    cfg = TrainConfig(**payload["config"], nprocs=comm.world_size, progress="none", threads=1)
+    engine = chunked_engine(cfg, MODELS[cfg.model].norm, comm=comm)
+    torch.manual_seed(0)
+    model = build_model(cfg.model, engine.in_dim, engine.num_classes, layers=cfg.layers, hidden=cfg.hidden,
+                        dropout=0.0)
+    out = {"losses": [], "grads": []}
+    for epoch in range(1, payload["epochs"] + 1):
+        model.zero_grad()
+        with keyed_dropout(cfg.seed, epoch):
+            loss = engine.step(model, epoch)
+        total = comm.all_reduce_(torch.tensor([loss], dtype=torch.float64), "meta/metrics")
+        out["losses"].append(float(total))
+        out["grads"].append({n: p.grad.clone() for n, p in model.named_parameters()})
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= 0.5 * p.grad
+    engine.close()
+    return out
+
+
 def chunked_runs(payload: dict, comm: Comm) -> dict:
     """Pipeline / hybrid training for each run of the payload; rank 0 keeps the losses, the
     ledger, the bubble fraction and the final weights, each taken from the stage that owns it."""

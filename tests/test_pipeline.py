@@ -2,7 +2,9 @@
 
 What is proved here:
 * the engine computes the chunked-stale forward and its exact backward with no historical
-  gradients: loss and every weight gradient match a dense, written-out reference of the rule;
+  gradients: loss and every weight gradient match a dense, written-out reference of the rule,
+  epoch by epoch, for GCN and GCNII (the H0 path) on one part, and for GCN on two parts of a hybrid
+  group (current and historical halo rows), with the history replaced every 2 epochs;
 * with one chunk it is exact single-process training, for every model;
 * pipeline(S) for S = 2, 4 follows the one-process simulation (S = 1) of the same chunks, order and
   seeds; hybrid 2×2 follows hybrid 1×2; hybrid with one chunk is exact training;
@@ -130,57 +132,117 @@ def test_stage_parameters_split_every_model_without_overlap():
 
 
 # ---------------------------------------------------------------------- the rule itself
+def dense_layer(model, i: int, A_rows, src, h0_rows):
+    """Graph layer ``i`` of a GCN or GCNII (dropout off) with a dense Â: the rows ``A_rows`` select."""
+    layer = model.layers[i]
+    if model.uses_h0:  # GCNII: relu(S ((1-β) I + β W)), S = (1-α) Â H + α H0
+        support = (1 - layer.alpha) * (A_rows @ src) + layer.alpha * h0_rows
+        return F.relu((1 - layer.beta) * support + layer.beta * support @ layer.weight)
+    z = A_rows @ src @ layer.weight + layer.bias
+    return z if i == len(model.layers) - 1 else F.relu(z)
+
+
+def dense_history(model, A, x):
+    """One exact pass with the current weights: every layer's input (layers 1..L-1), the history a
+    run starts from."""
+    with torch.no_grad():
+        h0 = h = model.pre(x)
+        hist = {}
+        for i in range(len(model.layers) - 1):
+            h = dense_layer(model, i, A, h, h0)
+            hist[i + 1] = h
+    return hist
+
+
 def dense_reference(model, A, x, y, train, order, node_chunk, hist):
-    """The chunked-stale forward of a GCN written out with dense matrices; autograd gives its
-    exact gradient, and ``hist`` (constants) receives none."""
-    n = x.shape[0]
-    processed = torch.zeros(n, dtype=torch.bool)
+    """The chunked-stale forward written out with dense matrices over the whole graph: chunk k (of
+    every part at once: chunk ids are shared by the parts) reads, at each layer, the current rows of
+    the chunks processed so far this epoch (itself included) and the history of the others. Autograd
+    gives its exact gradient; the history (constants) receives none. Returns the loss and this
+    epoch's layer inputs (the next history)."""
+    h0 = model.pre(x)
+    processed = torch.zeros(x.shape[0], dtype=torch.bool)
     cur = {i: torch.zeros_like(hist[i]) for i in hist}
     loss = 0.0
     for k in order:
         rows = torch.nonzero(node_chunk == k).flatten()
         processed = processed.clone()
         processed[rows] = True
-        for i, layer in enumerate(model.layers):
-            src = x if i == 0 else torch.where(processed[:, None], cur[i], hist[i])
-            z = A[rows] @ src @ layer.weight + layer.bias
+        for i in range(len(model.layers)):
+            src = h0 if i == 0 else torch.where(processed[:, None], cur[i], hist[i])
+            z = dense_layer(model, i, A[rows], src, h0[rows])
             if i < len(model.layers) - 1:
-                z = F.relu(z)
                 cur[i + 1] = cur[i + 1].index_put((rows,), z)
+        logits = model.post(z)
         mask = train[rows]
-        loss = loss + F.cross_entropy(z[mask], y[rows][mask], reduction="sum") / int(train.sum())
-    return loss
+        loss = loss + F.cross_entropy(logits[mask], y[rows][mask], reduction="sum") / int(train.sum())
+    return loss, {i: t.detach() for i, t in cur.items()}
 
 
-def test_engine_is_the_chunked_stale_rule_with_its_exact_gradient(cora):
+def replay(model, A, x, graph, node_chunk, chunks: int, refresh: int, epochs: int, got_step):
+    """Epochs 1..``epochs`` of the reference beside the engine's (``got_step(epoch)`` returns the
+    engine's loss and weight gradients for the current weights); both then take ``w -= 0.5 grad``.
+    History: the exact pass with the initial weights, replaced by an epoch's values at the end of
+    epochs ``refresh``, ``2 refresh``, ..."""
+    hist = dense_history(model, A, x)
+    for epoch in range(1, epochs + 1):
+        loss, grads = got_step(epoch)
+        model.zero_grad()
+        ref, cur = dense_reference(model, A, x, graph.y, graph.train_mask, chunk_order(0, epoch, chunks, True),
+                                   node_chunk, hist)
+        ref.backward()
+        assert abs(loss - ref.item()) <= 1e-4 * abs(ref.item()), (epoch, loss, ref.item())
+        for n, p in model.named_parameters():
+            assert torch.allclose(grads[n], p.grad, rtol=1e-4, atol=1e-6), (epoch, n)
+        if epoch % refresh == 0:
+            hist = cur
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= 0.5 * p.grad
+
+
+@pytest.mark.parametrize("model_name, layers, refresh, epochs", [("gcn", 3, 10, 2), ("gcnii", 4, 2, 5)])
+def test_engine_is_the_chunked_stale_rule_with_its_exact_gradient(cora, model_name, layers, refresh, epochs):
+    """One part, 4 chunks, checked epoch by epoch against the dense reference. GCNII adds the H0
+    path (H0 rows travel with each chunk; its gradient is collected per chunk), and with refresh 2
+    over 5 epochs the history is replaced twice (epochs 3-4 read epoch 2's values, epoch 5 epoch 4's)."""
     torch.manual_seed(0)
-    model = build_model("gcn", cora.num_features, cora.num_classes, layers=3, hidden=16, dropout=0.0)
+    model = build_model(model_name, cora.num_features, cora.num_classes, layers=layers, hidden=16, dropout=0.0)
+    engine_model = build_model(model_name, cora.num_features, cora.num_classes, layers=layers, hidden=16,
+                               dropout=0.0)
+    engine_model.load_state_dict(model.state_dict())
     zeros = torch.zeros(cora.num_nodes, dtype=torch.int64)
     node_chunk = make_chunks(cora, zeros, 1, 4, "metis", seed=0)
     part = PartitionBook.build(cora, zeros).part(0)
-    engine = ChunkedEngine(part, node_chunk[part.local_nodes], 4, "gcn", bounds=stage_bounds(3, 1),
-                           history_refresh=10, seed=0)
-    A = Block.from_graph(cora, "gcn").adj.to_dense()
-    x = cora.dense_x()
-    with torch.no_grad():  # the history of epochs 1..10: one exact pass with the initial weights
-        hist, h = {}, x
-        for i, layer in enumerate(model.layers[:-1]):
-            h = F.relu(A @ h @ layer.weight + layer.bias)
-            hist[i + 1] = h
-    for epoch in (1, 2):
-        model.zero_grad()
-        loss = engine.step(model, epoch)
-        got = {n: p.grad.clone() for n, p in model.named_parameters()}
-        model.zero_grad()
-        order = chunk_order(0, epoch, 4, shuffle=True)
-        ref = dense_reference(model, A, x, cora.y, cora.train_mask, order, node_chunk, hist)
-        ref.backward()
-        assert abs(loss - ref.item()) <= 1e-4 * abs(ref.item())
-        for n, p in model.named_parameters():
-            assert torch.allclose(got[n], p.grad, rtol=1e-4, atol=1e-6), (epoch, n)
-        with torch.no_grad():  # move the weights, so that epoch 2 mixes new values with history
-            for p in model.parameters():
+    engine = ChunkedEngine(part, node_chunk[part.local_nodes], 4, MODELS[model_name].norm,
+                           bounds=stage_bounds(layers, 1), history_refresh=refresh, seed=0)
+
+    def got_step(epoch):
+        engine_model.zero_grad()
+        loss = engine.step(engine_model, epoch)
+        grads = {n: p.grad.clone() for n, p in engine_model.named_parameters()}
+        with torch.no_grad():
+            for p in engine_model.parameters():
                 p -= 0.5 * p.grad
+        return loss, grads
+
+    replay(model, Block.from_graph(cora, MODELS[model_name].norm).adj.to_dense(), cora.dense_x(), cora,
+           node_chunk, 4, refresh, epochs, got_step)
+
+
+def test_hybrid_halo_rows_follow_the_chunked_stale_rule(cora, tmp_path):
+    """Two parts (a hybrid group of W = 2, one stage), 4 chunks each, refresh 2, 5 epochs, against the
+    same dense reference over the whole graph: a part's halo rows are current when their owner's
+    chunk has been processed this epoch (received with that chunk) and history otherwise."""
+    _, pdir, cfile = prepare(cora, 2, 4, tmp_path)
+    cfg = dict(model="gcn", layers=3, hidden=16, dropout=0.0, seed=0, parallel="hybrid", stages=1, graph_ways=2,
+               chunks=4, chunk_file=cfile, partition_dir=pdir, history_refresh=2)
+    got = run_ranks("chunked_steps", 2, {"config": cfg, "epochs": 5}, tmp_path)
+    torch.manual_seed(0)
+    model = build_model("gcn", cora.num_features, cora.num_classes, layers=3, hidden=16, dropout=0.0)
+    replay(model, Block.from_graph(cora, "gcn").adj.to_dense(), cora.dense_x(), cora,
+           load_chunks(cfile, cora.num_nodes, 4), 4, 2, 5,
+           lambda epoch: (got["losses"][epoch - 1], got["grads"][epoch - 1]))
 
 
 @pytest.mark.parametrize("model", list(SETTINGS))
