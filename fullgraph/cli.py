@@ -51,7 +51,7 @@ _TRAIN_FLAGS = [
     ("--conv-weight-decay", float, "GCNII: weight decay of its graph layers (default 0.01)"),
     ("--dropout", float, "dropout rate (default 0.5)"),
     ("--epochs", int, "maximum epochs (default 200)"),
-    ("--patience", int, "stop after this many evaluations without a better val accuracy (default 0: never)"),
+    ("--patience", int, "stop after this many evaluations without a better val --metric (default 0: never)"),
     ("--select", str, "pick the epoch by val 'acc' (highest --metric) or 'loss' (lowest) (default acc)"),
     ("--metric", str, "auto | acc | rocauc | micro-f1 (default auto: rocauc for 2 classes, micro-f1 for "
                       "multi-label, else acc)"),

@@ -53,7 +53,8 @@ class TrainConfig:
     epochs: int = 200
     """Maximum number of epochs."""
     patience: int = 0
-    """Stop after this many evaluations without a better validation accuracy (0: never)."""
+    """Stop after this many evaluations without a better validation metric (or loss, with ``select``
+    ``loss``; 0: never)."""
     select: str = "acc"
     """Model selection on the validation set: highest value of the metric (``acc``, whatever ``metric``
     is) or lowest loss (``loss``, as the GCNII paper does); the reported test numbers are the
