@@ -43,7 +43,7 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from fullgraph.config import TrainConfig
+from fullgraph.config import NORM_MODELS, TrainConfig
 from fullgraph.data.load import load_graph
 from fullgraph.train.metrics import counts, resolve_metric, roc_auc_columns, score_columns
 from fullgraph.train.trainer import Trainer
@@ -55,7 +55,7 @@ DEFAULT_ROOT = os.environ.get("FULLGRAPH_DATA") or str(Path(__file__).resolve().
 DATASETS = ("cora", "citeseer", "amazon-computers", "coauthor-cs", "coauthor-physics", "squirrel-filtered",
             "tolokers")
 MODELS = ("gcn", "sage", "gat", "gcnii", "resgcn+")
-NORMED = ("gcn", "sage", "gat")  # the models that take --norm
+NORMED = NORM_MODELS  # the models that take --norm
 SETTINGS = {  # model: its hyperparameters (the same on both sides)
     "gcn": dict(layers=3, hidden=128, dropout=0.5, lr=0.01, weight_decay=5e-4),
     "sage": dict(layers=3, hidden=128, dropout=0.5, lr=0.01, weight_decay=5e-4),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fullgraph.config import NORM_MODELS
 from fullgraph.errors import InputError
 from fullgraph.models.base import GNN
 from fullgraph.models.gat import GAT
@@ -23,8 +24,9 @@ def build_model(name: str, in_dim: int, out_dim: int, *, layers: int, hidden: in
     ``recompute``: the graph layers keep only their inputs and recompute the rest in backward
     (``GraphLayer``); same numbers, less activation memory. ``norm``: ``none``, ``layer`` or ``batch``
     after each hidden layer (GCN, GraphSAGE and GAT; see ``ops.norm``)."""
-    if norm != "none" and name not in ("gcn", "sage", "gat"):
-        raise InputError(f"expected norm 'none' for model {name!r} (got {norm!r}): only gcn, sage and gat take one")
+    if norm != "none" and name not in NORM_MODELS:
+        raise InputError(f"expected norm 'none' for model {name!r} (got {norm!r}): only {', '.join(NORM_MODELS)} "
+                         f"take one")
     model = _build(name, in_dim, out_dim, layers=layers, hidden=hidden, dropout=dropout, heads=heads,
                    gcnii_alpha=gcnii_alpha, gcnii_lambda=gcnii_lambda, gcn_kernel=gcn_kernel, norm=norm)
     model.recompute = recompute
