@@ -20,6 +20,7 @@ PARALLEL_NAMES = ("single", "graph", "pipeline", "hybrid", "spmm-1d", "spmm-1.5d
 CHUNK_EDGES = ("stale", "induced")
 SPMM_MODELS = ("gcn", "sage", "gcnii", "resgcn+")  # their aggregation is one plain sparse product
 NORM_MODELS = ("gcn", "sage", "gat")  # the models --norm applies to
+METRICS = ("auto", "acc", "rocauc", "micro-f1")  # --metric (fullgraph.train.metrics computes them)
 PARTITIONERS = ("metis", "metis-degree", "random", "contiguous", "permuted")
 FEATURE_NORMS = ("auto", "row", "none")
 
@@ -205,15 +206,14 @@ class TrainConfig:
                              f"with --parallel {self.parallel} (got {self.model}); train {self.model} with --parallel "
                              f"graph, pipeline or hybrid")
         need(self.progress in ("auto", "bar", "lines", "none"), "progress", "to be auto, bar, lines or none")
-        self._check_norm_and_metric()
+        self._check_model_options()
+
+    def _check_model_options(self) -> None:
         if self.model == "gat" and self.hidden % self.heads:
             raise InputError(
                 f"expected hidden to be a multiple of heads for gat (got hidden={self.hidden}, heads={self.heads})"
             )
-
-    def _check_norm_and_metric(self) -> None:
         from fullgraph.ops.norm import NORMS
-        from fullgraph.train.metrics import METRICS
 
         if self.metric not in METRICS:
             raise InputError(f"expected metric to be one of {', '.join(METRICS)} (got {self.metric!r})")

@@ -21,11 +21,11 @@ import numpy as np
 import torch
 from scipy.stats import rankdata
 
+from fullgraph.config import METRICS  # noqa: F401 - the choices, defined with the other options
 from fullgraph.ops.loss import correct_count
 
 __all__ = ["METRICS", "METRIC_NAMES", "resolve_metric", "counts", "roc_auc", "roc_auc_columns", "score_columns"]
 
-METRICS = ("auto", "acc", "rocauc", "micro-f1")
 METRIC_NAMES = {"acc": "accuracy", "rocauc": "ROC-AUC", "micro-f1": "micro-F1"}
 """How progress lines and the command line's last line name each metric."""
 
