@@ -59,6 +59,8 @@ _TRAIN_FLAGS = [
     ("--seed", int, "seed (default 0)"),
     ("--eval-every", int, "evaluate every this many epochs (default 1)"),
     ("--threads", int, "CPU threads (default 0: all cores)"),
+    ("--device", str, "auto | cpu | cuda: where each process computes (default auto: a GPU per process "
+                      "when there are enough, else the CPU)"),
     ("--out", str, "folder for metrics.jsonl and summary.json"),
     ("--gcnii-alpha", float, "GCNII initial residual alpha (default 0.1)"),
     ("--gcnii-lambda", float, "GCNII identity mapping lambda (default 0.5)"),
@@ -163,10 +165,13 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 def cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
     from fullgraph.comm.context import DistEnv
+    from fullgraph.device import resolve_device
     from fullgraph.train.trainer import Trainer
 
     cfg = config_from_args(args)
     env = DistEnv.from_env()
+    local = env.local_world_size if env is not None else (cfg.nprocs if cfg.layout.distributed else 1)
+    resolve_device(cfg.device, 0, local)  # before any graph is read or process started
     if cfg.layout.distributed and env is None:
         return launch(cfg, argv)
     if env is not None and env.world_size != cfg.nprocs:
@@ -186,7 +191,8 @@ def cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
     print(
         f"{result.dataset} {result.model} x{result.layers}: test {METRIC_NAMES[result.metric]} "
         f"{result.test_metric:.4f} (val {result.val_metric:.4f} at epoch {result.best_epoch}; {result.epochs_run} epochs, "
-        f"{result.epoch_time_s * 1000:.1f} ms/epoch, peak RSS {result.peak_rss_bytes / 2**20:.0f} MiB)"
+        f"{result.epoch_time_s * 1000:.1f} ms/epoch, peak RSS {result.peak_rss_bytes / 2**20:.0f} MiB"
+        + (f", {result.device} peak {result.peak_cuda_bytes / 2**20:.0f} MiB)" if result.peak_cuda_bytes else ")")
     )
     if cfg.out:
         print(f"wrote {cfg.out}/metrics.jsonl and {cfg.out}/summary.json")
@@ -207,13 +213,11 @@ def shared_inputs(cfg: TrainConfig, env) -> None:
     others wait for it. Across machines, make the partition with 'fullgraph partition' on shared
     storage instead."""
     import torch.distributed as dist
-    from datetime import timedelta
 
+    from fullgraph.comm.context import init_world
     from fullgraph.parallel.setup import prepare_run
 
-    if not dist.is_initialized():
-        dist.init_process_group("gloo", init_method="env://", rank=env.rank, world_size=env.world_size,
-                                timeout=timedelta(minutes=30))
+    init_world(env, cfg.device, setup_timeout_s=1800.0)  # the group Comm will use, NCCL included
     box = [prepare_run(cfg)] if env.rank == 0 else [None]
     dist.broadcast_object_list(box, src=0)
     flags = box[0]

@@ -23,6 +23,7 @@ NORM_MODELS = ("gcn", "sage", "gat")  # the models --norm applies to
 METRICS = ("auto", "acc", "rocauc", "micro-f1")  # --metric (fullgraph.train.metrics computes them)
 PARTITIONERS = ("metis", "metis-degree", "random", "contiguous", "permuted")
 FEATURE_NORMS = ("auto", "row", "none")
+DEVICES = ("auto", "cpu", "cuda")  # --device (fullgraph.device resolves them)
 
 
 @dataclass
@@ -72,6 +73,11 @@ class TrainConfig:
     """Evaluate validation and test accuracy every this many epochs (and after the last)."""
     threads: int = 0
     """CPU threads for this process (0: all cores)."""
+    device: str = "auto"
+    """Where each process computes: ``cpu``, ``cuda`` (refused without a GPU per local process), or
+    ``auto`` (``$FULLGRAPH_DEVICE`` if set; else CUDA when every local process can have a GPU of its
+    own, else the CPU; ``fullgraph.device``). Multi-process runs on GPUs talk over NCCL, on the CPU
+    over gloo."""
     out: str | None = None
     """Folder for metrics.jsonl and summary.json."""
     gcnii_alpha: float = 0.1
@@ -164,6 +170,7 @@ class TrainConfig:
         need(self.select in ("acc", "loss"), "select", "to be acc or loss")
         need(self.eval_every >= 1, "eval_every", ">= 1")
         need(self.threads >= 0, "threads", ">= 0")
+        need(self.device in DEVICES, "device", f"to be one of {', '.join(DEVICES)}")
         need(self.split >= 0, "split", ">= 0")
         need(0.0 <= self.gcnii_alpha <= 1.0, "gcnii_alpha", "in [0, 1]")
         need(self.gcnii_lambda > 0, "gcnii_lambda", "> 0")

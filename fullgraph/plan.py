@@ -185,10 +185,12 @@ def kept_activation_bytes(model: str, *, nodes: int, halo: int, block_nnz: int, 
 
 GIB = 1 << 30
 MIB = 1 << 20
-PROCESS_BYTES = 330 * MIB
+PROCESS_BYTES = (675 if torch.version.cuda else 330) * MIB
 """RSS of a training process before its graph counts: interpreter, PyTorch, fullgraph, their
 libraries and first-use allocations (a tiny graph's peak, one process or a graph-parallel rank:
-327-344 MiB with torch 2.13 on CPU)."""
+327-344 MiB with torch 2.13's CPU build). A CUDA build of PyTorch maps its GPU libraries too, even
+for a run on the CPU: 341-371 MiB more in every host-memory case measured with torch 2.11+cu130 on
+an H100 machine (import alone: 546 MiB against ~200)."""
 HEAP_OVERHEAD = {
     ("gcn", False): 1.85, ("gcn", True): 2.0, ("gcnii", False): 3.0, ("gcnii", True): 4.25,
     ("sage", False): 2.5, ("sage", True): 4.5, ("resgcn+", False): 2.3, ("resgcn+", True): 4.5,

@@ -186,10 +186,11 @@ def test_single_process_stats_are_the_whole_graph(graph):
 def test_peak_rss_is_this_programs_own_not_its_parents():
     """Linux carries ``ru_maxrss`` over fork and exec, so a rank started by a large launcher (or a test
     by a large pytest) would report its parent's peak; ``peak_rss_bytes`` reads this program's own."""
-    big = bytearray(600 << 20)
-    big[::4096] = b"\x01" * len(big[::4096])  # touch every page: the parent's RSS is now >= 600 MiB
+    big = bytearray(1536 << 20)
+    big[::4096] = b"\x01" * len(big[::4096])  # touch every page: the parent's RSS is now >= 1.5 GiB
     code = "from fullgraph.memory import peak_rss_bytes; print(peak_rss_bytes())"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert int(proc.stdout) < 450 << 20, int(proc.stdout) >> 20
+    # the child imports torch: ~200 MiB with the CPU build, ~500 MiB with a CUDA build
+    assert int(proc.stdout) < 1024 << 20, int(proc.stdout) >> 20
     del big

@@ -22,7 +22,7 @@ import torch.distributed as dist
 
 from fullgraph.comm.ledger import Ledger
 
-__all__ = ["DistEnv", "Comm", "Pending"]
+__all__ = ["DistEnv", "Comm", "Pending", "init_world"]
 
 
 @dataclass(frozen=True)
@@ -46,21 +46,34 @@ class DistEnv:
         )
 
 
+def init_world(env: DistEnv, device: str = "auto", setup_timeout_s: float = 1800.0) -> torch.device:
+    """Join the world process group (once per process) and return this rank's device.
+
+    With a GPU per local rank the group is made ``cpu:gloo,cuda:nccl``: CUDA tensors travel over NCCL,
+    and the CPU objects of set-up (``broadcast_object_list`` of the launch flags, checkpoint metadata)
+    over gloo. Whoever calls this first (the CLI, before it shares the partition; or ``Comm``), the
+    group is the same, so NCCL is never left out by an earlier gloo-only set-up."""
+    from fullgraph.device import resolve_device
+
+    dev = resolve_device(device, env.local_rank, env.local_world_size)
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    if not dist.is_initialized():
+        backend = "cpu:gloo,cuda:nccl" if dev.type == "cuda" else "gloo"
+        dist.init_process_group(backend, init_method="env://", rank=env.rank, world_size=env.world_size,
+                                timeout=timedelta(seconds=setup_timeout_s))
+    return dev
+
+
 class Comm:
     """Collectives of one process group, each recorded in ``ledger`` under a category."""
 
     def __init__(self, env: DistEnv, *, timeout_s: float = 60.0, setup_timeout_s: float = 1800.0,
-                 backend: str | None = None):
+                 device: str = "auto"):
         self.env = env
         self.rank, self.world_size = env.rank, env.world_size
-        use_cuda = torch.cuda.is_available() and torch.cuda.device_count() >= env.local_world_size
-        self.backend = backend or ("nccl" if use_cuda else "gloo")
-        self.device = torch.device(f"cuda:{env.local_rank}") if self.backend == "nccl" else torch.device("cpu")
-        if self.device.type == "cuda":
-            torch.cuda.set_device(self.device)
-        if not dist.is_initialized():
-            dist.init_process_group(self.backend, init_method="env://", rank=env.rank, world_size=env.world_size,
-                                    timeout=timedelta(seconds=setup_timeout_s))
+        self.device = init_world(env, device, setup_timeout_s)
+        self.backend = "nccl" if self.device.type == "cuda" else "gloo"
         self.timeout_s = timeout_s
         self.group = dist.new_group(list(range(env.world_size)), timeout=timedelta(seconds=timeout_s))
         self.world_group = self.group

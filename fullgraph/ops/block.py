@@ -53,7 +53,7 @@ class Block:
     def edges(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(src, dst)`` local ids of every stored entry, in CSR order (for attention)."""
         if self._edges is None:
-            dst = torch.repeat_interleave(torch.arange(self.num_dst), self.adj.indptr.diff())
+            dst = torch.repeat_interleave(torch.arange(self.num_dst, device=self.adj.indptr.device), self.adj.indptr.diff())
             self._edges = (self.adj.indices, dst)
         return self._edges
 

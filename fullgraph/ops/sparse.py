@@ -90,8 +90,9 @@ class SparseOp:
         return cls(t.crow_indices().to(torch.int64), t.col_indices().to(torch.int64), t.values(), t.shape)
 
     def _scipy(self, data=None) -> sp.csr_matrix:
-        data = self.values.numpy() if data is None else data
-        return sp.csr_matrix((data, self.indices.numpy(), self.indptr.numpy()), shape=self.shape)
+        """The structure as SciPy CSR (host arrays; a GPU operator's are copied to the host)."""
+        data = self.values.cpu().numpy() if data is None else data
+        return sp.csr_matrix((data, self.indices.cpu().numpy(), self.indptr.cpu().numpy()), shape=self.shape)
 
     def _is_symmetric(self) -> bool:
         a = self._scipy()
@@ -116,10 +117,11 @@ class SparseOp:
         if self._perm is None:
             pos = self._scipy(np.arange(1, self.nnz + 1, dtype=np.int64)).T.tocsr()
             pos.sort_indices()
-            self._perm = torch.from_numpy(pos.data - 1)
+            dev = self.indptr.device  # SciPy works on the host; the result lives with the operator
+            self._perm = torch.from_numpy(pos.data - 1).to(dev)
             self._t_indptr, self._t_indices = _kernel_indices_of(
-                torch.from_numpy(pos.indptr.astype(np.int64)), torch.from_numpy(pos.indices.astype(np.int64)),
-                self.shape[0])
+                torch.from_numpy(pos.indptr.astype(np.int64)).to(dev),
+                torch.from_numpy(pos.indices.astype(np.int64)).to(dev), self.shape[0])
 
     def mm(self, x: torch.Tensor) -> torch.Tensor:
         """``A @ x``. Layers multiply through ``mm`` / ``mm_t`` only, so a layout may hand them an
@@ -152,6 +154,8 @@ class SparseOp:
         return self.A.to_dense()
 
     def to(self, device) -> "SparseOp":
+        if self.indptr.device == torch.device(device):
+            return self
         out = SparseOp(self.indptr.to(device), self.indices.to(device), self.values.to(device), self.shape,
                        symmetric=self.symmetric)
         return out

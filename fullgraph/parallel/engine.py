@@ -134,11 +134,13 @@ class Engine:
 class SingleEngine(Engine):
     """The whole graph in one process: the reference every layout is checked against."""
 
-    def __init__(self, graph: Graph, norm: str):
+    def __init__(self, graph: Graph, norm: str, device: torch.device | str = "cpu"):
         self.graph = graph
-        self.block = Block.from_graph(graph, norm)
-        self.x = input_features(graph.x)
-        self.y, self.train_mask, self.val_mask, self.test_mask = graph.y, graph.train_mask, graph.val_mask, graph.test_mask
+        self.device = dev = torch.device(device)
+        self.block = Block.from_graph(graph, norm).to(dev)
+        self.x = input_features(graph.x).to(dev)
+        self.y, self.train_mask, self.val_mask, self.test_mask = (
+            t.to(dev) for t in (graph.y, graph.train_mask, graph.val_mask, graph.test_mask))
         self.num_train, self.num_val, self.num_test = (int(m.sum()) for m in (self.train_mask, self.val_mask,
                                                                               self.test_mask))
         self.in_dim, self.num_classes = graph.num_features, graph.num_classes

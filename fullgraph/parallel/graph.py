@@ -165,7 +165,7 @@ def graph_engine(cfg, norm: str) -> GraphEngine:
     env = DistEnv.from_env()
     if env is None:
         raise RuntimeError("graph_engine needs the torchrun environment (RANK, WORLD_SIZE, ...)")
-    comm = Comm(env, timeout_s=cfg.comm_timeout)
+    comm = Comm(env, timeout_s=cfg.comm_timeout, device=cfg.device)
     if cfg.partition_dir is None:
         raise RuntimeError("graph parallelism needs a partition folder (--partition-dir)")
     meta = load_meta(cfg.partition_dir)

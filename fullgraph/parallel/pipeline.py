@@ -393,7 +393,7 @@ def chunked_engine(cfg, norm: str, comm: Comm | None = None) -> ChunkedEngine:
     layout = cfg.layout
     S, W = layout.stages, layout.graph_ways
     owns_comm = comm is None
-    comm = Comm(env, timeout_s=cfg.comm_timeout) if comm is None else comm
+    comm = Comm(env, timeout_s=cfg.comm_timeout, device=cfg.device) if comm is None else comm
     group = comm.split([[s * W + j for j in range(W)] for s in range(S)]) if W > 1 else None
     meta = load_meta(cfg.partition_dir)
     check_parts(meta, W, cfg.partition_dir)

@@ -18,9 +18,10 @@ __all__ = ["ENGINES", "build_engine"]
 
 def _single(cfg, norm: str, graph=None) -> Engine:
     from fullgraph.data.load import load_graph
+    from fullgraph.device import resolve_device
     from fullgraph.parallel.engine import SingleEngine
 
-    return SingleEngine(load_graph(cfg) if graph is None else graph, norm)
+    return SingleEngine(load_graph(cfg) if graph is None else graph, norm, resolve_device(cfg.device))
 
 
 def _graph(cfg, norm: str, graph=None) -> Engine:

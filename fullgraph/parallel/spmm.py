@@ -365,7 +365,7 @@ def spmm_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> SpmmEng
         env = DistEnv.from_env()
         if env is None:
             raise RuntimeError("spmm_engine needs the torchrun environment (RANK, WORLD_SIZE, ...)")
-        comm = Comm(env, timeout_s=cfg.comm_timeout)
+        comm = Comm(env, timeout_s=cfg.comm_timeout, device=cfg.device)
     c = cfg.replication if cfg.parallel == "spmm-1.5d" else 1
     R = grid_rows(cfg.parallel, comm.world_size, c)
     index = grid_row_of(cfg.parallel, comm.rank, comm.world_size, c)

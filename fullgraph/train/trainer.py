@@ -25,6 +25,7 @@ from fullgraph.models import GNN, MODELS, build_model
 from fullgraph.ops.dropout import keyed_dropout
 from fullgraph.parallel.engine import Engine
 from fullgraph.parallel.registry import build_engine
+from fullgraph.device import peak_device_bytes, reset_peak, synchronize
 from fullgraph.memory import peak_rss_bytes
 from fullgraph.ops.loss import loss_sum
 from fullgraph.train.metrics import counts, resolve_metric, roc_auc_columns, score_columns
@@ -70,6 +71,12 @@ class RunResult:
     """The largest per-rank estimate of ``fullgraph.plan.estimate_peak_bytes`` made before training (None:
     no memory model for this layout or device)."""
     estimated_peak_bytes_per_rank: list[int | None] = field(default_factory=list)
+    device: str = "cpu"
+    """Where rank 0 computed (``cuda:0`` or ``cpu``)."""
+    peak_cuda_bytes: int | None = None
+    """On GPUs: the most bytes PyTorch's allocator held on any rank's GPU during the run (its tensors,
+    not the allocator's cached blocks; None on the CPU)."""
+    peak_cuda_bytes_per_rank: list[int] = field(default_factory=list)
     comm_bytes_per_epoch: dict = field(default_factory=dict)
     replication_factor: float | None = None
     bubble_fraction: float | None = None
@@ -134,6 +141,7 @@ class Trainer:
             dropout=cfg.dropout, heads=cfg.heads, gcnii_alpha=cfg.gcnii_alpha, gcnii_lambda=cfg.gcnii_lambda,
             gcn_kernel=cfg.gcn_kernel, recompute=cfg.recompute, norm=cfg.norm,
         )
+        reset_peak(e.device)  # the peak reported is this run's, from the model on
         self.model.to(e.device)
         self.optimizer = torch.optim.Adam(
             self.model.param_groups(cfg.weight_decay, cfg.conv_weight_decay), lr=cfg.lr
@@ -253,6 +261,7 @@ class Trainer:
             for epoch in range(1, cfg.epochs + 1):
                 t0 = time.perf_counter()
                 loss = self.train_step(epoch)
+                synchronize(e.device)  # the optimizer's queued GPU work belongs to this epoch
                 dt = time.perf_counter() - t0
                 times.append(dt)
                 record = {"epoch": epoch}
@@ -286,6 +295,7 @@ class Trainer:
         if best_state is not None:
             self.model.load_state_dict(best_state)
         rss = e.gather(float(peak_rss_bytes()), "eval/reduce")
+        gpu = e.gather(float(peak_device_bytes(e.device) or 0), "eval/reduce")
         result = RunResult(
             dataset=e.name, model=cfg.model, layers=cfg.layers, hidden=cfg.hidden,
             parallel=cfg.parallel, nprocs=cfg.nprocs, epochs_run=epoch, best_epoch=best["epoch"],
@@ -297,6 +307,10 @@ class Trainer:
             graph=e.summary(), environment=environment(),
         )
         result.peak_rss_bytes_per_rank = [int(r) for r in rss]
+        if torch.device(e.device).type == "cuda":
+            result.device = str(e.device)
+            result.peak_cuda_bytes_per_rank = [int(v) for v in gpu]
+            result.peak_cuda_bytes = max(result.peak_cuda_bytes_per_rank)
         est = e.gather(float(self.estimated_peak if self.estimated_peak is not None else -1), "eval/reduce")
         result.estimated_peak_bytes_per_rank = [int(v) if v >= 0 else None for v in est]
         known = [v for v in result.estimated_peak_bytes_per_rank if v is not None]

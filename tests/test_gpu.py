@@ -1,0 +1,138 @@
+"""The CUDA path: what runs only where a GPU is (the ``gpu`` marker; skipped elsewhere, see conftest),
+and ``--device``'s refusal where none is.
+
+What the design promises on a GPU, and what these tests hold it to:
+- keyed dropout masks are integer hashes of (seed, epoch, site, row, column), so CUDA and the CPU
+  draw the **same bits**;
+- floating-point results are not bit-equal across devices (cuSPARSE and cuBLAS sum in other orders
+  than MKL), so losses and weights are compared within ``TOL`` below;
+- one process with a GPU of its own computes there (``--device auto``), records its peak GPU memory in
+  summary.json, and a distributed rank with a GPU of its own talks over NCCL — including under
+  torchrun, where the CLI joins the process group before ``Comm`` does.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from fullgraph.config import MODEL_NAMES, TrainConfig
+from fullgraph.data.synthetic import planted_partition
+from fullgraph.ops.dropout import DropoutKey, keyed_keep
+from fullgraph.train.trainer import Trainer
+
+HAS_CUDA = torch.cuda.is_available()
+TOL = dict(rtol=1e-3, atol=1e-5)
+"""CPU against CUDA over a few Adam steps in float32. Summation orders differ per kernel (cuSPARSE and
+cuBLAS against MKL; GAT's softmax sums with atomics, in an order that varies run to run), about 1e-7
+relative per op, and Adam's normalized steps grow it: GAT's fifth loss differed by 1.2e-4 relative on
+an H100. A real difference moves losses by 1e-2 or more (a dropout mask not applied, a wrong
+normalization), so 1e-3 still fails on it."""
+WEIGHT_TOL = dict(rtol=1e-3, atol=1e-3)
+"""Weights after Adam steps of lr 0.01: where a gradient is near zero, Adam's step m/√v is decided
+by that noise, so a weight near zero may differ by a fraction of a step (GAT: 1.5e-4 on an H100);
+a tenth of the learning rate bounds that and still fails on a wrong gradient (a whole step, 1e-2)."""
+
+
+@pytest.fixture(scope="module")
+def small():
+    return planted_partition(num_nodes=800, num_features=32, seed=3)
+
+
+def fit(graph, device, **kw):
+    cfg = TrainConfig(progress="none", device=device, **kw)
+    trainer = Trainer(cfg, graph)
+    try:
+        result = trainer.build().train()
+        weights = {k: v.detach().cpu() for k, v in trainer.model.state_dict().items()}
+        return result, weights
+    finally:
+        trainer.close()
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the refusal on a machine without a GPU")
+def test_device_cuda_is_refused_without_a_gpu_in_one_line():
+    run = subprocess.run([sys.executable, "-m", "fullgraph", "train", "--device", "cuda", "--epochs", "1"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert run.stderr.strip().count("\n") == 0 and "--device cuda" in run.stderr and "torch sees 0" in run.stderr
+
+
+def test_device_auto_is_cuda_where_each_process_has_a_gpu(monkeypatch):
+    from fullgraph.device import resolve_device
+
+    monkeypatch.delenv("FULLGRAPH_DEVICE")
+
+    want = "cuda" if HAS_CUDA else "cpu"
+    assert resolve_device("auto").type == want
+    assert resolve_device("cpu").type == "cpu"
+    assert resolve_device("auto", 0, torch.cuda.device_count() + 1).type == "cpu"  # not a GPU for each
+    monkeypatch.setenv("FULLGRAPH_DEVICE", "cpu")
+    assert resolve_device("auto").type == "cpu"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("model", MODEL_NAMES)
+def test_every_model_trains_on_cuda_as_on_the_cpu(small, model, tmp_path):
+    kw = dict(model=model, layers=3, hidden=16, heads=2, epochs=5, dropout=0.5, threads=1, eval_every=5)
+    cpu, w_cpu = fit(small, "cpu", **kw)
+    gpu, w_gpu = fit(small, "cuda", out=str(tmp_path), **kw)
+    torch.testing.assert_close(torch.tensor(gpu.losses), torch.tensor(cpu.losses), **TOL)
+    for name in w_cpu:
+        torch.testing.assert_close(w_gpu[name], w_cpu[name], **WEIGHT_TOL, msg=lambda m: f"{model} {name}: {m}")
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["device"].startswith("cuda") and summary["peak_cuda_bytes"] > 0
+    assert cpu.device == "cpu" and cpu.peak_cuda_bytes is None
+
+
+@pytest.mark.gpu
+def test_keyed_dropout_draws_the_same_bits_on_cuda_and_the_cpu():
+    rows = torch.randperm(5000)[:3000]
+    key = DropoutKey(seed=7, epoch=3)
+    for p in (0.1, 0.5, 0.9):
+        cpu = keyed_keep(rows, 130, p, key, site=2)
+        gpu = keyed_keep(rows.cuda(), 130, p, key, site=2)
+        assert torch.equal(gpu.cpu(), cpu)
+
+
+@pytest.mark.gpu
+def test_fused_gcn_kernel_on_cuda_matches_plain_autograd(small):
+    kw = dict(model="gcn", layers=4, hidden=32, epochs=4, dropout=0.5, eval_every=4)
+    fused, w_fused = fit(small, "cuda", gcn_kernel="fused", **kw)
+    plain, w_plain = fit(small, "cuda", gcn_kernel="autograd", **kw)
+    torch.testing.assert_close(torch.tensor(fused.losses), torch.tensor(plain.losses), **TOL)
+    for name in w_plain:
+        torch.testing.assert_close(w_fused[name], w_plain[name], **WEIGHT_TOL)
+    assert fused.peak_cuda_bytes < plain.peak_cuda_bytes  # one kept activation per layer, not several
+
+
+def _cli(args, tmp_path, launcher=()):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.pop("FULLGRAPH_DEVICE")  # the default, --device auto, as a user on this machine gets it
+    run = subprocess.run([*launcher, "-m", "fullgraph", "train", "--progress", "none", *args],
+                         capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads((tmp_path / "out" / "summary.json").read_text())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("how", ["launcher", "torchrun"])
+def test_a_rank_with_a_gpu_of_its_own_trains_over_nccl(tmp_path, how):
+    """One graph-parallel rank on the GPU, started by fullgraph's launcher or by torchrun (whose path
+    joins the process group in the CLI first): it computes on cuda:0, and its losses are those of
+    the single process on the GPU."""
+    common = ["--epochs", "4", "--eval-every", "4", "--dropout", "0.5", "--out", "out"]
+    (tmp_path / "single").mkdir()
+    _cli(common, tmp_path / "single", launcher=(sys.executable,))
+    launcher = (sys.executable,) if how == "launcher" else (sys.executable, "-m", "torch.distributed.run",
+                                                            "--standalone", "--nproc-per-node", "1")
+    rank = _cli([*common, "--parallel", "graph", "--nprocs", "1"], tmp_path, launcher=launcher)
+    assert rank["device"] == "cuda:0" and rank["peak_cuda_bytes"] > 0
+    with open(tmp_path / "out" / "metrics.jsonl") as f:
+        losses = [json.loads(line)["loss"] for line in f]
+    with open(tmp_path / "single" / "out" / "metrics.jsonl") as f:
+        want = [json.loads(line)["loss"] for line in f]
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(want), **TOL)
