@@ -61,7 +61,11 @@ _TRAIN_FLAGS = [
     ("--threads", int, "CPU threads (default 0: all cores)"),
     ("--device", str, "auto | cpu | cuda: where each process computes (default auto: a GPU per process "
                       "when there are enough, else the CPU)"),
-    ("--out", str, "folder for metrics.jsonl and summary.json"),
+    ("--out", str, "the run's folder: config.json, metrics.jsonl, summary.json, model.pt, checkpoint/"),
+    ("--checkpoint-every", int, "write OUT/checkpoint/ every N epochs, keeping the last two (default 0: never)"),
+    ("--resume", str, "RUN: carry on from RUN's newest checkpoint with its saved options (only --epochs may be "
+                      "raised); auto: the same with --out, or start afresh when it has no checkpoint yet "
+                      "(for torchrun --max-restarts)"),
     ("--gcnii-alpha", float, "GCNII initial residual alpha (default 0.1)"),
     ("--gcnii-lambda", float, "GCNII identity mapping lambda (default 0.5)"),
     ("--feature-norm", str, "row | none | auto (row for Planetoid graphs) (default auto)"),
@@ -149,27 +153,50 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--root", default=None, help="data root for named datasets (default: $FULLGRAPH_DATA, then ./data)")
     conv.add_argument("--split", type=int, default=0, help="which fixed split, or the seed of a made one (default 0)")
     conv.add_argument("--out", required=True, help="a new or empty folder, or an earlier dataset folder")
+    for name, what in (("evaluate", "the split metrics of a trained run's model, recomputed from RUN/model.pt"),
+                       ("predict", "class predictions, probabilities and embeddings of a trained run's model")):
+        use = sub.add_parser(name, help=what, description=what[0].upper() + what[1:] + ".")
+        use.add_argument("--run", required=True, help="a run folder (fullgraph train --out) holding model.pt")
+        use.add_argument("--dataset", default=None, help="another graph like the run's (default: the run's own)")
+        use.add_argument("--root", default=None, help="data root of --dataset (default: the run's)")
+        use.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
+        if name == "predict":
+            use.add_argument("--out", required=True, help="folder for predictions.npy, probabilities.npy "
+                                                          "(and embeddings.npy)")
+            use.add_argument("--embeddings", action="store_true", help="also write the last hidden layer")
+        else:
+            use.add_argument("--json", action="store_true", help="print JSON instead of a table")
     ds = sub.add_parser("datasets", help="list known datasets and which are present")
     ds.add_argument("--root", default=None, help="data root (default: $FULLGRAPH_DATA, then ./data)")
     ds.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
 
 
-def config_from_args(args: argparse.Namespace) -> TrainConfig:
+def given_options(args: argparse.Namespace) -> dict:
+    """The options of ``fullgraph train`` a user gave: the TOML file's, overridden by the flags."""
     options = load_toml(args.config) if args.config else {}
     for name in TrainConfig.field_names():
         if hasattr(args, name):
             options[name] = getattr(args, name)
-    return TrainConfig(**options)
+    return options
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    return TrainConfig(**given_options(args))
 
 
 def cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
     from fullgraph.comm.context import DistEnv
+    from fullgraph.comm.launch import ERROR_FILE_ENV
     from fullgraph.device import resolve_device
+    from fullgraph.train.runs import resume_config, write_run_config
     from fullgraph.train.trainer import Trainer
 
-    cfg = config_from_args(args)
+    resume = getattr(args, "resume", None)
+    cfg, resuming = resume_config(given_options(args), resume) if resume else (config_from_args(args), False)
     env = DistEnv.from_env()
+    if not resuming and (env is None or (env.rank == 0 and ERROR_FILE_ENV not in os.environ)):
+        write_run_config(cfg)  # as the user gave it: by this process, not by the launcher's ranks
     local = env.local_world_size if env is not None else (cfg.nprocs if cfg.layout.distributed else 1)
     resolve_device(cfg.device, 0, local)  # before any graph is read or process started
     if cfg.layout.distributed and env is None:
@@ -181,7 +208,7 @@ def cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
     missing = cfg.partition_dir is None or (chunked and cfg.chunk_file is None)
     if env is not None and cfg.layout.distributed and missing:
         shared_inputs(cfg, env)
-    trainer = Trainer(cfg)
+    trainer = Trainer(cfg, resume=resuming)
     try:
         result = trainer.build().train()
     finally:
@@ -302,6 +329,27 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from fullgraph.train.apply import evaluate_run
+
+    record = evaluate_run(args.run, args.dataset, args.root, args.device)
+    if args.json:
+        print(json.dumps(record))
+        return 0
+    name = METRIC_NAMES[record["metric"]]
+    print(f"{args.run}: {name} train {record['train_metric']:.4f}  val {record['val_metric']:.4f}  "
+          f"test {record['test_metric']:.4f}  (val loss {record['val_loss']:.4f})")
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from fullgraph.train.apply import predict_run
+
+    paths = predict_run(args.run, args.out, args.dataset, args.root, args.device, args.embeddings)
+    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
 def cmd_datasets(args: argparse.Namespace) -> int:
     from fullgraph.data.datasets import dataset_status, resolve_root
 
@@ -341,6 +389,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_generate(args)
         if args.command == "convert":
             return cmd_convert(args)
+        if args.command == "evaluate":
+            return cmd_evaluate(args)
+        if args.command == "predict":
+            return cmd_predict(args)
         return cmd_datasets(args)
     except InputError as e:
         report_worker_error(e, input_error=True)

@@ -79,7 +79,10 @@ class TrainConfig:
     own, else the CPU; ``fullgraph.device``). Multi-process runs on GPUs talk over NCCL, on the CPU
     over gloo."""
     out: str | None = None
-    """Folder for metrics.jsonl and summary.json."""
+    """Folder of the run: config.json, metrics.jsonl, summary.json, model.pt and checkpoint/."""
+    checkpoint_every: int = 0
+    """Write a checkpoint to ``out/checkpoint/`` every this many epochs (0: never); the last two are
+    kept, and ``fullgraph train --resume OUT`` carries on from the newest (``fullgraph.train.checkpoint``)."""
     gcnii_alpha: float = 0.1
     """GCNII initial-residual weight α."""
     gcnii_lambda: float = 0.5
@@ -170,6 +173,10 @@ class TrainConfig:
         need(self.select in ("acc", "loss"), "select", "to be acc or loss")
         need(self.eval_every >= 1, "eval_every", ">= 1")
         need(self.threads >= 0, "threads", ">= 0")
+        need(self.checkpoint_every >= 0, "checkpoint_every", ">= 0")
+        if self.checkpoint_every and not self.out:
+            raise InputError(f"expected --out with --checkpoint-every (got --checkpoint-every {self.checkpoint_every} "
+                             f"and no folder to write checkpoints into)")
         need(self.device in DEVICES, "device", f"to be one of {', '.join(DEVICES)}")
         need(self.split >= 0, "split", ">= 0")
         need(0.0 <= self.gcnii_alpha <= 1.0, "gcnii_alpha", "in [0, 1]")

@@ -60,8 +60,18 @@ def init_world(env: DistEnv, device: str = "auto", setup_timeout_s: float = 1800
         torch.cuda.set_device(dev)
     if not dist.is_initialized():
         backend = "cpu:gloo,cuda:nccl" if dev.type == "cuda" else "gloo"
-        dist.init_process_group(backend, init_method="env://", rank=env.rank, world_size=env.world_size,
-                                timeout=timedelta(seconds=setup_timeout_s))
+        timeout = timedelta(seconds=setup_timeout_s)
+        restart = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+        if restart is not None and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+            # torchrun --max-restarts: the agent's store outlives a failed attempt, keys and all, so a
+            # restarted rank would find the dead ranks' addresses there; each attempt gets its own keys
+            store = dist.PrefixStore(f"fullgraph/attempt-{restart}/", dist.TCPStore(
+                os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), env.world_size, is_master=False,
+                timeout=timeout))
+            dist.init_process_group(backend, store=store, rank=env.rank, world_size=env.world_size, timeout=timeout)
+        else:
+            dist.init_process_group(backend, init_method="env://", rank=env.rank, world_size=env.world_size,
+                                    timeout=timeout)
     return dev
 
 
@@ -125,6 +135,13 @@ class Comm:
                                    input_split_sizes=list(send_counts), group=self.group)
         return out
 
+    def barrier(self, category: str = "meta/metrics") -> None:
+        """Wait until every rank of the group gets here (a one-element all-reduce on this rank's
+        device, which NCCL and gloo both run). It carries no data, so it is recorded as 0 bytes: the
+        per-epoch byte counts stay what the layout moved, checkpoints or not."""
+        with self.ledger.timed(category, 0):
+            dist.all_reduce(torch.zeros(1, device=self.device), group=self.group)
+
     def all_reduce_(self, t: torch.Tensor, category: str) -> torch.Tensor:
         """Sum ``t`` over ranks, in place."""
         with self.ledger.timed(category, t.numel() * t.element_size()):
@@ -136,9 +153,6 @@ class Comm:
         with self.ledger.timed(category, t.numel() * t.element_size() * (self.world_size - 1)):
             dist.all_gather(out, t.contiguous(), group=self.group)
         return out
-
-    def barrier(self) -> None:
-        dist.barrier(group=self.group)
 
     def close(self) -> None:
         if not self.is_view and dist.is_initialized():

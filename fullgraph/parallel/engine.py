@@ -120,6 +120,21 @@ class Engine:
         parts = self.comm.all_gather(padded, category)
         return torch.cat([p[:k] for p, k in zip(parts, sizes)])
 
+    def consolidate(self, model, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The whole model's ``state`` as rank 0 must save it (collective). Layouts that replicate the
+        weights on every rank have it already; the pipeline gathers each stage's layers."""
+        return state
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """What of this layout the next epoch reads and a checkpoint must keep, as named tensors
+        (none: every layout but the pipeline recomputes its state from the weights and the epoch)."""
+        return {}
+
+    def load_state_tensors(self, state: dict[str, torch.Tensor], model) -> None:
+        """Restore what ``state_tensors`` returned (on resume, before the first epoch)."""
+        if state:
+            raise ValueError(f"{type(self).__name__} keeps no state, but the checkpoint holds {sorted(state)[:3]}")
+
     def describe(self) -> str:
         return self.name
 

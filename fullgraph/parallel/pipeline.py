@@ -217,6 +217,37 @@ class ChunkedEngine(Engine):
             for i, t in self.tables.items():
                 t.copy_(self.history[i])
 
+    def consolidate(self, model, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Each weight from the stage that trains it (the first graph way of that stage): one sum
+        over the world of a buffer in which every other rank holds zeros."""
+        if self.comm is None:
+            return state
+        owned = {id(p) for p in self._owned(model)}
+        params = dict(model.named_parameters())
+        mine = {name for name, p in params.items() if id(p) in owned}
+        mine |= {k for k in state if k not in params and self.comm.rank == 0}  # buffers: from rank 0
+        lead = self.group is None or self.group.rank == 0
+        flat = torch.cat([(v if lead and k in mine else torch.zeros_like(v)).reshape(-1).float()
+                          for k, v in state.items()])
+        self.comm.all_reduce_(flat, "meta/checkpoint")
+        out, at = {}, 0
+        for k, v in state.items():
+            out[k] = flat[at:at + v.numel()].view_as(v).to(v.dtype)
+            at += v.numel()
+        return out
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """The activation tables (current, and historical with refresh > 1) the next epoch reads."""
+        out = {f"table/{i}": t for i, t in (self.tables or {}).items()}
+        return out | {f"history/{i}": t for i, t in self.history.items()}
+
+    def load_state_tensors(self, state: dict[str, torch.Tensor], model) -> None:
+        if not state:
+            return
+        self._dims = self._layer_dims(model)
+        self.tables = {int(k.split("/")[1]): v for k, v in state.items() if k.startswith("table/")}
+        self.history = {int(k.split("/")[1]): v for k, v in state.items() if k.startswith("history/")}
+
     def _end_epoch(self, epoch: int) -> None:
         if self.refresh > 1 and epoch % self.refresh == 0:
             for i, t in self.tables.items():

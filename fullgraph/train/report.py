@@ -29,11 +29,12 @@ def write_json_atomic(path: Path, obj) -> None:
 
 
 class Progress:
-    def __init__(self, total: int, mode: str = "auto", desc: str = "train"):
+    def __init__(self, total: int, mode: str = "auto", desc: str = "train", done: int = 0):
         if mode == "auto":
             mode = "bar" if sys.stderr.isatty() else "lines"
         self.mode = mode
-        self.bar = tqdm(total=total, desc=desc, unit="epoch", dynamic_ncols=True) if mode == "bar" else None
+        self.bar = (tqdm(total=total, initial=done, desc=desc, unit="epoch", dynamic_ncols=True)
+                    if mode == "bar" else None)
         self.line_every = max(1, total // 20)  # plain lines: about twenty per run, whatever its length
         self.total = total
 
@@ -61,7 +62,7 @@ class Progress:
 class RunWriter:
     """Appends one JSON object per epoch to ``metrics.jsonl`` and writes ``summary.json`` at the end."""
 
-    def __init__(self, out: str | None):
+    def __init__(self, out: str | None, resume: bool = False):
         self.dir = Path(out) if out else None
         self._f = None
         if self.dir is not None:
@@ -70,7 +71,21 @@ class RunWriter:
 
                 raise InputError(f"expected --out to be a folder (got the file {self.dir})")
             self.dir.mkdir(parents=True, exist_ok=True)
-            self._f = (self.dir / "metrics.jsonl").open("w")
+            self._f = (self.dir / "metrics.jsonl").open("a" if resume else "w")
+
+    def keep_epochs(self, last: int) -> None:
+        """Resuming after epoch ``last``: keep the lines of epochs up to it (a run killed later wrote
+        some past it, which the resumed run writes again) and append from there. The old file is
+        replaced atomically."""
+        if self.dir is None:
+            return
+        self._f.close()
+        path = self.dir / "metrics.jsonl"
+        kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["epoch"] <= last]
+        tmp = path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(line + "\n" for line in kept))
+        tmp.rename(path)
+        self._f = path.open("a")
 
     def epoch(self, record: dict) -> None:
         if self._f is not None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
+import signal
 import platform
 import statistics
 import time
@@ -29,6 +31,8 @@ from fullgraph.device import peak_device_bytes, reset_peak, synchronize
 from fullgraph.memory import peak_rss_bytes
 from fullgraph.ops.loss import loss_sum
 from fullgraph.train.metrics import counts, resolve_metric, roc_auc_columns, score_columns
+from fullgraph.train.checkpoint import LoopState, load_checkpoint, save_checkpoint
+from fullgraph.train.model_file import MODEL_FILE, model_args, save_model
 from fullgraph.train.report import Progress, RunWriter
 
 log = logging.getLogger("fullgraph")
@@ -98,6 +102,21 @@ def environment() -> dict:
     }
 
 
+def _fault(epoch: int, rank: int) -> None:
+    """A testing hook: ``FULLGRAPH_FAULT=kill:RANK:EPOCH[:ONCE_FILE]`` makes that rank SIGKILL itself as
+    the epoch starts, as a lost machine would; with ``ONCE_FILE``, only if that file does not exist
+    yet (it is created first), so that a restarted run gets past the epoch (the kill-and-resume tests)."""
+    spec = os.environ.get("FULLGRAPH_FAULT", "").split(":")
+    if spec[0] != "kill" or spec[1:3] != [str(rank), str(epoch)]:
+        return
+    if len(spec) > 3:
+        try:
+            open(spec[3], "x").close()
+        except FileExistsError:
+            return
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 class Trainer:
     """Trains ``cfg.model`` on ``cfg.dataset`` under ``cfg.parallel``.
 
@@ -105,8 +124,10 @@ class Trainer:
     from the configuration, which is how tests and benchmarks reuse one loaded graph.
     """
 
-    def __init__(self, cfg: TrainConfig, graph: Graph | None = None, engine: Engine | None = None):
+    def __init__(self, cfg: TrainConfig, graph: Graph | None = None, engine: Engine | None = None,
+                 resume: bool = False):
         self.cfg = cfg
+        self.resume = resume  # carry on from the newest checkpoint in cfg.out
         self.graph = graph
         self.engine = engine
         self.model: GNN | None = None
@@ -136,17 +157,15 @@ class Trainer:
         e = self.engine
         self.estimated_peak = self._check_memory()
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank
-        self.model = build_model(
-            cfg.model, e.in_dim, e.num_classes, layers=cfg.layers, hidden=cfg.hidden,
-            dropout=cfg.dropout, heads=cfg.heads, gcnii_alpha=cfg.gcnii_alpha, gcnii_lambda=cfg.gcnii_lambda,
-            gcn_kernel=cfg.gcn_kernel, recompute=cfg.recompute, norm=cfg.norm,
-        )
+        args = model_args(cfg, e.in_dim, e.num_classes)
+        self.model = build_model(args.pop("name"), args.pop("in_dim"), args.pop("out_dim"), recompute=cfg.recompute,
+                                 **args)
         reset_peak(e.device)  # the peak reported is this run's, from the model on
         self.model.to(e.device)
         self.optimizer = torch.optim.Adam(
             self.model.param_groups(cfg.weight_decay, cfg.conv_weight_decay), lr=cfg.lr
         )
-        self.writer = RunWriter(cfg.out if e.is_main else None)
+        self.writer = RunWriter(cfg.out if e.is_main else None, resume=self.resume)
         if e.is_main:
             log.info("%s; model %s, %d layers, hidden %d, %s", e.describe(), cfg.model, cfg.layers, cfg.hidden,
                      cfg.parallel if cfg.nprocs == 1 else f"{cfg.parallel} x{cfg.nprocs}")
@@ -251,41 +270,47 @@ class Trainer:
         if self.model is None:
             self.build()
         cfg, e = self.cfg, self.engine
-        progress = Progress(cfg.epochs, cfg.progress if e.is_main else "none")
-        best = {k: 0.0 for k in SELECTED} | {"val_loss": float("inf"), "epoch": 0}
-        best_state = None
-        times, losses, comm_per_epoch, bubbles = [], [], [], []
-        bad_evals = 0
-        epoch = 0
+        s, best_state = LoopState(best={k: 0.0 for k in SELECTED} | {"val_loss": float("inf"), "epoch": 0}), None
+        if self.resume:
+            s, best_state, folder = load_checkpoint(cfg.out, model=self.model, optimizer=self.optimizer, engine=e)
+            if e.is_main:
+                log.info("resuming after epoch %d from %s", s.epoch, folder)
+            self.writer.keep_epochs(s.epoch)
+        progress = Progress(cfg.epochs, cfg.progress if e.is_main else "none", done=s.epoch)
+        epoch = s.epoch
         try:
-            for epoch in range(1, cfg.epochs + 1):
+            for epoch in range(s.epoch + 1, cfg.epochs + 1):
+                _fault(epoch, e.rank)
                 t0 = time.perf_counter()
                 loss = self.train_step(epoch)
                 synchronize(e.device)  # the optimizer's queued GPU work belongs to this epoch
                 dt = time.perf_counter() - t0
-                times.append(dt)
+                s.times.append(dt)
                 record = {"epoch": epoch}
                 evaluated = {}
                 if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
                     t1 = time.perf_counter()
                     evaluated = self.evaluate() | {"eval_time_s": time.perf_counter() - t1}
                 record |= e.epoch_extras() | self._epoch_totals(loss, dt) | {"epoch_time_s": dt} | evaluated
-                losses.append(record["loss"])
+                s.losses.append(record["loss"])
                 if "comm_bytes" in record:
-                    comm_per_epoch.append(record["comm_bytes"])
+                    s.comm_per_epoch.append(record["comm_bytes"])
                 if "bubble_fraction" in record:
-                    bubbles.append(record["bubble_fraction"])
+                    s.bubbles.append(record["bubble_fraction"])
                 if evaluated:
-                    if self._better(record, best):
-                        best = {k: record[k] for k in SELECTED + ("val_loss",)}
-                        best["epoch"] = epoch
+                    if self._better(record, s.best):
+                        s.best = {k: record[k] for k in SELECTED + ("val_loss",)} | {"epoch": epoch}
                         best_state = copy.deepcopy(self.model.state_dict())
-                        bad_evals = 0
+                        s.bad_evals = 0
                     else:
-                        bad_evals += 1
+                        s.bad_evals += 1
                 self.writer.epoch(record)
                 progress.update(record)
-                if cfg.patience and bad_evals >= cfg.patience:
+                s.epoch = epoch
+                if cfg.checkpoint_every and cfg.out and epoch % cfg.checkpoint_every == 0:
+                    save_checkpoint(cfg.out, epoch, model=self.model, optimizer=self.optimizer, engine=e, loop=s,
+                                    best_state=best_state)
+                if cfg.patience and s.bad_evals >= cfg.patience:
                     if e.is_main:
                         log.info("stopping at epoch %d: no better validation %s in %d evaluations",
                                  epoch, cfg.select, cfg.patience)
@@ -294,6 +319,9 @@ class Trainer:
             progress.close()
         if best_state is not None:
             self.model.load_state_dict(best_state)
+        if cfg.out:  # the selected weights, whole, as one process would hold them
+            self._save_model(e.consolidate(self.model, self.model.state_dict()), s.best)
+        best, times, losses, comm_per_epoch, bubbles = s.best, s.times, s.losses, s.comm_per_epoch, s.bubbles
         rss = e.gather(float(peak_rss_bytes()), "eval/reduce")
         gpu = e.gather(float(peak_device_bytes(e.device) or 0), "eval/reduce")
         result = RunResult(
@@ -324,6 +352,16 @@ class Trainer:
             result.bubble_fraction = statistics.median(bubbles[1:] if len(bubbles) > 1 else bubbles)
         self.writer.summary(result.to_dict())
         return result
+
+    def _save_model(self, state: dict, best: dict) -> None:
+        e, cfg = self.engine, self.cfg
+        if not e.is_main:
+            return
+        from pathlib import Path
+
+        graph = {"name": e.name, "features": e.in_dim, "classes": e.num_classes}
+        save_model(Path(cfg.out) / MODEL_FILE, state=state, args=model_args(cfg, e.in_dim, e.num_classes),
+                   graph=graph, config=cfg.to_dict(), metrics=dict(best))
 
     def close(self) -> None:
         if self.writer is not None:

@@ -1,0 +1,276 @@
+"""Checkpoints of a run, and resuming from one exactly.
+
+A checkpoint holds everything the next epoch reads, so that a run resumed from it computes the same
+bits as one that never stopped: the model and Adam's state, the best-so-far weights and metrics,
+the loop's own record (epoch, losses, patience), the layout's state (the pipeline's current and
+historical activation tables) and the global random state. Dropout masks, boundary samples and the
+chunk order are keyed by ``(seed, epoch)``, so they need no saving: epoch t draws the same whether
+or not epoch t - 1 ran in this process.
+
+Layout on disk (``RUN/checkpoint/``)::
+
+    epoch-000012/        a complete checkpoint: torch.distributed.checkpoint files + manifest.json
+    epoch-000014/        the newest; the last KEEP are kept
+    .tmp-epoch-000016/   one being written (renamed when complete, so a crash leaves only this)
+
+Every rank's state is saved under its own prefix (``rank3/model/...``): torch.distributed.checkpoint
+treats tensors of the same name on different ranks as copies of one tensor, and a pipeline stage's or
+a part's state is not. ``manifest.json`` (written last, before the rename) lists every file with its
+SHA-256; a checkpoint whose files do not match it is refused with one line, and the one before it
+is used. Reading never unpickles anything but torch.distributed.checkpoint's own metadata classes
+(:class:`SafeReader`), and tensors are read with ``weights_only``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import pickle
+import shutil
+import warnings
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from fullgraph.comm.ledger import CATEGORIES
+from fullgraph.errors import InputError
+
+log = logging.getLogger("fullgraph")
+
+__all__ = ["CHECKPOINT_DIR", "KEEP", "LoopState", "SafeReader", "save_checkpoint", "load_checkpoint",
+           "complete_checkpoints"]
+
+CHECKPOINT_DIR = "checkpoint"
+KEEP = 2
+"""Complete checkpoints kept: the newest, and one to fall back on if the newest is damaged."""
+_PREFIX = "epoch-"
+_TMP = ".tmp-epoch-"
+
+
+@dataclass
+class LoopState:
+    """The training loop's own record, which a resumed run carries on from."""
+
+    epoch: int = 0
+    best: dict = field(default_factory=dict)
+    bad_evals: int = 0
+    losses: list = field(default_factory=list)
+    times: list = field(default_factory=list)
+    comm_per_epoch: list = field(default_factory=list)
+    bubbles: list = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------- safe reading
+_METADATA_CLASSES = {
+    ("torch.distributed.checkpoint.metadata", n) for n in (
+        "Metadata", "TensorStorageMetadata", "TensorProperties", "ChunkStorageMetadata", "MetadataIndex",
+        "StorageMeta", "BytesStorageMetadata", "_MEM_FORMAT_ENCODING")
+} | {("torch.distributed.checkpoint.filesystem", "_StorageInfo"), ("torch", "Size"),
+      ("torch.serialization", "_get_layout"), ("pathlib", "PosixPath"), ("pathlib", "PurePosixPath"),
+      ("collections", "OrderedDict")}
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    """Resolves only torch.distributed.checkpoint's metadata classes, ``torch.Size``, dtypes and
+    layouts: the ``.metadata`` file of a checkpoint is a pickle, and a foreign one could otherwise
+    call any importable function as it is read."""
+
+    def find_class(self, module: str, name: str):
+        if (module, name) in _METADATA_CLASSES or (module == "torch" and isinstance(getattr(torch, name, None),
+                                                                                  torch.dtype)):
+            return super().find_class(module, name)
+        raise InputError(f"expected a torch.distributed.checkpoint metadata file (it refers to {module}.{name}, "
+                         f"which a checkpoint's metadata never does)")
+
+
+_READER = None
+
+
+def SafeReader(path):  # noqa: N802 - used as the class it makes
+    """A ``FileSystemReader`` of ``path`` whose metadata is read by :class:`_MetadataUnpickler`.
+    (The class is made on first use: importing torch.distributed.checkpoint costs over a second,
+    which a run that never checkpoints should not pay.)"""
+    global _READER
+    if _READER is None:
+        import torch.distributed.checkpoint as dcp
+
+        class _SafeReader(dcp.FileSystemReader):
+            def read_metadata(self, *args, **kwargs):
+                rank = kwargs.get("rank")
+                with self.fs.create_stream(self._get_metadata_path(rank), "rb") as f:
+                    metadata = _MetadataUnpickler(f).load()
+                if getattr(metadata, "storage_meta", None) is not None:
+                    metadata.storage_meta.load_id = self.load_id
+                return metadata
+
+        _READER = _SafeReader
+    return _READER(path)
+
+
+# ---------------------------------------------------------------------------------- the files
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _write_manifest(folder: Path, epoch: int) -> None:
+    files = {p.name: _sha256(p) for p in sorted(folder.iterdir()) if p.is_file()}
+    tmp = folder / "manifest.json.tmp"
+    tmp.write_text(json.dumps({"epoch": epoch, "files": files}, indent=1))
+    with open(tmp, "rb+") as f:
+        os.fsync(f.fileno())
+    tmp.rename(folder / "manifest.json")
+
+
+def check_checkpoint(folder: Path) -> int:
+    """The epoch of a complete, undamaged checkpoint folder; an ``InputError`` saying what is wrong
+    otherwise."""
+    manifest = folder / "manifest.json"
+    if not manifest.is_file():
+        raise InputError(f"checkpoint {folder} is incomplete (no manifest.json)")
+    try:
+        meta = json.loads(manifest.read_text())
+        files, epoch = dict(meta["files"]), int(meta["epoch"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise InputError(f"checkpoint {folder} has a damaged manifest.json ({err})") from None
+    for name, digest in files.items():
+        path = folder / name
+        if not path.is_file():
+            raise InputError(f"checkpoint {folder} is missing {name}")
+        if _sha256(path) != digest:
+            raise InputError(f"checkpoint {folder} is damaged: {name} does not match its SHA-256")
+    return epoch
+
+
+def complete_checkpoints(run: str | Path) -> list[Path]:
+    """Renamed (complete-looking) checkpoint folders of a run, newest first."""
+    root = Path(run) / CHECKPOINT_DIR
+    if not root.is_dir():
+        return []
+    return sorted((p for p in root.iterdir() if p.is_dir() and p.name.startswith(_PREFIX)), reverse=True)
+
+
+@contextmanager
+def _one_process_quiet():
+    """torch.distributed.checkpoint warns that it 'assumes a single process' whenever no process
+    group exists, which is exactly the single-process run's case: not worth a line per checkpoint."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        yield
+
+
+# ---------------------------------------------------------------------------------- state
+def _prefix(rank: int) -> str:
+    return f"rank{rank}"
+
+
+def _pack(rank: int, model, optimizer, engine, loop: LoopState, best_state: dict | None) -> dict:
+    """This rank's state as flat named tensors (the loop's record as JSON in a uint8 tensor: floats
+    written by ``repr`` read back exactly)."""
+    p = _prefix(rank)
+    out = {f"{p}/model/{k}": v.detach() for k, v in model.state_dict().items()}
+    if best_state is not None:
+        out |= {f"{p}/best/{k}": v for k, v in best_state.items()}
+    for pid, st in optimizer.state_dict()["state"].items():
+        out |= {f"{p}/optim/{pid}/{k}": (v if torch.is_tensor(v) else torch.tensor(v)) for k, v in st.items()}
+    out |= {f"{p}/engine/{k}": v for k, v in engine.state_tensors().items()}
+    out[f"{p}/rng/cpu"] = torch.get_rng_state()
+    if engine.ledger is not None:  # bytes recorded since the epoch's totals: they count in the next epoch
+        out[f"{p}/ledger"] = torch.tensor([engine.ledger.bytes.get(c, 0) for c in CATEGORIES], dtype=torch.int64)
+    record = json.dumps({"loop": asdict(loop), "has_best": best_state is not None}).encode()
+    out[f"{p}/meta"] = torch.frombuffer(bytearray(record), dtype=torch.uint8)
+    return out
+
+
+def _barrier(engine) -> None:
+    if engine.comm is not None:
+        engine.comm.barrier("meta/checkpoint")
+
+
+def save_checkpoint(run: str | Path, epoch: int, *, model, optimizer, engine, loop: LoopState,
+                    best_state: dict | None) -> Path:
+    """Write this epoch's checkpoint (collective: every rank calls it) and keep the last ``KEEP``."""
+    root = Path(run) / CHECKPOINT_DIR
+    tmp, final = root / f"{_TMP}{epoch:06d}", root / f"{_PREFIX}{epoch:06d}"
+    distributed = engine.comm is not None
+    if engine.is_main:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    _barrier(engine)  # the folder exists before anyone writes into it
+    import torch.distributed.checkpoint as dcp
+
+    state = _pack(engine.rank, model, optimizer, engine, loop, best_state)
+    with _one_process_quiet():
+        dcp.save(state, storage_writer=dcp.FileSystemWriter(tmp), no_dist=not distributed,
+                 process_group=engine.comm.world_group if distributed else None)
+    if engine.is_main:  # torch.distributed.checkpoint has gathered every rank's files by now
+        _write_manifest(tmp, epoch)
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        for old in complete_checkpoints(run)[KEEP:]:
+            shutil.rmtree(old, ignore_errors=True)
+    _barrier(engine)
+    return final
+
+
+def load_checkpoint(run: str | Path, *, model, optimizer, engine) -> tuple[LoopState, dict | None, Path]:
+    """Restore this rank's state from the newest undamaged checkpoint of ``run``; returns the loop's
+    record, the best-so-far weights and the folder used. A damaged checkpoint is reported in one
+    line and the one before it is used; none at all is an ``InputError``."""
+    problems = []
+    for folder in complete_checkpoints(run):
+        try:
+            check_checkpoint(folder)
+        except InputError as err:
+            problems.append(str(err))
+            log.warning("%s; using the one before it", err)
+            continue
+        return (*_restore(folder, model=model, optimizer=optimizer, engine=engine), folder)
+    raise InputError(f"expected a complete checkpoint in {Path(run) / CHECKPOINT_DIR} to resume from (got "
+                     + ("; ".join(problems) if problems else "none") + ")")
+
+
+def _restore(folder: Path, *, model, optimizer, engine) -> tuple[LoopState, dict | None]:
+    import torch.distributed.checkpoint as dcp
+
+    reader = SafeReader(folder)
+    p = _prefix(engine.rank) + "/"
+    mine = {k: v for k, v in reader.read_metadata().state_dict_metadata.items() if k.startswith(p)}
+    if f"{p}meta" not in mine:
+        raise InputError(f"expected checkpoint {folder} to hold the state of rank {engine.rank} (it was written by "
+                         f"another layout or process count)")
+    state = {k: torch.empty(tuple(m.size), dtype=m.properties.dtype) for k, m in mine.items()}
+    distributed = engine.comm is not None
+    with _one_process_quiet():
+        dcp.load(state, storage_reader=SafeReader(folder), no_dist=not distributed,
+                 process_group=engine.comm.world_group if distributed else None)
+    record = json.loads(bytes(state[f"{p}meta"].tolist()).decode())
+
+    def part(name: str) -> dict:
+        q = f"{p}{name}/"
+        return {k[len(q):]: v for k, v in state.items() if k.startswith(q)}
+
+    dev = next(model.parameters()).device
+    model.load_state_dict({k: v.to(dev) for k, v in part("model").items()})
+    best = {k: v.to(dev) for k, v in part("best").items()} if record["has_best"] else None
+    opt = optimizer.state_dict()
+    opt["state"] = {}
+    for key, v in part("optim").items():
+        pid, name = key.split("/", 1)
+        opt["state"].setdefault(int(pid), {})[name] = v
+    optimizer.load_state_dict(opt)
+    engine.load_state_tensors({k: v.to(engine.device) for k, v in part("engine").items()}, model)
+    torch.set_rng_state(state[f"{p}rng/cpu"])
+    if engine.ledger is not None:  # as the uninterrupted run's ledger stood after the checkpoint
+        engine.ledger.take()
+        for c, nbytes in zip(CATEGORIES, state[f"{p}ledger"].tolist()):
+            if nbytes:
+                engine.ledger.record(c, nbytes)
+    return LoopState(**record["loop"]), best

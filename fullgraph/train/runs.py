@@ -1,0 +1,86 @@
+"""A run's folder as a unit: the options it was started with (``config.json``), and what ``--resume``
+may change of them.
+
+``config.json`` is written once, when a run starts afresh, with the options as the user gave them
+(not the folders the launcher adds for its ranks). ``--resume RUN`` rebuilds the run from it; only
+the number of epochs may be raised, since any other change would make the resumed run a different
+run from the one checkpointed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from fullgraph.config import TrainConfig
+from fullgraph.errors import InputError
+from fullgraph.train.report import write_json_atomic
+
+__all__ = ["CONFIG_FILE", "write_run_config", "read_run_config", "resume_config"]
+
+CONFIG_FILE = "config.json"
+MAY_CHANGE = ("epochs",)
+"""Options a resumed run may give anew."""
+SET_BY_LAUNCHER = ("partition_dir", "chunk_file", "progress")
+"""Options the launcher passes its ranks (and how progress is shown): not part of what was trained."""
+
+
+def write_run_config(cfg: TrainConfig) -> None:
+    """A run starts afresh in ``cfg.out``: its options are saved, and checkpoints of an earlier run
+    there are removed (a resume must never pick up another run's state)."""
+    if cfg.out:
+        from fullgraph.train.checkpoint import CHECKPOINT_DIR
+
+        if Path(cfg.out).exists() and not Path(cfg.out).is_dir():
+            raise InputError(f"expected --out to be a folder (got the file {cfg.out})")
+        Path(cfg.out).mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(Path(cfg.out) / CHECKPOINT_DIR, ignore_errors=True)
+        write_json_atomic(Path(cfg.out) / CONFIG_FILE, cfg.to_dict())
+
+
+def read_run_config(run: str | Path) -> dict:
+    path = Path(run) / CONFIG_FILE
+    try:
+        saved = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(f"expected a run folder holding {CONFIG_FILE} (got {run}, which has none)") from None
+    except ValueError as err:
+        raise InputError(f"expected {path} to be JSON ({err})") from None
+    known = set(TrainConfig.field_names())
+    if not isinstance(saved, dict) or not set(saved) <= known:
+        raise InputError(f"expected {path} to hold fullgraph train options (got unknown keys "
+                         f"{sorted(set(saved) - known) if isinstance(saved, dict) else type(saved).__name__})")
+    return saved
+
+
+def resume_config(given: dict, resume: str) -> tuple[TrainConfig, bool]:
+    """The configuration of ``fullgraph train --resume RESUME`` with the options ``given`` on the command
+    line, and whether to resume (``auto`` starts afresh where the run has no checkpoint yet)."""
+    from fullgraph.train.checkpoint import complete_checkpoints
+
+    if resume == "auto":
+        cfg = TrainConfig(**given)
+        if not cfg.out:
+            raise InputError("expected --out with --resume auto (the run folder to resume, or to start)")
+        if not complete_checkpoints(cfg.out):
+            return cfg, False
+        saved = read_run_config(cfg.out)
+        differ = sorted(k for k, v in cfg.to_dict().items()
+                        if k not in MAY_CHANGE + SET_BY_LAUNCHER and saved.get(k) != v)
+        if differ:
+            raise InputError(f"expected the options of the run in {cfg.out} with --resume auto (these differ: "
+                             + ", ".join(f"--{k.replace('_', '-')} {saved.get(k)!r} -> {getattr(cfg, k)!r}"
+                                         for k in differ) + ")")
+        return cfg, True
+    saved = read_run_config(resume)
+    extra = sorted(set(given) - set(MAY_CHANGE) - set(SET_BY_LAUNCHER))
+    if extra:
+        raise InputError(f"expected only --epochs with --resume {resume}, whose options are saved (got "
+                         + ", ".join("--" + k.replace("_", "-") for k in extra) + ")")
+    if given.get("epochs", saved["epochs"]) < saved["epochs"]:
+        raise InputError(f"expected --epochs >= {saved['epochs']} with --resume (the run's own; got {given['epochs']})")
+    if not complete_checkpoints(resume):
+        raise InputError(f"expected a checkpoint in {Path(resume) / 'checkpoint'} to resume from (the run was "
+                         f"started without --checkpoint-every, or stopped before its first)")
+    return TrainConfig(**(saved | given | {"out": str(resume)})), True
