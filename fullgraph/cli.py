@@ -164,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
             use.add_argument("--out", required=True, help="folder for predictions.npy, probabilities.npy "
                                                           "(and embeddings.npy)")
             use.add_argument("--embeddings", action="store_true", help="also write the last hidden layer")
+            use.add_argument("--parallel", default="single", choices=("single", "graph"),
+                             help="single (default) | graph: one part per process, for graphs too big for one")
+            use.add_argument("--nprocs", type=int, default=1, help="processes with --parallel graph")
+            use.add_argument("--partition-dir", default=None, help=argparse.SUPPRESS)
         else:
             use.add_argument("--json", action="store_true", help="print JSON instead of a table")
     ds = sub.add_parser("datasets", help="list known datasets and which are present")
@@ -342,10 +346,23 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_predict(args: argparse.Namespace) -> int:
-    from fullgraph.train.apply import predict_run
+def cmd_predict(args: argparse.Namespace, argv: list[str]) -> int:
+    from fullgraph.comm.context import DistEnv
+    from fullgraph.train.apply import predict_layout, predict_rank, predict_run
 
-    paths = predict_run(args.run, args.out, args.dataset, args.root, args.device, args.embeddings)
+    if args.parallel == "single":
+        paths = predict_run(args.run, args.out, args.dataset, args.root, args.device, args.embeddings)
+    else:
+        cfg = predict_layout(args.run, args.dataset, args.root, nprocs=args.nprocs, device=args.device,
+                             partition_dir=args.partition_dir)
+        if DistEnv.from_env() is None:  # partition (cached), then start the ranks
+            from fullgraph.comm.launch import launch_local
+            from fullgraph.parallel.setup import prepare_run
+
+            return launch_local([*argv, *prepare_run(cfg)], cfg.nprocs)
+        paths = predict_rank(cfg, args.run, args.out, args.embeddings)
+        if paths is None:
+            return 0
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0
 
@@ -392,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "evaluate":
             return cmd_evaluate(args)
         if args.command == "predict":
-            return cmd_predict(args)
+            return cmd_predict(args, argv)
         return cmd_datasets(args)
     except InputError as e:
         report_worker_error(e, input_error=True)

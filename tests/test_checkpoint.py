@@ -197,6 +197,12 @@ def test_evaluate_and_predict_agree_with_the_summary(tmp_path, shared_data):
     emb = np.load(tmp_path / "pred" / "embeddings.npy")
     assert pred.shape == (2708,) and proba.shape == (2708, 7) and emb.shape == (2708, 64)
     assert (proba.argmax(1) == pred).all() and np.allclose(proba.sum(1), 1, atol=1e-5)
+    # the same, one part per process: every part's rows gathered and put back in node order
+    cli("predict", "--run", str(run), "--out", str(tmp_path / "pred2"), "--embeddings", "--parallel", "graph",
+        "--nprocs", "2", "--device", "cpu")
+    assert (np.load(tmp_path / "pred2" / "predictions.npy") == pred).all()
+    np.testing.assert_allclose(np.load(tmp_path / "pred2" / "probabilities.npy"), proba, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.load(tmp_path / "pred2" / "embeddings.npy"), emb, rtol=1e-5, atol=1e-6)
     from fullgraph.config import TrainConfig
     from fullgraph.data.load import load_graph
 

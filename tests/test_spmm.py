@@ -94,7 +94,8 @@ def summa_volume(widths: list[int], n: int, q: int, nnz: int, depth: int = 1) ->
     return {"spmm/bcast": bcast, "spmm/redist": redist, "spmm/reduce": reduce}
 
 
-@pytest.mark.parametrize("nprocs, mode, c", [(4, "spmm-1d", 1), (8, "spmm-1d", 1), (4, "spmm-1.5d", 2),
+# (8, spmm-1d) left out: the 1D algorithm at P = 8 is the one at P = 4 with more block rows (40 s of the suite)
+@pytest.mark.parametrize("nprocs, mode, c", [(4, "spmm-1d", 1), (4, "spmm-1.5d", 2),
                                              (8, "spmm-1.5d", 2), (4, "spmm-2d", 2), (9, "spmm-2d", 3),
                                              (8, "spmm-3d", 2)])
 def test_spmm_layouts_equal_single_process_and_move_the_derived_volume(shared_data, single, nprocs, mode, c,

@@ -25,6 +25,16 @@ log = logging.getLogger("fullgraph")
 __all__ = ["evaluate_run", "predict_run"]
 
 
+def _config(run: str, dataset: str | None, root: str | None, **layout) -> tuple[TrainConfig, dict]:
+    """The options to rebuild the run's graph (the run's own, or ``dataset``) and model."""
+    saved = read_run_config(run)
+    opts = {k: saved[k] for k in ("dataset", "root", "split", "feature_norm", "metric", "select", "seed",
+                                  "partitioner", "metis_sample")}
+    opts |= {k: v for k, v in (("dataset", dataset), ("root", root)) if v is not None}
+    keep = ("model", "layers", "hidden", "heads", "norm", "gcn_kernel", "gcnii_alpha", "gcnii_lambda")
+    return TrainConfig(**opts, **{k: saved[k] for k in keep}, **layout), saved
+
+
 def _setup(run: str, dataset: str | None, root: str | None, device: str):
     from fullgraph.data.load import load_graph
     from fullgraph.device import resolve_device
@@ -33,10 +43,7 @@ def _setup(run: str, dataset: str | None, root: str | None, device: str):
 
     dev = resolve_device(device)
     model, info = load_model(Path(run), dev)
-    saved = read_run_config(run)
-    opts = {k: saved[k] for k in ("dataset", "root", "split", "feature_norm", "metric", "select", "seed")}
-    opts |= {k: v for k, v in (("dataset", dataset), ("root", root)) if v is not None}
-    cfg = TrainConfig(**opts, model=info["model_args"]["name"])
+    cfg, _ = _config(run, dataset, root)
     graph = load_graph(cfg)
     check_graph(info, graph.num_features, graph.num_classes, graph.name, run)
     engine = SingleEngine(graph, MODELS[cfg.model].norm, dev)
@@ -54,15 +61,8 @@ def evaluate_run(run: str, dataset: str | None = None, root: str | None = None, 
 
 
 @torch.no_grad()
-def predict_run(run: str, out: str, dataset: str | None = None, root: str | None = None, device: str = "auto",
-                embeddings: bool = False) -> dict[str, Path]:
-    """Write ``out/predictions.npy`` (a class per node; a 0/1 row per node for multi-label graphs),
-    ``out/probabilities.npy`` (softmax, or sigmoid for multi-label) and, with ``embeddings``,
-    ``out/embeddings.npy`` (the last hidden representation); returns the paths."""
-    _, model, engine, _ = _setup(run, dataset, root, device)
-    folder = Path(out)
-    if folder.exists() and not folder.is_dir():
-        raise InputError(f"expected --out to be a folder for the .npy files (got the file {folder})")
+def _outputs(engine, model, embeddings: bool) -> dict[str, torch.Tensor]:
+    """Predictions, probabilities (and embeddings) of the rows ``engine`` computes."""
     store: list[torch.Tensor] = []
     hook = embedding_hook(model, store) if embeddings else None
     try:
@@ -75,14 +75,67 @@ def predict_run(run: str, out: str, dataset: str | None = None, root: str | None
     pred = (logits > 0).to(torch.int8) if multilabel else logits.argmax(1)
     arrays = {"predictions": pred, "probabilities": proba}
     if embeddings:
-        arrays["embeddings"] = store[-1]
+        arrays["embeddings"] = store[-1][: logits.shape[0]]  # a layer's input leads with its dst rows
+    return arrays
+
+
+def _write(folder: Path, arrays: dict[str, np.ndarray]) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     paths = {}
-    for name, t in arrays.items():
-        path = folder / f"{name}.npy"
-        tmp = folder / f".{name}.npy.tmp"
+    for name, a in arrays.items():
+        path, tmp = folder / f"{name}.npy", folder / f".{name}.npy.tmp"
         with open(tmp, "wb") as f:
-            np.save(f, t.cpu().numpy())
+            np.save(f, a)
         tmp.replace(path)
         paths[name] = path
     return paths
+
+
+def _check_out(out: str) -> Path:
+    folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"expected --out to be a folder for the .npy files (got the file {folder})")
+    return folder
+
+
+def predict_run(run: str, out: str, dataset: str | None = None, root: str | None = None, device: str = "auto",
+                embeddings: bool = False) -> dict[str, Path]:
+    """Write ``out/predictions.npy`` (a class per node; a 0/1 row per node for multi-label graphs),
+    ``out/probabilities.npy`` (softmax, or sigmoid for multi-label) and, with ``embeddings``,
+    ``out/embeddings.npy`` (the last hidden representation); returns the paths."""
+    folder = _check_out(out)
+    _, model, engine, _ = _setup(run, dataset, root, device)
+    return _write(folder, {k: v.cpu().numpy() for k, v in _outputs(engine, model, embeddings).items()})
+
+
+def predict_layout(run: str, dataset: str | None, root: str | None, *, nprocs: int, device: str = "auto",
+                   partition_dir: str | None = None) -> TrainConfig:
+    """The graph-parallel configuration ``predict --parallel graph`` runs under."""
+    cfg, _ = _config(run, dataset, root, parallel="graph", nprocs=nprocs, device=device, partition_dir=partition_dir)
+    return cfg
+
+
+def predict_rank(cfg: TrainConfig, run: str, out: str, embeddings: bool = False) -> dict[str, Path] | None:
+    """One rank of ``predict --parallel graph``: the exact forward of its part, every part's rows
+    gathered on rank 0 and put in node order there (the same numbers as one process, within the
+    order of floating-point sums). Returns the paths on rank 0."""
+    from fullgraph.models import MODELS
+    from fullgraph.parallel.graph import graph_engine
+
+    folder = _check_out(out)
+    engine = graph_engine(cfg, MODELS[cfg.model].norm)
+    try:
+        model, info = load_model(Path(run), engine.device)
+        check_graph(info, engine.in_dim, engine.num_classes, engine.name, run)
+        arrays = _outputs(engine, model, embeddings)
+        ids = engine.gather_rows(engine.part.inner.to(engine.device, torch.float64)[:, None], "eval/reduce")
+        ids = ids[:, 0].long().cpu()
+        full = {}
+        for name, rows in arrays.items():
+            got = engine.gather_rows(rows, "eval/reduce").cpu()
+            whole = got.new_zeros((int(engine.part.global_num_nodes),) + tuple(got.shape[1:]))
+            whole[ids] = got
+            full[name] = whole.numpy()
+        return _write(folder, full) if engine.is_main else None
+    finally:
+        engine.close()

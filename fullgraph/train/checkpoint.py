@@ -29,6 +29,7 @@ import logging
 import os
 import pickle
 import shutil
+import time
 import warnings
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -197,6 +198,7 @@ def _barrier(engine) -> None:
 def save_checkpoint(run: str | Path, epoch: int, *, model, optimizer, engine, loop: LoopState,
                     best_state: dict | None) -> Path:
     """Write this epoch's checkpoint (collective: every rank calls it) and keep the last ``KEEP``."""
+    t0 = time.perf_counter()
     root = Path(run) / CHECKPOINT_DIR
     tmp, final = root / f"{_TMP}{epoch:06d}", root / f"{_PREFIX}{epoch:06d}"
     distributed = engine.comm is not None
@@ -212,6 +214,8 @@ def save_checkpoint(run: str | Path, epoch: int, *, model, optimizer, engine, lo
                  process_group=engine.comm.world_group if distributed else None)
     if engine.is_main:  # torch.distributed.checkpoint has gathered every rank's files by now
         _write_manifest(tmp, epoch)
+        size = sum(f.stat().st_size for f in tmp.iterdir())
+        log.info("checkpoint of epoch %d: %.1f MiB in %.2f s", epoch, size / 2**20, time.perf_counter() - t0)
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
         for old in complete_checkpoints(run)[KEEP:]:
