@@ -61,6 +61,8 @@ class Engine:
     world_size: int = 1
     device: torch.device = torch.device("cpu")
     replication_factor: float | None = None
+    replicates_weights: bool = True
+    """Whether every rank holds the same weights, bit for bit (a checkpoint then saves them once)."""
 
     @property
     def is_main(self) -> bool:

@@ -217,6 +217,8 @@ class ChunkedEngine(Engine):
             for i, t in self.tables.items():
                 t.copy_(self.history[i])
 
+    replicates_weights = False  # each stage trains its own layers
+
     def consolidate(self, model, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Each weight from the stage that trains it (the first graph way of that stage): one sum
         over the world of a buffer in which every other rank holds zeros."""

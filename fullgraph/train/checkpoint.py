@@ -13,11 +13,14 @@ Layout on disk (``RUN/checkpoint/``)::
     epoch-000014/        the newest; the last KEEP are kept
     .tmp-epoch-000016/   one being written (renamed when complete, so a crash leaves only this)
 
-Every rank's state is saved under its own prefix (``rank3/model/...``): torch.distributed.checkpoint
-treats tensors of the same name on different ranks as copies of one tensor, and a pipeline stage's or
-a part's state is not. ``manifest.json`` (written last, before the rename) lists every file with its
-SHA-256; a checkpoint whose files do not match it is refused with one line, and the one before it
-is used. Reading never unpickles anything but torch.distributed.checkpoint's own metadata classes
+State that differs between ranks is saved under the rank's own name (``rank3/meta``, ``rank3/rng``,
+a pipeline stage's ``rank3/model/...`` and activation tables): torch.distributed.checkpoint treats
+tensors of the same name on different ranks as copies of one tensor, so they must not share one.
+Weights that every rank holds bit for bit (graph and SpMM layouts) are saved once, under
+``shared/``, which is exactly what that rule is for.
+
+``manifest.json`` (written last, before the rename) lists every file with its SHA-256; a checkpoint
+whose files do not match it is refused with one line, and the one before it is used. Reading never unpickles anything but torch.distributed.checkpoint's own metadata classes
 (:class:`SafeReader`), and tensors are read with ``weights_only``.
 """
 
@@ -172,15 +175,24 @@ def _prefix(rank: int) -> str:
     return f"rank{rank}"
 
 
+def _weights_scope(engine) -> str:
+    """Where the weights, best weights and Adam's moments are saved: under ``shared/`` when every
+    rank holds the same bits (graph and SpMM layouts sum their gradients before identical steps), so
+    that torch.distributed.checkpoint writes them once and every rank reads them back; under the
+    rank's own name where they differ (a pipeline stage trains its own layers)."""
+    return "shared" if engine.replicates_weights else _prefix(engine.rank)
+
+
 def _pack(rank: int, model, optimizer, engine, loop: LoopState, best_state: dict | None) -> dict:
     """This rank's state as flat named tensors (the loop's record as JSON in a uint8 tensor: floats
     written by ``repr`` read back exactly)."""
     p = _prefix(rank)
-    out = {f"{p}/model/{k}": v.detach() for k, v in model.state_dict().items()}
+    w = _weights_scope(engine)
+    out = {f"{w}/model/{k}": v.detach() for k, v in model.state_dict().items()}
     if best_state is not None:
-        out |= {f"{p}/best/{k}": v for k, v in best_state.items()}
+        out |= {f"{w}/best/{k}": v for k, v in best_state.items()}
     for pid, st in optimizer.state_dict()["state"].items():
-        out |= {f"{p}/optim/{pid}/{k}": (v if torch.is_tensor(v) else torch.tensor(v)) for k, v in st.items()}
+        out |= {f"{w}/optim/{pid}/{k}": (v if torch.is_tensor(v) else torch.tensor(v)) for k, v in st.items()}
     out |= {f"{p}/engine/{k}": v for k, v in engine.state_tensors().items()}
     out[f"{p}/rng/cpu"] = torch.get_rng_state()
     if engine.ledger is not None:  # bytes recorded since the epoch's totals: they count in the next epoch
@@ -245,8 +257,8 @@ def _restore(folder: Path, *, model, optimizer, engine) -> tuple[LoopState, dict
     import torch.distributed.checkpoint as dcp
 
     reader = SafeReader(folder)
-    p = _prefix(engine.rank) + "/"
-    mine = {k: v for k, v in reader.read_metadata().state_dict_metadata.items() if k.startswith(p)}
+    p, w = _prefix(engine.rank) + "/", _weights_scope(engine) + "/"
+    mine = {k: v for k, v in reader.read_metadata().state_dict_metadata.items() if k.startswith((p, w))}
     if f"{p}meta" not in mine:
         raise InputError(f"expected checkpoint {folder} to hold the state of rank {engine.rank} (it was written by "
                          f"another layout or process count)")
@@ -258,7 +270,7 @@ def _restore(folder: Path, *, model, optimizer, engine) -> tuple[LoopState, dict
     record = json.loads(bytes(state[f"{p}meta"].tolist()).decode())
 
     def part(name: str) -> dict:
-        q = f"{p}{name}/"
+        q = f"{w if name in ('model', 'best', 'optim') else p}{name}/"
         return {k[len(q):]: v for k, v in state.items() if k.startswith(q)}
 
     dev = next(model.parameters()).device
