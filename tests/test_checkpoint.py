@@ -61,14 +61,17 @@ def train(*args, env=None, ok=True) -> Said:
 
     out, handler = io.StringIO(), logging.StreamHandler()
     handler.stream = out
-    logging.getLogger("fullgraph").addHandler(handler)
+    logger = logging.getLogger("fullgraph")
+    logger.addHandler(handler)
+    level, logger.level = logger.level, logging.INFO  # whatever pytest made of the root logger
     old = {k: os.environ.get(k) for k in (env or {})}
     os.environ.update(env or {})
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             code = main(["train", "--progress", "none", *args])
     finally:
-        logging.getLogger("fullgraph").removeHandler(handler)
+        logger.removeHandler(handler)
+        logger.setLevel(level)
         for k, v in old.items():
             os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
     if ok:

@@ -9,6 +9,8 @@ within a relative 1e-5 on 20 epochs of losses and rtol = atol = 1e-4 on the fina
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -94,10 +96,16 @@ def summa_volume(widths: list[int], n: int, q: int, nnz: int, depth: int = 1) ->
     return {"spmm/bcast": bcast, "spmm/redist": redist, "spmm/reduce": reduce}
 
 
-# (8, spmm-1d) left out: the 1D algorithm at P = 8 is the one at P = 4 with more block rows (40 s of the suite)
-@pytest.mark.parametrize("nprocs, mode, c", [(4, "spmm-1d", 1), (4, "spmm-1.5d", 2),
-                                             (8, "spmm-1.5d", 2), (4, "spmm-2d", 2), (9, "spmm-2d", 3),
-                                             (8, "spmm-3d", 2)])
+GRIDS = [(4, "spmm-1d", 1), (4, "spmm-1.5d", 2), (8, "spmm-1.5d", 2), (4, "spmm-2d", 2), (8, "spmm-3d", 2)]
+# Only with FULLGRAPH_SLOW_TESTS=1, to keep `make test` within its 15 minutes on 2 cores: (8, spmm-1d),
+# the P = 4 algorithm with more block rows (40 s), and (9, spmm-2d, 3), SUMMA on a 3 × 3 grid, whose
+# stages the 2 × 2 grid and the 3-D layout's 2 × 2 × 2 grid already index (49 s: nine processes on
+# two cores). Both passed in every suite up to 2026-11-23, when they moved here.
+if os.environ.get("FULLGRAPH_SLOW_TESTS") == "1":
+    GRIDS += [(8, "spmm-1d", 1), (9, "spmm-2d", 3)]
+
+
+@pytest.mark.parametrize("nprocs, mode, c", GRIDS)
 def test_spmm_layouts_equal_single_process_and_move_the_derived_volume(shared_data, single, nprocs, mode, c,
                                                                         tmp_path):
     root = str(shared_data)
