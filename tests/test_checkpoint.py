@@ -147,6 +147,7 @@ def test_a_partial_checkpoint_is_never_resumed_from(tmp_path):
     (run / "checkpoint" / ".tmp-epoch-000003").mkdir()  # killed while writing the next one
     said = train("--resume", str(run), "--epochs", "3").text
     assert "is incomplete (no manifest.json)" in said and "resuming after epoch 1" in said
+    assert json.loads((run / "config.json").read_text())["epochs"] == 3  # a later --resume aims as far
 
 
 def test_resume_refuses_a_changed_run_in_one_line(tmp_path):

@@ -83,4 +83,7 @@ def resume_config(given: dict, resume: str) -> tuple[TrainConfig, bool]:
     if not complete_checkpoints(resume):
         raise InputError(f"expected a checkpoint in {Path(resume) / 'checkpoint'} to resume from (the run was "
                          f"started without --checkpoint-every, or stopped before its first)")
-    return TrainConfig(**(saved | given | {"out": str(resume)})), True
+    cfg = TrainConfig(**(saved | given | {"out": str(resume)}))
+    if cfg.epochs != saved["epochs"]:  # the run now aims further: a later --resume must know it
+        write_json_atomic(Path(resume) / CONFIG_FILE, saved | {"epochs": cfg.epochs})
+    return cfg, True
