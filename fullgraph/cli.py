@@ -350,6 +350,9 @@ def cmd_predict(args: argparse.Namespace, argv: list[str]) -> int:
     from fullgraph.comm.context import DistEnv
     from fullgraph.train.apply import predict_layout, predict_rank, predict_run
 
+    if args.parallel == "single" and args.nprocs != 1:
+        raise InputError(f"expected --parallel graph with --nprocs {args.nprocs} (one process predicts with "
+                         f"--parallel single)")
     if args.parallel == "single":
         paths = predict_run(args.run, args.out, args.dataset, args.root, args.device, args.embeddings)
     else:
