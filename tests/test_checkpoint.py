@@ -159,6 +159,8 @@ def test_resume_refuses_a_changed_run_in_one_line(tmp_path):
         assert res.returncode == 2 and res.text.count("\n") == 1 and says in res.text, res.text
     res = train("--resume", str(tmp_path / "nothing"), ok=False)
     assert res.returncode == 2 and "config.json" in res.text
+    res = train("--epochs", "2", "--out", str(run), ok=False)  # a fresh run would lose the checkpoints
+    assert res.returncode == 2 and f"--resume {run}" in res.text and complete_checkpoints(run)
     # --resume auto: starts afresh without a checkpoint, resumes with one, refuses other options
     auto = tmp_path / "auto"
     train("--epochs", "2", "--checkpoint-every", "1", "--out", str(auto), "--resume", "auto")

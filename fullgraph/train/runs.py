@@ -27,13 +27,19 @@ SET_BY_LAUNCHER = ("partition_dir", "chunk_file", "progress")
 
 
 def write_run_config(cfg: TrainConfig) -> None:
-    """A run starts afresh in ``cfg.out``: its options are saved, and checkpoints of an earlier run
-    there are removed (a resume must never pick up another run's state)."""
+    """A run starts afresh in ``cfg.out``: its options are saved. A folder holding an earlier run's
+    checkpoints is refused (they are hours of someone's training: resume it, or remove them); the
+    leftovers of a checkpoint never completed are removed (a resume must never pick up another run's
+    state)."""
     if cfg.out:
-        from fullgraph.train.checkpoint import CHECKPOINT_DIR
+        from fullgraph.train.checkpoint import CHECKPOINT_DIR, complete_checkpoints
 
         if Path(cfg.out).exists() and not Path(cfg.out).is_dir():
             raise InputError(f"expected --out to be a folder (got the file {cfg.out})")
+        if complete_checkpoints(cfg.out):
+            raise InputError(f"expected --out to be a new run folder (got {cfg.out}, which holds checkpoints of an "
+                             f"earlier run: carry it on with --resume {cfg.out}, or remove "
+                             f"{Path(cfg.out) / CHECKPOINT_DIR} to start afresh)")
         Path(cfg.out).mkdir(parents=True, exist_ok=True)
         shutil.rmtree(Path(cfg.out) / CHECKPOINT_DIR, ignore_errors=True)
         write_json_atomic(Path(cfg.out) / CONFIG_FILE, cfg.to_dict())
