@@ -23,7 +23,6 @@ NORM_MODELS = ("gcn", "sage", "gat")  # the models --norm applies to
 METRICS = ("auto", "acc", "rocauc", "micro-f1")  # --metric (fullgraph.train.metrics computes them)
 PARTITIONERS = ("metis", "metis-degree", "random", "contiguous", "permuted")
 FEATURE_NORMS = ("auto", "row", "none")
-DEVICES = ("auto", "cpu", "cuda")  # --device (fullgraph.device resolves them)
 
 
 @dataclass
@@ -153,13 +152,27 @@ class TrainConfig:
     """``bar`` (a progress bar), ``lines`` (one line per evaluation), ``none``, or ``auto`` (a bar on
     a terminal, lines otherwise)."""
 
+    def _need(self, ok, name: str, expected: str) -> None:
+        if not ok:
+            raise InputError(f"expected {name} {expected} (got {getattr(self, name)!r})")
+
+    def _check_run(self) -> None:
+        """The options of where and how the run executes: threads, device, timeouts, memory, checkpoints."""
+        from fullgraph.device import DEVICES  # with what resolves them
+
+        need = self._need
+        need(self.threads >= 0, "threads", ">= 0")
+        need(self.device in DEVICES, "device", f"to be one of {', '.join(DEVICES)}")
+        need(self.comm_timeout > 0, "comm_timeout", "> 0")
+        need(self.memory_limit >= 0, "memory_limit", ">= 0 (GiB; 0: what is available)")
+        need(self.checkpoint_every >= 0, "checkpoint_every", ">= 0")
+        need(not self.checkpoint_every or self.out, "checkpoint_every", "0 without --out (no folder for checkpoints)")
+
     def __post_init__(self) -> None:
         self._check_types()
 
-        def need(ok: bool, name: str, expected: str) -> None:
-            if not ok:
-                raise InputError(f"expected {name} {expected} (got {getattr(self, name)!r})")
-
+        need = self._need
+        self._check_run()
         need(self.model in MODEL_NAMES, "model", f"to be one of {', '.join(MODEL_NAMES)}")
         need(2 <= self.layers <= 128, "layers", "in [2, 128]")
         need(self.hidden >= 1, "hidden", ">= 1")
@@ -172,12 +185,6 @@ class TrainConfig:
         need(self.patience >= 0, "patience", ">= 0")
         need(self.select in ("acc", "loss"), "select", "to be acc or loss")
         need(self.eval_every >= 1, "eval_every", ">= 1")
-        need(self.threads >= 0, "threads", ">= 0")
-        need(self.checkpoint_every >= 0, "checkpoint_every", ">= 0")
-        if self.checkpoint_every and not self.out:
-            raise InputError(f"expected --out with --checkpoint-every (got --checkpoint-every {self.checkpoint_every} "
-                             f"and no folder to write checkpoints into)")
-        need(self.device in DEVICES, "device", f"to be one of {', '.join(DEVICES)}")
         need(self.split >= 0, "split", ">= 0")
         need(0.0 <= self.gcnii_alpha <= 1.0, "gcnii_alpha", "in [0, 1]")
         need(self.gcnii_lambda > 0, "gcnii_lambda", "> 0")
@@ -186,8 +193,6 @@ class TrainConfig:
         need(self.partitioner in PARTITIONERS, "partitioner", f"to be one of {', '.join(PARTITIONERS)}")
         need(0.0 < self.metis_sample <= 1.0, "metis_sample", "in (0, 1]")
         need(0.0 <= self.boundary_rate <= 1.0, "boundary_rate", "in [0, 1]")
-        need(self.comm_timeout > 0, "comm_timeout", "> 0")
-        need(self.memory_limit >= 0, "memory_limit", ">= 0 (GiB; 0: what is available)")
         layout = self.layout  # validates parallel × nprocs (× stages × graph ways)
         need(self.history_refresh >= 1, "history_refresh", ">= 1")
         need(self.chunker in ("metis", "random"), "chunker", "to be metis or random")

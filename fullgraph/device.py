@@ -12,10 +12,12 @@ import os
 
 import torch
 
-from fullgraph.config import DEVICES
 from fullgraph.errors import InputError
 
-__all__ = ["resolve_device", "synchronize", "reset_peak", "peak_device_bytes"]
+__all__ = ["DEVICES", "resolve_device", "synchronize", "reset_peak", "peak_device_bytes"]
+
+
+DEVICES = ("auto", "cpu", "cuda")  # --device
 
 
 def resolve_device(choice: str, local_rank: int = 0, local_world_size: int = 1) -> torch.device:

@@ -67,6 +67,14 @@ class LoopState:
     comm_per_epoch: list = field(default_factory=list)
     bubbles: list = field(default_factory=list)
 
+    def record(self, epoch_record: dict) -> None:
+        """Keep what the summary needs of an epoch's record (its loss, bytes moved, bubble)."""
+        self.losses.append(epoch_record["loss"])
+        if "comm_bytes" in epoch_record:
+            self.comm_per_epoch.append(epoch_record["comm_bytes"])
+        if "bubble_fraction" in epoch_record:
+            self.bubbles.append(epoch_record["bubble_fraction"])
+
 
 # ---------------------------------------------------------------------------------- safe reading
 _METADATA_CLASSES = {

@@ -251,6 +251,15 @@ class Trainer:
             return record["val_loss"] < best["val_loss"]
         return record["val_metric"] > best["val_metric"]
 
+    def _select(self, record: dict, s: LoopState) -> bool:
+        """Update the selection with an evaluated epoch; whether it is the new best."""
+        if self._better(record, s.best):
+            s.best = {k: record[k] for k in SELECTED + ("val_loss",)} | {"epoch": record["epoch"]}
+            s.bad_evals = 0
+            return True
+        s.bad_evals += 1
+        return False
+
     def _epoch_totals(self, loss: float, dt: float) -> dict:
         """The global loss and, for a distributed layout, the ledger summed over ranks."""
         e = self.engine
@@ -292,18 +301,9 @@ class Trainer:
                     t1 = time.perf_counter()
                     evaluated = self.evaluate() | {"eval_time_s": time.perf_counter() - t1}
                 record |= e.epoch_extras() | self._epoch_totals(loss, dt) | {"epoch_time_s": dt} | evaluated
-                s.losses.append(record["loss"])
-                if "comm_bytes" in record:
-                    s.comm_per_epoch.append(record["comm_bytes"])
-                if "bubble_fraction" in record:
-                    s.bubbles.append(record["bubble_fraction"])
-                if evaluated:
-                    if self._better(record, s.best):
-                        s.best = {k: record[k] for k in SELECTED + ("val_loss",)} | {"epoch": epoch}
-                        best_state = copy.deepcopy(self.model.state_dict())
-                        s.bad_evals = 0
-                    else:
-                        s.bad_evals += 1
+                s.record(record)
+                if evaluated and self._select(record, s):
+                    best_state = copy.deepcopy(self.model.state_dict())
                 self.writer.epoch(record)
                 progress.update(record)
                 s.epoch = epoch
