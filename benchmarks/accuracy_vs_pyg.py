@@ -181,15 +181,16 @@ def pyg_adjacency(graph, sparse: bool):
     return T.ToSparseTensor(layout=torch.sparse_csr)(Data(edge_index=edge_index, num_nodes=graph.num_nodes)).adj_t
 
 
-def train_pyg(graph, name: str, norm: str, s: dict, epochs: int, seed: int, metric: str) -> float:
+def train_pyg(graph, name: str, norm: str, s: dict, epochs: int, seed: int, metric: str,
+              device: str = "cpu") -> float:
     """Full-batch training of the PyG model; the test metric at the best validation metric."""
     torch.manual_seed(seed)
-    x = graph.x.to_dense() if graph.x.layout != torch.strided else graph.x
-    edge_index = pyg_adjacency(graph, sparse=name != "gat")
-    model = pyg_model(name, graph.num_features, graph.num_classes, norm, s)
+    x = (graph.x.to_dense() if graph.x.layout != torch.strided else graph.x).to(device)
+    edge_index = pyg_adjacency(graph, sparse=name != "gat").to(device)
+    model = pyg_model(name, graph.num_features, graph.num_classes, norm, s).to(device)
     groups = model.param_groups(s) if hasattr(model, "param_groups") else model.parameters()
     opt = torch.optim.Adam(groups, lr=s["lr"], weight_decay=0.0 if hasattr(model, "param_groups") else s["weight_decay"])
-    y, tr, va, te = graph.y, graph.train_mask, graph.val_mask, graph.test_mask
+    y, tr, va, te = (t.to(device) for t in (graph.y, graph.train_mask, graph.val_mask, graph.test_mask))
     best_val, best_test = -1.0, 0.0
     for _ in range(epochs):
         model.train()
@@ -198,15 +199,17 @@ def train_pyg(graph, name: str, norm: str, s: dict, epochs: int, seed: int, metr
         opt.step()
         model.eval()
         with torch.no_grad():
-            logits = model(x, edge_index)
-        v = metric_of(metric, logits[va], y[va])
+            logits = model(x, edge_index).cpu()
+        v = metric_of(metric, logits[va.cpu()], y[va].cpu())
         if v > best_val:
-            best_val, best_test = v, metric_of(metric, logits[te], y[te])
+            best_val, best_test = v, metric_of(metric, logits[te.cpu()], y[te].cpu())
     return best_test
 
 
-def train_fullgraph(graph, name: str, norm: str, s: dict, epochs: int, seed: int, metric: str) -> float:
-    cfg = TrainConfig(model=name, norm=norm, epochs=epochs, seed=seed, metric=metric, progress="none", **s)
+def train_fullgraph(graph, name: str, norm: str, s: dict, epochs: int, seed: int, metric: str,
+                    device: str = "cpu") -> float:
+    cfg = TrainConfig(model=name, norm=norm, epochs=epochs, seed=seed, metric=metric, progress="none",
+                      device=device, **s)
     trainer = Trainer(cfg, graph)
     try:
         return trainer.build().train().test_metric
@@ -233,6 +236,7 @@ def main() -> int:
     ap.add_argument("--epochs", type=int, default=200)
     ap.add_argument("--split", type=int, default=0, help="the dataset's fixed split, or the seed of a made one")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="where both sides train: cpu or cuda (default cpu)")
     ap.add_argument("--out", default="runs/bench_accuracy_vs_pyg.json")
     args = ap.parse_args()
     if args.threads:
@@ -243,7 +247,7 @@ def main() -> int:
     print(f"* machine: {json.dumps(machine())}")
     print(f"* versions: {json.dumps(versions())}")
     print(f"* configuration: epochs {args.epochs}, seeds {seeds}, split {args.split}, norms {norms}; "
-          f"settings {json.dumps({m: SETTINGS[m] for m in models})}")
+          f"device {args.device}; settings {json.dumps({m: SETTINGS[m] for m in models})}")
     rows, graphs = [], {}
     t_start = time.perf_counter()
     for d, m, n in cells(datasets, models, norms):
@@ -252,8 +256,8 @@ def main() -> int:
         g = graphs[d]
         metric = resolve_metric("auto", g.num_classes, g.multilabel)
         t0 = time.perf_counter()
-        ours = [train_fullgraph(g, m, n, SETTINGS[m], args.epochs, s, metric) for s in seeds]
-        theirs = [train_pyg(g, m, n, SETTINGS[m], args.epochs, s, metric) for s in seeds]
+        ours = [train_fullgraph(g, m, n, SETTINGS[m], args.epochs, s, metric, args.device) for s in seeds]
+        theirs = [train_pyg(g, m, n, SETTINGS[m], args.epochs, s, metric, args.device) for s in seeds]
         row = {"dataset": d, "model": m, "norm": n, "metric": metric, "fullgraph": ours, "pyg": theirs,
                "seconds": time.perf_counter() - t0}
         rows.append(row)
