@@ -71,7 +71,8 @@ _TRAIN_FLAGS = [
     ("--feature-norm", str, "row | none | auto (row for Planetoid graphs) (default auto)"),
     ("--parallel", str, "single | graph | pipeline | hybrid | spmm-1d | spmm-1.5d | spmm-2d | spmm-3d (default single)"),
     ("--nprocs", int, "processes to start here, or the torchrun world size (default 1)"),
-    ("--partitioner", str, "metis | metis-degree | random | contiguous | permuted (default metis)"),
+    ("--partitioner", str, " | ".join(PARTITIONERS) + " (default metis; metis-memory balances each rank's "
+                           "estimated memory for this model)"),
     ("--metis-sample", float, "METIS sees each undirected edge with this probability: less memory (default 1)"),
     ("--partition-dir", str, "train from a folder written by 'fullgraph partition'"),
     ("--stages", int, "hybrid: pipeline stages S (S x W = --nprocs)"),
@@ -122,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "~150 bytes per edge it sees (default 1: every edge)")
     part.add_argument("--seed", type=int, default=0)
     part.add_argument("--feature-norm", default="auto")
+    for flag, kind in (("--model", str), ("--layers", int), ("--hidden", int), ("--heads", int)):
+        part.add_argument(flag, type=kind, default=getattr(TrainConfig, flag[2:]),
+                          help="metis-memory: the model whose per-rank memory the parts balance")
     part.add_argument("--out", required=True, help="a new folder, or one holding an earlier partition")
     gen = sub.add_parser("generate", help="write a synthetic graph as a native dataset folder",
                          description="Generate a synthetic graph and write it as a native dataset folder.")
@@ -261,7 +265,8 @@ def cmd_partition(args: argparse.Namespace) -> int:
     from fullgraph.partition.store import load_meta
 
     cfg = TrainConfig(dataset=args.dataset, root=args.root, split=args.split, partitioner=args.partitioner,
-                      seed=args.seed, feature_norm=args.feature_norm, metis_sample=args.metis_sample)
+                      seed=args.seed, feature_norm=args.feature_norm, metis_sample=args.metis_sample,
+                      model=args.model, layers=args.layers, hidden=args.hidden, heads=args.heads)
     if args.parts < 1:
         raise InputError(f"expected --parts >= 1 (got {args.parts})")
     out = Path(args.out)

@@ -21,7 +21,7 @@ CHUNK_EDGES = ("stale", "induced")
 SPMM_MODELS = ("gcn", "sage", "gcnii", "resgcn+")  # their aggregation is one plain sparse product
 NORM_MODELS = ("gcn", "sage", "gat")  # the models --norm applies to
 METRICS = ("auto", "acc", "rocauc", "micro-f1")  # --metric (fullgraph.train.metrics computes them)
-PARTITIONERS = ("metis", "metis-degree", "random", "contiguous", "permuted")
+PARTITIONERS = ("metis", "metis-degree", "metis-memory", "random", "contiguous", "permuted")
 FEATURE_NORMS = ("auto", "row", "none")
 
 
@@ -97,8 +97,9 @@ class TrainConfig:
     """Number of processes (started locally, or the torchrun world size)."""
     partitioner: str = "metis"
     """How nodes are split into parts: metis (communication volume, balanced by node count),
-    metis-degree (balanced by degree), random, contiguous, or permuted (contiguous after a seeded
-    random permutation)."""
+    metis-degree (balanced by degree), metis-memory (balanced by the estimated memory of each rank
+    for this run's model: ``fullgraph.partition.balance``), random, contiguous, or permuted
+    (contiguous after a seeded random permutation)."""
     metis_sample: float = 1.0
     """METIS partitions a uniform sample of the undirected edges, each kept with this probability
     (1: every edge). METIS's memory, ~150 bytes per edge it sees, is most of partitioning's; 0.25

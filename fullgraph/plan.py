@@ -43,7 +43,7 @@ import torch
 from fullgraph.errors import InputError
 
 __all__ = ["gcn_product_widths", "spmm_volume", "estimate_peak_bytes", "memory_breakdown", "check_memory",
-           "graph_memory_stats", "part_memory_stats", "partition_memory_stats", "kept_activation_bytes"]
+           "model_memory_options", "graph_memory_stats", "part_memory_stats", "partition_memory_stats", "kept_activation_bytes"]
 
 
 def gcn_product_widths(dims: list[int], sparse_input: bool) -> list[int]:
@@ -342,6 +342,12 @@ def _gib(b: float) -> str:
     return f"{b / GIB:.2f} GiB"
 
 
+def model_memory_options(cfg) -> dict:
+    """The options of ``cfg`` (a ``TrainConfig``) that :func:`estimate_peak_bytes` takes."""
+    return dict(model=cfg.model, layers=cfg.layers, hidden=cfg.hidden, heads=cfg.heads, recompute=cfg.recompute,
+                gcn_kernel=cfg.gcn_kernel)
+
+
 def check_memory(cfg, stats: list[dict], *, available_bytes: int | None = None, local_ranks: int = 1,
                  mmap_threshold: int | None = None) -> list[int]:
     """Estimated peak bytes per rank (``stats``: one dict per rank, from :func:`graph_memory_stats`,
@@ -354,8 +360,7 @@ def check_memory(cfg, stats: list[dict], *, available_bytes: int | None = None, 
     """
     from fullgraph.memory import available_memory_bytes
 
-    opts = dict(model=cfg.model, layers=cfg.layers, hidden=cfg.hidden, heads=cfg.heads, recompute=cfg.recompute,
-                gcn_kernel=cfg.gcn_kernel, mmap_threshold=mmap_threshold)
+    opts = model_memory_options(cfg) | dict(mmap_threshold=mmap_threshold)
     est = [estimate_peak_bytes(**(opts | s)) for s in stats]
     if cfg.memory_limit > 0:
         limit, where = int(cfg.memory_limit * GIB), "--memory-limit"

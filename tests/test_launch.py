@@ -119,11 +119,18 @@ def test_a_killed_rank_takes_the_whole_run_down_within_60_s(tmp_path, mode):
     assert not _children(launcher.pid)  # no rank left behind
 
 
-def test_partition_with_metis_on_a_sample_of_the_edges(tmp_path):
+def test_partition_with_metis_on_a_sample_of_the_edges_and_balanced_by_memory(tmp_path):
     out = tmp_path / "parts"
     proc = fullgraph(tmp_path, "partition", "--parts", "2", "--metis-sample", "0.5", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert json.loads((out / "partition.json").read_text())["metis_sample"] == 0.5
+    proc = fullgraph(tmp_path, "partition", "--parts", "2", "--partitioner", "metis-memory", "--model", "sage",
+                     "--layers", "3", "--hidden", "32", "--out", str(tmp_path / "pm"))
+    assert proc.returncode == 0, proc.stderr
+    meta = json.loads((tmp_path / "pm" / "partition.json").read_text())
+    balanced_for = meta["meta"]["balanced_for"]
+    assert meta["weight"] == "memory" and (balanced_for["model"], balanced_for["hidden"]) == ("sage", 32)
+    assert proc.stdout.count("metis-memory round") == 3, proc.stdout
     proc = fullgraph(tmp_path, "partition", "--parts", "2", "--metis-sample", "0", "--out", str(tmp_path / "p0"))
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "metis_sample in (0, 1] (got 0.0)" in lines[0], proc.stderr

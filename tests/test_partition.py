@@ -78,6 +78,31 @@ def test_metis_degree_weight_balances_degree(small):
     assert float(load.max()) <= 1.1 * float(load.sum()) / 4
 
 
+def test_metis_memory_balances_the_estimated_rank_memory_better_than_nodes_or_degree():
+    """On a power-law graph, balancing node counts leaves the hubs' part with most edges and balancing
+    degrees leaves the leaves' part with most rows; metis-memory weighs each node as its row and its
+    edges cost the model, then corrects for the halo, so its largest part estimate is the closest to
+    the mean. A heavier model per row weighs rows more against edges."""
+    from fullgraph.data.synthetic import rmat
+    from fullgraph.partition.balance import metis_by_memory, memory_node_weights, part_estimates
+
+    g = rmat(12, 40_000, num_features=32)
+    opts = dict(model="sage", layers=3, hidden=128, heads=8, recompute=False, gcn_kernel="fused")
+
+    def spread(node_part):
+        est = part_estimates(g, node_part, 4, opts)
+        return max(est) / (sum(est) / 4)
+
+    by_memory = spread(metis_by_memory(g, 4, 0, 1.0, opts))
+    by_nodes, by_degree = (spread(partition_nodes(g, 4, "metis", weight=w)) for w in ("nodes", "degree"))
+    print(f"\nlargest / mean estimate, R-MAT 4096 nodes, P = 4: nodes {by_nodes:.3f}, degree {by_degree:.3f}, "
+          f"memory {by_memory:.3f}")
+    assert by_memory < 1.1 < min(by_nodes, by_degree)
+    weights, c = memory_node_weights(g, opts)
+    assert torch.equal(torch.from_numpy(weights), g.in_degrees() + c)
+    assert memory_node_weights(g, opts | {"hidden": 16})[1] < c < memory_node_weights(g, opts | {"hidden": 512})[1]
+
+
 def test_metis_empty_part_is_an_input_error(small, monkeypatch):
     def lopsided(nparts, *args, **kw):
         return pymetis.GraphPartition(0, [0] * small.num_nodes)

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from fullgraph.data.load import load_graph
+from fullgraph.plan import model_memory_options
 
 __all__ = ["prepare_partition_dir", "prepare_block_rows_dir", "prepare_chunk_file", "prepare_run"]
 
@@ -16,7 +17,10 @@ log = logging.getLogger("fullgraph")
 
 
 def _method(partitioner: str) -> tuple[str, str]:
-    return ("metis", "degree") if partitioner == "metis-degree" else (partitioner, "nodes")
+    """``--partitioner`` as (method, what METIS balances)."""
+    if partitioner.startswith("metis-"):
+        return "metis", partitioner.removeprefix("metis-")
+    return partitioner, "nodes"
 
 
 def prepare_partition_dir(cfg, parts: int, out: str | Path | None = None, graph=None) -> Path:
@@ -33,6 +37,8 @@ def prepare_partition_dir(cfg, parts: int, out: str | Path | None = None, graph=
     key = f"{graph.fingerprint()[:20]}-{cfg.partitioner}-{parts}-{cfg.seed}"
     if cfg.metis_sample != 1.0 and method == "metis":
         key += f"-q{cfg.metis_sample:g}"
+    if weight == "memory":  # balanced for one model: another model gets its own parts
+        key += "-" + "-".join(f"{v}" for v in model_memory_options(cfg).values())
     target = Path(out) if out is not None else cache_root() / "parts" / key
     if out is None and (target / "partition.json").is_file():
         try:
@@ -41,13 +47,19 @@ def prepare_partition_dir(cfg, parts: int, out: str | Path | None = None, graph=
         except Exception:  # a stale or damaged cache entry is rebuilt, never trusted
             pass
     t0 = time.perf_counter()
-    node_part = cached_partition(graph, parts, method, cfg.seed, weight=weight,
-                                 sample=cfg.metis_sample if method == "metis" else 1.0)
+    if weight == "memory":
+        from fullgraph.partition.balance import metis_by_memory
+
+        node_part = metis_by_memory(graph, parts, cfg.seed, cfg.metis_sample, model_memory_options(cfg))
+    else:
+        node_part = cached_partition(graph, parts, method, cfg.seed, weight=weight,
+                                     sample=cfg.metis_sample if method == "metis" else 1.0)
     t1 = time.perf_counter()
     book = PartitionBook.build(graph, node_part)
     t2 = time.perf_counter()
     meta = {"dataset": cfg.dataset, "method": cfg.partitioner, "parts": parts, "seed": cfg.seed,
-            "weight": weight, "metis_sample": cfg.metis_sample if method == "metis" else None,
+            "weight": weight, **({"balanced_for": model_memory_options(cfg)} if weight == "memory" else {}),
+            "metis_sample": cfg.metis_sample if method == "metis" else None,
             "feature_norm": cfg.feature_norm, "cache_key": hashlib.sha256(key.encode()).hexdigest()[:16]}
     save_partition(book, graph, target, meta)
     t3 = time.perf_counter()
