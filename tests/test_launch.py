@@ -201,3 +201,19 @@ def test_the_first_failure_is_named_not_its_consequence(tmp_path):
     assert _first_failure([consequence, cause]) is cause
     killed = rank(2, -signal.SIGKILL, None)
     assert _first_failure([consequence, cause, killed]) is killed
+
+
+def test_rank_logs_are_removed_after_success_and_kept_after_a_failure(tmp_path, monkeypatch, capsys):
+    import tempfile
+
+    from fullgraph.comm.launch import launch_local
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text("{}")
+    bad.write_text("{")
+    assert launch_local([str(good)], 2, module="json.tool", timeout_s=60) == 0
+    assert not list(tmp_path.glob("fullgraph-ranks-*"))
+    assert launch_local([str(bad)], 2, module="json.tool", timeout_s=60) == 1
+    kept = list(tmp_path.glob("fullgraph-ranks-*"))
+    assert len(kept) == 1 and str(kept[0]) in capsys.readouterr().err

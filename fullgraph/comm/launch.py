@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -117,7 +118,8 @@ def launch_local(argv: list[str], nprocs: int, *, threads: int = 0, log_dir: str
     """Run ``python -m <module> <argv>`` as ``nprocs`` ranks on this machine; returns the exit status.
 
     ``timeout_s`` bounds the whole run (tests use it): past it every rank is stopped and the
-    launcher reports a failure."""
+    launcher reports a failure. The ranks' logs go to ``log_dir``, or to a temporary folder that is
+    removed when every rank succeeds and kept (and named) when one fails."""
     from torch.distributed import TCPStore
 
     store = TCPStore("127.0.0.1", 0, world_size=nprocs + 1, is_master=True, wait_for_workers=False)
@@ -158,6 +160,8 @@ def launch_local(argv: list[str], nprocs: int, *, threads: int = 0, log_dir: str
                       f"(rank logs in {logs})", file=sys.stderr)
                 return 2 if input_error else 1
             if all(r.proc.poll() == 0 for r in ranks):
+                if not log_dir:  # the logs of a run that succeeded are not worth a folder in /tmp
+                    shutil.rmtree(logs, ignore_errors=True)
                 return 0
             time.sleep(0.1)
     except KeyboardInterrupt:
