@@ -43,7 +43,7 @@ import torch
 from fullgraph.errors import InputError
 
 __all__ = ["gcn_product_widths", "spmm_volume", "estimate_peak_bytes", "memory_breakdown", "check_memory",
-           "model_memory_options", "graph_memory_stats", "part_memory_stats", "partition_memory_stats", "kept_activation_bytes"]
+           "model_memory_options", "variable_bytes", "graph_memory_stats", "part_memory_stats", "partition_memory_stats", "kept_activation_bytes"]
 
 
 def gcn_product_widths(dims: list[int], sparse_input: bool) -> list[int]:
@@ -77,7 +77,7 @@ def spmm_volume(mode: str, widths: list[int], n: int, nprocs: int, nnz: int, rep
       pointers and column indices, float32 values); 3D sums the d layers' partial products along
       each fiber, ``d·n·w·4``.
     """
-    from fullgraph.parallel.spmm import row_blocks
+    from fullgraph.partition.blockrows import row_blocks
 
     out = {"spmm/bcast": 0, "spmm/reduce": 0, "spmm/redist": 0}
     if mode in ("spmm-1d", "spmm-1.5d"):
@@ -292,6 +292,16 @@ def estimate_peak_bytes(*, nodes: int, edges: int, features: int, classes: int, 
                                 layers=layers, hidden=hidden, heads=heads, halo=halo, feature_nnz=feature_nnz,
                                 recompute=recompute, gcn_kernel=gcn_kernel, distributed=distributed,
                                 mmap_threshold=mmap_threshold).values())
+
+
+def variable_bytes(stats: dict, model_opts: dict) -> float:
+    """A rank's estimated bytes less what does not grow with its share of the graph (the process, the
+    weights): its graph data and activations for ``stats`` (as :func:`estimate_peak_bytes` takes
+    them) and the model ``model_opts`` (:func:`model_memory_options`). The allocator's overhead is
+    taken as for mmapped activations whatever their size, so the result is linear in the counts
+    (the heap's larger overhead applies to small ranks only): what a balance of memory needs."""
+    b = memory_breakdown(**(model_opts | stats | {"distributed": True, "mmap_threshold": 1}))
+    return float(b["graph"] + b["activations"])
 
 
 def graph_memory_stats(graph) -> dict:

@@ -84,23 +84,27 @@ def test_metis_memory_balances_the_estimated_rank_memory_better_than_nodes_or_de
     edges cost the model, then corrects for the halo, so its largest part estimate is the closest to
     the mean. A heavier model per row weighs rows more against edges."""
     from fullgraph.data.synthetic import rmat
-    from fullgraph.partition.balance import metis_by_memory, memory_node_weights, part_estimates
+    from fullgraph.partition.balance import memory_node_weights, metis_by_memory, part_costs
+    from fullgraph.plan import variable_bytes
 
     g = rmat(12, 40_000, num_features=32)
     opts = dict(model="sage", layers=3, hidden=128, heads=8, recompute=False, gcn_kernel="fused")
 
+    def cost_of(**change):
+        return lambda stats: variable_bytes(stats, opts | change)
+
     def spread(node_part):
-        est = part_estimates(g, node_part, 4, opts)
+        est = part_costs(g, node_part, 4, cost_of())
         return max(est) / (sum(est) / 4)
 
-    by_memory = spread(metis_by_memory(g, 4, 0, 1.0, opts))
+    by_memory = spread(metis_by_memory(g, 4, 0, 1.0, cost_of()))
     by_nodes, by_degree = (spread(partition_nodes(g, 4, "metis", weight=w)) for w in ("nodes", "degree"))
     print(f"\nlargest / mean estimate, R-MAT 4096 nodes, P = 4: nodes {by_nodes:.3f}, degree {by_degree:.3f}, "
           f"memory {by_memory:.3f}")
     assert by_memory < 1.1 < min(by_nodes, by_degree)
-    weights, c = memory_node_weights(g, opts)
+    weights, c = memory_node_weights(g, cost_of())
     assert torch.equal(torch.from_numpy(weights), g.in_degrees() + c)
-    assert memory_node_weights(g, opts | {"hidden": 16})[1] < c < memory_node_weights(g, opts | {"hidden": 512})[1]
+    assert memory_node_weights(g, cost_of(hidden=16))[1] < c < memory_node_weights(g, cost_of(hidden=512))[1]
 
 
 def test_metis_empty_part_is_an_input_error(small, monkeypatch):

@@ -3,13 +3,14 @@ write the partition folder that every rank reads its own part from."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import time
 from pathlib import Path
 
 from fullgraph.data.load import load_graph
-from fullgraph.plan import model_memory_options
+from fullgraph.plan import model_memory_options, variable_bytes
 
 __all__ = ["prepare_partition_dir", "prepare_block_rows_dir", "prepare_chunk_file", "prepare_run"]
 
@@ -50,7 +51,8 @@ def prepare_partition_dir(cfg, parts: int, out: str | Path | None = None, graph=
     if weight == "memory":
         from fullgraph.partition.balance import metis_by_memory
 
-        node_part = metis_by_memory(graph, parts, cfg.seed, cfg.metis_sample, model_memory_options(cfg))
+        cost = functools.partial(variable_bytes, model_opts=model_memory_options(cfg))
+        node_part = metis_by_memory(graph, parts, cfg.seed, cfg.metis_sample, cost)
     else:
         node_part = cached_partition(graph, parts, method, cfg.seed, weight=weight,
                                      sample=cfg.metis_sample if method == "metis" else 1.0)

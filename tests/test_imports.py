@@ -1,0 +1,76 @@
+"""The package's layering: no import cycle between fullgraph's subpackages and top-level modules.
+
+Every ``import fullgraph.X...`` / ``from fullgraph.X... import`` of every module counts, those inside
+functions too: a lazy import only hides a cycle from Python, not from a reader. The unit is the
+subpackage or top-level module (``fullgraph.partition``, ``fullgraph.plan``); imports within one unit
+are its own business.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import fullgraph
+
+PACKAGE = Path(fullgraph.__file__).resolve().parent
+
+
+def _unit(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def import_graph() -> dict[str, dict[str, list[str]]]:
+    """``{unit: {imported unit: ["file:line", ...]}}`` over every module of the package."""
+    graph: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent)
+        module = ".".join(rel.with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = [node.module]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            for target in targets:
+                if target.startswith("fullgraph.") and _unit(target) != _unit(module):
+                    graph[_unit(module)][_unit(target)].append(f"{rel}:{node.lineno}")
+    return graph
+
+
+def find_cycle(graph: dict[str, dict[str, list[str]]]) -> list[str] | None:
+    """One cycle ``[a, b, ..., a]`` of the graph, or None (depth-first search, three colours)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(u: str) -> list[str] | None:
+        state[u] = 1
+        path.append(u)
+        for v in graph.get(u, {}):
+            if state.get(v) == 1:
+                return path[path.index(v):] + [v]
+            if v not in state and (found := visit(v)):
+                return found
+        path.pop()
+        state[u] = 2
+        return None
+
+    for u in sorted(graph):
+        if u not in state and (found := visit(u)):
+            return found
+    return None
+
+
+def test_the_walker_finds_a_cycle_it_is_shown():
+    assert find_cycle({"a": {"b": ["x"]}, "b": {"c": ["y"]}, "c": {"a": ["z"]}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b": ["x"]}, "b": {"c": ["y"]}, "c": {}}) is None
+
+
+def test_no_import_cycle_between_subpackages():
+    graph = import_graph()
+    assert "fullgraph.parallel" in graph and "fullgraph.partition" in graph["fullgraph.parallel"]  # it reads
+    cycle = find_cycle(graph)
+    where = [f"{a} -> {b} ({', '.join(graph[a][b][:3])})" for a, b in zip(cycle, cycle[1:])] if cycle else []
+    assert cycle is None, "import cycle: " + "; ".join(where)
