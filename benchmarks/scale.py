@@ -50,9 +50,13 @@ cores on average.
 
 Sizes (``--sizes``; R-MAT draws, then symmetrized, deduplicated, self loops dropped):
 ``1e6`` = scale 17, 530,000 draws (1,009,740 directed edges); ``1e7`` = scale 20, 5,150,000 draws
-(9,995,848); ``1e8`` = scale 23, 51,000,000 draws (about 10^8, extrapolated from the ratio of
-directed edges to draws at scales 17 and 20); ``1e5`` = scale 14, 52,000 draws (96,594), a smoke
-test. Features: 100 float32 columns, 16 classes.
+(9,995,848); ``1e8`` = scale 20, 65,000,000 draws (112,433,920; average degree 107, between
+ogbn-products' 51 and Reddit's 490); ``1e5`` = scale 14, 52,000 draws (96,594), a smoke test.
+Features: 100 float32 columns, 16 classes. The 10^8-edge graph keeps 2^20 nodes: at scale 23
+(8.4M nodes, 51M draws, 100M edges) one SAGE 3 x 128 activation is 4.3 GB and the features 3.4 GB,
+so four ranks need more than 26 GB before any halo row, and no layout that keeps activations fits a
+24 GiB machine (benchmarks/README.md, "10^8 edges"). ``--partitioner metis-memory`` partitions for
+the graph-parallel runs' model (SAGE 3 x 128).
 
 Usage::
 
@@ -89,7 +93,7 @@ MIB = 2**20
 MB = 1e6
 
 # size label -> (R-MAT scale, edge draws)
-SIZES = {"1e5": (14, 52_000), "1e6": (17, 530_000), "1e7": (20, 5_150_000), "1e8": (23, 51_000_000)}
+SIZES = {"1e5": (14, 52_000), "1e6": (17, 530_000), "1e7": (20, 5_150_000), "1e8": (20, 65_000_000)}
 FEATURES, CLASSES = 100, 16
 PARTITION_BYTES_PER_EDGE = 60  # target: partition peak <= 60 B/edge + one copy of the features
 RATIO_TARGETS = {2: 0.6, 4: 0.35}  # largest graph-parallel rank peak / single-process peak, p = 1
@@ -327,7 +331,7 @@ def step_partition(size: str, parts: int, gen: dict, work: Path, a) -> dict:
     out = work / f"rmat-{size}-{a.partitioner}{parts}"
     shutil.rmtree(out, ignore_errors=True)
     cmd = fg("partition", "--dataset", gen["dataset"], "--parts", str(parts), "--partitioner", a.partitioner,
-             "--metis-sample", f"{a.metis_sample:g}", "--out", str(out))
+             "--metis-sample", f"{a.metis_sample:g}", "--out", str(out), *SAGE)
     env = dict(os.environ, FULLGRAPH_CACHE=str(work / "cache"))
     r = run_command(cmd, a.timeout, work / "logs" / f"partition-{size}-{parts}.log", env)
     rec = {"size": size, "step": "partition", "parts": parts, "partitioner": a.partitioner,
@@ -568,7 +572,8 @@ def parse_args(argv=None):
     p.add_argument("--keep", action="store_true", help="keep the work folder (default: removed at the end)")
     p.add_argument("--partitioner", default="metis",
                    help="of 'fullgraph partition' for the graph-parallel runs (default metis: balanced by node "
-                        "count; metis-degree balances by degree)")
+                        "count; metis-degree balances by degree, metis-memory by each rank's estimated memory "
+                        "for SAGE 3 x 128)")
     p.add_argument("--metis-sample", type=float, default=1.0,
                    help="--metis-sample of 'fullgraph partition': METIS sees this share of the edges (default 1)")
     p.add_argument("--threads", type=int, default=0,
