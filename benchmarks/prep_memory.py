@@ -149,7 +149,8 @@ def run_step(step: str, a: argparse.Namespace, work: Path) -> dict:
     import numpy as np
     import torch
 
-    from fullgraph.data.formats.native import load_native, write_native
+    from fullgraph.data.formats.native import write_native
+    from fullgraph.data.formats.native_read import load_native
 
     rec: dict = {"step": step}
     folder = work / "graph"

@@ -14,7 +14,8 @@ from fullgraph.config import TrainConfig
 from fullgraph.data.datasets import preprocess
 from fullgraph.data.detect import detect, looks_like_path
 from fullgraph.data.formats import load_native, write_native
-from fullgraph.data.formats.native import is_native_folder, is_preprocessed, read_native_meta
+from fullgraph.data.formats.native import is_preprocessed
+from fullgraph.data.formats.native_read import is_native_folder, read_native_meta
 from fullgraph.data.graph import Graph
 from fullgraph.data.load import feature_norm_of, load_graph, load_raw_graph
 from fullgraph.data.synthetic import planted_partition
@@ -207,11 +208,11 @@ def test_damaged_folder_on_the_command_line(kind, damaged, capsys):
 
 
 def test_checksum_is_skipped_when_asked_and_above_the_auto_limit(damaged, monkeypatch):
-    from fullgraph.data.formats import native
+    from fullgraph.data.formats import native_read
 
     d = damaged("checksum")
     load_native(d, verify=False)  # sizes, dtypes and shapes still checked; the flipped bit is not seen
-    monkeypatch.setattr(native, "VERIFY_AUTO_MAX_BYTES", 1000)
+    monkeypatch.setattr(native_read, "VERIFY_AUTO_MAX_BYTES", 1000)
     load_native(d)
     with pytest.raises(InputError, match="sha256"):
         load_native(d, verify=True)

@@ -102,7 +102,7 @@ def _name_of(path: Path) -> str:
 
 def detect(path: str | os.PathLike) -> Detected:
     """The format of the dataset at ``path`` (a folder, or an ``.npz`` file); see the module doc."""
-    from fullgraph.data.formats.native import is_native_folder, read_native_meta
+    from fullgraph.data.formats.native_read import is_native_folder, read_native_meta
 
     p = Path(path).expanduser()
     if not p.exists():
@@ -158,12 +158,12 @@ def _only_split_zero(det: Detected, split: int) -> None:
 def load_path(path: str | os.PathLike, *, split: int = 0, verify: bool | None = None) -> Graph:
     """The graph at ``path``, detected and loaded; preprocessed as the named datasets are (a native
     folder that says it is preprocessed is used as stored). ``verify``: native folders' checksums
-    (see :func:`fullgraph.data.formats.native.load_native`)."""
+    (see :func:`fullgraph.data.formats.native_read.load_native`)."""
     from fullgraph.data.datasets import preprocess
 
     det = detect(path)
     if det.kind == "native":
-        from fullgraph.data.formats.native import load_native
+        from fullgraph.data.formats.native_read import load_native
 
         _only_split_zero(det, split)
         graph = load_native(det.path, verify=verify)

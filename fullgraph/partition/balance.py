@@ -13,7 +13,7 @@ a model). Each node is weighted ``degree + c`` with ``c = bytes_per_row / bytes_
 balances the first two terms at once. The halo term depends on the cut, known only afterwards: the
 parts are then costed in full (each part's inner, halo and edge counts) and METIS runs again with
 target shares (``tpwgts``) that ask the parts over the mean for less weight and those under it for
-more. :data:`ROUNDS` partitions are made; the one whose largest cost is smallest is kept. Each
+more (half the step, geometrically: METIS answers new shares with a new cut whose halos move too). :data:`ROUNDS` partitions are made; the one whose largest cost is smallest is kept. Each
 round is one METIS run (``--metis-sample`` applies to each) and one pass over the edges to count
 the halos.
 """
@@ -89,8 +89,9 @@ def metis_by_memory(graph: Graph, parts: int, seed: int, sample: float, cost: Co
                  " ".join(f"{v / 2**20:.0f}" for v in est), est.max() / est.mean())
         if est.max() < best_peak:
             best, best_peak = node_part, float(est.max())
-        # the share of weight each part now holds, scaled towards the mean cost
+        # the share of weight each part now holds, moved halfway (geometrically) towards the mean cost:
+        # METIS answers new shares with a new cut, whose halos move too, so a full step overshoots
         held = np.bincount(node_part.numpy(), weights=weights, minlength=parts) / weights.sum()
-        targets = held * est.mean() / est
+        targets = held * np.sqrt(est.mean() / est)
         targets /= targets.sum()
     return best

@@ -68,7 +68,8 @@ class LoopState:
     bubbles: list = field(default_factory=list)
 
     def record(self, epoch_record: dict) -> None:
-        """Keep what the summary needs of an epoch's record (its loss, bytes moved, bubble)."""
+        """Keep what the summary needs of an epoch's record (its time, loss, bytes moved, bubble)."""
+        self.times.append(epoch_record["epoch_time_s"])
         self.losses.append(epoch_record["loss"])
         if "comm_bytes" in epoch_record:
             self.comm_per_epoch.append(epoch_record["comm_bytes"])

@@ -278,31 +278,38 @@ class Trainer:
     def train(self) -> RunResult:
         if self.model is None:
             self.build()
+        s, best_state = self._start()
+        epoch, best_state = self._loop(s, best_state)
+        if best_state is not None:
+            self.model.load_state_dict(best_state)
+        if self.cfg.out:  # the selected weights, whole, as one process would hold them
+            self._save_model(self.engine.consolidate(self.model, self.model.state_dict()), s.best)
+        result = self._result(s, epoch)
+        self.writer.summary(result.to_dict())
+        return result
+
+    def _start(self) -> tuple[LoopState, dict | None]:
+        """A fresh loop state, or the one of the checkpoint a resumed run carries on from."""
+        e = self.engine
+        if not self.resume:
+            return LoopState(best={k: 0.0 for k in SELECTED} | {"val_loss": float("inf"), "epoch": 0}), None
+        s, best_state, folder = load_checkpoint(self.cfg.out, model=self.model, optimizer=self.optimizer, engine=e)
+        if e.is_main:
+            log.info("resuming after epoch %d from %s", s.epoch, folder)
+        self.writer.keep_epochs(s.epoch)
+        return s, best_state
+
+    def _loop(self, s: LoopState, best_state: dict | None) -> tuple[int, dict | None]:
+        """Epochs ``s.epoch + 1 ..`` until ``--epochs`` or patience; the last epoch run and the best weights."""
         cfg, e = self.cfg, self.engine
-        s, best_state = LoopState(best={k: 0.0 for k in SELECTED} | {"val_loss": float("inf"), "epoch": 0}), None
-        if self.resume:
-            s, best_state, folder = load_checkpoint(cfg.out, model=self.model, optimizer=self.optimizer, engine=e)
-            if e.is_main:
-                log.info("resuming after epoch %d from %s", s.epoch, folder)
-            self.writer.keep_epochs(s.epoch)
         progress = Progress(cfg.epochs, cfg.progress if e.is_main else "none", done=s.epoch)
         epoch = s.epoch
         try:
             for epoch in range(s.epoch + 1, cfg.epochs + 1):
                 _fault(epoch, e.rank)
-                t0 = time.perf_counter()
-                loss = self.train_step(epoch)
-                synchronize(e.device)  # the optimizer's queued GPU work belongs to this epoch
-                dt = time.perf_counter() - t0
-                s.times.append(dt)
-                record = {"epoch": epoch}
-                evaluated = {}
-                if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
-                    t1 = time.perf_counter()
-                    evaluated = self.evaluate() | {"eval_time_s": time.perf_counter() - t1}
-                record |= e.epoch_extras() | self._epoch_totals(loss, dt) | {"epoch_time_s": dt} | evaluated
+                record = self._epoch(epoch)
                 s.record(record)
-                if evaluated and self._select(record, s):
+                if "eval_time_s" in record and self._select(record, s):
                     best_state = copy.deepcopy(self.model.state_dict())
                 self.writer.epoch(record)
                 progress.update(record)
@@ -317,11 +324,25 @@ class Trainer:
                     break
         finally:
             progress.close()
-        if best_state is not None:
-            self.model.load_state_dict(best_state)
-        if cfg.out:  # the selected weights, whole, as one process would hold them
-            self._save_model(e.consolidate(self.model, self.model.state_dict()), s.best)
-        best, times, losses, comm_per_epoch, bubbles = s.best, s.times, s.losses, s.comm_per_epoch, s.bubbles
+        return epoch, best_state
+
+    def _epoch(self, epoch: int) -> dict:
+        """One training step, and an evaluation when one is due: the epoch's record."""
+        cfg, e = self.cfg, self.engine
+        t0 = time.perf_counter()
+        loss = self.train_step(epoch)
+        synchronize(e.device)  # the optimizer's queued GPU work belongs to this epoch
+        dt = time.perf_counter() - t0
+        evaluated = {}
+        if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
+            t1 = time.perf_counter()
+            evaluated = self.evaluate() | {"eval_time_s": time.perf_counter() - t1}
+        return {"epoch": epoch} | e.epoch_extras() | self._epoch_totals(loss, dt) | {"epoch_time_s": dt} | evaluated
+
+    def _result(self, s: LoopState, epoch: int) -> RunResult:
+        """The run's summary: the selected epoch's metrics, times, peaks (measured and estimated), bytes."""
+        cfg, e = self.cfg, self.engine
+        best, times, losses = s.best, s.times, s.losses
         rss = e.gather(float(peak_rss_bytes()), "eval/reduce")
         gpu = e.gather(float(peak_device_bytes(e.device) or 0), "eval/reduce")
         result = RunResult(
@@ -343,14 +364,13 @@ class Trainer:
         result.estimated_peak_bytes_per_rank = [int(v) if v >= 0 else None for v in est]
         known = [v for v in result.estimated_peak_bytes_per_rank if v is not None]
         result.estimated_peak_bytes = max(known) if known else None
-        if comm_per_epoch:
-            keys = sorted({k for c in comm_per_epoch for k in c})
-            result.comm_bytes_per_epoch = {k: int(statistics.median(c.get(k, 0) for c in comm_per_epoch))
+        if s.comm_per_epoch:
+            keys = sorted({k for c in s.comm_per_epoch for k in c})
+            result.comm_bytes_per_epoch = {k: int(statistics.median(c.get(k, 0) for c in s.comm_per_epoch))
                                            for k in keys}
             result.replication_factor = e.replication_factor
-        if bubbles:
-            result.bubble_fraction = statistics.median(bubbles[1:] if len(bubbles) > 1 else bubbles)
-        self.writer.summary(result.to_dict())
+        if s.bubbles:
+            result.bubble_fraction = statistics.median(s.bubbles[1:] if len(s.bubbles) > 1 else s.bubbles)
         return result
 
     def _save_model(self, state: dict, best: dict) -> None:

@@ -7,7 +7,8 @@ No loader symmetrizes, deduplicates or drops self loops: that is one policy, app
 
 from fullgraph.data.formats.edgelist import load_edgelist
 from fullgraph.data.formats.graphsaint import load_graphsaint
-from fullgraph.data.formats.native import load_native, write_native
+from fullgraph.data.formats.native import write_native
+from fullgraph.data.formats.native_read import load_native
 from fullgraph.data.formats.npz_hetero import load_npz_hetero
 from fullgraph.data.formats.npz_shchur import load_npz_shchur
 from fullgraph.data.formats.ogb import load_ogb
