@@ -39,11 +39,8 @@ Writing (:func:`write_native`) goes into a temporary sibling folder that is rena
 complete, so a reader never sees half a dataset. It writes each array in blocks of about
 ``block_bytes`` (hashing as it goes), so writing adds no second copy of the graph. It replaces an
 earlier native folder, fills an empty one, and refuses anything else. :func:`write_native_edges`
-writes the same folder from edges that arrive in blocks (a generator's output), sorting them on
-disk, so a graph larger than memory can be written; :func:`fullgraph.data.pyg.write_pyg` writes a
-PyG ``Data``.
-
-Loading: :mod:`fullgraph.data.formats.native_read`.
+writes it from edges that arrive in blocks, sorting them on disk (a graph larger than memory);
+:func:`fullgraph.data.pyg.write_pyg` from a PyG ``Data``. Loading: :mod:`.native_read`.
 """
 
 from __future__ import annotations
@@ -63,10 +60,8 @@ import torch
 from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
 
-__all__ = [
-    "NATIVE_FORMAT", "NATIVE_VERSION", "VERIFY_AUTO_MAX_BYTES", "write_native", "write_native_edges",
-    "is_preprocessed", "check_target",
-]
+__all__ = ["NATIVE_FORMAT", "NATIVE_VERSION", "VERIFY_AUTO_MAX_BYTES", "write_native", "write_native_edges",
+           "is_preprocessed", "check_target"]
 
 NATIVE_FORMAT = "fullgraph-native"
 NATIVE_VERSION = 1
@@ -280,6 +275,77 @@ def _edge_pairs(edge_blocks, n: int, idx: np.dtype) -> Iterator[tuple[np.ndarray
         yield src.astype(idx, copy=False), dst.astype(idx, copy=False)
 
 
+def _spill_edges(path, edge_blocks, n: int, idx: np.dtype, pair: np.dtype, symmetrize: bool,
+                 drop_self_loops: bool) -> tuple[np.ndarray, int]:
+    """Pass 1 of :func:`write_native_edges`: ``(dst, src)`` pairs appended to ``path`` as they come (both
+    directions when symmetrizing); each row's edge count and the number of pairs written."""
+    counts = np.zeros(n, dtype=np.int64)
+    spilled = 0
+    with open(path, "wb") as f:
+        for src, dst in _edge_pairs(edge_blocks, n, idx):
+            if drop_self_loops:
+                keep = src != dst
+                src, dst = src[keep], dst[keep]
+            if symmetrize:
+                src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+            block = np.empty(src.size, dtype=pair)
+            block["dst"], block["src"] = dst, src
+            f.write(memoryview(block).cast("B"))
+            counts += np.bincount(dst, minlength=n)
+            spilled += src.size
+    return counts, spilled
+
+
+def _bucket_edges(w: _FolderWriter, indptr: np.ndarray, spilled: int, pair: np.dtype, step: int) -> list[int]:
+    """Pass 2: the spill split by destination into ``bucket-i.spill`` files of whole rows, each small
+    enough to sort in memory (~32 bytes per edge; at most ~512 files); the buckets' row bounds."""
+    n = indptr.size - 1
+    per_bucket = max(w.block_bytes // 32, -(-spilled // 512), 1)
+    bounds = [0]
+    while bounds[-1] < n:
+        r = int(np.searchsorted(indptr, indptr[bounds[-1]] + per_bucket, side="right")) - 1
+        bounds.append(min(max(r, bounds[-1] + 1), n))
+    bounds_arr = np.asarray(bounds[1:-1], dtype=np.int64)
+    outs = [open(w.tmp / f"bucket-{i}.spill", "wb") for i in range(len(bounds) - 1)]
+    try:
+        for a in range(0, spilled, step):
+            block = np.fromfile(w.tmp / "edges.spill", dtype=pair, count=min(step, spilled - a),
+                                offset=a * pair.itemsize)
+            which = np.searchsorted(bounds_arr, block["dst"], side="right")
+            order = np.argsort(which, kind="stable")
+            block, cuts = block[order], np.searchsorted(which[order], np.arange(1, len(outs)))
+            for out, part in zip(outs, np.split(block, cuts)):
+                if part.size:
+                    out.write(memoryview(part).cast("B"))
+    finally:
+        for out in outs:
+            out.close()
+    (w.tmp / "edges.spill").unlink()
+    return bounds
+
+
+def _sort_buckets(w: _FolderWriter, bounds: list[int], counts: np.ndarray, n: int, idx: np.dtype, pair: np.dtype,
+                  dedupe: bool) -> int:
+    """Pass 3: each bucket's rows sorted (and deduplicated, recounting ``counts`` in place) into
+    ``sorted.spill``; the number of edges stored."""
+    stored = 0
+    with open(w.tmp / "sorted.spill", "wb") as f:
+        for i, (r0, r1) in enumerate(zip(bounds[:-1], bounds[1:])):
+            path = w.tmp / f"bucket-{i}.spill"
+            part = np.fromfile(path, dtype=pair)
+            path.unlink()
+            key = (part["dst"].astype(np.int64) - r0) * n + part["src"]
+            del part
+            key.sort()
+            if dedupe and key.size:
+                key = key[np.concatenate(([True], key[1:] != key[:-1]))]
+                counts[r0:r1] = np.bincount(key // n, minlength=r1 - r0)
+            out = (key % n).astype(idx)
+            f.write(memoryview(out).cast("B"))
+            stored += out.size
+    return stored
+
+
 def write_native_edges(out_dir: str | os.PathLike, num_nodes: int, edge_blocks: Iterable, *, x, y, train_mask,
                        val_mask, test_mask, name: str = "graph", num_classes: int | None = None,
                        symmetrize: bool = True, dedupe: bool = True, drop_self_loops: bool = True,
@@ -313,61 +379,11 @@ def write_native_edges(out_dir: str | os.PathLike, num_nodes: int, edge_blocks: 
     w = _FolderWriter(out_dir, block_bytes)
     step = max(1, w.block_bytes // pair.itemsize)  # edges per block read back from a spill
     try:
-        # pass 1: spill (dst, src) pairs, both directions when symmetrizing; count each row's edges
-        counts = np.zeros(n, dtype=np.int64)
-        spilled = 0
-        with open(w.tmp / "edges.spill", "wb") as f:
-            for src, dst in _edge_pairs(edge_blocks, n, idx):
-                if drop_self_loops:
-                    keep = src != dst
-                    src, dst = src[keep], dst[keep]
-                if symmetrize:
-                    src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
-                block = np.empty(src.size, dtype=pair)
-                block["dst"], block["src"] = dst, src
-                f.write(memoryview(block).cast("B"))
-                counts += np.bincount(dst, minlength=n)
-                spilled += src.size
+        counts, spilled = _spill_edges(w.tmp / "edges.spill", edge_blocks, n, idx, pair, symmetrize, drop_self_loops)
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(counts, out=indptr[1:])
-        # pass 2: split by destination into buckets of whole rows, each small enough to sort in memory
-        per_bucket = max(w.block_bytes // 32, -(-spilled // 512), 1)  # ~32 bytes per edge to sort; <= ~512 files
-        bounds = [0]
-        while bounds[-1] < n:
-            r = int(np.searchsorted(indptr, indptr[bounds[-1]] + per_bucket, side="right")) - 1
-            bounds.append(min(max(r, bounds[-1] + 1), n))
-        bounds_arr = np.asarray(bounds[1:-1], dtype=np.int64)
-        outs = [open(w.tmp / f"bucket-{i}.spill", "wb") for i in range(len(bounds) - 1)]
-        try:
-            for a in range(0, spilled, step):
-                block = np.fromfile(w.tmp / "edges.spill", dtype=pair, count=min(step, spilled - a),
-                                    offset=a * pair.itemsize)
-                which = np.searchsorted(bounds_arr, block["dst"], side="right")
-                order = np.argsort(which, kind="stable")
-                block, cuts = block[order], np.searchsorted(which[order], np.arange(1, len(outs)))
-                for out, part in zip(outs, np.split(block, cuts)):
-                    if part.size:
-                        out.write(memoryview(part).cast("B"))
-        finally:
-            for out in outs:
-                out.close()
-        (w.tmp / "edges.spill").unlink()
-        # pass 3: sort (and deduplicate) each bucket's rows, recounting them, into one compact file
-        stored = 0
-        with open(w.tmp / "sorted.spill", "wb") as f:
-            for i, (r0, r1) in enumerate(zip(bounds[:-1], bounds[1:])):
-                path = w.tmp / f"bucket-{i}.spill"
-                part = np.fromfile(path, dtype=pair)
-                path.unlink()
-                key = (part["dst"].astype(np.int64) - r0) * n + part["src"]
-                del part
-                key.sort()
-                if dedupe and key.size:
-                    key = key[np.concatenate(([True], key[1:] != key[:-1]))]
-                    counts[r0:r1] = np.bincount(key // n, minlength=r1 - r0)
-                out = (key % n).astype(idx)
-                f.write(memoryview(out).cast("B"))
-                stored += out.size
+        bounds = _bucket_edges(w, indptr, spilled, pair, step)
+        stored = _sort_buckets(w, bounds, counts, n, idx, pair, dedupe)
         np.cumsum(counts, out=indptr[1:])
         w.array("indptr.npy", _I8, (n + 1,), (indptr[i:i + step] for i in range(0, n + 1, step)))
         w.array("indices.npy", idx, (stored,), (
