@@ -264,31 +264,36 @@ class ChunkedEngine(Engine):
         order = chunk_order(self.seed, epoch, self.K, self.shuffle)
         pos = torch.empty(self.K, dtype=torch.int64, device=self.device)
         pos[torch.tensor(order, device=self.device)] = torch.arange(self.K, device=self.device)
-        uses_h0 = model.uses_h0
-        dims = self._dims
-        loss_total = 0.0
-
-        # ---- forward
         H0 = H0_leaf = None
         if self.first_stage:
             H0 = model.pre(self.x, self.local_ids)
-            if isinstance(H0, torch.Tensor) and H0.requires_grad:
-                H0_leaf = H0.detach().requires_grad_()
-            else:
-                H0_leaf = H0
+            H0_leaf = H0.detach().requires_grad_() if isinstance(H0, torch.Tensor) and H0.requires_grad else H0
+        saved, losses, loss_total = self._forward(model, order, pos, H0_leaf)
+        self._end_epoch(epoch)
+        self._backward(model, order, saved, losses, H0_leaf)
+        if H0_leaf is not None and H0 is not H0_leaf:
+            H0.backward(H0_leaf.grad)
+        if self.group is not None:
+            self._sum_over_group(model)
+        self.stats["step_s"] = time.perf_counter() - t_start
+        self.stats["comm_s"] = (self.ledger.total_seconds if self.ledger is not None else 0.0) - comm_start
+        return loss_total
+
+    def _forward(self, model, order: list[int], pos: torch.Tensor, H0_leaf) -> tuple[dict, dict, float]:
+        """Every chunk through this stage's layers in ``order``, receiving from the previous stage and
+        sending to the next; per chunk what backward needs, the last stage's losses, their sum."""
+        uses_h0, dims = model.uses_h0, self._dims
         recvs = {}
         if not self.first_stage:  # post every receive now: chunks arrive while we compute
             for k in order:
                 ch = self.chunks[k]
                 shapes = [(ch.size, dims[self.first])] + ([(ch.size, dims[0])] if uses_h0 else [])
                 recvs[k] = self._recv(shapes, self.prev_rank, "pipe/fwd", k)
-        sends, saved, losses = [], {}, {}
+        sends, saved, losses, loss_total = [], {}, {}, 0.0
         for k in order:
             ch = self.chunks[k]
-            current = pos[ch.others_chunk] <= pos[k]
             if self.first_stage:
-                h = None
-                h0 = None
+                h, h0 = None, None
                 if uses_h0:
                     h0 = H0_leaf[ch.dst].detach().requires_grad_() if H0_leaf.requires_grad else H0_leaf[ch.dst]
             else:
@@ -296,36 +301,45 @@ class ChunkedEngine(Engine):
                 self._timed_wait(pending)
                 h = bufs[0].requires_grad_()
                 h0 = bufs[1].requires_grad_() if uses_h0 else None
-            layers = []
-            for i in range(self.first, self.last):
-                if i == 0:
-                    src = feature_rows(H0_leaf, torch.cat([ch.dst, ch.others]))
-                    own = others = None
-                else:
-                    own = h if i == self.first else h.detach().requires_grad_()
-                    table = self.tables[i]
-                    table[ch.dst] = own.detach()
-                    if self.group is not None:
-                        table[ch.recv_idx] = self._chunk_halo(own.detach(), ch, "halo/fwd")
-                    others = table[ch.others].requires_grad_()
-                    src = torch.cat([own, others])
-                out = model.layers[i](ch.block, src, h0)
-                layers.append((own, others, out))
-                h = out
+            layers, h = self._forward_chunk(model, ch, h, h0, H0_leaf)
             if self.last_stage:
                 logits = model.post(h, ch.block.dst_ids)
                 mask = self.train_mask[ch.dst]
-                loss = loss_sum(logits[mask], self.y[ch.dst][mask]) / self.num_train
-                losses[k] = loss
-                loss_total += float(loss.detach())
+                losses[k] = loss_sum(logits[mask], self.y[ch.dst][mask]) / self.num_train
+                loss_total += float(losses[k].detach())
             else:
                 sends.append(self._send([h] + ([h0] if uses_h0 else []), self.next_rank, "pipe/fwd", k))
-            saved[k] = (layers, h0, current)
+            saved[k] = (layers, h0, pos[ch.others_chunk] <= pos[k])
         for s in sends:
             self._timed_wait(s)
-        self._end_epoch(epoch)
+        return saved, losses, loss_total
 
-        # ---- backward, chunks in reverse order
+    def _forward_chunk(self, model, ch, h, h0, H0_leaf) -> tuple[list, torch.Tensor]:
+        """Chunk ``ch`` through this stage's layers; per layer (own rows, other chunks' rows, output).
+        A layer reads its own chunk's rows as they are now and the other chunks' rows from the
+        table (this epoch's where that chunk came first, else the history)."""
+        layers = []
+        for i in range(self.first, self.last):
+            if i == 0:
+                src = feature_rows(H0_leaf, torch.cat([ch.dst, ch.others]))
+                own = others = None
+            else:
+                own = h if i == self.first else h.detach().requires_grad_()
+                table = self.tables[i]
+                table[ch.dst] = own.detach()
+                if self.group is not None:
+                    table[ch.recv_idx] = self._chunk_halo(own.detach(), ch, "halo/fwd")
+                others = table[ch.others].requires_grad_()
+                src = torch.cat([own, others])
+            out = model.layers[i](ch.block, src, h0)
+            layers.append((own, others, out))
+            h = out
+        return layers, h
+
+    def _backward(self, model, order: list[int], saved: dict, losses: dict, H0_leaf) -> None:
+        """The chunks back through this stage in reverse order; the gradients of the other chunks'
+        rows are gathered per layer (``grads``) and added to their chunk's when its turn comes."""
+        uses_h0, dims = model.uses_h0, self._dims
         grads = {i: torch.zeros_like(t) for i, t in self.tables.items() if self.first <= i < self.last}
         recvs, sends = {}, []
         if not self.last_stage:
@@ -338,30 +352,12 @@ class ChunkedEngine(Engine):
         for k in reversed(order):
             ch = self.chunks[k]
             layers, h0, current = saved.pop(k)
-            g_h0 = None
-            if self.last_stage:
-                g = None
-            else:
+            g = g_h0 = None
+            if not self.last_stage:
                 bufs, pending = recvs.pop(k)
                 self._timed_wait(pending)
-                g = bufs[0]
-                g_h0 = bufs[1] if uses_h0 else None
-            for i in reversed(range(self.first, self.last)):
-                own, others, out = layers[i - self.first]
-                if g is None:
-                    losses.pop(k).backward()
-                else:
-                    torch.autograd.backward(out, g)
-                if i == 0:
-                    break
-                if others.grad is not None:
-                    grads[i].index_add_(0, ch.others[current], others.grad[current])
-                g = own.grad if own.grad is not None else torch.zeros_like(own)
-                if self.group is not None:
-                    back = self.group.all_to_all_rows(grads[i][ch.recv_idx], ch.recv_counts, ch.send_counts,
-                                                      "halo/bwd")
-                    g = g.index_add(0, ch.send_pos, back)
-                g = g + grads[i][ch.dst]
+                g, g_h0 = bufs[0], (bufs[1] if uses_h0 else None)
+            g = self._backward_chunk(ch, layers, current, g, losses.pop(k, None), grads)
             if uses_h0 and h0 is not None and h0.requires_grad:
                 gh = h0.grad if h0.grad is not None else torch.zeros_like(h0)
                 if g_h0 is not None:
@@ -370,15 +366,28 @@ class ChunkedEngine(Engine):
                     H0_leaf.grad.index_add_(0, ch.dst, gh)
             if not self.first_stage:
                 sends.append(self._send([g] + ([gh] if uses_h0 else []), self.prev_rank, "pipe/bwd", k))
-        if H0_leaf is not None and H0 is not H0_leaf:
-            H0.backward(H0_leaf.grad)
         for s in sends:
             self._timed_wait(s)
-        if self.group is not None:
-            self._sum_over_group(model)
-        self.stats["step_s"] = time.perf_counter() - t_start
-        self.stats["comm_s"] = (self.ledger.total_seconds if self.ledger is not None else 0.0) - comm_start
-        return loss_total
+
+    def _backward_chunk(self, ch, layers: list, current, g, loss, grads: dict):
+        """Chunk ``ch`` back through this stage's layers from ``g`` (the next stage's gradient) or its
+        ``loss`` (last stage); the gradient of the chunk's input rows."""
+        for i in reversed(range(self.first, self.last)):
+            own, others, out = layers[i - self.first]
+            if g is None:
+                loss.backward()
+            else:
+                torch.autograd.backward(out, g)
+            if i == 0:
+                break
+            if others.grad is not None:
+                grads[i].index_add_(0, ch.others[current], others.grad[current])
+            g = own.grad if own.grad is not None else torch.zeros_like(own)
+            if self.group is not None:
+                back = self.group.all_to_all_rows(grads[i][ch.recv_idx], ch.recv_counts, ch.send_counts, "halo/bwd")
+                g = g.index_add(0, ch.send_pos, back)
+            g = g + grads[i][ch.dst]
+        return g
 
     def _sum_over_group(self, model) -> None:
         sum_grads(self._owned(model), lambda flat: self.group.all_reduce_(flat, "grad/allreduce"))
