@@ -33,7 +33,8 @@ from fullgraph.errors import InputError
 from fullgraph.models import MODELS, build_model
 from fullgraph.ops import Block
 from fullgraph.parallel.engine import SingleEngine
-from fullgraph.parallel.pipeline import ChunkedEngine, chunk_order, stage_bounds
+from fullgraph.parallel.pipeline import ChunkedEngine
+from fullgraph.parallel.schedule import chunk_order, stage_bounds
 from fullgraph.partition import PartitionBook, partition_nodes, save_partition
 from fullgraph.partition.chunks import ChunkSet, cached_chunks, load_chunks, make_chunks
 from fullgraph.train.trainer import Trainer

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import torch
 
 from fullgraph.comm.context import Comm
@@ -46,28 +45,11 @@ from fullgraph.comm.halo import HaloPlan, exchange_halo
 from fullgraph.comm.stats import sum_over
 from fullgraph.parallel.engine import Engine, input_features, sum_grads
 from fullgraph.parallel.graph import feature_rows
+from fullgraph.parallel.schedule import chunk_order, stage_bounds
 from fullgraph.partition.chunks import ChunkSet
 from fullgraph.ops.loss import loss_sum
 
-__all__ = ["ChunkedEngine", "chunk_order", "chunked_engine", "stage_bounds"]
-
-
-def chunk_order(seed: int, epoch: int, chunks: int, shuffle: bool) -> list[int]:
-    """The epoch's processing order: a seeded permutation keyed by (seed, epoch), or ``0..K-1``."""
-    if not shuffle:
-        return list(range(chunks))
-    rng = np.random.default_rng(np.random.SeedSequence([seed, epoch, 0xC4A]))
-    return [int(k) for k in rng.permutation(chunks)]
-
-
-def stage_bounds(layers: int, stages: int, stage_layers: list[int] | None = None) -> list[tuple[int, int]]:
-    """``[(first, last), ...]`` graph layers of each stage: as given, or balanced by layer count."""
-    sizes = stage_layers or [layers // stages + (1 if i < layers % stages else 0) for i in range(stages)]
-    out, start = [], 0
-    for n in sizes:
-        out.append((start, start + n))
-        start += n
-    return out
+__all__ = ["ChunkedEngine", "chunked_engine"]
 
 
 class ChunkedEngine(Engine):

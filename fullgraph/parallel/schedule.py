@@ -1,0 +1,28 @@
+"""The pipeline's schedule: which graph layers each stage runs, and the order in which an epoch
+sends the chunks through the stages (a seeded shuffle keyed by (seed, epoch), the same on every
+rank, so that every stage and every graph way processes chunk k at the same turn).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["chunk_order", "stage_bounds"]
+
+
+def chunk_order(seed: int, epoch: int, chunks: int, shuffle: bool) -> list[int]:
+    """The epoch's processing order: a seeded permutation keyed by (seed, epoch), or ``0..K-1``."""
+    if not shuffle:
+        return list(range(chunks))
+    rng = np.random.default_rng(np.random.SeedSequence([seed, epoch, 0xC4A]))
+    return [int(k) for k in rng.permutation(chunks)]
+
+
+def stage_bounds(layers: int, stages: int, stage_layers: list[int] | None = None) -> list[tuple[int, int]]:
+    """``[(first, last), ...]`` graph layers of each stage: as given, or balanced by layer count."""
+    sizes = stage_layers or [layers // stages + (1 if i < layers % stages else 0) for i in range(stages)]
+    out, start = [], 0
+    for n in sizes:
+        out.append((start, start + n))
+        start += n
+    return out
