@@ -81,8 +81,8 @@ def test_metis_degree_weight_balances_degree(small):
 def test_metis_memory_balances_the_estimated_rank_memory_better_than_nodes_or_degree():
     """On a power-law graph, balancing node counts leaves the hubs' part with most edges and balancing
     degrees leaves the leaves' part with most rows; metis-memory weighs each node as its row and its
-    edges cost the model, then corrects for the halo, so its largest part estimate is the closest to
-    the mean. A heavier model per row weighs rows more against edges."""
+    edges cost the model, then charges edges the halo rows they bring, so its largest part estimate
+    is the closest to the mean. A heavier model per row weighs rows more against edges."""
     from fullgraph.data.synthetic import rmat
     from fullgraph.partition.balance import memory_node_weights, metis_by_memory, part_costs
     from fullgraph.plan import variable_bytes
@@ -94,7 +94,7 @@ def test_metis_memory_balances_the_estimated_rank_memory_better_than_nodes_or_de
         return lambda stats: variable_bytes(stats, opts | change)
 
     def spread(node_part):
-        est = part_costs(g, node_part, 4, cost_of())
+        est, _ = part_costs(g, node_part, 4, cost_of())
         return max(est) / (sum(est) / 4)
 
     by_memory = spread(metis_by_memory(g, 4, 0, 1.0, cost_of()))
@@ -104,6 +104,7 @@ def test_metis_memory_balances_the_estimated_rank_memory_better_than_nodes_or_de
     assert by_memory < 1.1 < min(by_nodes, by_degree)
     weights, c = memory_node_weights(g, cost_of())
     assert torch.equal(torch.from_numpy(weights), g.in_degrees() + c)
+    assert memory_node_weights(g, cost_of(), halo_per_edge=0.05)[1] < c  # an edge that brings halo rows weighs more
     assert memory_node_weights(g, cost_of(hidden=16))[1] < c < memory_node_weights(g, cost_of(hidden=512))[1]
 
 
