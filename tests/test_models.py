@@ -178,3 +178,18 @@ def test_fused_and_plain_gcn_kernels_train_identically():
         cfg = TrainConfig(layers=3, hidden=16, dropout=0.0, epochs=10, progress="none", gcn_kernel=kernel)
         losses[kernel] = torch.tensor(Trainer(cfg, graph).build().train().losses)
     assert torch.allclose(losses["fused"], losses["autograd"], rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_models_name_each_layers_input_width(graph, name):
+    """What a pipeline stage receives and keeps tables of: each layer's input width, which the layer
+    itself must accept (checked by running every layer on rows of that width)."""
+    model = build_model(name, graph.num_features, 5, layers=3, hidden=16, heads=4, dropout=0.0).eval()
+    widths = model.layer_input_widths()
+    expected = [graph.num_features if name in ("gcn", "sage", "gat") else 16] + [16, 16]
+    assert widths == expected
+    block = Block.from_graph(graph, MODELS[name].norm)
+    h = model.pre(graph.dense_x())
+    for i, layer in enumerate(model.layers):
+        assert h.shape[1] == widths[i]
+        h = layer(block, h, h if model.uses_h0 else None)

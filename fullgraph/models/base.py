@@ -87,6 +87,9 @@ class GraphLayer(nn.Module):
     to x1.8 (GCNII, whose keyed dropout masks are hashed again) on Coauthor-CS, 16 x 128.
     """
 
+    in_width: int
+    """Width of the input rows ``h`` (set by each layer's constructor)."""
+
     dropout_site: int | None = None
     """Dropout site of this layer (set by the model: GNN numbers its layers)."""
     recompute: bool = False
@@ -185,3 +188,8 @@ class GNN(nn.Module):
     @property
     def num_layers(self) -> int:
         return len(self.layers)
+
+    def layer_input_widths(self) -> list[int]:
+        """The width of each graph layer's input rows (``in_width``, set by every layer): what a
+        pipeline stage receives, sends back the gradient of, and keeps tables of."""
+        return [layer.in_width for layer in self.layers]

@@ -35,6 +35,7 @@ def edge_softmax(scores: torch.Tensor, dst: torch.Tensor, num_dst: int) -> torch
 class GATLayer(GraphLayer):
     def __init__(self, d_in: int, d_head: int, heads: int, *, last: bool, dropout: float, norm: str = "none"):
         super().__init__()
+        self.in_width = d_in
         self.norm = None if last else make_norm(norm, heads * d_head)
         self.heads, self.d_head, self.last, self.dropout = heads, d_head, last, dropout
         self.weight = nn.Parameter(glorot_(torch.empty(d_in, heads * d_head)))

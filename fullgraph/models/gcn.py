@@ -27,6 +27,7 @@ class GCNLayer(GraphLayer):
     def __init__(self, d_in: int, d_out: int, *, last: bool, dropout: float, kernel: str = "fused",
                  norm: str = "none"):
         super().__init__()
+        self.in_width = d_in
         self.weight = nn.Parameter(glorot_(torch.empty(d_in, d_out)))
         self.norm = None if last else make_norm(norm, d_out)
         self.bias = None if isinstance(self.norm, BatchNorm) else nn.Parameter(torch.zeros(d_out))  # see ops.norm

@@ -23,6 +23,7 @@ from fullgraph.ops import Block, dropout, spmm
 class GCNIILayer(GraphLayer):
     def __init__(self, hidden: int, layer_index: int, *, alpha: float, lam: float, dropout: float):
         super().__init__()
+        self.in_width = hidden
         # the paper's initialization, U(-1/sqrt(hidden), 1/sqrt(hidden)): narrower than Glorot's,
         # which matters at 64 layers
         bound = 1.0 / math.sqrt(hidden)

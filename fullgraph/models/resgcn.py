@@ -23,6 +23,7 @@ from fullgraph.ops import Block, dropout, gcn_layer
 class ResGCNLayer(GraphLayer):
     def __init__(self, hidden: int, *, first: bool, dropout: float):
         super().__init__()
+        self.in_width = hidden
         self.first, self.dropout = first, dropout
         self.norm = None if first else nn.LayerNorm(hidden)
         self.weight = nn.Parameter(glorot_(torch.empty(hidden, hidden)))

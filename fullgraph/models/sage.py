@@ -22,6 +22,7 @@ from fullgraph.ops.norm import BatchNorm, apply_norm, make_norm
 class SAGELayer(GraphLayer):
     def __init__(self, d_in: int, d_out: int, *, last: bool, dropout: float, norm: str = "none"):
         super().__init__()
+        self.in_width = d_in
         self.norm = None if last else make_norm(norm, d_out)
         self.self_lin = Linear(d_in, d_out, bias=not isinstance(self.norm, BatchNorm), init="torch")  # see ops.norm
         self.neigh_lin = Linear(d_in, d_out, bias=False, init="torch")

@@ -175,19 +175,9 @@ class ChunkedEngine(Engine):
             raise RuntimeError("the chunked engine trains through step(); forward() is the exact evaluation pass")
         return self._exact(model, fill=False)
 
-    def _layer_dims(self, model) -> dict[int, int]:
-        """Input width of every graph layer (``_dims[i]`` for layer i; ``_dims[0]`` = width of ``H[0]``)."""
-        dims = {}
-        for i, layer in enumerate(model.layers):
-            w = getattr(layer, "weight", None)
-            if w is None:  # GraphSAGE keeps its weights in two linear maps
-                w = layer.self_lin.weight
-            dims[i] = w.shape[0]
-        return dims
-
     def _begin_epoch(self, model, epoch: int) -> None:
         if self.tables is None:  # history starts from one exact pass with the initial weights
-            self._dims = self._layer_dims(model)
+            self._dims = dict(enumerate(model.layer_input_widths()))
             self.tables = {}
             was = model.training
             model.eval()
@@ -228,7 +218,7 @@ class ChunkedEngine(Engine):
     def load_state_tensors(self, state: dict[str, torch.Tensor], model) -> None:
         if not state:
             return
-        self._dims = self._layer_dims(model)
+        self._dims = dict(enumerate(model.layer_input_widths()))
         self.tables = {int(k.split("/")[1]): v for k, v in state.items() if k.startswith("table/")}
         self.history = {int(k.split("/")[1]): v for k, v in state.items() if k.startswith("history/")}
 

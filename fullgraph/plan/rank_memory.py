@@ -183,7 +183,7 @@ def memory_breakdown(*, nodes: int, edges: int, features: int, classes: int, mod
 
     if model not in MODELS:
         raise InputError(f"unknown model {model!r} (expected one of {', '.join(MODELS)})")
-    n, m, H = nodes, nodes + halo, hidden
+    n, H = nodes, hidden
     norm = MODELS[model].norm
     E = edges if norm == "mean" else edges + nodes
     params = _param_count(model, features, H, classes, layers, heads)
