@@ -178,7 +178,7 @@ def _check_metis_memory(entries: int, idx_bytes: int, sample: float, name: str) 
 
 def metis_csr(indptr: torch.Tensor, indices: torch.Tensor, parts: int, seed: int = 0,
               vweights: np.ndarray | None = None, name: str = "graph", simple: bool | None = None,
-              sample: float = 1.0, targets: list[float] | None = None) -> torch.Tensor:
+              sample: float = 1.0) -> torch.Tensor:
     """METIS k-way (volume objective) labels of the square graph ``(indptr, indices)``, edge
     directions ignored; every part non-empty or an ``InputError``.
 
@@ -189,8 +189,7 @@ def metis_csr(indptr: torch.Tensor, indices: torch.Tensor, parts: int, seed: int
     (``pymetis.zero_copy_dtype()``, int64 in the pymetis wheels), one ``astype`` otherwise. Any
     other CSR is first made ``A ∪ Aᵀ`` without self loops with SciPy. Both give METIS the same
     arrays for the same graph, so the same parts. ``sample`` < 1: METIS sees :func:`sample_edges`
-    of that graph instead (keyed by ``seed``). ``targets``: each part's share of the total vertex
-    weight (METIS's ``tpwgts``, summing to 1); equal shares when ``None``.
+    of that graph instead (keyed by ``seed``).
     """
     import pymetis
 
@@ -224,9 +223,7 @@ def metis_csr(indptr: torch.Tensor, indices: torch.Tensor, parts: int, seed: int
     obj_type = getattr(pymetis, "ObjType", None)
     options.objtype = int(obj_type.VOL) if obj_type is not None else _METIS_OBJTYPE_VOL
     # k-way (not recursive bisection): the volume objective only exists for the k-way scheme
-    tpwgts = None if targets is None else [float(t) for t in targets]
-    result = pymetis.part_graph(parts, vweights=vweights, tpwgts=tpwgts, options=options, recursive=False,
-                                **graph_args)
+    result = pymetis.part_graph(parts, vweights=vweights, options=options, recursive=False, **graph_args)
     node_part = torch.as_tensor(np.asarray(result.vertex_part, dtype=np.int64))
     sizes = torch.bincount(node_part, minlength=parts)
     empty = torch.nonzero(sizes == 0).flatten().tolist()
