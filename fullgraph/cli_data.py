@@ -30,9 +30,6 @@ def add_data_commands(sub, parser_class) -> None:
     rm.add_argument("--edges", type=int, required=True, help="edges drawn before symmetrizing")
     rm.add_argument("--features", type=int, default=128, help="feature columns (default 128)")
     rm.add_argument("--classes", type=int, default=16, help="classes (default 16)")
-    rm.add_argument("--seed", type=int, default=0, help="seed (default 0)")
-    rm.add_argument("--name", default=None, help="the graph's name (default rmat-SCALE)")
-    rm.add_argument("--out", required=True, help="a new or empty folder, or an earlier dataset folder")
     pl = kinds.add_parser("planted", help="a planted-partition graph (the built-in synthetic kind)",
                           description="A planted-partition graph whose classes a GCN separates.")
     pl.add_argument("--nodes", type=int, required=True, help="nodes")
@@ -40,9 +37,10 @@ def add_data_commands(sub, parser_class) -> None:
     pl.add_argument("--features", type=int, default=64, help="feature columns (default 64)")
     pl.add_argument("--avg-degree", type=float, default=10.0, help="average degree (default 10)")
     pl.add_argument("--homophily", type=float, default=0.7, help="fraction of edges inside a class (default 0.7)")
-    pl.add_argument("--seed", type=int, default=0, help="seed (default 0)")
-    pl.add_argument("--name", default=None, help="the graph's name (default planted-NODES)")
-    pl.add_argument("--out", required=True, help="a new or empty folder, or an earlier dataset folder")
+    for kind, default_name in ((rm, "rmat-SCALE"), (pl, "planted-NODES")):
+        kind.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+        kind.add_argument("--name", default=None, help=f"the graph's name (default {default_name})")
+        kind.add_argument("--out", required=True, help="a new or empty folder, or an earlier dataset folder")
     conv = sub.add_parser("convert", help="write any dataset as a native dataset folder",
                           description="Load a dataset (a known name or a path, as 'train --dataset' takes) "
                                       "and write it as a native dataset folder.")

@@ -28,19 +28,26 @@ def input_features(x: torch.Tensor) -> torch.Tensor | SparseOp:
     return x
 
 
+def sum_flat(tensors: list[torch.Tensor], reduce_) -> list[torch.Tensor]:
+    """The sums of ``tensors`` over processes with one collective: ``reduce_(flat)`` sums a flat
+    float32 buffer in place; each sum comes back in its tensor's shape and dtype."""
+    flat = torch.cat([t.reshape(-1).float() for t in tensors])
+    reduce_(flat)
+    out, at = [], 0
+    for t in tensors:
+        out.append(flat[at:at + t.numel()].view_as(t).to(t.dtype))
+        at += t.numel()
+    return out
+
+
 def sum_grads(params: list[torch.nn.Parameter], reduce_) -> None:
-    """Sum the gradients of ``params`` over processes with one collective: ``reduce_(flat)`` sums a
-    flat buffer in place. A missing gradient counts as zeros, so every rank contributes the same
-    buffer layout."""
+    """Sum the gradients of ``params`` over processes (:func:`sum_flat`). A missing gradient counts
+    as zeros, so every rank contributes the same buffer layout."""
     for p in params:
         if p.grad is None:
             p.grad = torch.zeros_like(p)
-    flat = torch.cat([p.grad.reshape(-1) for p in params])
-    reduce_(flat)
-    offset = 0
-    for p in params:
-        p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
-        offset += p.numel()
+    for p, total in zip(params, sum_flat([p.grad for p in params], reduce_)):
+        p.grad.copy_(total)
 
 
 class Engine:

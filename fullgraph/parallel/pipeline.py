@@ -15,9 +15,8 @@ chunk was processed (or its halo rows received) earlier in this epoch, and still
 history otherwise. That is exactly the chunked-stale rule. GCNII's ``H[0]`` rows travel with the
 chunk.
 
-**History**: the tables start from one exact forward pass with the initial weights. With refresh
-period ``a = 1`` a table simply keeps last epoch's values; with ``a > 1`` a copy taken at the end of
-epochs a, 2a, … is restored at the start of every epoch, so epoch t reads epoch a·⌊(t-1)/a⌋.
+**History** (:mod:`fullgraph.parallel.history`): the tables start from one exact forward pass with
+the initial weights; with a refresh period a > 1, epoch t reads epoch a·⌊(t-1)/a⌋.
 
 **Backward**, chunks in reverse order, layer by layer. A layer's backward gives gradients for its
 own input rows (passed down), for GCNII's ``H[0]`` rows (carried back with the chunk) and for its
@@ -43,9 +42,10 @@ import torch
 from fullgraph.comm.context import Comm
 from fullgraph.comm.halo import HaloPlan, exchange_halo
 from fullgraph.comm.stats import sum_over
-from fullgraph.parallel.engine import Engine, input_features, sum_grads
+from fullgraph.parallel.engine import Engine, input_features, sum_flat, sum_grads
 from fullgraph.parallel.graph import feature_rows
-from fullgraph.parallel.schedule import chunk_order, stage_bounds
+from fullgraph.parallel.history import History
+from fullgraph.parallel.schedule import bubble_summary, chunk_order, stage_bounds
 from fullgraph.partition.chunks import ChunkSet
 from fullgraph.ops.loss import loss_sum
 
@@ -76,7 +76,7 @@ class ChunkedEngine(Engine):
         self.first, self.last = bounds[stage]
         self.first_stage, self.last_stage = stage == 0, stage == len(bounds) - 1
         self.prev_rank, self.next_rank = prev_rank, next_rank
-        self.shuffle, self.refresh, self.induced, self.seed = shuffle, history_refresh, induced, seed
+        self.shuffle, self.induced, self.seed = shuffle, induced, seed
         self.K = chunks
         self.rank = comm.rank if comm else 0
         self.world_size = comm.world_size if comm else 1
@@ -104,8 +104,7 @@ class ChunkedEngine(Engine):
         self.num_classes = int(part.num_classes)
         self.name = part.name
         self.replication_factor = replication_factor
-        self.tables: dict[int, torch.Tensor] | None = None  # layer input index -> [n_local, d]
-        self.history: dict[int, torch.Tensor] = {}
+        self.history = History(history_refresh)
         self.stats: dict[str, float] = {}
 
     def describe(self) -> str:
@@ -175,19 +174,21 @@ class ChunkedEngine(Engine):
             raise RuntimeError("the chunked engine trains through step(); forward() is the exact evaluation pass")
         return self._exact(model, fill=False)
 
+    @property
+    def tables(self) -> dict[int, torch.Tensor] | None:
+        return self.history.tables
+
     def _begin_epoch(self, model, epoch: int) -> None:
         if self.tables is None:  # history starts from one exact pass with the initial weights
             self._dims = dict(enumerate(model.layer_input_widths()))
-            self.tables = {}
+            self.history.tables = {}
             was = model.training
             model.eval()
             self._exact(model, fill=True)
             model.train(was)
-            if self.refresh > 1:
-                self.history = {i: t.clone() for i, t in self.tables.items()}
-        elif self.refresh > 1:
-            for i, t in self.tables.items():
-                t.copy_(self.history[i])
+            self.history.keep()
+        else:
+            self.history.restore()
 
     replicates_weights = False  # each stage trains its own layers
 
@@ -201,31 +202,17 @@ class ChunkedEngine(Engine):
         mine = {name for name, p in params.items() if id(p) in owned}
         mine |= {k for k in state if k not in params and self.comm.rank == 0}  # buffers: from rank 0
         lead = self.group is None or self.group.rank == 0
-        flat = torch.cat([(v if lead and k in mine else torch.zeros_like(v)).reshape(-1).float()
-                          for k, v in state.items()])
-        self.comm.all_reduce_(flat, "meta/checkpoint")
-        out, at = {}, 0
-        for k, v in state.items():
-            out[k] = flat[at:at + v.numel()].view_as(v).to(v.dtype)
-            at += v.numel()
-        return out
+        mine_or_zeros = [v if lead and k in mine else torch.zeros_like(v) for k, v in state.items()]
+        summed = sum_flat(mine_or_zeros, lambda flat: self.comm.all_reduce_(flat, "meta/checkpoint"))
+        return dict(zip(state, summed))
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
-        """The activation tables (current, and historical with refresh > 1) the next epoch reads."""
-        out = {f"table/{i}": t for i, t in (self.tables or {}).items()}
-        return out | {f"history/{i}": t for i, t in self.history.items()}
+        return self.history.state_tensors()
 
     def load_state_tensors(self, state: dict[str, torch.Tensor], model) -> None:
-        if not state:
-            return
-        self._dims = dict(enumerate(model.layer_input_widths()))
-        self.tables = {int(k.split("/")[1]): v for k, v in state.items() if k.startswith("table/")}
-        self.history = {int(k.split("/")[1]): v for k, v in state.items() if k.startswith("history/")}
-
-    def _end_epoch(self, epoch: int) -> None:
-        if self.refresh > 1 and epoch % self.refresh == 0:
-            for i, t in self.tables.items():
-                self.history[i].copy_(t)
+        if state:
+            self._dims = dict(enumerate(model.layer_input_widths()))
+            self.history.load_state_tensors(state)
 
     # ------------------------------------------------------------------ one training epoch
     def step(self, model, epoch: int) -> float:
@@ -241,12 +228,12 @@ class ChunkedEngine(Engine):
             H0 = model.pre(self.x, self.local_ids)
             H0_leaf = H0.detach().requires_grad_() if isinstance(H0, torch.Tensor) and H0.requires_grad else H0
         saved, losses, loss_total = self._forward(model, order, pos, H0_leaf)
-        self._end_epoch(epoch)
+        self.history.end_epoch(epoch)
         self._backward(model, order, saved, losses, H0_leaf)
         if H0_leaf is not None and H0 is not H0_leaf:
             H0.backward(H0_leaf.grad)
-        if self.group is not None:
-            self._sum_over_group(model)
+        if self.group is not None:  # the stage's weights, summed over its graph ways
+            sum_grads(self._owned(model), lambda flat: self.group.all_reduce_(flat, "grad/allreduce"))
         self.stats["step_s"] = time.perf_counter() - t_start
         self.stats["comm_s"] = (self.ledger.total_seconds if self.ledger is not None else 0.0) - comm_start
         return loss_total
@@ -361,9 +348,6 @@ class ChunkedEngine(Engine):
             g = g + grads[i][ch.dst]
         return g
 
-    def _sum_over_group(self, model) -> None:
-        sum_grads(self._owned(model), lambda flat: self.group.all_reduce_(flat, "grad/allreduce"))
-
     # ------------------------------------------------------------------ statistics
     def epoch_extras(self) -> dict:
         """Per-stage compute, neighbour-wait and bubble seconds of the last step (each stage's first
@@ -376,14 +360,7 @@ class ChunkedEngine(Engine):
         if self.comm is not None:
             flat = self.comm.all_gather(torch.tensor(row, dtype=torch.float64, device=self.device), "meta/metrics")
             rows = [r.tolist() for r in flat]
-        W = self.world_size // self.num_stages
-        per_stage = [rows[s * W] for s in range(self.num_stages)]
-        total = sum(r[0] for r in rows)
-        idle = sum(r[0] - r[2] for r in rows)
-        return {"stage_compute_s": [round(r[2], 6) for r in per_stage],
-                "stage_wait_s": [round(r[1], 6) for r in per_stage],
-                "stage_bubble_s": [round(r[0] - r[2], 6) for r in per_stage],
-                "bubble_fraction": idle / total if total > 0 else 0.0}
+        return bubble_summary(rows, self.num_stages)
 
     def close(self) -> None:
         if self.comm is not None and self.owns_comm:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["chunk_order", "stage_bounds"]
+__all__ = ["chunk_order", "stage_bounds", "bubble_summary"]
 
 
 def chunk_order(seed: int, epoch: int, chunks: int, shuffle: bool) -> list[int]:
@@ -26,3 +26,17 @@ def stage_bounds(layers: int, stages: int, stage_layers: list[int] | None = None
         out.append((start, start + n))
         start += n
     return out
+
+
+def bubble_summary(rows: list[list[float]], stages: int) -> dict:
+    """From every rank's ``[step, wait, compute]`` seconds (ranks ``s·W ..`` in stage s; each stage's
+    first rank speaks for it): per-stage compute, neighbour-wait and bubble seconds, and the bubble
+    fraction, idle time over busy-plus-idle time."""
+    W = len(rows) // stages
+    per_stage = [rows[s * W] for s in range(stages)]
+    total = sum(r[0] for r in rows)
+    idle = sum(r[0] - r[2] for r in rows)
+    return {"stage_compute_s": [round(r[2], 6) for r in per_stage],
+            "stage_wait_s": [round(r[1], 6) for r in per_stage],
+            "stage_bubble_s": [round(r[0] - r[2], 6) for r in per_stage],
+            "bubble_fraction": idle / total if total > 0 else 0.0}
