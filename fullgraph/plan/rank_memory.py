@@ -243,11 +243,11 @@ def variable_bytes(stats: dict, model_opts: dict) -> float:
 
 
 def graph_memory_stats(graph) -> dict:
-    """The sizes :func:`estimate_peak_bytes` needs for single-process training on ``graph``."""
-    x = graph.x
-    return {"nodes": graph.num_nodes, "edges": graph.num_edges, "halo": 0, "features": graph.num_features,
-            "classes": graph.num_classes,
-            "feature_nnz": int(x.values().numel()) if x.layout == torch.sparse_csr else None}
+    """The sizes :func:`estimate_peak_bytes` needs for single-process training on ``graph`` (the
+    counts a memory balance costs a whole graph by: ``fullgraph.partition.balance.graph_counts``)."""
+    from fullgraph.partition.balance import graph_counts
+
+    return graph_counts(graph)
 
 
 def part_memory_stats(part) -> dict:
