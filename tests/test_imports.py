@@ -1,4 +1,4 @@
-"""The package's layering: no import cycle between fullgraph's subpackages and top-level modules.
+"""The package's layering and size: no import cycle between subpackages, no module or function past its bound.
 
 Every ``import fullgraph.X...`` / ``from fullgraph.X... import`` of every module counts, those inside
 functions too: a lazy import only hides a cycle from Python, not from a reader. The unit is the
@@ -74,3 +74,22 @@ def test_no_import_cycle_between_subpackages():
     cycle = find_cycle(graph)
     where = [f"{a} -> {b} ({', '.join(graph[a][b][:3])})" for a, b in zip(cycle, cycle[1:])] if cycle else []
     assert cycle is None, "import cycle: " + "; ".join(where)
+
+
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 60
+"""Issue 12's bounds: a module a reader can hold, a function that does one thing."""
+
+
+def test_no_module_or_function_outgrows_its_bound():
+    too_long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        src = path.read_text()
+        rel = path.relative_to(PACKAGE.parent)
+        if src.count("\n") > MAX_MODULE_LINES:
+            too_long.append(f"{rel}: {src.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(src, str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    too_long.append(f"{rel}:{node.lineno} {node.name}: {lines} lines")
+    assert not too_long, "; ".join(too_long)
