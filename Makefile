@@ -31,7 +31,7 @@ $(VENV)/.installed-bench: $(VENV)/.installed
 install: $(VENV)/.installed
 
 demo: $(VENV)/.installed
-	$(VENV)/bin/fullgraph train --out runs/demo
+	$(VENV)/bin/fullgraph train --out runs/demo --overwrite
 
 test: $(VENV)/.installed-test
 	$(PY) -m pytest -q

@@ -17,7 +17,8 @@ import traceback
 from pathlib import Path
 
 from fullgraph.comm.launch import report_worker_error
-from fullgraph.config import MODEL_NAMES, PARTITIONERS, TrainConfig, load_toml
+from fullgraph.config import TrainConfig, load_toml
+from fullgraph.options import choices, options_of
 from fullgraph.cli_data import add_data_commands, cmd_convert, cmd_datasets, cmd_generate
 from fullgraph.errors import InputError
 from fullgraph.train.metrics import METRIC_NAMES
@@ -32,89 +33,43 @@ class _Parser(argparse.ArgumentParser):
         raise InputError(f"{self.prog}: {message}")
 
 
-_TRAIN_FLAGS = [
-    # flag, type, help
-    ("--dataset", str, "dataset name ('fullgraph datasets' lists them), or a path to a dataset folder or .npz "
-                       "file in any format fullgraph reads (recognised from its files); default: the built-in "
-                       "synthetic graph"),
-    ("--root", str, "data root (default: $FULLGRAPH_DATA, then ./data)"),
-    ("--split", int, "which fixed split of a dataset, or the seed of a made one (default 0)"),
-    ("--model", str, f"one of {', '.join(MODEL_NAMES)} (default gcn)"),
-    ("--layers", int, "graph layers, 2..128 (default 2)"),
-    ("--hidden", int, "hidden width (default 64)"),
-    ("--heads", int, "GAT attention heads (default 8)"),
-    ("--lr", float, "Adam learning rate (default 0.01)"),
-    ("--weight-decay", float, "weight decay (GCNII: of its dense layers) (default 5e-4)"),
-    ("--conv-weight-decay", float, "GCNII: weight decay of its graph layers (default 0.01)"),
-    ("--dropout", float, "dropout rate (default 0.5)"),
-    ("--epochs", int, "maximum epochs (default 200)"),
-    ("--patience", int, "stop after this many evaluations without a better val --metric (default 0: never)"),
-    ("--select", str, "pick the epoch by val 'acc' (highest --metric) or 'loss' (lowest) (default acc)"),
-    ("--metric", str, "auto | acc | rocauc | micro-f1 (default auto: rocauc for 2 classes, micro-f1 for "
-                      "multi-label, else acc)"),
-    ("--norm", str, "none | layer | batch: after each hidden layer of gcn, sage, gat (default none)"),
-    ("--seed", int, "seed (default 0)"),
-    ("--eval-every", int, "evaluate every this many epochs (default 1)"),
-    ("--threads", int, "CPU threads (default 0: all cores)"),
-    ("--device", str, "auto | cpu | cuda: where each process computes (default auto: a GPU per process "
-                      "when there are enough, else the CPU)"),
-    ("--out", str, "the run's folder: config.json, metrics.jsonl, summary.json, model.pt, checkpoint/"),
-    ("--checkpoint-every", int, "write OUT/checkpoint/ every N epochs, keeping the last two (default 0: never)"),
-    ("--resume", str, "RUN: carry on from RUN's newest checkpoint with its saved options (only --epochs may be "
-                      "raised); auto: the same with --out, or start afresh when it has no checkpoint yet "
-                      "(for torchrun --max-restarts)"),
-    ("--gcnii-alpha", float, "GCNII initial residual alpha (default 0.1)"),
-    ("--gcnii-lambda", float, "GCNII identity mapping lambda (default 0.5)"),
-    ("--feature-norm", str, "row | none | auto (row for Planetoid graphs) (default auto)"),
-    ("--parallel", str, "single | graph | pipeline | hybrid | spmm-1d | spmm-1.5d | spmm-2d | spmm-3d (default single)"),
-    ("--nprocs", int, "processes to start here, or the torchrun world size (default 1)"),
-    ("--partitioner", str, " | ".join(PARTITIONERS) + " (default metis; metis-memory balances each rank's "
-                           "estimated memory for this model)"),
-    ("--metis-sample", float, "METIS sees each undirected edge with this probability: less memory (default 1)"),
-    ("--partition-dir", str, "train from a folder written by 'fullgraph partition'"),
-    ("--stages", int, "hybrid: pipeline stages S (S x W = --nprocs)"),
-    ("--graph-ways", int, "hybrid: graph-parallel processes per stage W"),
-    ("--stage-layers", str, "layers per stage, e.g. 8,8,8,8 (default: balanced)"),
-    ("--chunks", int, "pipeline/hybrid: chunks per part K (default 4 x stages)"),
-    ("--chunker", str, "metis | random: how parts are cut into chunks (default metis)"),
-    ("--history-refresh", int, "epochs a history table is kept (default 10; 1 = last epoch's values)"),
-    ("--chunk-edges", str, "stale (read history, GNNPipe) | induced (cut cross-chunk edges) (default stale)"),
-    ("--replication", int, "spmm-1.5d: replication factor c of the P/c x c grid"),
-    ("--gcn-kernel", str, "fused (default: one kept activation per layer) | autograd (plain ops, for comparison)"),
-    ("--memory-limit", float, "GiB per rank; refuse a run whose estimated peak exceeds it (default 0: available)"),
-    ("--chunk-file", str, argparse.SUPPRESS),
-    ("--boundary-rate", float, "BNS-GCN boundary node sampling rate p in [0, 1] (default 1: no sampling)"),
-    ("--comm-timeout", float, "seconds a collective may wait before the run fails (default 60)"),
-    ("--progress", str, "bar | lines | none | auto (default auto: a bar on a terminal)"),
-]
+def add_train_options(parser: argparse.ArgumentParser) -> None:
+    """One flag per ``TrainConfig`` field, made from the field (``fullgraph.options``): its type, its
+    docstring as the help, its choices from the registry that owns them, grouped by section. A flag
+    left out keeps its value from ``--config`` or the default (``SUPPRESS``), so only what the user
+    typed overrides the file."""
+    groups = {}
+    for opt in options_of(TrainConfig):
+        group = groups.get(opt.section) or groups.setdefault(opt.section, parser.add_argument_group(opt.section))
+        if opt.hidden:
+            group.add_argument(opt.flag, type=opt.type, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+            continue
+        shown = opt.type is not bool and opt.default not in (None, "")
+        help_ = (opt.doc + (f" (default {opt.default})" if shown else "")).replace("%", "%%")
+        if opt.type is bool:
+            group.add_argument(opt.flag, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_)
+        else:  # choices are checked by TrainConfig, with the same message as from a TOML file
+            metavar = "{" + ",".join(opt.choices) + "}" if opt.choices else opt.name.upper()
+            group.add_argument(opt.flag, type=opt.type, default=argparse.SUPPRESS, help=help_, metavar=metavar)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="fullgraph", description="Full-graph GNN training across many processes.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     train = sub.add_parser("train", help="train a model on a graph", description="Train a GNN on the whole graph.")
-    train.add_argument("--config", help="TOML file of options (flags override it)")
-    for flag, typ, help_ in _TRAIN_FLAGS:
-        train.add_argument(flag, type=typ, default=argparse.SUPPRESS, help=help_)
-    train.add_argument("--no-shuffle", dest="shuffle", action="store_false", default=argparse.SUPPRESS,
-                       help="pipeline/hybrid: process chunks in the same order every epoch")
-    train.add_argument("--recompute", dest="recompute", action="store_true", default=argparse.SUPPRESS,
-                       help="keep only each layer's input; recompute the rest in backward (less memory)")
-    train.add_argument("--release-memory", dest="release_memory", action="store_true", default=argparse.SUPPRESS,
-                       help="return freed memory at once: lower peak memory, slower epochs (up to ~2x each)")
-    train.add_argument("--no-overlap", dest="overlap", action="store_false", default=argparse.SUPPRESS,
-                       help="spmm layouts: wait for each broadcast before multiplying")
-    train.add_argument("--permute", dest="permute", action="store_true", default=argparse.SUPPRESS,
-                       help="spmm layouts: block rows from a seeded node permutation (the default)")
-    train.add_argument("--no-permute", dest="permute", action="store_false", default=argparse.SUPPRESS,
-                       help="spmm layouts: block rows in node order")
+    train.add_argument("--config", help="TOML file of options, in tables named after the groups below, e.g. "
+                                        "[model] hidden = 128 (flags override it)")
+    train.add_argument("--resume", help="RUN: carry on from RUN's newest checkpoint with its saved options (only "
+                                        "--epochs may be raised); auto: the same with --out, or start afresh when it "
+                                        "has no checkpoint yet (for torchrun --max-restarts)")
+    add_train_options(train)
     part = sub.add_parser("partition", help="partition a graph and write one folder per part",
                           description="Partition a graph for --parallel graph and write it to disk.")
     part.add_argument("--dataset", default="synthetic")
     part.add_argument("--root", default=None)
     part.add_argument("--split", type=int, default=0)
     part.add_argument("--parts", type=int, required=True)
-    part.add_argument("--partitioner", default="metis", help=" | ".join(PARTITIONERS))
+    part.add_argument("--partitioner", default="metis", help=" | ".join(choices()["partitioner"]))
     part.add_argument("--metis-sample", type=float, default=1.0,
                       help="METIS sees each undirected edge with this probability, in (0, 1]: "
                            "~150 bytes per edge it sees (default 1: every edge)")
@@ -169,17 +124,18 @@ def cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
     cfg, resuming = resume_config(given_options(args), resume) if resume else (config_from_args(args), False)
     env = DistEnv.from_env()
     if not resuming and (env is None or (env.rank == 0 and ERROR_FILE_ENV not in os.environ)):
-        write_run_config(cfg)  # as the user gave it: by this process, not by the launcher's ranks
-    local = env.local_world_size if env is not None else (cfg.nprocs if cfg.layout.distributed else 1)
+        # as the user gave it: by this process, not by the launcher's ranks
+        write_run_config(cfg, replace=resume == "auto")
+    local = env.local_world_size if env is not None else (cfg.nprocs if cfg.mesh.distributed else 1)
     resolve_device(cfg.device, 0, local)  # before any graph is read or process started
-    if cfg.layout.distributed and env is None:
+    if cfg.mesh.distributed and env is None:
         return launch(cfg, argv)
     if env is not None and env.world_size != cfg.nprocs:
         raise InputError(f"expected --nprocs to match the torchrun world size (got --nprocs {cfg.nprocs}, "
                          f"WORLD_SIZE {env.world_size})")
     chunked = cfg.parallel in ("pipeline", "hybrid")
     missing = cfg.partition_dir is None or (chunked and cfg.chunk_file is None)
-    if env is not None and cfg.layout.distributed and missing:
+    if env is not None and cfg.mesh.distributed and missing:
         shared_inputs(cfg, env)
     trainer = Trainer(cfg, resume=resuming)
     try:
@@ -205,24 +161,19 @@ def launch(cfg: TrainConfig, argv: list[str]) -> int:
     from fullgraph.comm.launch import launch_local
     from fullgraph.parallel.setup import prepare_run
 
-    return launch_local([*argv, *prepare_run(cfg)], cfg.nprocs, threads=cfg.threads)
+    return launch_local([*argv, *prepare_run(cfg).flags()], cfg.nprocs, threads=cfg.threads)
 
 
 def shared_inputs(cfg: TrainConfig, env) -> None:
     """Under torchrun without the launcher's folders: rank 0 partitions and chunks (cached), the
     others wait for it. Across machines, make the partition with 'fullgraph partition' on shared
     storage instead."""
-    import torch.distributed as dist
-
-    from fullgraph.comm.context import init_world
+    from fullgraph.comm.context import broadcast_object, init_world
     from fullgraph.parallel.setup import prepare_run
 
     init_world(env, cfg.device, setup_timeout_s=1800.0)  # the group Comm will use, NCCL included
-    box = [prepare_run(cfg)] if env.rank == 0 else [None]
-    dist.broadcast_object_list(box, src=0)
-    flags = box[0]
-    for flag, value in zip(flags[::2], flags[1::2]):
-        setattr(cfg, flag[2:].replace("-", "_"), value)
+    inputs = broadcast_object(prepare_run(cfg) if env.rank == 0 else None, src=0)
+    inputs.apply(cfg)
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
@@ -275,7 +226,7 @@ def cmd_predict(args: argparse.Namespace, argv: list[str]) -> int:
             from fullgraph.comm.launch import launch_local
             from fullgraph.parallel.setup import prepare_run
 
-            return launch_local([*argv, *prepare_run(cfg)], cfg.nprocs)
+            return launch_local([*argv, *prepare_run(cfg).flags()], cfg.nprocs)
         paths = predict_rank(cfg, args.run, args.out, args.embeddings)
         if paths is None:
             return 0

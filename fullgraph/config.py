@@ -7,22 +7,20 @@ expected and what was found.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from fullgraph.comm.mesh import PARALLEL_MODES
 from fullgraph.errors import InputError
+from fullgraph.models import MODELS, NORM_MODELS, SPMM_MODELS
+from fullgraph.options import CHUNK_EDGES, FEATURE_NORMS, METRICS, choices
+from fullgraph.options import load_toml as _load_toml
 
 __all__ = ["TrainConfig", "load_toml"]
 
-MODEL_NAMES = ("gcn", "sage", "gat", "gcnii", "resgcn+")
-PARALLEL_NAMES = ("single", "graph", "pipeline", "hybrid", "spmm-1d", "spmm-1.5d", "spmm-2d", "spmm-3d")
-CHUNK_EDGES = ("stale", "induced")
-SPMM_MODELS = ("gcn", "sage", "gcnii", "resgcn+")  # their aggregation is one plain sparse product
-NORM_MODELS = ("gcn", "sage", "gat")  # the models --norm applies to
-METRICS = ("auto", "acc", "rocauc", "micro-f1")  # --metric (fullgraph.train.metrics computes them)
-PARTITIONERS = ("metis", "metis-degree", "metis-memory", "random", "contiguous", "permuted")
-FEATURE_NORMS = ("auto", "row", "none")
+# the registries' lists, under the names callers know
+MODEL_NAMES = tuple(MODELS)
+__all__ += ["MODEL_NAMES", "NORM_MODELS", "SPMM_MODELS", "PARALLEL_MODES", "METRICS", "FEATURE_NORMS", "CHUNK_EDGES"]
 
 
 @dataclass
@@ -30,13 +28,15 @@ class TrainConfig:
     """Options of ``fullgraph train``. Field names are the flag names with ``_`` for ``-``."""
 
     dataset: str = "synthetic"
-    """Dataset name (``fullgraph datasets`` lists them); ``synthetic`` is the built-in graph."""
+    """A dataset name (``fullgraph datasets`` lists them), or the path of a dataset folder or ``.npz``
+    file in any format fullgraph reads (recognized from its files); ``synthetic`` is the built-in graph."""
     root: str | None = None
-    """Data root; default: ``$FULLGRAPH_DATA``, then ``./data``."""
+    """Data root of named datasets; default: ``$FULLGRAPH_DATA``, else the first of ``./data`` and
+    ``../shared/data`` that exists, else ``./data`` (``fullgraph.data.datasets.resolve_root``)."""
     split: int = 0
     """Which of a dataset's fixed splits (the heterophilous graphs have 10), or the seed of a made one."""
     model: str = "gcn"
-    """One of gcn, sage, gat, gcnii, resgcn+."""
+    """The model (``fullgraph.models``: GCN, GraphSAGE, GAT, GCNII or ResGCN+)."""
     layers: int = 2
     """Number of graph layers (2 to 128)."""
     hidden: int = 64
@@ -79,6 +79,9 @@ class TrainConfig:
     over gloo."""
     out: str | None = None
     """Folder of the run: config.json, metrics.jsonl, summary.json, model.pt and checkpoint/."""
+    overwrite: bool = False
+    """Replace an earlier run in ``out`` (its config.json, metrics.jsonl, summary.json and model.pt);
+    without it such a folder is refused. Checkpoints are never replaced: resume them or remove them."""
     checkpoint_every: int = 0
     """Write a checkpoint to ``out/checkpoint/`` every this many epochs (0: never); the last two are
     kept, and ``fullgraph train --resume OUT`` carries on from the newest (``fullgraph.train.checkpoint``)."""
@@ -159,11 +162,8 @@ class TrainConfig:
 
     def _check_run(self) -> None:
         """The options of where and how the run executes: threads, device, timeouts, memory, checkpoints."""
-        from fullgraph.device import DEVICES  # with what resolves them
-
         need = self._need
         need(self.threads >= 0, "threads", ">= 0")
-        need(self.device in DEVICES, "device", f"to be one of {', '.join(DEVICES)}")
         need(self.comm_timeout > 0, "comm_timeout", "> 0")
         need(self.memory_limit >= 0, "memory_limit", ">= 0 (GiB; 0: what is available)")
         need(self.checkpoint_every >= 0, "checkpoint_every", ">= 0")
@@ -171,10 +171,11 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         self._check_types()
+        for name, allowed in choices().items():  # the registries' lists (fullgraph.options)
+            self._need(getattr(self, name) in allowed, name, f"to be one of {', '.join(allowed)}")
 
         need = self._need
         self._check_run()
-        need(self.model in MODEL_NAMES, "model", f"to be one of {', '.join(MODEL_NAMES)}")
         need(2 <= self.layers <= 128, "layers", "in [2, 128]")
         need(self.hidden >= 1, "hidden", ">= 1")
         need(self.heads >= 1, "heads", ">= 1")
@@ -184,22 +185,15 @@ class TrainConfig:
         need(0.0 <= self.dropout < 1.0, "dropout", "in [0, 1)")
         need(self.epochs >= 1, "epochs", ">= 1")
         need(self.patience >= 0, "patience", ">= 0")
-        need(self.select in ("acc", "loss"), "select", "to be acc or loss")
         need(self.eval_every >= 1, "eval_every", ">= 1")
         need(self.split >= 0, "split", ">= 0")
         need(0.0 <= self.gcnii_alpha <= 1.0, "gcnii_alpha", "in [0, 1]")
         need(self.gcnii_lambda > 0, "gcnii_lambda", "> 0")
-        need(self.feature_norm in FEATURE_NORMS, "feature_norm", f"to be one of {', '.join(FEATURE_NORMS)}")
-        need(self.parallel in PARALLEL_NAMES, "parallel", f"to be one of {', '.join(PARALLEL_NAMES)}")
-        need(self.partitioner in PARTITIONERS, "partitioner", f"to be one of {', '.join(PARTITIONERS)}")
         need(0.0 < self.metis_sample <= 1.0, "metis_sample", "in (0, 1]")
         need(0.0 <= self.boundary_rate <= 1.0, "boundary_rate", "in [0, 1]")
-        layout = self.layout  # validates parallel × nprocs (× stages × graph ways)
+        layout = self.mesh  # validates every axis of the layout against nprocs
         need(self.history_refresh >= 1, "history_refresh", ">= 1")
-        need(self.chunker in ("metis", "random"), "chunker", "to be metis or random")
-        need(self.chunk_edges in CHUNK_EDGES, "chunk_edges", f"to be one of {', '.join(CHUNK_EDGES)}")
         need(self.chunks >= 0, "chunks", ">= 0")
-        need(self.gcn_kernel in ("fused", "autograd"), "gcn_kernel", "to be fused or autograd")
         if layout.parallel in ("pipeline", "hybrid"):
             self._check_stages(layout.stages)
             if self.boundary_rate < 1.0:
@@ -208,24 +202,10 @@ class TrainConfig:
         elif self.stage_layers or self.chunks:
             raise InputError(f"expected --stage-layers and --chunks only with --parallel pipeline or hybrid (got "
                              f"--parallel {self.parallel})")
-        if self.parallel == "spmm-1.5d":
-            c = self.replication
-            if c < 1 or self.nprocs % c or c * c > self.nprocs:
-                raise InputError(f"expected --replication c with c dividing --nprocs {self.nprocs} and c² <= "
-                                 f"{self.nprocs} for --parallel spmm-1.5d (got {c})")
-        elif self.parallel == "spmm-2d" and int(self.nprocs ** 0.5 + 0.5) ** 2 != self.nprocs:
-            raise InputError(f"expected a perfect square --nprocs for --parallel spmm-2d (a √P × √P grid; got "
-                             f"{self.nprocs})")
-        elif self.parallel == "spmm-3d" and round(self.nprocs ** (1 / 3)) ** 3 != self.nprocs:
-            raise InputError(f"expected a perfect cube --nprocs for --parallel spmm-3d (a ∛P × ∛P × ∛P grid; got "
-                             f"{self.nprocs})")
-        elif self.replication not in (0, 1):
-            raise InputError(f"expected --replication only with --parallel spmm-1.5d (got --parallel {self.parallel})")
         if self.parallel.startswith("spmm") and self.model not in SPMM_MODELS:
             raise InputError(f"expected a model whose aggregation is one sparse product ({', '.join(SPMM_MODELS)}) "
                              f"with --parallel {self.parallel} (got {self.model}); train {self.model} with --parallel "
                              f"graph, pipeline or hybrid")
-        need(self.progress in ("auto", "bar", "lines", "none"), "progress", "to be auto, bar, lines or none")
         self._check_model_options()
 
     def _check_model_options(self) -> None:
@@ -233,12 +213,6 @@ class TrainConfig:
             raise InputError(
                 f"expected hidden to be a multiple of heads for gat (got hidden={self.hidden}, heads={self.heads})"
             )
-        from fullgraph.ops.norm import NORMS
-
-        if self.metric not in METRICS:
-            raise InputError(f"expected metric to be one of {', '.join(METRICS)} (got {self.metric!r})")
-        if self.norm not in NORMS:
-            raise InputError(f"expected norm to be one of {', '.join(NORMS)} (got {self.norm!r})")
         if self.norm == "none":
             return
         if self.model not in NORM_MODELS:
@@ -290,17 +264,18 @@ class TrainConfig:
     @property
     def num_chunks(self) -> int:
         """K: as given, or 4 × stages."""
-        return self.chunks or 4 * self.layout.stages
+        return self.chunks or 4 * self.mesh.stages
 
     @property
     def stage_layer_list(self) -> list[int] | None:
         return [int(v) for v in self.stage_layers.split(",")] if self.stage_layers else None
 
     @property
-    def layout(self):
-        from fullgraph.comm.layout import Layout
+    def mesh(self):
+        """The process layout (``fullgraph.comm.mesh.Mesh``): stages, graph ways and the SpMM grid."""
+        from fullgraph.comm.mesh import Mesh
 
-        return Layout.for_mode(self.parallel, self.nprocs, self.stages, self.graph_ways)
+        return Mesh.for_mode(self.parallel, self.nprocs, self.stages, self.graph_ways, self.replication)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -311,22 +286,6 @@ class TrainConfig:
 
 
 def load_toml(path: str | Path) -> dict:
-    """Options from a TOML file: a flat table, or a ``[train]`` table; keys may use ``-`` or ``_``."""
-    path = Path(path)
-    try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise InputError(f"expected a TOML config file at {path} (got no such file)") from None
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(f"expected valid TOML in {path} (got: {e})") from None
-    if isinstance(data.get("train"), dict):
-        data = data["train"]
-    known = set(TrainConfig.field_names())
-    out = {}
-    for key, value in data.items():
-        name = key.replace("-", "_")
-        if name not in known:
-            raise InputError(f"unknown option {key!r} in {path} (expected one of {', '.join(sorted(known))})")
-        out[name] = value
-    return out
+    """Options from a TOML file (``fullgraph.options.load_toml``: section tables, a ``[train]`` table
+    or top-level keys)."""
+    return _load_toml(path, TrainConfig.field_names())

@@ -1,6 +1,7 @@
-"""Communication: the layout, the process group, the ledger, halo exchange and the local launcher."""
+"""Communication: the mesh of processes, the process group and its ledger, halo exchange and the local
+launcher. Every byte a layout moves goes through ``Comm`` (``context.py``), so the ledger is complete."""
 
-from fullgraph.comm.layout import Layout
 from fullgraph.comm.ledger import Ledger
+from fullgraph.comm.mesh import Mesh
 
-__all__ = ["Layout", "Ledger"]
+__all__ = ["Ledger", "Mesh"]

@@ -22,7 +22,7 @@ import torch.distributed as dist
 
 from fullgraph.comm.ledger import Ledger
 
-__all__ = ["DistEnv", "Comm", "Pending", "init_world"]
+__all__ = ["DistEnv", "Comm", "Pending", "broadcast_object", "init_world"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,14 @@ def init_world(env: DistEnv, device: str = "auto", setup_timeout_s: float = 1800
             dist.init_process_group(backend, init_method="env://", rank=env.rank, world_size=env.world_size,
                                     timeout=timeout)
     return dev
+
+
+def broadcast_object(obj, src: int = 0):
+    """A picklable set-up object from rank ``src`` to every rank of the world group (launch flags,
+    before a ``Comm`` exists). It is no training traffic, so no ledger counts it."""
+    box = [obj]
+    dist.broadcast_object_list(box, src=src)
+    return box[0]
 
 
 class Comm:
@@ -134,6 +142,30 @@ class Comm:
             dist.all_to_all_single(out, send, output_split_sizes=list(recv_counts),
                                    input_split_sizes=list(send_counts), group=self.group)
         return out
+
+    def all_to_all(self, send: list[torch.Tensor], recv: list[torch.Tensor], category: str) -> None:
+        """Tensor ``send[r]`` to rank r of the group, into ``recv[r]`` from it (any shapes: they travel
+        flattened, as one ``all_to_all_single``). The tensor a rank keeps for itself is not counted."""
+        flat_in = torch.cat([t.reshape(-1) for t in send])
+        flat_out = flat_in.new_empty(sum(t.numel() for t in recv))
+        nbytes = sum(t.numel() * t.element_size() for r, t in enumerate(send) if r != self.rank)
+        with self.ledger.timed(category, nbytes):
+            dist.all_to_all_single(flat_out, flat_in, output_split_sizes=[t.numel() for t in recv],
+                                   input_split_sizes=[t.numel() for t in send], group=self.group)
+        for t, piece in zip(recv, torch.split(flat_out, [t.numel() for t in recv])):
+            t.copy_(piece.view_as(t))
+
+    def broadcast(self, t: torch.Tensor, root: int, category: str, *, async_op: bool = False) -> "Pending | None":
+        """``t`` from global rank ``root`` to the group, in place. The root records the bytes once per
+        receiver (what leaves it: the payload times the others in the group). With ``async_op`` the
+        transfer is started and its ``Pending`` returned; waiting on it records the time."""
+        nbytes = t.numel() * t.element_size() * (self.world_size - 1) if root == self.env.rank else 0
+        if async_op:
+            self.ledger.record(category, nbytes)
+            return Pending([dist.broadcast(t, src=root, group=self.group, async_op=True)], [t], self, category)
+        with self.ledger.timed(category, nbytes):
+            dist.broadcast(t, src=root, group=self.group)
+        return None
 
     def barrier(self, category: str = "meta/metrics") -> None:
         """Wait until every rank of the group gets here (a one-element all-reduce on this rank's

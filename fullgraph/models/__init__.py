@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from fullgraph.config import NORM_MODELS
 from fullgraph.errors import InputError
 from fullgraph.models.base import GNN
 from fullgraph.models.gat import GAT
@@ -12,8 +11,14 @@ from fullgraph.models.resgcn import ResGCNPlus
 from fullgraph.models.sage import GraphSAGE
 
 MODELS = {"gcn": GCN, "sage": GraphSAGE, "gat": GAT, "gcnii": GCNII, "resgcn+": ResGCNPlus}
+NORM_MODELS = ("gcn", "sage", "gat")
+"""The models ``--norm`` applies to (ResGCN+ has its own LayerNorm; GCNII none, as its paper)."""
+SPMM_MODELS = ("gcn", "sage", "gcnii", "resgcn+")
+"""The models whose aggregation is one plain sparse product, which the SpMM layouts distribute (GAT's
+attention weighs each edge by both its ends: no fixed matrix)."""
 
-__all__ = ["GNN", "GCN", "GraphSAGE", "GAT", "GCNII", "ResGCNPlus", "MODELS", "build_model"]
+__all__ = ["GNN", "GCN", "GraphSAGE", "GAT", "GCNII", "ResGCNPlus", "MODELS", "NORM_MODELS", "SPMM_MODELS",
+           "build_model"]
 
 
 def build_model(name: str, in_dim: int, out_dim: int, *, layers: int, hidden: int, dropout: float,

@@ -381,11 +381,11 @@ def chunked_engine(cfg, norm: str, comm: Comm | None = None) -> ChunkedEngine:
         raise RuntimeError("chunked_engine needs the torchrun environment (RANK, WORLD_SIZE, ...)")
     if cfg.partition_dir is None or cfg.chunk_file is None:
         raise RuntimeError("a pipeline / hybrid rank needs --partition-dir and --chunk-file (the launcher sets them)")
-    layout = cfg.layout
+    layout = cfg.mesh
     S, W = layout.stages, layout.graph_ways
     owns_comm = comm is None
     comm = Comm(env, timeout_s=cfg.comm_timeout, device=cfg.device) if comm is None else comm
-    group = comm.split([[s * W + j for j in range(W)] for s in range(S)]) if W > 1 else None
+    group = layout.communicators(comm).get("graph")  # the W processes of this stage (none when W = 1)
     meta = load_meta(cfg.partition_dir)
     check_parts(meta, W, cfg.partition_dir)
     stage, w = divmod(env.rank, W)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from fullgraph.comm.layout import PARALLEL_MODES
+from fullgraph.comm.mesh import PARALLEL_MODES
 from fullgraph.parallel.engine import Engine
 
 __all__ = ["ENGINES", "build_engine"]

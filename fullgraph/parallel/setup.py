@@ -7,12 +7,13 @@ import functools
 import hashlib
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from fullgraph.data.load import load_graph
 from fullgraph.plan import model_memory_options, variable_bytes
 
-__all__ = ["prepare_partition_dir", "prepare_block_rows_dir", "prepare_chunk_file", "prepare_run"]
+__all__ = ["prepare_partition_dir", "prepare_block_rows_dir", "prepare_chunk_file", "prepare_run", "RunInputs"]
 
 log = logging.getLogger("fullgraph")
 
@@ -92,14 +93,12 @@ def prepare_block_rows_dir(cfg, out: str | Path | None = None, graph=None) -> Pa
     or once under the cache folder, keyed by the graph's fingerprint, the normalization, the grid and
     the seed."""
     from fullgraph.models import MODELS
-    from fullgraph.parallel.spmm import grid_rows
     from fullgraph.partition import cache_root
     from fullgraph.partition.blockrows import load_block_rows_meta, save_block_rows
 
     graph = load_graph(cfg) if graph is None else graph
     norm = MODELS[cfg.model].norm
-    c = cfg.replication if cfg.parallel == "spmm-1.5d" else 1
-    R = grid_rows(cfg.parallel, cfg.nprocs, c)
+    R = cfg.mesh.block_rows
     key = f"{graph.fingerprint()[:20]}-{norm}-r{R}-{'perm' if cfg.permute else 'order'}-s{cfg.seed}"
     target = Path(out) if out is not None else cache_root() / "blockrows" / key
     if out is None and (target / "blockrows.json").is_file():
@@ -113,25 +112,40 @@ def prepare_block_rows_dir(cfg, out: str | Path | None = None, graph=None) -> Pa
     return target
 
 
-def prepare_run(cfg) -> list[str]:
-    """Everything the ranks of a distributed run read, made before they start; returns the flags
-    that point them at it (``--partition-dir``, and ``--chunk-file`` for pipeline and hybrid)."""
+@dataclass(frozen=True)
+class RunInputs:
+    """What the ranks of a distributed run read, made once before they start: the folder of parts
+    (or of SpMM block rows) and, for the pipeline and the hybrid, the node → chunk map."""
+
+    partition_dir: str | None = None
+    chunk_file: str | None = None
+
+    def flags(self) -> list[str]:
+        """The ranks' command-line flags that point at these inputs (the launcher passes them on)."""
+        out = ["--partition-dir", self.partition_dir] if self.partition_dir is not None else []
+        return out + (["--chunk-file", self.chunk_file] if self.chunk_file is not None else [])
+
+    def apply(self, cfg) -> None:
+        """Point ``cfg`` at these inputs (the ranks of a torchrun launch, which got no flags)."""
+        for name in ("partition_dir", "chunk_file"):
+            if getattr(self, name) is not None:
+                setattr(cfg, name, getattr(self, name))
+
+
+def prepare_run(cfg) -> RunInputs:
+    """Everything the ranks of a distributed run read, made before they start (what ``cfg`` already
+    points at is checked, not made again)."""
     from fullgraph.parallel.graph import check_parts
     from fullgraph.partition.store import load_meta
-    layout = cfg.layout
-    if layout.parallel.startswith("spmm"):  # every rank reads its own block row, cut here once
-        if cfg.partition_dir is not None:
-            return []
-        return ["--partition-dir", str(prepare_block_rows_dir(cfg))]
+    layout = cfg.mesh
+    if layout.spmm:  # every rank reads its own block row, cut here once
+        return RunInputs(cfg.partition_dir or str(prepare_block_rows_dir(cfg)))
     chunked = layout.parallel in ("pipeline", "hybrid")
     graph = load_graph(cfg) if (chunked or cfg.partition_dir is None) else None
-    flags = []
     pdir = cfg.partition_dir
     if pdir is not None:
         check_parts(load_meta(pdir), layout.graph_ways, pdir)
     else:
         pdir = str(prepare_partition_dir(cfg, layout.graph_ways, graph=graph))
-        flags += ["--partition-dir", pdir]
-    if chunked:
-        flags += ["--chunk-file", str(prepare_chunk_file(cfg, pdir, graph=graph))]
-    return flags
+    chunk_file = str(prepare_chunk_file(cfg, pdir, graph=graph)) if chunked else None
+    return RunInputs(pdir, chunk_file)

@@ -29,23 +29,19 @@ global gradient. The loss and the evaluation counts are reported by grid column 
 
 from __future__ import annotations
 
-import math
-import time
-from datetime import timedelta
-
 import numpy as np
 import torch
-import torch.distributed as dist
 
 from fullgraph.comm.context import Comm
-from fullgraph.config import SPMM_MODELS  # noqa: F401 - re-exported: the models these layouts take
+from fullgraph.comm.mesh import Mesh
+from fullgraph.models import SPMM_MODELS  # noqa: F401 - re-exported: the models these layouts take
 from fullgraph.errors import InputError
 from fullgraph.ops import Block, SparseOp
 from fullgraph.parallel.engine import Engine, input_features, sum_grads
 from fullgraph.partition.blockrows import BlockRow, block_nnz, block_row, load_block_row, row_blocks
 from fullgraph.partition.book import take_rows
 
-__all__ = ["GridOp", "SummaOp", "SpmmEngine", "SPMM_MODELS", "grid_row_of", "grid_rows", "row_blocks", "spmm_engine"]
+__all__ = ["GridOp", "SummaOp", "SpmmEngine", "SPMM_MODELS", "row_blocks", "spmm_engine"]
 
 
 class GridOp:
@@ -53,11 +49,11 @@ class GridOp:
     block row of a dense matrix to this block row of the product."""
 
     def __init__(self, a_blocks: list[SparseOp], at_blocks: list[SparseOp], sizes: list[int], row: int, col: int,
-                 c: int, comm: Comm, col_group, row_group, overlap: bool):
+                 c: int, col_comm: Comm, row_comm: Comm | None, overlap: bool):
         self.a, self.at, self.sizes = a_blocks, at_blocks, sizes
         self.row, self.col, self.c = row, col, c
         self.R = len(sizes)
-        self.comm, self.col_group, self.row_group, self.overlap = comm, col_group, row_group, overlap
+        self.col_comm, self.row_comm, self.overlap = col_comm, row_comm, overlap
         self.mine = [int(k) for k in np.array_split(np.arange(self.R), c)[col]]  # K_j
         self.shape = (sizes[row], sizes[row])
         self.prefix = ""  # "eval/" while the layout evaluates: its traffic is not training traffic
@@ -65,15 +61,7 @@ class GridOp:
 
     def _bcast(self, buf: torch.Tensor, k: int):
         """Start the broadcast of block row k within my grid column (its owner is ``(k, col)``)."""
-        root = k * self.c + self.col
-        if root == self.comm.rank:
-            self.comm.ledger.record(self.prefix + "spmm/bcast", buf.numel() * buf.element_size() * (self.R - 1))
-        return dist.broadcast(buf, src=root, group=self.col_group, async_op=True)
-
-    def _wait(self, work) -> None:
-        t0 = time.perf_counter()
-        work.wait(timeout=timedelta(seconds=self.comm.timeout_s))
-        self.comm.ledger.record(self.prefix + "spmm/bcast", 0, time.perf_counter() - t0)
+        return self.col_comm.broadcast(buf, k * self.c + self.col, self.prefix + "spmm/bcast", async_op=True)
 
     def _product(self, blocks: list[SparseOp], x: torch.Tensor) -> torch.Tensor:
         """``Σ_{k ∈ K_j} blocks[k] X_k`` (X_k broadcast in my grid column), summed over my grid row."""
@@ -94,12 +82,11 @@ class GridOp:
                     pending = start(ks[n + 1])
             else:
                 _, buf, work = start(k)
-            self._wait(work)
+            work.wait()
             if blocks[k].nnz:
                 out += blocks[k].mm(buf)
         if self.c > 1:
-            with self.comm.ledger.timed(self.prefix + "spmm/reduce", out.numel() * out.element_size()):
-                dist.all_reduce(out, group=self.row_group)
+            self.row_comm.all_reduce_(out, self.prefix + "spmm/reduce")
         return out
 
     def mm(self, x: torch.Tensor) -> torch.Tensor:
@@ -135,36 +122,22 @@ class SummaOp:
     """
 
     def __init__(self, a_mine: SparseOp, at_mine: SparseOp, nnz_a: list[int], nnz_at: list[int],
-                 geometry: dict, coords: tuple[int, int, int], comm: Comm, row_group, col_group, fiber_group):
+                 geometry: dict, coords: tuple[int, int, int], comms: dict[str, Comm]):
         self.a, self.at, self.nnz_a, self.nnz_at = a_mine, at_mine, nnz_a, nnz_at
         self.g = geometry  # block sizes, sub-block sizes, piece sizes (see SpmmEngine)
         self.row, self.col, self.layer = coords
         self.q, self.depth = geometry["q"], geometry["depth"]
-        self.comm, self.row_group, self.col_group, self.fiber_group = comm, row_group, col_group, fiber_group
+        self.row_comm, self.col_comm, self.fiber_comm = comms["row"], comms["col"], comms.get("fiber")
         n = geometry["pieces"][self.row][self.layer][self.col]
         self.shape = (n, n)
         self.prefix = ""
 
-    def _record(self, category: str, nbytes: int, seconds: float) -> None:
-        self.comm.ledger.record(self.prefix + category, nbytes, seconds)
-
     def _all_to_all(self, send: list[torch.Tensor], recv: list[torch.Tensor]) -> None:
-        t0 = time.perf_counter()
-        flat_in = torch.cat([t.reshape(-1) for t in send])
-        flat_out = flat_in.new_empty(sum(t.numel() for t in recv))
-        dist.all_to_all_single(flat_out, flat_in, output_split_sizes=[t.numel() for t in recv],
-                               input_split_sizes=[t.numel() for t in send], group=self.row_group)
-        for t, piece in zip(recv, torch.split(flat_out, [t.numel() for t in recv])):
-            t.copy_(piece.view_as(t))
-        nbytes = sum(t.numel() * t.element_size() for q, t in enumerate(send) if q != self.col)
-        self._record("spmm/redist", nbytes, time.perf_counter() - t0)
+        self.row_comm.all_to_all(send, recv, self.prefix + "spmm/redist")
 
-    def _bcast(self, tensors: list[torch.Tensor], root: int, group, sender: bool) -> None:
-        t0 = time.perf_counter()
+    def _bcast(self, tensors: list[torch.Tensor], root: int, comm: Comm) -> None:
         for t in tensors:
-            dist.broadcast(t, src=root, group=group)
-        nbytes = sum(t.numel() * t.element_size() for t in tensors) * (self.q - 1) if sender else 0
-        self._record("spmm/bcast", nbytes, time.perf_counter() - t0)
+            comm.broadcast(t, root, self.prefix + "spmm/bcast")
 
     def _rank(self, i: int, j: int, l: int) -> int:
         return (i * self.q + j) * self.depth + l
@@ -190,15 +163,14 @@ class SummaOp:
                 ip = torch.empty(blocks[i] + 1, dtype=torch.int64, device=x.device)
                 ix = torch.empty(nnz[k], dtype=torch.int64, device=x.device)
                 vals = torch.empty(nnz[k], dtype=x.dtype, device=x.device)
-            self._bcast([ip, ix, vals], self._rank(i, k, l), self.row_group, sender=k == j)
+            self._bcast([ip, ix, vals], self._rank(i, k, l), self.row_comm)
             xk = xb if k == i else x.new_empty((subs[k][l], cuts[j]))
-            self._bcast([xk], self._rank(k, j, l), self.col_group, sender=k == i)
+            self._bcast([xk], self._rank(k, j, l), self.col_comm)
             if nnz[k]:
                 out += SparseOp(ip, ix, vals, (blocks[i], subs[k][l]), symmetric=False).mm(xk)
         # (3) sum the layers' partial products; keep the rows of sub-block (i, l)
         if self.depth > 1:
-            with self.comm.ledger.timed(self.prefix + "spmm/reduce", out.numel() * out.element_size()):
-                dist.all_reduce(out, group=self.fiber_group)
+            self.fiber_comm.all_reduce_(out, self.prefix + "spmm/reduce")
             off = int(sum(subs[i][:l]))
             out = out[off:off + subs[i][l]]
         # (4) column slices -> row pieces
@@ -221,25 +193,10 @@ class SummaOp:
         return self
 
 
-def _summa(row: BlockRow, comm: Comm, depth3: bool, permute: bool, seed: int, timeout) -> tuple:
+def _summa(row: BlockRow, mesh: Mesh, comms: dict[str, Comm], rank: int, permute: bool, seed: int) -> tuple:
     """The SummaOp of this rank, its rows, and the grid's block rows (for statistics)."""
-    P = comm.world_size
-    q = round(P ** (1 / 3)) if depth3 else math.isqrt(P)
-    d = q if depth3 else 1
-    rank = lambda i, j, l: (i * q + j) * d + l  # noqa: E731
-    row_groups, col_groups, fiber_groups = {}, {}, {}
-    for i in range(q):
-        for l in range(d):
-            row_groups[i, l] = dist.new_group([rank(i, j, l) for j in range(q)], timeout=timeout)
-    for j in range(q):
-        for l in range(d):
-            col_groups[j, l] = dist.new_group([rank(i, j, l) for i in range(q)], timeout=timeout)
-    if d > 1:
-        for i in range(q):
-            for j in range(q):
-                fiber_groups[i, j] = dist.new_group([rank(i, j, l) for l in range(d)], timeout=timeout)
-    i, rest = divmod(comm.rank, q * d)
-    j, l = divmod(rest, d)
+    q, _, d = mesh.grid
+    i, j, l = mesh.coords(rank)
     blocks = row_blocks(row.num_nodes, q, permute, seed)
     subs = [list(torch.tensor_split(b, d)) for b in blocks]
     fine = [subs[k][m] for k in range(q) for m in range(d)]  # inner sub-blocks (k, m), k-major
@@ -250,58 +207,36 @@ def _summa(row: BlockRow, comm: Comm, depth3: bool, permute: bool, seed: int, ti
                 "pieces": [[[len(p) for p in torch.tensor_split(t, q)] for t in row] for row in subs]}
     mine = j * d + l
     op = SummaOp(a[mine], at[mine], [a[k * d + l].nnz for k in range(q)], [at[k * d + l].nnz for k in range(q)],
-                 geometry, (i, j, l), comm, row_groups[i, l], col_groups[j, l], fiber_groups.get((i, j)))
+                 geometry, (i, j, l), comms)
     rows = torch.tensor_split(subs[i][l], q)[j]
     return op, rows, blocks
-
-
-def grid_rows(mode: str, nprocs: int, replication: int = 1) -> int:
-    """The number of block rows R of a grid: P / c for 1D and 1.5D, q for 2D (q² = P) and 3D (q³ = P)."""
-    if mode == "spmm-2d":
-        return math.isqrt(nprocs)
-    if mode == "spmm-3d":
-        return round(nprocs ** (1 / 3))
-    return nprocs // replication
-
-
-def grid_row_of(mode: str, rank: int, nprocs: int, replication: int = 1) -> int:
-    """The block row a rank works on (ranks of one block row are consecutive)."""
-    return rank // (nprocs // grid_rows(mode, nprocs, replication))
 
 
 class SpmmEngine(Engine):
     """Process ``(i, j)`` of an ``R × c`` grid: block row i of every dense matrix, built from this rank's
     :class:`BlockRow` alone (``stats``: the non-zeros per block row, as cut and in node order)."""
 
-    def __init__(self, row: BlockRow, norm: str, comm: Comm, *, replication: int = 1, overlap: bool = True,
-                 permute: bool = True, seed: int = 0, mode: str = "spmm-1d", stats: dict | None = None):
-        P = comm.world_size
-        self.comm, self.rank, self.world_size, self.ledger = comm, comm.rank, P, comm.ledger
+    def __init__(self, row: BlockRow, norm: str, comm: Comm, mesh: Mesh, *, overlap: bool = True,
+                 permute: bool = True, seed: int = 0, stats: dict | None = None):
+        self.comm, self.rank, self.world_size, self.ledger = comm, comm.rank, comm.world_size, comm.ledger
         self.device = dev = comm.device
-        self.mode = mode
-        timeout = timedelta(seconds=comm.timeout_s)
-        if mode in ("spmm-2d", "spmm-3d"):
-            self.op, rows, blocks = _summa(row, comm, mode == "spmm-3d", permute, seed, timeout)
+        self.mode = mesh.parallel
+        comms = mesh.communicators(comm)  # the grid's named groups, made once, in one order on every rank
+        if self.mode in ("spmm-2d", "spmm-3d"):
+            self.op, rows, blocks = _summa(row, mesh, comms, comm.rank, permute, seed)
             self.c, self.R = self.op.q, self.op.q
             self.row, self.col = self.op.row, self.op.col
-            self.grad_group, self.replica = comm.group, False  # every process holds distinct rows
+            self.grad_comm, self.replica = comm, False  # every process holds distinct rows
         else:
-            c = replication
-            R = P // c
-            self.c, self.R = c, R
-            self.row, self.col = divmod(comm.rank, c)
-            # sub-groups, made once, in the same order on every rank
-            col_groups = [dist.new_group([i * c + j for i in range(R)], timeout=timeout) for j in range(c)]
-            row_groups = ([dist.new_group([i * c + j for j in range(c)], timeout=timeout) for i in range(R)]
-                          if c > 1 else [None] * R)
-            blocks = row_blocks(row.num_nodes, R, permute, seed)
+            self.R, self.c = mesh.block_rows, mesh.replication
+            self.row, self.col, _ = mesh.coords(comm.rank)
+            blocks = row_blocks(row.num_nodes, self.R, permute, seed)
             sizes = [int(b.numel()) for b in blocks]
             a = row.adjacency(blocks)
             at = a if row.symmetric else row.adjacency(blocks, transpose=True)
             rows = row.rows
-            self.op = GridOp(a, at, sizes, self.row, self.col, c, comm, col_groups[self.col], row_groups[self.row],
-                             overlap).to(dev)
-            self.grad_group, self.replica = col_groups[self.col], self.col != 0
+            self.op = GridOp(a, at, sizes, self.row, self.col, self.c, comms["col"], comms.get("row"), overlap).to(dev)
+            self.grad_comm, self.replica = comms["col"], self.col != 0
         if row.index != self.row or not torch.equal(row.rows, blocks[self.row]):
             raise InputError(f"expected block row {self.row} of {self.R} for rank {self.rank} (got block row "
                              f"{row.index} of {row.blocks})")
@@ -342,11 +277,8 @@ class SpmmEngine(Engine):
         return none, none, none
 
     def sync_grads(self, model) -> None:
-        def reduce_(flat: torch.Tensor) -> None:
-            with self.ledger.timed("grad/allreduce", flat.numel() * flat.element_size()):
-                dist.all_reduce(flat, group=self.grad_group)
-
-        sum_grads([p for p in model.parameters() if p.requires_grad], reduce_)
+        sum_grads([p for p in model.parameters() if p.requires_grad],
+                  lambda flat: self.grad_comm.all_reduce_(flat, "grad/allreduce"))
 
     def close(self) -> None:
         if getattr(self, "owns_comm", True):
@@ -366,13 +298,10 @@ def spmm_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> SpmmEng
         if env is None:
             raise RuntimeError("spmm_engine needs the torchrun environment (RANK, WORLD_SIZE, ...)")
         comm = Comm(env, timeout_s=cfg.comm_timeout, device=cfg.device)
-    c = cfg.replication if cfg.parallel == "spmm-1.5d" else 1
-    R = grid_rows(cfg.parallel, comm.world_size, c)
-    index = grid_row_of(cfg.parallel, comm.rank, comm.world_size, c)
+    mesh = cfg.mesh
+    R, index = mesh.block_rows, mesh.block_row_of(comm.rank)
     if graph is not None:
-        if R > graph.num_nodes:
-            raise InputError(f"expected at most one block row per node (got {R} block rows for {graph.num_nodes} "
-                             f"nodes)")
+        mesh.check_graph(graph.num_nodes)
         row = block_row(graph, norm, R, index, cfg.permute, cfg.seed)
         stats = {"block_nnz": block_nnz(graph, norm, R, cfg.permute, cfg.seed),
                  "block_nnz_unpermuted": block_nnz(graph, norm, R, False, cfg.seed)}
@@ -381,7 +310,6 @@ def spmm_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> SpmmEng
         stats = load_block_rows_meta(cfg.partition_dir)
     else:
         raise RuntimeError("an spmm rank needs its block rows (--partition-dir; the launcher prepares them)")
-    engine = SpmmEngine(row, norm, comm, replication=c, overlap=cfg.overlap, permute=cfg.permute, seed=cfg.seed,
-                        mode=cfg.parallel, stats=stats)
+    engine = SpmmEngine(row, norm, comm, mesh, overlap=cfg.overlap, permute=cfg.permute, seed=cfg.seed, stats=stats)
     engine.owns_comm = owns
     return engine

@@ -15,7 +15,12 @@ from fullgraph.partition.store import (
     FORMAT_VERSION, cache_root, cached_partition, load_meta, load_part, save_partition,
 )
 
+PARTITIONERS = ("metis", *(f"metis-{w}" for w in WEIGHTS if w != "nodes"), "metis-memory", *METHODS[1:])
+"""``--partitioner``: a method; or METIS with nodes weighted by degree, or by the memory each rank will
+need (``balance.py``)."""
+
 __all__ = [
-    "METHODS", "WEIGHTS", "NORMS", "FORMAT_VERSION", "partition_nodes", "random_permutation", "check_node_part",
+    "PARTITIONERS", "METHODS", "WEIGHTS", "NORMS", "FORMAT_VERSION", "partition_nodes", "random_permutation",
+    "check_node_part",
     "Part", "PartitionBook", "save_partition", "load_part", "load_meta", "cached_partition", "cache_root",
 ]

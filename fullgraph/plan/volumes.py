@@ -41,21 +41,20 @@ def spmm_volume(mode: str, widths: list[int], n: int, nprocs: int, nnz: int, rep
       pointers and column indices, float32 values); 3D sums the d layers' partial products along
       each fiber, ``d·n·w·4``.
     """
+    from fullgraph.comm.mesh import Mesh
     from fullgraph.partition.blockrows import row_blocks
 
     out = {"spmm/bcast": 0, "spmm/reduce": 0, "spmm/redist": 0}
+    if mode not in ("spmm-1d", "spmm-1.5d", "spmm-2d", "spmm-3d"):
+        raise ValueError(f"no volume model for {mode!r}")
+    mesh = Mesh.for_mode(mode, nprocs, replication=replication if mode == "spmm-1.5d" else 0)
     if mode in ("spmm-1d", "spmm-1.5d"):
-        c = replication if mode == "spmm-1.5d" else 1
-        R = nprocs // c
+        R, c = mesh.block_rows, mesh.replication
         for w in widths:
             out["spmm/bcast"] += (R - 1) * n * w * 4
             out["spmm/reduce"] += c * n * w * 4 if c > 1 else 0
         return out
-    if mode not in ("spmm-2d", "spmm-3d"):
-        raise ValueError(f"no volume model for {mode!r}")
-    d3 = mode == "spmm-3d"
-    q = round(nprocs ** (1 / 3)) if d3 else round(nprocs ** 0.5)
-    d = q if d3 else 1
+    q, _, d = mesh.grid
     blocks = [b.numel() for b in row_blocks(n, q, permute, seed)]
     subs = [[len(t) for t in torch.tensor_split(torch.arange(nb), d)] for nb in blocks]
     for w in widths:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fullgraph.config import METRICS  # noqa: F401 - the choices, defined with the other options
+from fullgraph.options import METRICS  # noqa: F401 - the choices, declared with the other options
 from fullgraph.ops.loss import correct_count
 
 __all__ = ["METRICS", "METRIC_NAMES", "resolve_metric", "counts", "roc_auc", "roc_auc_columns", "score_columns"]

@@ -15,34 +15,52 @@ from pathlib import Path
 
 from fullgraph.config import TrainConfig
 from fullgraph.errors import InputError
+from fullgraph.train.model_file import MODEL_FILE
 from fullgraph.train.report import write_json_atomic
 
-__all__ = ["CONFIG_FILE", "write_run_config", "read_run_config", "resume_config"]
+__all__ = ["CONFIG_FILE", "RUN_FILES", "write_run_config", "read_run_config", "resume_config"]
 
 CONFIG_FILE = "config.json"
 MAY_CHANGE = ("epochs",)
 """Options a resumed run may give anew."""
-SET_BY_LAUNCHER = ("partition_dir", "chunk_file", "progress")
-"""Options the launcher passes its ranks (and how progress is shown): not part of what was trained."""
+SET_BY_LAUNCHER = ("partition_dir", "chunk_file", "progress", "overwrite")
+"""Options the launcher passes its ranks (and how progress is shown, and whether an earlier run may be
+replaced): not part of what was trained."""
 
 
-def write_run_config(cfg: TrainConfig) -> None:
-    """A run starts afresh in ``cfg.out``: its options are saved. A folder holding an earlier run's
-    checkpoints is refused (they are hours of someone's training: resume it, or remove them); the
-    leftovers of a checkpoint never completed are removed (a resume must never pick up another run's
-    state)."""
-    if cfg.out:
-        from fullgraph.train.checkpoint import CHECKPOINT_DIR, complete_checkpoints
+RUN_FILES = (CONFIG_FILE, "metrics.jsonl", "summary.json", MODEL_FILE)
+"""What a run writes in its folder besides ``checkpoint/``: an earlier run is recognized by them."""
 
-        if Path(cfg.out).exists() and not Path(cfg.out).is_dir():
-            raise InputError(f"expected --out to be a folder (got the file {cfg.out})")
-        if complete_checkpoints(cfg.out):
-            raise InputError(f"expected --out to be a new run folder (got {cfg.out}, which holds checkpoints of an "
-                             f"earlier run: carry it on with --resume {cfg.out}, or remove "
-                             f"{Path(cfg.out) / CHECKPOINT_DIR} to start afresh)")
-        Path(cfg.out).mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(Path(cfg.out) / CHECKPOINT_DIR, ignore_errors=True)
-        write_json_atomic(Path(cfg.out) / CONFIG_FILE, cfg.to_dict())
+
+def write_run_config(cfg: TrainConfig, *, replace: bool = False) -> None:
+    """A run starts afresh in ``cfg.out``: its options are saved.
+
+    A folder holding an earlier run is refused, so that a rerun never silently replaces results: its
+    checkpoints always (they are hours of someone's training: resume it, or remove them), its other
+    files unless ``cfg.overwrite`` (or ``replace``: ``--resume auto`` restarting a run that never
+    reached its first checkpoint). What is replaced is removed first, so the new run's files are never
+    mixed with the old run's; other files in the folder are left alone. The leftovers of a checkpoint
+    never completed are removed (a resume must never pick up another run's state)."""
+    if not cfg.out:
+        return
+    from fullgraph.train.checkpoint import CHECKPOINT_DIR, complete_checkpoints
+
+    out = Path(cfg.out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"expected --out to be a folder (got the file {cfg.out})")
+    if complete_checkpoints(cfg.out):
+        raise InputError(f"expected --out to be a new run folder (got {cfg.out}, which holds checkpoints of an "
+                         f"earlier run: carry it on with --resume {cfg.out}, or remove "
+                         f"{out / CHECKPOINT_DIR} to start afresh)")
+    earlier = [name for name in RUN_FILES if (out / name).exists()]
+    if earlier and not (cfg.overwrite or replace):
+        raise InputError(f"expected --out to be a new run folder (got {cfg.out}, which holds an earlier run: "
+                         f"{', '.join(earlier)}); pass --overwrite to replace it, or choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    for name in earlier:
+        (out / name).unlink()
+    shutil.rmtree(out / CHECKPOINT_DIR, ignore_errors=True)
+    write_json_atomic(out / CONFIG_FILE, cfg.to_dict())
 
 
 def read_run_config(run: str | Path) -> dict:

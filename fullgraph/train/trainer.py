@@ -138,7 +138,7 @@ class Trainer:
         cfg = self.cfg
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
-        elif cfg.layout.distributed:  # cores ÷ local processes, as torchrun would not do for us
+        elif cfg.mesh.distributed:  # cores ÷ local processes, as torchrun would not do for us
             from fullgraph.comm.context import DistEnv
             from fullgraph.comm.launch import threads_per_process
 
@@ -192,7 +192,7 @@ class Trainer:
         else:
             return None
         local = 1
-        if cfg.layout.distributed:
+        if cfg.mesh.distributed:
             from fullgraph.comm.context import DistEnv
 
             env = DistEnv.from_env()
