@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import time
 from pathlib import Path
 
-import torch
-
 from fullgraph.config import TrainConfig
 from fullgraph.data.load import load_graph
 from fullgraph.train.trainer import Trainer
+
+from _harness import print_header
 
 GCNII = dict(model="gcnii", lr=0.01, weight_decay=5e-4, conv_weight_decay=0.01, gcnii_alpha=0.1,
              epochs=1500, patience=100, select="loss")
@@ -43,8 +42,7 @@ def main() -> int:
     parser.add_argument("--only", default=",".join(RUNS), help="comma-separated subset of " + ", ".join(RUNS))
     parser.add_argument("--threads", type=int, default=0)
     args = parser.parse_args()
-    print(f"machine: {platform.platform()}, {os.cpu_count()} cores; python {platform.python_version()}, "
-          f"torch {torch.__version__}")
+    print_header(threads=args.threads or None)
     failed = 0
     for name in args.only.split(","):
         dataset, kw, seeds, paper, threshold = RUNS[name]

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
@@ -48,8 +47,7 @@ from fullgraph.data.load import load_graph
 from fullgraph.train.metrics import counts, resolve_metric, roc_auc_columns, score_columns
 from fullgraph.train.trainer import Trainer
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from single_process import machine, versions  # noqa: E402  (the benchmarks' shared machine header)
+from _harness import print_header, write_json
 
 DEFAULT_ROOT = os.environ.get("FULLGRAPH_DATA") or str(Path(__file__).resolve().parents[2] / "shared" / "data")
 DATASETS = ("cora", "citeseer", "amazon-computers", "coauthor-cs", "coauthor-physics", "squirrel-filtered",
@@ -244,8 +242,7 @@ def main() -> int:
     seeds = [int(v) for v in args.seeds.split(",")]
     datasets, models, norms = args.datasets.split(","), args.models.split(","), args.norms.split(",")
     print(f"# accuracy vs PyG ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)")
-    print(f"* machine: {json.dumps(machine())}")
-    print(f"* versions: {json.dumps(versions())}")
+    print_header(prefix="* ")
     print(f"* configuration: epochs {args.epochs}, seeds {seeds}, split {args.split}, norms {norms}; "
           f"device {args.device}; settings {json.dumps({m: SETTINGS[m] for m in models})}")
     rows, graphs = [], {}
@@ -262,8 +259,7 @@ def main() -> int:
                "seconds": time.perf_counter() - t0}
         rows.append(row)
         print_row(row, flush=True)
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
+        write_json(args.out, {"args": vars(args), "rows": rows})
     print_table(rows)
     print(f"total {time.perf_counter() - t_start:.0f} s; wrote {args.out}")
     return 1 if any(verdict(r) == "FAIL" for r in rows) else 0

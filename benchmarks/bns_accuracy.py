@@ -38,18 +38,16 @@ PASS/FAIL, and writes JSON to ``--out`` (default runs/bench_bns_accuracy.json).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from _harness import REPO, environment, finish, print_header, train
+
 DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 BNS = dict(dataset="coauthor-physics", model="sage", layers=3, hidden=256, lr=0.01, weight_decay=5e-4,
@@ -62,28 +60,20 @@ PLANETOID_TOL = 1.0  # points: |mean graph-parallel - mean single|
 
 
 def run(argv: list[str], out: Path) -> dict:
-    cmd = [sys.executable, "-m", "fullgraph", "train", *argv, "--progress", "none", "--comm-timeout", "600",
-           "--out", str(out)]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0 or not (out / "summary.json").is_file():
-        tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
-        return {"error": f"exit status {proc.returncode}: " + " | ".join(tail), "wall_s": wall,
-                "command": " ".join(cmd)}
-    s = json.loads((out / "summary.json").read_text())
-    curve = []
-    path = out / "metrics.jsonl"
-    if path.is_file():
-        for line in path.read_text().splitlines():
-            m = json.loads(line)
-            if "test_acc" in m:
-                curve.append({k: m[k] for k in ("epoch", "loss", "train_acc", "val_acc", "val_loss", "test_acc") if k in m})
+    """One ``fullgraph train`` run: its accuracies, costs and evaluation curve, or its error."""
+    argv = [*argv, "--progress", "none", "--comm-timeout", "600"]
+    r = train(argv, out)
+    if "error" in r:
+        return {"error": r["error"], "wall_s": r["wall_s"],
+                "command": " ".join([sys.executable, "-m", "fullgraph", "train", *argv, "--out", str(out)])}
+    s = r["summary"]
+    curve = [{k: m[k] for k in ("epoch", "loss", "train_acc", "val_acc", "val_loss", "test_acc") if k in m}
+             for m in r["metrics"] if "test_acc" in m]
     return {"test_acc": s["test_acc"], "val_acc": s["val_acc"], "train_acc": s.get("train_acc"),
             "best_epoch": s["best_epoch"], "epochs_run": s["epochs_run"], "epoch_time_s": s["epoch_time_s"],
             "final_loss": s.get("final_loss"), "comm_bytes_per_epoch": s.get("comm_bytes_per_epoch", {}),
-            "replication_factor": s.get("replication_factor"), "wall_s": wall, "curve": curve,
-            "command": " ".join(cmd[2:-2])}
+            "replication_factor": s.get("replication_factor"), "wall_s": r["wall_s"], "curve": curve,
+            "command": " ".join(["fullgraph", "train", *argv])}
 
 
 def _flags(d: dict) -> list[str]:
@@ -276,31 +266,19 @@ def main() -> int:
     p.add_argument("--no-planetoid", action="store_true", help="skip Cora / CiteSeer")
     p.add_argument("--out", default=str(REPO / "runs" / "bench_bns_accuracy.json"))
     a = p.parse_args()
-    import torch
-
     t0 = time.perf_counter()
     print(f"fullgraph BNS-GCN accuracy benchmark, {datetime.now(timezone.utc).isoformat(timespec='seconds')}")
-    print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
-          f"python {platform.python_version()}, torch {torch.__version__}; data root {a.root}", flush=True)
+    env = environment()
+    print_header(env, machine_extra=[f"data root {a.root}"])
     res = {"benchmark": "bns_accuracy", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-           "machine": {"platform": platform.platform(), "cores": os.cpu_count(), "python": platform.python_version(),
-                       "torch": torch.__version__}, "args": vars(a), "checks": []}
+           "machine": env["machine"] | env["versions"], "args": vars(a), "checks": []}
     failed = 0
     with tempfile.TemporaryDirectory(prefix="fg-bench-bns-") as tmp:
         if not a.no_bns:
             failed += bns_section(a, Path(tmp), res)
         if not a.no_planetoid:
             failed += planetoid_section(a, Path(tmp), res)
-    print("\n=== checks ===")
-    for c in res["checks"]:
-        print(f"  {'PASS' if c['pass'] else 'FAIL'}  {c['check']}: {c['value']}")
-    res["failed_runs"] = failed
-    res["total_s"] = time.perf_counter() - t0
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(res, indent=2) + "\n")
-    print(f"\n{failed} failed runs; total {res['total_s'] / 60:.1f} min; wrote {out}")
-    return 1 if failed or not all(c["pass"] for c in res["checks"]) else 0
+    return finish(res, a.out, failed, t0, indent=2)
 
 
 if __name__ == "__main__":

@@ -47,18 +47,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from _harness import (CLK_TCK, REPO, Sampler, environment, finish, print_header, process_table, process_tree,
+                      run_and_read, train)
+
 DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
 MB = 1e6
 # P = 2 graph-parallel epoch time / single-process epoch time must be at most this
@@ -68,38 +67,6 @@ FOREIGN_BUSY_CORES = 0.2
 
 
 # ----------------------------------------------------------------------------- contention watch
-_CLK = os.sysconf("SC_CLK_TCK")
-
-
-def _procs() -> dict[int, tuple[int, int]]:
-    """pid -> (ppid, utime + stime in ticks) of every process."""
-    out = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                s = f.read()
-        except OSError:
-            continue
-        rest = s[s.rfind(")") + 2:].split()
-        out[int(d)] = (int(rest[1]), int(rest[11]) + int(rest[12]))
-    return out
-
-
-def _mine(table: dict[int, tuple[int, int]]) -> set[int]:
-    """This process and all its descendants."""
-    kids: dict[int, list[int]] = {}
-    for pid, (ppid, _) in table.items():
-        kids.setdefault(ppid, []).append(pid)
-    mine, todo = set(), [os.getpid()]
-    while todo:
-        pid = todo.pop()
-        mine.add(pid)
-        todo += kids.get(pid, [])
-    return mine
-
-
 def _cmdline(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -110,15 +77,15 @@ def _cmdline(pid: int) -> str:
 
 def foreign_load(window_s: float = 2.0) -> tuple[float, list[tuple[int, float, str]]]:
     """Cores used by processes outside this process tree over ``window_s``, and the busy ones."""
-    t1 = _procs()
+    t1 = process_table()
     time.sleep(window_s)
-    t2 = _procs()
-    mine = _mine(t2) | _mine(t1)
+    t2 = process_table()
+    mine = process_tree(t2, os.getpid()) | process_tree(t1, os.getpid())
     total, busy = 0.0, []
-    for pid, (_, ticks) in t2.items():
+    for pid, (_, ticks, _) in t2.items():
         if pid in mine or pid not in t1:
             continue
-        cores = (ticks - t1[pid][1]) / _CLK / window_s
+        cores = (ticks - t1[pid][1]) / CLK_TCK / window_s
         total += cores
         if cores > 0.1:
             busy.append((pid, cores, _cmdline(pid)))
@@ -147,25 +114,16 @@ class IdleWaiter:
             self.left -= step + 3.0
 
 
-class LoadMonitor:
+class LoadMonitor(Sampler):
     """Samples foreign CPU use in the background while a timed run goes."""
 
     def __init__(self):
         self.samples: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        super().__init__()
 
     def _run(self):
         while not self._stop.is_set():
             self.samples.append(foreign_load(2.0)[0])
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
 
     @property
     def mean(self) -> float:
@@ -203,40 +161,24 @@ def _model_flags(a) -> list[str]:
             "--dropout", str(a.dropout), "--seed", "0"]
 
 
-def _read_metrics(out: Path) -> list[dict]:
-    path = out / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
-
-
 def run_graph_parallel(a, pdir: Path, parts: int, rate: float, epochs: int, out: Path) -> dict:
-    cmd = [sys.executable, "-m", "fullgraph", "train", "--partition-dir", str(pdir), "--parallel", "graph",
-           "--nprocs", str(parts), *_model_flags(a), "--boundary-rate", str(rate), "--epochs", str(epochs),
-           "--eval-every", str(epochs), "--progress", "none", "--comm-timeout", "600", "--out", str(out)]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0 or not (out / "summary.json").is_file():
-        tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
-        return {"error": f"exit status {proc.returncode}: " + " | ".join(tail), "wall_s": wall}
-    summary = json.loads((out / "summary.json").read_text())
-    metrics = _read_metrics(out)
-    comm_t = [m["comm_time_s"] for m in metrics[1:] if "comm_time_s" in m]
-    return {"summary": summary, "wall_s": wall, "comm_time_s": statistics.median(comm_t) if comm_t else None,
-            "per_epoch_bytes": [m.get("comm_bytes", {}) for m in metrics]}
+    """One ``fullgraph train --parallel graph`` run, with its median time in collectives (the first
+    epoch left out, as for the epoch time) and every epoch's bytes."""
+    r = train(["--partition-dir", str(pdir), "--parallel", "graph", "--nprocs", str(parts), *_model_flags(a),
+               "--boundary-rate", str(rate), "--epochs", str(epochs), "--eval-every", str(epochs), "--progress",
+               "none", "--comm-timeout", "600"], out)
+    if "error" in r:
+        return r
+    comm_t = [m["comm_time_s"] for m in r["metrics"][1:] if "comm_time_s" in m]
+    return r | {"comm_time_s": statistics.median(comm_t) if comm_t else None,
+                "per_epoch_bytes": [m.get("comm_bytes", {}) for m in r["metrics"]]}
 
 
 def run_single(a, graph_name: str, epochs: int, out: Path) -> dict:
     spec = {"graph": graph_name, "root": a.root, "scale": a.rmat_scale, "edges": a.rmat_edges, "model": a.model,
             "layers": a.layers, "hidden": a.hidden, "lr": a.lr, "dropout": a.dropout, "epochs": epochs,
             "threads": os.cpu_count() or 1, "out": str(out)}
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, "--single-worker", json.dumps(spec)], cwd=REPO,
-                          capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0 or not (out / "summary.json").is_file():
-        tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
-        return {"error": f"exit status {proc.returncode}: " + " | ".join(tail), "wall_s": wall}
-    return {"summary": json.loads((out / "summary.json").read_text()), "wall_s": wall}
+    return run_and_read([sys.executable, __file__, "--single-worker", json.dumps(spec)], out)
 
 
 def single_worker(spec: dict) -> int:
@@ -324,6 +266,7 @@ def main(argv=None) -> int:
         return single_worker(json.loads(a.single_worker))
     import torch
 
+    env = environment()
     graphs = [g for g in a.graphs.split(",") if g]
     parts_list = [int(x) for x in a.parts.split(",") if x]
     methods = [m for m in a.partitioners.split(",") if m]
@@ -331,8 +274,7 @@ def main(argv=None) -> int:
     cores = os.cpu_count() or 1
     started = time.perf_counter()
     print(f"fullgraph graph-parallel benchmark, {datetime.now(timezone.utc).isoformat(timespec='seconds')}")
-    print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {cores} cores; "
-          f"python {platform.python_version()}, torch {torch.__version__}")
+    print_header(env)
     print(f"model: {a.model}, {a.layers} layers, hidden {a.hidden}, dropout {a.dropout}, Adam lr {a.lr}, seed 0")
     print(f"graphs: {', '.join(graphs)} (rmat = rmat(scale={a.rmat_scale}, edges={a.rmat_edges}, "
           f"num_features=128)); parts {parts_list}; partitioners {methods}; rates {rates}")
@@ -345,8 +287,7 @@ def main(argv=None) -> int:
     waiter = IdleWaiter(a.wait_idle)
     tmp = Path(tempfile.mkdtemp(prefix="fg-bench-gp-"))
     result = {"benchmark": "graph_parallel", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-                          "cores": cores, "python": platform.python_version(), "torch": torch.__version__},
+              "machine": env["machine"] | env["versions"],
               "config": {k: v for k, v in vars(a).items() if k != "single_worker"},
               "graphs": {}, "halo": [], "timing": [], "checks": []}
     failed = 0
@@ -445,7 +386,7 @@ def main(argv=None) -> int:
                 result["timing"].append(timing)
             for folder, _ in pdirs.values():
                 shutil.rmtree(folder, ignore_errors=True)
-            del graph
+            graph = None  # the next graph loads without this one (the closure above names it too)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -495,17 +436,7 @@ def main(argv=None) -> int:
         print("  comm ms = median per epoch of the time ranks spent inside collectives (mean over ranks); "
               "load = foreign cores busy during the run")
 
-    print("\n=== checks ===")
-    for c in result["checks"]:
-        extra = " (timed under contention)" if c.get("contended") else ""
-        print(f"  {'PASS' if c['pass'] else 'FAIL'}  {c['check']}: {c['value']:.3f}{extra}")
-    result["failed_runs"] = failed
-    result["total_s"] = time.perf_counter() - started
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\n{failed} failed runs; total {result['total_s'] / 60:.1f} min; wrote {out}")
-    return 1 if failed or not all(c["pass"] for c in result["checks"]) else 0
+    return finish(result, a.out, failed, started, indent=2)
 
 
 if __name__ == "__main__":

@@ -30,10 +30,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,7 +38,8 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+from _harness import REPO, print_header, train
+
 sys.path.insert(0, str(REPO))
 
 from fullgraph.config import TrainConfig  # noqa: E402
@@ -83,11 +81,12 @@ def real(name: str, root: str, opts: dict, stages: int, chunks: int, seed: int) 
     with tempfile.TemporaryDirectory(prefix="fg-pipe-acc-") as out:
         flags = [f"--{k.replace('_', '-')}={v}" for k, v in opts.items() if k != "shuffle"]
         flags += [] if opts.get("shuffle", True) else ["--no-shuffle"]
-        cmd = [sys.executable, "-m", "fullgraph", "train", "--dataset", name, "--root", root, "--parallel", "pipeline",
-               "--nprocs", str(stages), "--chunks", str(chunks), "--seed", str(seed), "--progress", "none",
-               "--comm-timeout", "600", "--out", out, *flags]
-        subprocess.run(cmd, check=True, capture_output=True, text=True)
-        return json.loads((Path(out) / "summary.json").read_text())
+        r = train(["--dataset", name, "--root", str(Path(root).resolve()), "--parallel", "pipeline", "--nprocs",
+                   str(stages), "--chunks", str(chunks), "--seed", str(seed), "--progress", "none", "--comm-timeout",
+                   "600", *flags], Path(out))
+    if "error" in r:
+        raise RuntimeError(f"the {stages}-stage pipeline run failed: {r['error']}")
+    return r["summary"]
 
 
 def train_variant(graph, name: str, variant: str, seed: int, args) -> tuple:
@@ -128,8 +127,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=0, help="torch threads (default: all cores)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
-    print(f"machine: {platform.platform()}, {os.cpu_count()} cores; python {platform.python_version()}, "
-          f"torch {torch.__version__}")
+    print_header()
     seeds = [int(v) for v in args.seeds.split(",")]
     print(f"GCNII x32, pipeline S = {args.stages}, K = {args.chunks} {args.chunker} chunks, seeds {seeds}, "
           f"{'real pipeline' if args.real else 'one-process simulation of the pipeline'}")

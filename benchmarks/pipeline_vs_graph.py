@@ -25,17 +25,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-import torch
+from _harness import REPO, print_header, train
 
-REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from fullgraph.config import TrainConfig  # noqa: E402
@@ -67,14 +62,14 @@ def measure(dataset: str, root: str, model: str, layers: int, hidden: int, mode:
         flags = ["--parallel", mode, "--nprocs", str(P)]
         if mode == "hybrid":
             flags += ["--stages", str(S), "--graph-ways", str(P // S)]
-        cmd = [sys.executable, "-m", "fullgraph", "train", "--dataset", dataset, "--root", root, "--model", model,
-               "--layers", str(layers), "--hidden", str(hidden), "--epochs", str(epochs), "--eval-every", str(epochs),
-               "--dropout", "0.5", "--lr", "0.001", "--progress", "none", "--comm-timeout", "600", "--out", out, *flags]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        if proc.returncode != 0:
-            print(f"    {mode} run failed ({proc.returncode}): {proc.stderr.strip()[-300:]}")
-            return None
-        summary = json.loads((Path(out) / "summary.json").read_text())
+        r = train(["--dataset", dataset, "--root", str(Path(root).resolve()), "--model", model, "--layers",
+                   str(layers), "--hidden", str(hidden), "--epochs", str(epochs), "--eval-every", str(epochs),
+                   "--dropout", "0.5", "--lr", "0.001", "--progress", "none", "--comm-timeout", "600", *flags],
+                  Path(out), timeout=timeout)
+    if "error" in r:
+        print(f"    {mode} run failed ({r['returncode']}): {r['output_tail'][-300:]}")
+        return None
+    summary = r["summary"]
     comm = summary["comm_bytes_per_epoch"]
     return {"bytes": sum(comm.get(c, 0) for c in TRAFFIC), "allreduce": comm.get("grad/allreduce", 0),
             "epoch_s": summary["epoch_time_s"], "bubble": summary.get("bubble_fraction")}
@@ -97,8 +92,7 @@ def main() -> int:
     depths = [int(d) for d in args.depths.split(",")]
     mdepths = {int(d) for d in args.measure_depths.split(",") if d}
     mmodels = set(args.measure_models.split(",")) if args.measure_depths else set()
-    print(f"machine: {platform.platform()}, {os.cpu_count()} cores; python {platform.python_version()}, "
-          f"torch {torch.__version__}")
+    print_header()
     print(f"layouts: graph 1x{P}, pipeline {P}x1, hybrid {S}x{P // S}; METIS parts; traffic = halo + pipe, "
           f"both directions, all ranks, GiB per epoch (analytic / measured)")
     for name in args.graphs.split(","):

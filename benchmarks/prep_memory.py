@@ -78,14 +78,14 @@ import argparse
 import importlib.metadata
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from _harness import REPO, hwm_bytes as hwm, print_header, reset_hwm as try_reset_hwm, rss_bytes as rss, write_json
+
 sys.path.insert(0, str(REPO))
 
 MIB = 2**20
@@ -93,25 +93,11 @@ STEPS = ("generate", "partition", "write", "command")
 
 
 # ------------------------------------------------------------------------------ memory readings
-def _status_kib(key: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no {key} in /proc/self/status")
-
-
-def rss() -> int:
-    return _status_kib("VmRSS") * 1024
-
-
-def hwm() -> int:
-    return _status_kib("VmHWM") * 1024
-
-
 def reset_hwm() -> None:
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
+    """Every peak here is a step's own only after this reset: a step that cannot reset stops
+    rather than report a peak that includes its loading."""
+    if not try_reset_hwm():
+        raise SystemExit("cannot reset the RSS high-water mark (/proc/self/clear_refs 5 needs Linux >= 4.0)")
 
 
 class Clock:
@@ -223,29 +209,17 @@ def run_step(step: str, a: argparse.Namespace, work: Path) -> dict:
 
 
 # ------------------------------------------------------------------------------ the driver
-def machine() -> str:
+def pymetis_version() -> str:
+    """pymetis and the width of METIS's indices, which decides METIS's bytes per edge."""
     import numpy as np
-    import scipy
-    import torch
 
     try:
         import pymetis
 
-        pm = (f"pymetis {importlib.metadata.version('pymetis')} "
-              f"(METIS idx_t {np.dtype(pymetis.zero_copy_dtype()).name})")
+        return (f"pymetis {importlib.metadata.version('pymetis')} "
+                f"(METIS idx_t {np.dtype(pymetis.zero_copy_dtype()).name})")
     except Exception:  # noqa: BLE001
-        pm = "pymetis missing"
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    load = os.getloadavg()[0]
-    return (f"{platform.node()}: {cpu}, {os.cpu_count()} cores, {mem:.0f} GiB, load average {load:.1f}; "
-            f"Linux {platform.release()}; Python {platform.python_version()}, numpy {np.__version__}, "
-            f"torch {torch.__version__} ({torch.get_num_threads()} threads), scipy {scipy.__version__}, {pm}")
+        return "pymetis missing"
 
 
 def main() -> int:
@@ -269,7 +243,7 @@ def main() -> int:
         return 0
 
     steps = a.steps.split(",")
-    print(machine())
+    print_header(machine_extra=[f"load average {os.getloadavg()[0]:.1f}"], versions_extra=[pymetis_version()])
     print(f"R-MAT scale {a.scale} ({2**a.scale} nodes), {a.edges} edge draws, {a.features} features, "
           f"{a.parts} parts by {a.method}{' (volume objective)' if a.method == 'metis' else ''}, seed {a.seed}; "
           f"steps: {', '.join(steps)}")
@@ -294,7 +268,7 @@ def main() -> int:
         if ctx is not None:
             ctx.cleanup()
     if a.json:
-        Path(a.json).write_text(json.dumps(records, indent=1) + "\n")
+        write_json(a.json, records)
     return 0
 
 

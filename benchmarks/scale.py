@@ -74,7 +74,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import signal
@@ -82,12 +81,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from _harness import (CLK_TCK, REPO, Sampler, environment, print_header, process_table, process_tree, read_summary,
+                      write_json)
+
 README = Path(__file__).resolve().parent / "README.md"
 MIB = 2**20
 MB = 1e6
@@ -131,62 +131,21 @@ COMM_SHORT = {"grad/allreduce": "grad", "sample/index": "index"}
 
 # ----------------------------------------------------------------------------- machine and versions
 def machine_lines() -> list[str]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    avail = mem_available() / 2**30
-    probe = subprocess.run([sys.executable, "-c", "import torch, numpy; print(torch.__version__, numpy.__version__)"],
-                           capture_output=True, text=True)
-    torch_v, numpy_v = (probe.stdout.split() + ["?", "?"])[:2]
+    """The shared header (taken in a child interpreter: this driver never imports torch, leaving the
+    memory to the commands it measures), with the memory available now and the commit measured."""
     git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "fullgraph"], cwd=REPO,
                            capture_output=True, text=True)
     commit = git.stdout.strip() or "?"
     if dirty.stdout.strip():
         commit += " (+ uncommitted changes under fullgraph/)"
-    return [f"machine: {platform.node()}: {cpu}, {os.cpu_count()} cores, {mem:.1f} GiB memory "
-            f"({avail:.1f} GiB available at start); Linux {platform.release()}",
-            f"versions: Python {platform.python_version()}, torch {torch_v}, numpy {numpy_v}, "
-            f"fullgraph git {commit}"]
+    return print_header(environment(isolated=True),
+                        machine_extra=[f"{mem_available() / 2**30:.1f} GiB available at start"],
+                        versions_extra=[f"fullgraph git {commit}"])
 
 
 # ----------------------------------------------------------------------------- watching a process tree
-_CLK = os.sysconf("SC_CLK_TCK")
-
-
-def _procs() -> dict[int, tuple[int, int, int]]:
-    """pid -> (ppid, utime + stime ticks, rss pages) of every process."""
-    out = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                s = f.read()
-        except OSError:
-            continue
-        rest = s[s.rfind(")") + 2:].split()
-        out[int(d)] = (int(rest[1]), int(rest[11]) + int(rest[12]), int(rest[21]))
-    return out
-
-
-def _tree(table: dict, root: int) -> set[int]:
-    kids: dict[int, list[int]] = {}
-    for pid, row in table.items():
-        kids.setdefault(row[0], []).append(pid)
-    mine, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        mine.add(pid)
-        todo += kids.get(pid, [])
-    return mine
-
-
-class Watch:
+class Watch(Sampler):
     """While a command runs: the peak of the summed RSS of its process tree (sampled), and the CPU
     used by processes outside this benchmark's tree (foreign load, in cores)."""
 
@@ -195,19 +154,18 @@ class Watch:
         self.low_memory: float | None = None  # MemAvailable when it fell below min_free
         self.tree_peak = 0
         self.foreign: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
         self._page = os.sysconf("SC_PAGE_SIZE")
+        super().__init__()
 
     def _run(self):
-        prev, t_prev = _procs(), time.monotonic()
+        prev, t_prev = process_table(), time.monotonic()
         while not self._stop.wait(self.period):
-            now, t_now = _procs(), time.monotonic()
-            kid = _tree(now, self.child) if self.child in now else set()
+            now, t_now = process_table(), time.monotonic()
+            kid = process_tree(now, self.child) if self.child in now else set()
             self.tree_peak = max(self.tree_peak, sum(now[p][2] for p in kid) * self._page)
-            mine = _tree(now, os.getpid()) | _tree(prev, os.getpid())
+            mine = process_tree(now, os.getpid()) | process_tree(prev, os.getpid())
             ticks = sum(row[1] - prev[p][1] for p, row in now.items() if p not in mine and p in prev)
-            self.foreign.append(ticks / _CLK / max(t_now - t_prev, 1e-3))
+            self.foreign.append(ticks / CLK_TCK / max(t_now - t_prev, 1e-3))
             prev, t_prev = now, t_now
             avail = mem_available()
             if avail < self.min_free and self.low_memory is None:
@@ -216,14 +174,6 @@ class Watch:
                     os.killpg(self.child, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
 
     @property
     def foreign_mean(self) -> float:
@@ -389,15 +339,14 @@ def step_train(size: str, name: str, gen: dict, pdirs: dict, work: Path, a) -> d
     # --release-memory: peaks measure what a run needs, as in the results below (epochs get slower)
     cmd = fg("train", "--dataset", gen["dataset"], "--release-memory", *flags, *extra, "--epochs", str(a.epochs),
              "--eval-every", str(a.epochs), "--progress", "none", "--comm-timeout", str(int(a.timeout)), "--seed", "0",
-             *(["--threads", str(a.threads)] if a.threads else []), "--out", str(out))
+             *(["--threads", str(a.threads)] if a.threads else []), "--out", str(out), "--overwrite")  # a rerun
     env = dict(os.environ, FULLGRAPH_CACHE=str(work / "cache"))
     r = run_command(cmd, a.timeout, work / "logs" / f"train-{size}-{name}.log", env)
     rec.update(r)
-    summary = out / "summary.json"
-    if r["rc"] != 0 or not summary.is_file():
+    s = read_summary(out)
+    if r["rc"] != 0 or s is None:
         rec["error"] = first_error(r)
         return rec
-    s = json.loads(summary.read_text())
     peaks = s.get("peak_rss_bytes_per_rank") or [s.get("peak_rss_bytes", 0)]
     rec |= {"epoch_time_s": s.get("epoch_time_s"), "peaks": peaks, "max_peak": max(peaks),
             "comm": s.get("comm_bytes_per_epoch") or {}, "alpha": s.get("replication_factor"),
@@ -681,8 +630,9 @@ def main(argv=None) -> int:
                Path(a.readme_path) if a.readme else None)
         return 0
     started = time.perf_counter()
-    header = machine_lines()
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    print(f"scale.py, {when}", flush=True)
+    header = machine_lines()  # printed as it is taken
     sizes = ", ".join(f"{s} (R-MAT scale {SIZES[s][0]}, {SIZES[s][1]:,} draws)" for s in a.size_list)
     config_line = (f"configuration: sizes {sizes}; "
                    f"{FEATURES} features, {CLASSES} classes, seed 0; partitions ({a.partitioner}"
@@ -690,8 +640,7 @@ def main(argv=None) -> int:
                    f"{', '.join(map(str, a.parts)) or 'none'}; training runs: {', '.join(a.train_configs) or 'none'}; "
                    f"{a.epochs} epochs, evaluation at the last; threads {a.threads or 'default'}; "
                    f"timeout {a.timeout:.0f} s per command")
-    for line in [f"scale.py, {when}", *header, config_line]:
-        print(line, flush=True)
+    print(config_line, flush=True)
     own_tmp = a.workdir is None
     work = Path(tempfile.mkdtemp(prefix="fg-scale-") if own_tmp else a.workdir).resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -712,11 +661,10 @@ def main(argv=None) -> int:
     json_path = Path(a.json or REPO / "runs" / f"bench_scale_{'_'.join(a.size_list)}.json")
 
     def save():
-        json_path.parent.mkdir(parents=True, exist_ok=True)
         slim = dict(result)
         for key in ("prep", "train"):
             slim[key] = [{k: v for k, v in r.items() if k not in ("output", "gen")} for r in result[key]]
-        json_path.write_text(json.dumps(slim, indent=1, default=str) + "\n")
+        write_json(json_path, slim)
 
     try:
         for size in a.size_list:

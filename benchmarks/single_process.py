@@ -29,9 +29,9 @@ from __future__ import annotations
 import argparse
 import ctypes
 import gc
+import importlib
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -39,7 +39,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from _harness import REPO, environment, hwm_bytes, print_header, reset_hwm, rss_bytes, write_json
+
 DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
 GRAPHS = ("coauthor-physics", "tolokers", "rmat")
 SYSTEMS = ("fullgraph", "pyg-edge_index", "pyg-adj_t")
@@ -51,33 +52,6 @@ MIB = 1 << 20
 
 
 # ----------------------------------------------------------------------------- process memory
-def _status_kib(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"expected a {field} line in /proc/self/status")
-
-
-def rss_bytes() -> int:
-    return _status_kib("VmRSS") * 1024
-
-
-def hwm_bytes() -> int:
-    """The kernel's RSS high-water mark (``VmHWM``) of this process."""
-    return _status_kib("VmHWM") * 1024
-
-
-def reset_hwm() -> bool:
-    """Set the high-water mark to the current RSS (``clear_refs`` 5, Linux >= 4.0)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
 def release_free_memory() -> None:
     """Return freed heap pages to the OS, so the RSS before the reset counts only live data."""
     gc.collect()
@@ -194,7 +168,7 @@ def run_worker(cfg: dict) -> dict:
     import torch
 
     torch.set_num_threads(cfg["threads"])
-    import fullgraph.data.datasets  # noqa: F401  (imports are part of the baseline, not of the peak)
+    importlib.import_module("fullgraph.data.datasets")  # imports are part of the baseline, not of the peak
 
     def build(graph, depth):
         run_cfg = {**cfg, "depth": depth}
@@ -265,38 +239,6 @@ def spawn(cfg: dict, timeout_s: float) -> dict:
             "error": f"exit status {proc.returncode}: " + " | ".join(tail)}
 
 
-def machine() -> dict:
-    import torch
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
-    mem = None
-    try:
-        with open("/proc/meminfo") as f:
-            mem = int(next(ln for ln in f if ln.startswith("MemTotal")).split()[1]) * 1024
-    except (OSError, StopIteration):
-        pass
-    return {"platform": platform.platform(), "cpu": cpu, "cores": os.cpu_count(), "memory_bytes": mem,
-            "torch_threads_default": torch.get_num_threads()}
-
-
-def versions() -> dict:
-    import numpy
-    import scipy
-    import torch
-    import torch_geometric
-
-    import fullgraph
-
-    return {"python": platform.python_version(), "torch": torch.__version__,
-            "torch_geometric": torch_geometric.__version__, "fullgraph": fullgraph.__version__,
-            "numpy": numpy.__version__, "scipy": scipy.__version__}
-
-
 def per_depth(spec: str, depth: int, shallow: int, deep: int) -> int:
     """A count from a ``--epochs``/``--warmup`` value: one number for every depth, or ``depth:count``
     pairs; depths not listed get ``shallow`` up to 4 layers and ``deep`` beyond."""
@@ -326,13 +268,10 @@ def verdict(depth: int, metric: str, ratio: float) -> str:
     return f"(target <= {limit:.1f}: {'PASS' if ratio <= limit else 'FAIL'})"
 
 
-def print_header(args, mach: dict, vers: dict, plan: dict) -> None:
+def print_setup(args, env: dict, plan: dict) -> None:
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    mem = f", {mach['memory_bytes'] / 2**30:.1f} GiB RAM" if mach["memory_bytes"] else ""
     print(f"fullgraph single-process benchmark, {now}")
-    print(f"machine:  {mach['platform']}; {mach['cpu']}; {mach['cores']} cores{mem}; "
-          f"torch threads {args.threads}; 1-min load average at start {os.getloadavg()[0]:.2f}")
-    print("versions: " + ", ".join(f"{k} {v}" for k, v in vers.items()))
+    print_header(env, threads=args.threads, machine_extra=[f"1-min load average at start {os.getloadavg()[0]:.2f}"])
     print("config:   GCN, hidden 256, dropout 0.5 on the input and after every hidden layer's ReLU, no residuals,")
     print("          Adam lr 0.01 (no weight decay), cross-entropy averaged over the train nodes, seed 0;")
     print(f"          graphs {', '.join(args.graphs)}; depths {', '.join(map(str, args.depths))}; per run: "
@@ -436,9 +375,10 @@ def main(argv=None) -> int:
     import torch
 
     args.threads = args.threads or torch.get_num_threads()
-    mach, vers = machine(), versions()
+    env = environment()
+    mach = env["machine"]
     plan = {d: (per_depth(args.warmup, d, 2, 1), per_depth(args.epochs, d, 10, 3)) for d in args.depths}
-    print_header(args, mach, vers, plan)
+    print_setup(args, env, plan)
     rows, records = [], []
     for graph in args.graphs:
         described = False
@@ -465,10 +405,8 @@ def main(argv=None) -> int:
     if busy:
         print(f"\nnote: in {len(busy)} of {len(records)} runs the 1-min load average exceeded the {mach['cores']} cores "
               "(other processes were running): their wall times include waiting for a core; 'cpu' is less affected")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"machine": mach, "versions": vers, "targets": TARGETS, "args": vars(args),
-                               "runs": records, "summary": rows}, indent=1))
+    out = write_json(args.out, {"machine": mach, "versions": env["versions"], "targets": TARGETS, "args": vars(args),
+                                "runs": records, "summary": rows})
     print(f"\nresults written to {out}")
     return 0
 

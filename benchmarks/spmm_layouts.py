@@ -25,10 +25,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -36,7 +33,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+from _harness import REPO, print_header, train
+
 sys.path.insert(0, str(REPO))
 
 from fullgraph.data.synthetic import planted_partition  # noqa: E402
@@ -56,16 +54,15 @@ def write_graph(folder: Path, nodes: int, features: int) -> tuple[int, int, int]
 
 def run(root: Path, args: list[str], timeout: int = 1800) -> dict | None:
     with tempfile.TemporaryDirectory(prefix="fg-spmm-bench-") as out:
-        cmd = [sys.executable, "-m", "fullgraph", "train", "--dataset", "edgelist", "--root", str(root),
-               "--progress", "none", "--out", out, *args]
         # glibc keeps freed large blocks in its heap (its mmap threshold grows as they are freed), so
         # RSS would count cached temporaries; a fixed threshold hands them back and RSS tracks live tensors
         env = os.environ | {"MALLOC_MMAP_THRESHOLD_": "65536"}
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-        if proc.returncode != 0:
-            print(f"    failed ({proc.returncode}): {proc.stderr.strip()[-300:]}")
-            return None
-        return json.loads((Path(out) / "summary.json").read_text())
+        r = train(["--dataset", "edgelist", "--root", str(root), "--progress", "none", *args], Path(out),
+                  timeout=timeout, env=env)
+    if "error" in r:
+        print(f"    failed ({r['returncode']}): {r['output_tail'][-300:]}")
+        return None
+    return r["summary"]
 
 
 def main() -> int:
@@ -78,8 +75,7 @@ def main() -> int:
     ap.add_argument("--no-memory", action="store_true")
     ap.add_argument("--no-traffic", action="store_true")
     a = ap.parse_args()
-    print(f"machine: {platform.platform()}, {os.cpu_count()} cores; python {platform.python_version()}, "
-          f"torch {torch.__version__}")
+    print_header()
     with tempfile.TemporaryDirectory(prefix="fg-spmm-graph-") as tmp:
         root = Path(tmp) / "graph"
         root.mkdir()
