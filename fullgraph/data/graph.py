@@ -16,8 +16,9 @@ import numpy as np
 import torch
 
 from fullgraph.errors import InputError
+from fullgraph.ops.csr import BLOCK_ENTRIES, indptr_from_counts, row_ids, row_spans
 
-__all__ = ["Graph", "csr_from_edges", "checked_edges", "csr_from_sorted_keys", "row_blocks", "block_rows"]
+__all__ = ["Graph", "csr_from_edges", "checked_edges", "csr_from_sorted_keys", "row_blocks"]
 
 
 def _describe(t) -> str:
@@ -39,26 +40,14 @@ def _as_tensor(name: str, value, dtype: torch.dtype | None = None) -> torch.Tens
 
 # Edges per block of the vectorized passes over an edge list: every temporary of such a pass is a
 # few of these blocks (tens of MiB), whatever the size of the graph.
-EDGE_BLOCK = 1 << 22
+EDGE_BLOCK = BLOCK_ENTRIES
 _FEATURE_BLOCK = 1 << 24  # feature entries per block of the finiteness check
 
 
 def row_blocks(indptr: np.ndarray, max_edges: int | None = None):
-    """Row ranges ``(r0, r1)`` covering ``0..N`` in order, each holding at most ``max_edges`` edges
-    (default :data:`EDGE_BLOCK`) of the CSR, or one row when that row alone holds more."""
-    max_edges = EDGE_BLOCK if max_edges is None else max_edges
-    n = indptr.size - 1
-    r0 = 0
-    while r0 < n:
-        r1 = int(np.searchsorted(indptr, indptr[r0] + max_edges, side="right")) - 1
-        r1 = min(max(r1, r0 + 1), n)
-        yield r0, r1
-        r0 = r1
-
-
-def block_rows(indptr: np.ndarray, r0: int, r1: int, dtype=np.int64) -> np.ndarray:
-    """The row of every edge of rows ``r0..r1-1`` (the edges ``indptr[r0]:indptr[r1]``)."""
-    return np.repeat(np.arange(r0, r1, dtype=dtype), np.diff(indptr[r0 : r1 + 1]))
+    """:func:`fullgraph.ops.csr.row_spans` at the data layer's block size, :data:`EDGE_BLOCK`
+    (read at each call, so that the tests can shrink it and exercise the block edges)."""
+    return row_spans(indptr, EDGE_BLOCK if max_edges is None else max_edges)
 
 
 def unique_sorted_(keys: np.ndarray) -> int:
@@ -90,17 +79,16 @@ def shrink_(a: np.ndarray, size: int) -> np.ndarray:
 
 def csr_from_sorted_keys(keys: np.ndarray, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
     """In-edge CSR of the sorted int64 ``keys = dst * N + src``; ``indices`` reuses ``keys``'s memory."""
-    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    counts = np.zeros(num_nodes, dtype=np.int64)
     for a in range(0, keys.size, EDGE_BLOCK):
         c = keys[a : a + EDGE_BLOCK]
         rows = c // num_nodes
         r0 = int(rows[0])
-        counts = np.bincount(rows - r0)  # rows ascend, so this block's rows are one short range
-        indptr[r0 + 1 : r0 + 1 + counts.size] += counts
+        in_block = np.bincount(rows - r0)  # rows ascend, so this block's rows are one short range
+        counts[r0 : r0 + in_block.size] += in_block
         rows *= num_nodes
         np.subtract(c, rows, out=c)
-    np.cumsum(indptr, out=indptr)
-    return torch.from_numpy(indptr), torch.from_numpy(keys)
+    return torch.from_numpy(indptr_from_counts(counts)), torch.from_numpy(keys)
 
 
 def _edge_ids(name: str, ids) -> np.ndarray:
@@ -311,8 +299,7 @@ class Graph:
 
     def edges(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(src, dst)`` of every edge, in CSR order."""
-        dst = torch.repeat_interleave(torch.arange(self.num_nodes), self.indptr.diff())
-        return self.indices, dst
+        return self.indices, row_ids(self.indptr)
 
     def in_degrees(self) -> torch.Tensor:
         return self.indptr.diff()

@@ -1,10 +1,11 @@
-"""Structure preprocessing: symmetrize, deduplicate, self loops, and the two normalizations.
+"""Structure preprocessing: symmetrize, deduplicate, self loops; the normalizations by name.
 
 All functions work on in-edge CSR (``indptr``, ``indices``) as in ``Graph``. The structure passes
 (``symmetrize``, ``dedupe``, ``remove_self_loops``) work on one sorted int64 key per edge
 (``row * N + col``), made and sorted in place and turned into the result in its own memory, so a
-10^8-edge graph needs no int64 or SciPy copies beyond that key array; the normalizations go through
-SciPy's sparse routines, which are compiled, well tested and fast enough for 10^8 edges.
+10^8-edge graph needs no int64 or SciPy copies beyond that key array. Â itself is built in one place
+for every layout, :mod:`fullgraph.ops.adjacency`; ``normalized``, ``gcn_norm`` and ``mean_norm``
+here are its names for data-layer callers.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import scipy.sparse as sp
 import torch
 
 from fullgraph.data import graph as _graph
-from fullgraph.data.graph import (
-    Graph, block_rows, checked_edges, csr_from_sorted_keys, row_blocks, shrink_, unique_sorted_,
-)
+from fullgraph.data.graph import Graph, checked_edges, csr_from_sorted_keys, row_blocks, shrink_, unique_sorted_
+from fullgraph.ops.adjacency import normalized
+from fullgraph.ops.csr import indptr_from_counts, row_ids
 
 __all__ = [
     "to_scipy",
@@ -69,7 +70,7 @@ def _edge_keys(indptr: torch.Tensor, indices: torch.Tensor, *, transposed_too: b
     keys = np.empty(2 * e if transposed_too else e, dtype=np.int64)
     for r0, r1 in row_blocks(ip):
         a, b = int(ip[r0]), int(ip[r1])
-        rows = block_rows(ip, r0, r1)
+        rows = row_ids(ip, r0, r1)
         k = keys[a:b]
         np.multiply(rows, n, out=k)
         k += ix[a:b]
@@ -127,7 +128,7 @@ def is_standard_structure(indptr: torch.Tensor, indices: torch.Tensor) -> bool:
     n, e = ip.size - 1, ix.size
     for r0, r1 in row_blocks(ip):
         a, b = int(ip[r0]), int(ip[r1])
-        rows, cols = block_rows(ip, r0, r1), ix[a:b]
+        rows, cols = row_ids(ip, r0, r1), ix[a:b]
         if bool((cols == rows).any()) or bool(((cols[1:] <= cols[:-1]) & (rows[1:] == rows[:-1])).any()):
             return False
     if not np.array_equal(np.bincount(ix, minlength=n), np.diff(ip)):  # in-degree = out-degree first
@@ -136,11 +137,11 @@ def is_standard_structure(indptr: torch.Tensor, indices: torch.Tensor) -> bool:
     for r0, r1 in row_blocks(ip):
         a, b = int(ip[r0]), int(ip[r1])
         np.multiply(ix[a:b], n, out=reverse[a:b])
-        reverse[a:b] += block_rows(ip, r0, r1)
+        reverse[a:b] += row_ids(ip, r0, r1)
     reverse.sort()
     for r0, r1 in row_blocks(ip):
         a, b = int(ip[r0]), int(ip[r1])
-        forward = block_rows(ip, r0, r1)
+        forward = row_ids(ip, r0, r1)
         forward *= n
         forward += ix[a:b]
         if not np.array_equal(forward, reverse[a:b]):
@@ -151,7 +152,7 @@ def is_standard_structure(indptr: torch.Tensor, indices: torch.Tensor) -> bool:
 def self_loop_positions(indptr: torch.Tensor, indices: torch.Tensor) -> np.ndarray:
     """Positions in ``indices`` of the edges ``v -> v`` (found block by block)."""
     ip, ix = indptr.numpy(), indices.numpy()
-    found = [np.flatnonzero(ix[int(ip[r0]) : int(ip[r1])] == block_rows(ip, r0, r1)) + int(ip[r0])
+    found = [np.flatnonzero(ix[int(ip[r0]) : int(ip[r1])] == row_ids(ip, r0, r1)) + int(ip[r0])
              for r0, r1 in row_blocks(ip)]
     return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
@@ -169,9 +170,8 @@ def remove_self_loops(graph: Graph) -> Graph:
     indices = torch.from_numpy(graph.indices.numpy()[keep])
     del keep
     ip = graph.indptr.numpy()
-    removed = np.zeros(graph.num_nodes + 1, dtype=np.int64)
-    np.add.at(removed, np.searchsorted(ip, loops, side="right"), 1)  # loop in row v: indptr[v+1:] shift
-    return graph.with_structure(torch.from_numpy(ip - np.cumsum(removed)), indices)
+    per_row = np.bincount(np.searchsorted(ip, loops, side="right") - 1, minlength=graph.num_nodes)
+    return graph.with_structure(torch.from_numpy(indptr_from_counts(np.diff(ip) - per_row)), indices)
 
 
 def add_self_loops(graph: Graph) -> Graph:
@@ -186,10 +186,8 @@ def dedupe(graph: Graph) -> Graph:
     return graph.with_structure(*_canonical(_edge_keys(graph.indptr, graph.indices), graph.num_nodes))
 
 
-def _unit_values(a: sp.csr_matrix, self_loops: bool = False) -> sp.csr_matrix:
-    """The structure of ``a`` (plus one self loop per node) with every value 1: duplicates merged."""
-    if self_loops:
-        a = a + sp.identity(a.shape[0], dtype=np.float32, format="csr")
+def _unit_values(a: sp.csr_matrix) -> sp.csr_matrix:
+    """The structure of ``a`` with every value 1: duplicates merged."""
     a = sp.csr_matrix(a)
     a.sum_duplicates()
     a.data[:] = 1.0
@@ -197,46 +195,23 @@ def _unit_values(a: sp.csr_matrix, self_loops: bool = False) -> sp.csr_matrix:
 
 
 def gcn_norm(indptr: torch.Tensor, indices: torch.Tensor):
-    """``D^-1/2 (A+I) D^-1/2`` as CSR ``(indptr, indices, values)``.
-
-    Existing self loops are replaced by one of weight 1; ``D`` is the in-degree of ``A+I``
-    (for a symmetric graph, the degree), as in Kipf & Welling and PyG's ``gcn_norm``.
-    """
-    a = _unit_values(to_scipy(indptr, indices), self_loops=True)
-    deg = np.asarray(a.sum(axis=1)).ravel()
-    dinv = 1.0 / np.sqrt(deg)
-    d = sp.diags(dinv.astype(np.float32))
-    return from_scipy(d @ a @ d)
+    """``D^-1/2 (A+I) D^-1/2`` as CSR ``(indptr, indices, values)``: :func:`normalized` ``"gcn"``."""
+    return normalized(indptr, indices, "gcn")
 
 
 def mean_norm(indptr: torch.Tensor, indices: torch.Tensor):
-    """Row-normalized ``A`` (the mean over in-neighbours; a node with none gets an empty row)."""
-    a = _unit_values(to_scipy(indptr, indices))
-    deg = np.asarray(a.sum(axis=1)).ravel()
-    inv = np.divide(1.0, deg, out=np.zeros_like(deg), where=deg > 0)
-    return from_scipy(sp.diags(inv.astype(np.float32)) @ a)
-
-
-def normalized(indptr: torch.Tensor, indices: torch.Tensor, kind: str):
-    """The aggregation matrix a model asks for: ``gcn``, ``mean``, or ``self-loops`` (values 1)."""
-    if kind == "gcn":
-        return gcn_norm(indptr, indices)
-    if kind == "mean":
-        return mean_norm(indptr, indices)
-    if kind == "self-loops":
-        return from_scipy(_unit_values(to_scipy(indptr, indices), self_loops=True))
-    raise ValueError(f"unknown normalization {kind!r} (expected 'gcn', 'mean' or 'self-loops')")
+    """Row-normalized ``A`` as CSR ``(indptr, indices, values)``: :func:`normalized` ``"mean"``."""
+    return normalized(indptr, indices, "mean")
 
 
 def row_normalize_features(graph: Graph) -> Graph:
     """Divide each feature row by its sum (rows summing to 0 stay 0), as Kipf & Welling's loader does."""
     x = graph.x
     if x.layout == torch.sparse_csr:
-        counts = x.crow_indices().diff()
-        sums = torch.zeros(x.shape[0], dtype=x.dtype).index_add_(
-            0, torch.repeat_interleave(torch.arange(x.shape[0]), counts), x.values())
+        rows = row_ids(x.crow_indices())
+        sums = torch.zeros(x.shape[0], dtype=x.dtype).index_add_(0, rows, x.values())
         inv = torch.where(sums != 0, 1.0 / sums, torch.zeros_like(sums))
-        vals = x.values() * torch.repeat_interleave(inv, counts)
+        vals = x.values() * inv[rows]
         x = torch.sparse_csr_tensor(x.crow_indices(), x.col_indices(), vals, size=x.shape, check_invariants=False)
     else:
         sums = x.sum(1, keepdim=True)

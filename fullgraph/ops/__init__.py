@@ -1,4 +1,5 @@
-"""Local kernels: sparse-dense products, the fused GCN layer, and the ``Block`` layers read."""
+"""Local kernels: the CSR toolkit, the one builder of Â, sparse-dense products, the fused GCN layer,
+and the ``Block`` layers read."""
 
 from fullgraph.ops.block import Block
 from fullgraph.ops.gcn import gcn_layer

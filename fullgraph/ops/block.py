@@ -13,7 +13,8 @@ from typing import Callable
 
 import torch
 
-from fullgraph.data.preprocess import normalized
+from fullgraph.ops.adjacency import normalized
+from fullgraph.ops.csr import row_ids
 from fullgraph.ops.sparse import SparseOp
 
 __all__ = ["Block"]
@@ -53,8 +54,7 @@ class Block:
     def edges(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(src, dst)`` local ids of every stored entry, in CSR order (for attention)."""
         if self._edges is None:
-            dst = torch.repeat_interleave(torch.arange(self.num_dst, device=self.adj.indptr.device), self.adj.indptr.diff())
-            self._edges = (self.adj.indices, dst)
+            self._edges = (self.adj.indices, row_ids(self.adj.indptr))
         return self._edges
 
     def to(self, device) -> "Block":

@@ -50,17 +50,6 @@ def csr_mm(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return torch.addmm(out, a, x, beta=0.0, out=out)
 
 
-def csr_rows(indptr: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The rows ``rows`` of a CSR matrix: ``(sub_indptr, pos)``, where ``pos`` indexes the selected
-    entries in the matrix's ``indices`` / ``values`` and ``sub_indptr`` is their row pointer."""
-    starts = indptr[rows]
-    counts = indptr[rows + 1] - starts
-    sub = torch.zeros(rows.numel() + 1, dtype=torch.int64, device=rows.device)
-    torch.cumsum(counts, 0, out=sub[1:])
-    pos = torch.repeat_interleave(starts - sub[:-1], counts) + torch.arange(int(sub[-1]), device=rows.device)
-    return sub, pos
-
-
 class SparseOp:
     """A constant sparse matrix ``A`` (CSR, float32) that can multiply dense matrices both ways.
 

@@ -29,7 +29,7 @@ from fullgraph.comm.halo import HaloPlan, exchange_halo
 from fullgraph.comm.stats import sum_over
 from fullgraph.errors import InputError
 from fullgraph.ops import SparseOp
-from fullgraph.ops.sparse import csr_rows
+from fullgraph.ops.csr import csr_rows, indptr_from_counts
 from fullgraph.parallel.engine import Engine, input_features, sum_grads
 
 __all__ = ["GraphEngine", "boundary_sample", "check_parts", "feature_rows", "graph_engine"]
@@ -74,8 +74,8 @@ class GraphEngine(Engine):
         self.name = part.name
         self.replication_factor = replication_factor
         # offsets of each peer's group in my halo list and in my send list
-        self._recv_off = np.concatenate([[0], np.cumsum(self.plan.recv_counts)])
-        self._send_off = np.concatenate([[0], np.cumsum(self.plan.send_counts)])
+        self._recv_off = indptr_from_counts(self.plan.recv_counts)
+        self._send_off = indptr_from_counts(self.plan.send_counts)
 
     def describe(self) -> str:
         return (f"graph {self.name}: part {self.part.part_id} of {self.world_size}, {self.n_inner} inner and "

@@ -37,9 +37,9 @@ from fullgraph.comm.mesh import Mesh
 from fullgraph.models import SPMM_MODELS  # noqa: F401 - re-exported: the models these layouts take
 from fullgraph.errors import InputError
 from fullgraph.ops import Block, SparseOp
+from fullgraph.ops.csr import indptr_from_counts, take_rows
 from fullgraph.parallel.engine import Engine, input_features, sum_grads
 from fullgraph.partition.blockrows import BlockRow, block_nnz, block_row, load_block_row, row_blocks
-from fullgraph.partition.book import take_rows
 
 __all__ = ["GridOp", "SummaOp", "SpmmEngine", "SPMM_MODELS", "row_blocks", "spmm_engine"]
 
@@ -147,7 +147,7 @@ class SummaOp:
         blocks, subs, pieces = self.g["blocks"], self.g["subs"], self.g["pieces"]
         f = x.shape[1]
         cuts = [len(c) for c in torch.tensor_split(torch.arange(f), q)]
-        starts = np.concatenate([[0], np.cumsum(cuts)])
+        starts = indptr_from_counts(np.asarray(cuts))
         x = x.contiguous()
         # (1) row pieces -> column slices of sub-block (i, l)
         send = [x[:, starts[c]:starts[c + 1]].contiguous() for c in range(q)]
@@ -174,7 +174,7 @@ class SummaOp:
             off = int(sum(subs[i][:l]))
             out = out[off:off + subs[i][l]]
         # (4) column slices -> row pieces
-        rstart = np.concatenate([[0], np.cumsum(pieces[i][l])])
+        rstart = indptr_from_counts(np.asarray(pieces[i][l]))
         send = [out[rstart[c]:rstart[c + 1]].contiguous() for c in range(q)]
         recv = [x.new_empty((pieces[i][l][j], cuts[c])) for c in range(q)]
         self._all_to_all(send, recv)

@@ -35,10 +35,10 @@ import torch
 
 from fullgraph.data.files import read_json, sha256_file
 from fullgraph.data.graph import Graph
-from fullgraph.data.preprocess import normalized
 from fullgraph.errors import InputError
-from fullgraph.ops.sparse import SparseOp, csr_rows
-from fullgraph.partition.book import take_rows
+from fullgraph.ops.adjacency import normalized
+from fullgraph.ops.csr import csr_rows, indptr_from_rows, row_ids, take_rows
+from fullgraph.ops.sparse import SparseOp
 from fullgraph.partition.partitioners import random_permutation
 
 __all__ = ["BlockRow", "row_blocks", "block_row", "save_block_rows", "load_block_rows_meta", "load_block_row",
@@ -124,14 +124,13 @@ class BlockRow:
         for k, nodes in enumerate(col_blocks):
             where_block[nodes], where_pos[nodes] = k, torch.arange(nodes.numel())
         n = self.rows.numel()
-        r = torch.repeat_interleave(torch.arange(n), ip.diff())
+        r = row_ids(ip)
         cb = where_block[ix]
         out = []
         for k, nodes in enumerate(col_blocks):
             sel = cb == k
-            sub = torch.zeros(n + 1, dtype=torch.int64)
-            torch.cumsum(torch.bincount(r[sel], minlength=n), 0, out=sub[1:])
-            out.append(SparseOp(sub, where_pos[ix[sel]], vals[sel], (n, int(nodes.numel())), symmetric=False))
+            out.append(SparseOp(indptr_from_rows(r[sel], n), where_pos[ix[sel]], vals[sel], (n, int(nodes.numel())),
+                                symmetric=False))
         return out
 
 

@@ -19,30 +19,16 @@ The parts it cuts out (local ids, normalization, boundary sampling): :mod:`fullg
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 
-from fullgraph.data.graph import EDGE_BLOCK, Graph, block_rows, row_blocks, shrink_, unique_sorted_
+from fullgraph.data.graph import EDGE_BLOCK, Graph, row_blocks, shrink_, unique_sorted_
 from fullgraph.data.preprocess import self_loop_positions
 from fullgraph.errors import InputError
-from fullgraph.partition.part import NORMS, Part, offsets
+from fullgraph.ops.csr import csr_rows, indptr_from_counts, row_ids, take_rows
+from fullgraph.partition.part import NORMS, Part
 from fullgraph.partition.partitioners import check_node_part
 
-__all__ = ["Part", "PartitionBook", "NORMS", "take_rows"]
-
-
-def take_rows(x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """Rows ``ids`` of a dense or sparse-CSR matrix, in the same layout."""
-    if x.layout != torch.sparse_csr:
-        return x[ids]
-    m = sp.csr_matrix((x.values().numpy(), x.col_indices().numpy(), x.crow_indices().numpy()), shape=tuple(x.shape))
-    sub = m[ids.numpy()]
-    sub.sort_indices()
-    return torch.sparse_csr_tensor(
-        torch.from_numpy(sub.indptr.astype(np.int64)), torch.from_numpy(sub.indices.astype(np.int64)),
-        torch.from_numpy(np.ascontiguousarray(sub.data, dtype=np.float32)), size=(ids.numel(), x.shape[1]),
-        check_invariants=False,
-    )
+__all__ = ["Part", "PartitionBook", "NORMS"]
 
 
 def _check_simple(graph: Graph) -> None:
@@ -57,7 +43,7 @@ def _check_simple(graph: Graph) -> None:
     dups = 0
     for r0, r1 in row_blocks(ip):
         a, b = int(ip[r0]), int(ip[r1])
-        rows, cols = block_rows(ip, r0, r1), ix[a:b]
+        rows, cols = row_ids(ip, r0, r1), ix[a:b]
         dups += int(np.count_nonzero((cols[1:] == cols[:-1]) & (rows[1:] == rows[:-1])))
     if dups:
         raise InputError(
@@ -136,7 +122,7 @@ class PartitionBook:
         P = int(node_part.max()) + 1 if P0 is None else int(P0)
         _check_simple(graph)
         sizes = torch.bincount(node_part, minlength=P)
-        part_off = offsets(sizes)
+        part_off = indptr_from_counts(sizes)
         order = torch.argsort(node_part, stable=True)  # inner nodes of part 0, then 1, ...; ascending ids
         pos = torch.empty(n, dtype=torch.int64)
         pos[order] = torch.arange(n)
@@ -150,11 +136,11 @@ class PartitionBook:
         halo_u, pq = hkey % n, hkey // n
         halo_p, halo_q = pq // P, pq % P
         comm = torch.bincount(pq, minlength=P * P).view(P, P)  # [p, q]: rows p receives from q
-        halo_off = offsets(comm.sum(1))
+        halo_off = indptr_from_counts(comm.sum(1))
         # send lists: pairs sorted by sender q, then receiver p, then node u
         sorder = torch.argsort((halo_q * P + halo_p) * n + halo_u)
         send_local = local[halo_u[sorder]]
-        send_off = offsets(comm.sum(0))
+        send_off = indptr_from_counts(comm.sum(0))
         s = dict(sizes=sizes, part_off=part_off, order=order, halo_u=halo_u, halo_q=halo_q, comm=comm,
                  halo_off=halo_off, part_edges=part_edges, send_local=send_local, send_off=send_off,
                  cut_edges=cut_edges)
@@ -175,23 +161,17 @@ class PartitionBook:
     def _local_csr(self, inner: torch.Tensor, halo: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The in-edge CSR of the rows ``inner`` over local column ids (inner ``0..n_inner-1``, then
         halo), sorted within each row: gathered and sorted block by block of whole rows."""
-        ip, ix = self.graph.indptr.numpy(), self.graph.indices.numpy()
-        inner_np = inner.numpy()
+        ip, ix = self.graph.indptr, self.graph.indices.numpy()
         n_inner, n_local = inner.numel(), inner.numel() + halo.numel()
-        deg = ip[inner_np + 1] - ip[inner_np]
-        indptr = np.zeros(n_inner + 1, dtype=np.int64)
-        np.cumsum(deg, out=indptr[1:])
-        colmap = np.empty(ip.size - 1, dtype=np.int64)  # global id -> local id, for the local nodes only
-        colmap[inner_np] = np.arange(n_inner)
+        indptr = indptr_from_counts(ip[inner + 1] - ip[inner]).numpy()
+        colmap = np.empty(ip.numel() - 1, dtype=np.int64)  # global id -> local id, for the local nodes only
+        colmap[inner.numpy()] = np.arange(n_inner)
         colmap[halo.numpy()] = n_inner + np.arange(halo.numel())
         indices = np.empty(int(indptr[-1]), dtype=np.int64)
         for j0, j1 in row_blocks(indptr):
             e0, e1 = int(indptr[j0]), int(indptr[j1])
-            row_base = np.repeat(np.arange(j0, j1, dtype=np.int64) * n_local, deg[j0:j1])
-            at = np.repeat(ip[inner_np[j0:j1]] - indptr[j0:j1], deg[j0:j1])
-            at += np.arange(e0, e1)  # positions of these rows' edges in the global CSR
-            key = colmap[ix[at]]
-            del at
+            row_base = row_ids(indptr, j0, j1) * n_local
+            key = colmap[ix[csr_rows(ip, inner[j0:j1])[1].numpy()]]  # these rows' columns, in local ids
             key += row_base
             key.sort()  # rows stay in order; columns sorted within each row
             np.subtract(key, row_base, out=indices[e0:e1])

@@ -23,12 +23,12 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from fullgraph.errors import InputError
 from fullgraph.ops.block import Block
-from fullgraph.ops.sparse import SparseOp, csr_rows
+from fullgraph.ops.csr import csr_rows, indptr_from_rows, row_ids
+from fullgraph.ops.sparse import SparseOp
 from fullgraph.partition.partitioners import metis_csr, random_permutation
 
 __all__ = ["CHUNKERS", "make_chunks", "cached_chunks", "load_chunks", "ChunkSet", "Chunk"]
@@ -41,13 +41,9 @@ def _induced_csr(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tenso
     local = torch.full((num_nodes,), -1, dtype=torch.int64)
     local[nodes] = torch.arange(nodes.numel())
     offs, pos = csr_rows(indptr, nodes)
-    rows = torch.repeat_interleave(torch.arange(nodes.numel()), offs.diff())
     cols = local[indices[pos]]
     keep = cols >= 0
-    rows, cols = rows[keep], cols[keep]
-    sub_indptr = torch.zeros(nodes.numel() + 1, dtype=torch.int64)
-    torch.cumsum(torch.bincount(rows, minlength=nodes.numel()), 0, out=sub_indptr[1:])
-    return sub_indptr, cols
+    return indptr_from_rows(row_ids(offs)[keep], nodes.numel()), cols[keep]
 
 
 def make_chunks(graph, node_part: torch.Tensor, num_parts: int, chunks: int, method: str = "metis",
@@ -144,8 +140,7 @@ class ChunkSet:
         base = part.block(norm).adj
         indptr, cols, vals = base.indptr.long(), base.indices.long(), base.values
         inner_chunk = local_chunk[:n_inner]
-        send_off = np.concatenate([[0], np.cumsum(part.send_counts.numpy())])
-        recv_off = np.concatenate([[0], np.cumsum(part.recv_counts.numpy())])
+        send_off, recv_off = part.send_offsets.tolist(), part.recv_offsets.tolist()
         halo_chunk = local_chunk[n_inner:]
         lookup = torch.full((n_local,), -1, dtype=torch.int64)
         global_ids = part.local_nodes
@@ -154,7 +149,7 @@ class ChunkSet:
             dst = torch.nonzero(inner_chunk == k).flatten()
             offs, pos = csr_rows(indptr, dst)
             c, v = cols[pos], vals[pos]
-            rows = torch.repeat_interleave(torch.arange(dst.numel()), offs.diff())
+            rows = row_ids(offs)
             lookup[dst] = torch.arange(dst.numel())
             inside = lookup[c] >= 0
             if induced:
@@ -166,8 +161,7 @@ class ChunkSet:
                 keep = torch.ones_like(inside)
             lookup[others] = dst.numel() + torch.arange(others.numel())
             c, v, rows = lookup[c[keep]], v[keep], rows[keep]
-            ip = torch.zeros(dst.numel() + 1, dtype=torch.int64)
-            torch.cumsum(torch.bincount(rows, minlength=dst.numel()), 0, out=ip[1:])
+            ip = indptr_from_rows(rows, dst.numel())
             block = Block(SparseOp(ip, c, v, (dst.numel(), dst.numel() + others.numel()), symmetric=False), norm,
                           src_ids=global_ids[torch.cat([dst, others])], dst_ids=global_ids[dst])
             lookup[dst] = -1

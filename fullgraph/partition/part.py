@@ -9,8 +9,10 @@ therefore directly the source rows of the part's block.
 
 Normalization. A part's block holds the rows of the **full-graph** Â that belong to its inner
 nodes: ``gcn`` uses the global degrees of both endpoints (``degree`` holds them for halo nodes
-too), ``mean`` the global in-degree of the row. Concatenating the parts' blocks (rows mapped back
-to global ids) gives ``Block.from_graph(graph, norm)`` exactly; the tests check this.
+too), ``mean`` the global in-degree of the row. The values come from the one builder of Â,
+:func:`fullgraph.ops.adjacency.block_adjacency`, that builds the whole graph's, so concatenating the
+parts' blocks (rows mapped back to global ids) gives ``Block.from_graph(graph, norm)`` exactly; the
+tests check this.
 
 Boundary node sampling (BNS-GCN). ``part.block(norm, halo_keep, scale)`` drops the halo columns
 not kept and **compacts** the column space to ``inner, then kept halo nodes in halo order``
@@ -24,24 +26,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 
-from fullgraph.data.graph import block_rows, row_blocks
 from fullgraph.errors import InputError
+from fullgraph.ops.adjacency import NORMS, block_adjacency, check_norm
 from fullgraph.ops.block import Block
+from fullgraph.ops.csr import indptr_from_counts
 from fullgraph.ops.sparse import SparseOp
 
-__all__ = ["Part", "NORMS", "offsets"]
-
-NORMS = ("gcn", "mean", "self-loops")
-
-
-def offsets(counts: torch.Tensor) -> torch.Tensor:
-    """Where each run of ``counts`` starts, then the total: ``[0, c0, c0 + c1, ...]``."""
-    out = torch.zeros(counts.numel() + 1, dtype=torch.int64)
-    torch.cumsum(counts, 0, out=out[1:])
-    return out
+__all__ = ["Part", "NORMS"]
 
 
 @dataclass(eq=False)
@@ -120,12 +113,12 @@ class Part:
     @property
     def recv_offsets(self) -> torch.Tensor:
         """``[P+1]``: rows from peer ``q`` are halo positions ``recv_offsets[q]:recv_offsets[q+1]``."""
-        return offsets(self.recv_counts)
+        return indptr_from_counts(self.recv_counts)
 
     @property
     def send_offsets(self) -> torch.Tensor:
         """``[P+1]``: rows for peer ``q`` are ``send_idx[send_offsets[q]:send_offsets[q+1]]``."""
-        return offsets(self.send_counts)
+        return indptr_from_counts(self.send_counts)
 
     def recv_range(self, peer: int) -> tuple[int, int]:
         """Halo positions (not local ids: add ``num_inner``) of the rows received from ``peer``."""
@@ -169,40 +162,12 @@ class Part:
         return halo_keep
 
     def _base_block(self, norm: str):
-        """``(indptr, indices, values)`` of the unsampled normalized block, computed once.
-
-        No per-edge row ids are made or kept: the self loops go in with one ``np.insert`` and the
-        values come from per-row repeats, so the cache holds the block's own arrays only."""
-        if norm in self._base:
-            return self._base[norm]
-        if norm not in NORMS:
-            raise InputError(f"unknown normalization {norm!r} (expected one of: {', '.join(NORMS)})")
-        n = self.num_inner
-        ip, cols = self.indptr.numpy(), self.indices.numpy()
-        counts = np.diff(ip)
-        if norm in ("gcn", "self-loops"):  # one self loop per inner row, at local column = row
-            # inserted in place (no sort): after the row's columns <= its own id, before the rest
-            left = np.empty(n, dtype=np.int64)
-            for r0, r1 in row_blocks(ip):
-                a, b = int(ip[r0]), int(ip[r1])
-                rows = block_rows(ip, r0, r1)
-                left[r0:r1] = np.bincount(rows[cols[a:b] <= rows] - r0, minlength=r1 - r0)
-            cols = np.insert(cols, ip[:-1] + left, np.arange(n, dtype=np.int64))
-            ip = ip + np.arange(n + 1)
-            counts = counts + 1
-        # the same float32 arithmetic as fullgraph.data.preprocess, so values agree bit for bit
-        if norm == "gcn":
-            deg = (self.degree + 1).numpy().astype(np.float32)
-            dinv = (1.0 / np.sqrt(deg)).astype(np.float32)
-            vals = np.repeat(dinv[:n], counts)
-            vals *= dinv[cols]
-        elif norm == "mean":
-            deg = self.degree[:n].numpy().astype(np.float32)
-            inv = np.divide(1.0, deg, out=np.zeros_like(deg), where=deg > 0).astype(np.float32)
-            vals = np.repeat(inv, counts)
-        else:
-            vals = np.ones(cols.size, dtype=np.float32)
-        self._base[norm] = (torch.from_numpy(ip), torch.from_numpy(cols), torch.from_numpy(vals))
+        """``(indptr, indices, values)`` of the unsampled normalized block, computed once by the
+        one builder of Â from the **global** degrees the part carries, so that its rows equal the
+        full graph's."""
+        if norm not in self._base:
+            check_norm(norm)
+            self._base[norm] = block_adjacency(self.indptr, self.indices, norm, self.degree)
         return self._base[norm]
 
     def block(self, norm: str, halo_keep: torch.Tensor | None = None, scale: float = 1.0) -> Block:
@@ -239,8 +204,7 @@ class Part:
         cols_k, vals_k = cols[mask], vals[mask]
         if scale != 1.0:
             vals_k = torch.where(cols_k >= n, vals_k * scale, vals_k)
-        kept = torch.zeros(cols.numel() + 1, dtype=torch.int64)
-        torch.cumsum(mask, 0, out=kept[1:])
+        kept = indptr_from_counts(mask)
         indptr_k = kept[indptr]  # kept entries before each row start
         del kept
         num_src = n + int(keep.sum())

@@ -45,6 +45,7 @@ import torch
 from fullgraph.data.graph import Graph
 from fullgraph.data.preprocess import is_standard_structure
 from fullgraph.errors import InputError
+from fullgraph.ops.csr import indptr_from_counts, row_ids, row_spans
 
 __all__ = ["METHODS", "WEIGHTS", "partition_nodes", "metis_csr", "sample_edges", "random_permutation",
            "check_node_part"]
@@ -137,25 +138,17 @@ def sample_edges(indptr: np.ndarray, indices: np.ndarray, q: float, seed: int = 
     salt = _mix64(np.array([int(seed) % 2**64], dtype=np.uint64))[0]
     counts = np.zeros(n, dtype=np.int64)
     kept = []
-    row = 0
-    while row < n:
-        start = int(indptr[row])
-        stop_row = int(np.searchsorted(indptr, start + _SAMPLE_BLOCK, side="right")) - 1
-        stop_row = min(n, max(stop_row, row + 1))
-        end = int(indptr[stop_row])
-        cols = np.asarray(indices[start:end], dtype=np.int64)
-        rows = np.repeat(np.arange(row, stop_row, dtype=np.int64), np.diff(np.asarray(indptr[row:stop_row + 1])))
+    for r0, r1 in row_spans(indptr, _SAMPLE_BLOCK):
+        cols = np.asarray(indices[int(indptr[r0]) : int(indptr[r1])], dtype=np.int64)
+        rows = row_ids(indptr, r0, r1)
         key = (np.minimum(rows, cols).astype(np.uint64) * np.uint64(n) + np.maximum(rows, cols).astype(np.uint64))
         key ^= salt
         keep = _mix64(key) < threshold
         del key
-        counts[row:stop_row] = np.bincount(rows[keep] - row, minlength=stop_row - row)
+        counts[r0:r1] = np.bincount(rows[keep] - r0, minlength=r1 - r0)
         kept.append(cols[keep].astype(dtype))
         del cols, rows, keep
-        row = stop_row
-    out_ptr = np.zeros(n + 1, dtype=dtype)
-    np.cumsum(counts, out=out_ptr[1:])
-    return out_ptr, (np.concatenate(kept) if kept else np.zeros(0, dtype=dtype))
+    return indptr_from_counts(counts, dtype), (np.concatenate(kept) if kept else np.zeros(0, dtype=dtype))
 
 
 def _check_metis_memory(entries: int, idx_bytes: int, sample: float, name: str) -> None:

@@ -58,7 +58,9 @@ import numpy as np
 import torch
 
 from fullgraph.data.graph import Graph
+from fullgraph.data.preprocess import is_standard_structure
 from fullgraph.errors import InputError
+from fullgraph.ops.csr import indptr_from_counts, row_spans
 
 __all__ = ["NATIVE_FORMAT", "NATIVE_VERSION", "VERIFY_AUTO_MAX_BYTES", "write_native", "write_native_edges",
            "is_preprocessed", "check_target"]
@@ -183,19 +185,8 @@ class _FolderWriter:
 
 def is_preprocessed(graph: Graph) -> bool:
     """Whether the structure is what :func:`fullgraph.data.datasets.preprocess` leaves: symmetric,
-    no duplicate edges, no self loops. Costs a few ``E``-long int64 temporaries."""
-    ip, ix = graph.indptr.numpy(), graph.indices.numpy()
-    n = graph.num_nodes
-    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(ip))
-    if bool((ix == rows).any()):
-        return False
-    same_row = rows[1:] == rows[:-1]
-    if bool((np.diff(ix)[same_row] <= 0).any()):  # a repeat, or a row out of order
-        return False
-    forward = rows * n + ix  # sorted: rows ascend, sources ascend within each
-    del rows, same_row
-    backward = np.sort(ix.astype(np.int64) * n + np.repeat(np.arange(n, dtype=np.int64), np.diff(ip)))
-    return bool(np.array_equal(forward, backward))
+    no duplicate edges, no self loops (:func:`fullgraph.data.preprocess.is_standard_structure`)."""
+    return is_standard_structure(graph.indptr, graph.indices)
 
 
 def _base_meta(graph: Graph, *, preprocessed: bool, feature_norm: str, source: str | None) -> dict:
@@ -299,12 +290,8 @@ def _spill_edges(path, edge_blocks, n: int, idx: np.dtype, pair: np.dtype, symme
 def _bucket_edges(w: _FolderWriter, indptr: np.ndarray, spilled: int, pair: np.dtype, step: int) -> list[int]:
     """Pass 2: the spill split by destination into ``bucket-i.spill`` files of whole rows, each small
     enough to sort in memory (~32 bytes per edge; at most ~512 files); the buckets' row bounds."""
-    n = indptr.size - 1
     per_bucket = max(w.block_bytes // 32, -(-spilled // 512), 1)
-    bounds = [0]
-    while bounds[-1] < n:
-        r = int(np.searchsorted(indptr, indptr[bounds[-1]] + per_bucket, side="right")) - 1
-        bounds.append(min(max(r, bounds[-1] + 1), n))
+    bounds = [0] + [r1 for _, r1 in row_spans(indptr, per_bucket)]
     bounds_arr = np.asarray(bounds[1:-1], dtype=np.int64)
     outs = [open(w.tmp / f"bucket-{i}.spill", "wb") for i in range(len(bounds) - 1)]
     try:
@@ -380,11 +367,9 @@ def write_native_edges(out_dir: str | os.PathLike, num_nodes: int, edge_blocks: 
     step = max(1, w.block_bytes // pair.itemsize)  # edges per block read back from a spill
     try:
         counts, spilled = _spill_edges(w.tmp / "edges.spill", edge_blocks, n, idx, pair, symmetrize, drop_self_loops)
-        indptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(counts, out=indptr[1:])
-        bounds = _bucket_edges(w, indptr, spilled, pair, step)
+        bounds = _bucket_edges(w, indptr_from_counts(counts), spilled, pair, step)
         stored = _sort_buckets(w, bounds, counts, n, idx, pair, dedupe)
-        np.cumsum(counts, out=indptr[1:])
+        indptr = indptr_from_counts(counts)  # of the rows as stored (deduplicated)
         w.array("indptr.npy", _I8, (n + 1,), (indptr[i:i + step] for i in range(0, n + 1, step)))
         w.array("indices.npy", idx, (stored,), (
             np.fromfile(w.tmp / "sorted.spill", dtype=idx, count=min(step, stored - i), offset=i * idx.itemsize)
