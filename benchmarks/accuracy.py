@@ -5,7 +5,7 @@
 Prints, per run, the test accuracy at the selected epoch next to the paper's number and the
 acceptance threshold, with the machine, versions and the full configuration. Long runs (GCNII at 64
 layers for up to 1500 epochs) live here rather than in the test suite; the Cora GCN case is also a
-test (``tests/test_trainer.py``).
+test (``tests/train/test_trainer.py``).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ No historical gradients cannot be turned off: gradients through history would ne
 of stale gradients, which is the variant GNNPipe found harmful; the engine never builds it.
 
 By default the chunked runs use the one-process simulation of the pipeline (``ChunkedEngine`` with
-S = 1 over the same chunks and order): tests/test_pipeline.py proves that a pipeline of any S gives
+S = 1 over the same chunks and order): tests/parallel/test_pipeline.py proves that a pipeline of any S gives
 the same per-epoch losses, dropout included (masks are keyed by seed, epoch, layer and global node
 id), so the accuracy is the pipeline's, without four processes sharing this machine's cores.
 ``--real`` runs the real 4-process pipeline through the command line instead.

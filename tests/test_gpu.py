@@ -5,7 +5,8 @@ What the design promises on a GPU, and what these tests hold it to:
 - keyed dropout masks are integer hashes of (seed, epoch, site, row, column), so CUDA and the CPU
   draw the **same bits**;
 - floating-point results are not bit-equal across devices (cuSPARSE and cuBLAS sum in other orders
-  than MKL), so losses and weights are compared within ``TOL`` below;
+  than MKL), so losses and weights are compared within CUDA_LOSSES and CUDA_WEIGHTS
+  (tests/_equality.py says why those bounds hold);
 - one process with a GPU of its own computes there (``--device auto``), records its peak GPU memory in
   summary.json, and a distributed rank with a GPU of its own talks over NCCL — including under
   torchrun, where the CLI joins the process group before ``Comm`` does.
@@ -24,17 +25,9 @@ from fullgraph.data.synthetic import planted_partition
 from fullgraph.ops.dropout import DropoutKey, keyed_keep
 from fullgraph.train.trainer import Trainer
 
+from tests._equality import CUDA_LOSSES, CUDA_WEIGHTS, assert_same_losses, assert_same_state
+
 HAS_CUDA = torch.cuda.is_available()
-TOL = dict(rtol=1e-3, atol=1e-5)
-"""CPU against CUDA over a few Adam steps in float32. Summation orders differ per kernel (cuSPARSE and
-cuBLAS against MKL; GAT's softmax sums with atomics, in an order that varies run to run), about 1e-7
-relative per op, and Adam's normalized steps grow it: GAT's fifth loss differed by 1.2e-4 relative on
-an H100. A real difference moves losses by 1e-2 or more (a dropout mask not applied, a wrong
-normalization), so 1e-3 still fails on it."""
-WEIGHT_TOL = dict(rtol=1e-3, atol=1e-3)
-"""Weights after Adam steps of lr 0.01: where a gradient is near zero, Adam's step m/√v is decided
-by that noise, so a weight near zero may differ by a fraction of a step (GAT: 1.5e-4 on an H100);
-a tenth of the learning rate bounds that and still fails on a wrong gradient (a whole step, 1e-2)."""
 
 
 @pytest.fixture(scope="module")
@@ -80,9 +73,8 @@ def test_every_model_trains_on_cuda_as_on_the_cpu(small, model, tmp_path):
     kw = dict(model=model, layers=3, hidden=16, heads=2, epochs=5, dropout=0.5, threads=1, eval_every=5)
     cpu, w_cpu = fit(small, "cpu", **kw)
     gpu, w_gpu = fit(small, "cuda", out=str(tmp_path), **kw)
-    torch.testing.assert_close(torch.tensor(gpu.losses), torch.tensor(cpu.losses), **TOL)
-    for name in w_cpu:
-        torch.testing.assert_close(w_gpu[name], w_cpu[name], **WEIGHT_TOL, msg=lambda m: f"{model} {name}: {m}")
+    assert_same_losses(gpu.losses, cpu.losses, CUDA_LOSSES, f"{model} losses on cuda")
+    assert_same_state(w_gpu, w_cpu, CUDA_WEIGHTS, f"{model} weights on cuda")
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["device"].startswith("cuda") and summary["peak_cuda_bytes"] > 0
     assert cpu.device == "cpu" and cpu.peak_cuda_bytes is None
@@ -103,9 +95,8 @@ def test_fused_gcn_kernel_on_cuda_matches_plain_autograd(small):
     kw = dict(model="gcn", layers=4, hidden=32, epochs=4, dropout=0.5, eval_every=4)
     fused, w_fused = fit(small, "cuda", gcn_kernel="fused", **kw)
     plain, w_plain = fit(small, "cuda", gcn_kernel="autograd", **kw)
-    torch.testing.assert_close(torch.tensor(fused.losses), torch.tensor(plain.losses), **TOL)
-    for name in w_plain:
-        torch.testing.assert_close(w_fused[name], w_plain[name], **WEIGHT_TOL)
+    assert_same_losses(fused.losses, plain.losses, CUDA_LOSSES, "fused kernel losses on cuda")
+    assert_same_state(w_fused, w_plain, CUDA_WEIGHTS, "fused kernel weights on cuda")
     assert fused.peak_cuda_bytes < plain.peak_cuda_bytes  # one kept activation per layer, not several
 
 
@@ -135,4 +126,4 @@ def test_a_rank_with_a_gpu_of_its_own_trains_over_nccl(tmp_path, how):
         losses = [json.loads(line)["loss"] for line in f]
     with open(tmp_path / "single" / "out" / "metrics.jsonl") as f:
         want = [json.loads(line)["loss"] for line in f]
-    torch.testing.assert_close(torch.tensor(losses), torch.tensor(want), **TOL)
+    assert_same_losses(losses, want, CUDA_LOSSES, f"rank on cuda:0 ({how}) losses")

@@ -67,7 +67,7 @@ def kept_activation_bytes(model: str, *, nodes: int, halo: int, block_nnz: int, 
     ``nodes`` dst rows (n), ``halo`` extra src rows (m = n + halo: a layer after the first reads the
     fetched copy ``cat(h, halo rows)``, which backward keeps), ``block_nnz`` stored entries of the
     block (E'), ``feature_nnz`` stored entries of sparse input features (None: dense). Counted from
-    what each layer's autograd saves; tests/test_memory.py checks it against
+    what each layer's autograd saves; tests/plan/test_memory.py checks it against
     ``torch.autograd.graph.saved_tensors_hooks``. With ``recompute`` a graph layer keeps only its
     inputs (``pre`` and ``post`` are not recomputed).
     """

@@ -1,7 +1,7 @@
 """``--recompute``: layers keep only their inputs and recompute the rest in backward.
 
 What is proved here:
-* the same losses (relative 1e-6) with and without it, for every model, with dropout 0.5 over
+* the same losses (RECOMPUTED, relative 1e-6) with and without it, for every model, with dropout 0.5 over
   several epochs: the recomputation redraws the same keyed dropout masks (a different mask would
   give a gradient of another network, and the losses would part from the second epoch on);
 * it does recompute: each layer's ``compute`` runs twice per step with it, once without;
@@ -29,6 +29,7 @@ from fullgraph.ops.dropout import keyed_dropout
 from fullgraph.memory import heap_bytes
 from fullgraph.train.trainer import Trainer
 
+from tests._equality import RECOMPUTED, assert_same_losses, assert_same_state
 from tests.distributed import run_ranks
 
 SETTINGS = {
@@ -53,18 +54,15 @@ def train(graph, **kw):
         trainer.close()
 
 
-def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return ((a - b).abs() / b.abs()).max().item()
-
-
 @pytest.mark.parametrize("model", list(MODELS))
 def test_same_losses_with_and_without_recompute(small, model):
     kw = dict(model=model, dropout=0.5, epochs=6, eval_every=6, seed=2, **SETTINGS[model])
     plain, again = train(small, **kw), train(small, recompute=True, **kw)
-    assert rel(again, plain) <= 1e-6, (plain, again)
+    assert_same_losses(again, plain, RECOMPUTED, f"{model} losses with --recompute")
     if model == "gcn":  # the fused kernel's aggregate-first order (hidden > input width) too
         kw = dict(kw, hidden=32)
-        assert rel(train(small, recompute=True, **kw), train(small, **kw)) <= 1e-6
+        assert_same_losses(train(small, recompute=True, **kw), train(small, **kw), RECOMPUTED,
+                           "gcn (aggregate first) losses with --recompute")
 
 
 def grads(model, fn) -> dict:
@@ -113,9 +111,7 @@ def test_masks_are_redrawn_alike_on_another_thread_and_unkeyed(small, model):
     ref = grads(net, keyed_forward_thread_backward)
     net.recompute = True
     got = grads(net, keyed_forward_thread_backward)
-    assert ref.keys() == got.keys()
-    for name in ref:
-        torch.testing.assert_close(got[name], ref[name], rtol=1e-6, atol=0, msg=name)
+    assert_same_state(got, ref, RECOMPUTED, f"{model} gradients, backward on another thread")
 
     def unkeyed():  # masks from the global generator: checkpoint restores its state for the recomputation
         torch.manual_seed(7)
@@ -125,8 +121,7 @@ def test_masks_are_redrawn_alike_on_another_thread_and_unkeyed(small, model):
     ref = grads(net, unkeyed)
     net.recompute = True
     got = grads(net, unkeyed)
-    for name in ref:
-        torch.testing.assert_close(got[name], ref[name], rtol=1e-6, atol=0, msg=name)
+    assert_same_state(got, ref, RECOMPUTED, f"{model} gradients, unkeyed masks")
 
 
 # measured (hidden 64): gcnii 0.46, gat 0.04, resgcn+ 0.42, sage 0.45; the fused GCN layer already
@@ -175,7 +170,7 @@ def test_graph_parallel_same_losses_and_ledger_with_recompute(cora, tmp_path):
     got = run_ranks("train_runs", 2, {"runs": runs}, tmp_path)
     for model in ("gcn", "gcnii", "gat"):
         plain, again = got[f"{model}/False"], got[f"{model}/True"]
-        assert rel(again["losses"], plain["losses"]) <= 1e-6, model
+        assert_same_losses(again["losses"], plain["losses"], RECOMPUTED, f"graph parallel {model} losses")
         assert again["comm"] == plain["comm"], model  # recomputation moves no byte
         assert again["comm"]["halo/fwd"] > 0
 
@@ -196,5 +191,5 @@ def test_pipeline_honours_recompute_unchanged(cora, tmp_path):
             for r in (False, True)]
     got = run_ranks("chunked_runs", 2, {"runs": runs}, tmp_path)
     plain, again = got["gcnii/False"], got["gcnii/True"]
-    assert rel(again["losses"], plain["losses"]) <= 1e-6
+    assert_same_losses(again["losses"], plain["losses"], RECOMPUTED, "pipeline gcnii losses")
     assert again["comm"] == plain["comm"]

@@ -1,8 +1,7 @@
 """The local kernels against plain dense PyTorch.
 
 Tolerance: float32 sums of a few dozen terms of magnitude ~10 taken in a different order (CSR row
-sums vs a dense matmul) differ by a few ulps of the largest term (~1e-6 each); an entry that
-cancels to near zero keeps that absolute error, hence rtol=1e-5 with atol=1e-5.
+sums vs a dense matmul): FLOAT32_REORDER_WIDE (tests/_equality.py says why).
 """
 
 import numpy as np
@@ -12,7 +11,7 @@ import torch
 
 from fullgraph.ops import SparseOp, gcn_layer, spmm
 
-TOL = dict(rtol=1e-5, atol=1e-5)
+from tests._equality import FLOAT32_REORDER_WIDE as WIDE, assert_same
 
 
 def random_op(n_rows, n_cols, density=0.2, seed=0, symmetric=False):
@@ -37,8 +36,8 @@ def test_spmm_forward_and_backward_match_dense(symmetric):
     x2 = x.detach().clone().requires_grad_()
     ref = dense @ x2
     (ref * g).sum().backward()
-    torch.testing.assert_close(spmm(op, x.detach()), ref.detach(), **TOL)
-    torch.testing.assert_close(x.grad, x2.grad, **TOL)
+    assert_same(spmm(op, x.detach()), ref, WIDE, "A x")
+    assert_same(x.grad, x2.grad, WIDE, "gradient of x")
 
 
 def test_transpose_and_with_values_share_structure():
@@ -86,9 +85,9 @@ def test_fused_gcn_layer_matches_autograd(d_in, d_out, relu, p, rect):
     h2, w2, b2 = (t.detach().clone().requires_grad_() for t in (h, w, b))
     ref = reference_gcn(dense, h2, w2, b2, relu, mask, p)
     (ref * gout).sum().backward()
-    torch.testing.assert_close(out.detach(), ref.detach(), **TOL)
-    for a, r in ((h, h2), (w, w2), (b, b2)):
-        torch.testing.assert_close(a.grad, r.grad, **TOL)
+    assert_same(out, ref, WIDE, "layer output")
+    for name, a, r in (("h", h, h2), ("w", w, w2), ("b", b, b2)):
+        assert_same(a.grad, r.grad, WIDE, f"gradient of {name}")
 
 
 def test_fused_gcn_layer_with_sparse_input_features():
@@ -101,9 +100,9 @@ def test_fused_gcn_layer_with_sparse_input_features():
     w2, b2 = w.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
     ref = torch.relu(dense @ (xdense @ w2) + b2)
     ref.sum().backward()
-    torch.testing.assert_close(out.detach(), ref.detach(), **TOL)
-    torch.testing.assert_close(w.grad, w2.grad, **TOL)
-    torch.testing.assert_close(b.grad, b2.grad, **TOL)
+    assert_same(out, ref, WIDE, "layer output")
+    assert_same(w.grad, w2.grad, WIDE, "gradient of w")
+    assert_same(b.grad, b2.grad, WIDE, "gradient of b")
 
 
 def test_first_layer_skips_the_backward_product():
@@ -165,8 +164,8 @@ def test_fused_gcn_layer_is_the_same_in_row_blocks(monkeypatch, d_in, d_out):
     monkeypatch.setattr(gcn, "ROW_BLOCK_ELEMENTS", 3 * max(d_in, d_out))  # 3 rows per block, 14 blocks
     blocked = run()
     assert torch.equal(whole[0], blocked[0])
-    for a, r in zip(whole[1:], blocked[1:]):
-        torch.testing.assert_close(a, r, **TOL)
+    for name, a, r in zip(("h", "w", "b"), whole[1:], blocked[1:]):
+        assert_same(a, r, WIDE, f"gradient of {name}, in row blocks")
 
 
 @pytest.mark.parametrize("p", [0.3, 0.5, 0.9])
@@ -178,7 +177,7 @@ def test_fused_gcn_layer_drops_exactly_where_the_uniform_is_below_p(p):
     keep = torch.rand(30, 50, generator=torch.Generator().manual_seed(5)) >= p
     ref = torch.relu(dense @ (h @ w)) * keep / (1 - p)
     assert torch.equal(out == 0, (ref == 0))
-    torch.testing.assert_close(out, ref, **TOL)
+    assert_same(out, ref, WIDE, "layer output")
 
 
 # ---------------------------------------------------------------- keyed dropout masks
@@ -227,5 +226,5 @@ def test_keyed_dropout_agrees_between_dense_sparse_and_the_fused_gcn_layer():
         plain = dropout(torch.relu(dense @ (h @ w) + b), 0.5, True, rows=out_rows, site=4)
     torch.testing.assert_close(d_sparse, d_dense)
     assert 0.4 < (d_sparse[xdense != 0] == 0).float().mean().item() < 0.6
-    torch.testing.assert_close(fused, plain, **TOL)
+    assert_same(fused, plain, WIDE, "fused layer with keyed dropout")
     assert torch.equal(fused == 0, plain == 0)

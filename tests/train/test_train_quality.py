@@ -16,10 +16,11 @@ from fullgraph.config import TrainConfig
 from fullgraph.data.synthetic import planted_partition
 from fullgraph.errors import InputError
 from fullgraph.models import build_model
-from fullgraph.ops import Block
 from fullgraph.ops.norm import BatchNorm
 from fullgraph.train.metrics import resolve_metric, roc_auc_columns, score_columns
 from fullgraph.train.trainer import Trainer
+
+from tests._equality import FLOAT32_CHAINED, FLOAT32_REORDER, assert_same
 
 F_IN, HIDDEN, CLASSES = 500, 256, 7
 
@@ -102,16 +103,16 @@ def test_batch_norm_is_torch_batch_norm_in_one_process():
         ref.bias.copy_(ours.bias)
     a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
     out, want = ours(a), ref(b)
-    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+    assert_same(out, want, FLOAT32_REORDER, "training output")
     g = torch.randn_like(out)
     (out * g).sum().backward()
     (want * g).sum().backward()
-    torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(ours.weight.grad, ref.weight.grad, rtol=1e-4, atol=1e-4)
+    assert_same(a.grad, b.grad, FLOAT32_CHAINED, "input gradient")
+    assert_same(ours.weight.grad, ref.weight.grad, FLOAT32_CHAINED, "scale gradient")
     torch.testing.assert_close(ours.running_mean, ref.running_mean)
     torch.testing.assert_close(ours.running_var, ref.running_var)
     ours.eval(), ref.eval()
-    torch.testing.assert_close(ours(x), ref(x), rtol=1e-5, atol=1e-5)
+    assert_same(ours(x), ref(x), FLOAT32_REORDER, "evaluation output")
 
 
 def test_batch_norm_statistics_split_over_pieces_equal_the_whole():
@@ -136,8 +137,8 @@ def test_batch_norm_statistics_split_over_pieces_equal_the_whole():
 
         got = bn(piece, reduce)
         rows = slice(0, 70) if i == 0 else slice(70, 200)
-        torch.testing.assert_close(got, want[rows], rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(bn.running_var, whole.running_var, rtol=1e-5, atol=1e-6)
+        assert_same(got, want[rows], FLOAT32_REORDER, f"piece {i} output")
+        assert_same(bn.running_var, whole.running_var, FLOAT32_REORDER, f"piece {i} running variance")
 
 
 @pytest.mark.parametrize("model", ["gcn", "sage", "gat"])
