@@ -16,7 +16,9 @@ history otherwise. That is exactly the chunked-stale rule. GCNII's ``H[0]`` rows
 chunk.
 
 **History** (:mod:`fullgraph.parallel.history`): the tables start from one exact forward pass with
-the initial weights; with a refresh period a > 1, epoch t reads epoch a·⌊(t-1)/a⌋.
+the initial weights; with a refresh period a > 1, epoch t reads epoch a·⌊(t-1)/a⌋. What crosses
+processes is :mod:`fullgraph.parallel.transport`'s; the chunk order and the stage bounds are
+:mod:`fullgraph.parallel.schedule`'s.
 
 **Backward**, chunks in reverse order, layer by layer. A layer's backward gives gradients for its
 own input rows (passed down), for GCNII's ``H[0]`` rows (carried back with the chunk) and for its
@@ -40,12 +42,13 @@ import time
 import torch
 
 from fullgraph.comm.context import Comm
-from fullgraph.comm.halo import HaloPlan, exchange_halo
+from fullgraph.comm.halo import HaloPlan
 from fullgraph.comm.stats import sum_over
 from fullgraph.parallel.engine import Engine, input_features, sum_flat, sum_grads
 from fullgraph.parallel.graph import feature_rows
 from fullgraph.parallel.history import History
 from fullgraph.parallel.schedule import bubble_summary, chunk_order, stage_bounds
+from fullgraph.parallel.transport import StageTransport
 from fullgraph.partition.chunks import ChunkSet
 from fullgraph.ops.loss import loss_sum
 
@@ -75,7 +78,6 @@ class ChunkedEngine(Engine):
         self.stage, self.num_stages = stage, len(bounds)
         self.first, self.last = bounds[stage]
         self.first_stage, self.last_stage = stage == 0, stage == len(bounds) - 1
-        self.prev_rank, self.next_rank = prev_rank, next_rank
         self.shuffle, self.induced, self.seed = shuffle, induced, seed
         self.K = chunks
         self.rank = comm.rank if comm else 0
@@ -91,8 +93,9 @@ class ChunkedEngine(Engine):
         self.x = input_features(part.x).to(dev) if self.first_stage else None
         self.in_dim = part.x.shape[1]
         part.x = None  # only the first stage reads features, from its own copy: free the part's
-        self.plan = (HaloPlan(part.send_idx.to(dev), [int(c) for c in part.send_counts],
-                              [int(c) for c in part.recv_counts]) if group is not None else None)
+        plan = (HaloPlan(part.send_idx.to(dev), [int(c) for c in part.send_counts], [int(c) for c in part.recv_counts])
+                if group is not None else None)
+        self.link = StageTransport(comm, group, dev, prev_rank, next_rank, plan)  # what crosses processes
         rows = slice(None) if self.last_stage else slice(0, 0)  # only the last stage has logits
         self.y, self.train_mask, self.val_mask, self.test_mask = (
             t[rows].to(dev) for t in (part.y, part.train_mask, part.val_mask, part.test_mask))
@@ -126,18 +129,6 @@ class ChunkedEngine(Engine):
     def _timed_wait(self, pending, key: str = "wait_s") -> None:
         self.stats[key] = self.stats.get(key, 0.0) + pending.wait()
 
-    def _send(self, tensors, peer, category, tag):
-        return self.comm.post([(t.detach().contiguous(), peer, 2 * tag + i) for i, t in enumerate(tensors)], [],
-                              category)
-
-    def _recv(self, shapes, peer, category, tag):
-        bufs = [torch.empty(s, device=self.device) for s in shapes]
-        return bufs, self.comm.post([], [(b, peer, 2 * tag + i) for i, b in enumerate(bufs)], category)
-
-    def _chunk_halo(self, h: torch.Tensor, ch, category: str) -> torch.Tensor:
-        """Rows of chunk ``ch`` that peers read as halo, out; my halo rows of ``ch``, in."""
-        return self.group.all_to_all_rows(h[ch.send_pos], ch.send_counts, ch.recv_counts, category)
-
     # ------------------------------------------------------------------ exact forward
     @torch.no_grad()
     def _exact(self, model, fill: bool) -> torch.Tensor:
@@ -152,20 +143,20 @@ class ChunkedEngine(Engine):
         else:
             d_in = self._dims[self.first]
             shapes = [(self.n_inner, d_in)] + ([(self.n_inner, self._dims[0])] if uses_h0 else [])
-            bufs, pending = self._recv(shapes, self.prev_rank, "eval/pipe/fwd", 0)
+            bufs, pending = self.link.recv(shapes, "prev", "eval/pipe/fwd", 0)
             self._timed_wait(pending, "eval_wait_s")
             h = bufs[0]
             h0 = bufs[1] if uses_h0 else None
         for i in range(self.first, self.last):
             if i > 0:
                 if self.group is not None:
-                    h = torch.cat([h, exchange_halo(h, self.group, self.plan, "eval/halo")])
+                    h = torch.cat([h, self.link.part_halo(h, "eval/halo")])
                 if fill:
                     self.tables[i] = h.clone()
             h = model.layers[i](self.block, h, h0)
         if self.last_stage:
             return model.post(h)
-        self._timed_wait(self._send([h] + ([h0] if uses_h0 else []), self.next_rank, "eval/pipe/fwd", 0),
+        self._timed_wait(self.link.send([h] + ([h0] if uses_h0 else []), "next", "eval/pipe/fwd", 0),
                          "eval_wait_s")
         return h.new_zeros((0, self.num_classes))
 
@@ -247,7 +238,7 @@ class ChunkedEngine(Engine):
             for k in order:
                 ch = self.chunks[k]
                 shapes = [(ch.size, dims[self.first])] + ([(ch.size, dims[0])] if uses_h0 else [])
-                recvs[k] = self._recv(shapes, self.prev_rank, "pipe/fwd", k)
+                recvs[k] = self.link.recv(shapes, "prev", "pipe/fwd", k)
         sends, saved, losses, loss_total = [], {}, {}, 0.0
         for k in order:
             ch = self.chunks[k]
@@ -267,7 +258,7 @@ class ChunkedEngine(Engine):
                 losses[k] = loss_sum(logits[mask], self.y[ch.dst][mask]) / self.num_train
                 loss_total += float(losses[k].detach())
             else:
-                sends.append(self._send([h] + ([h0] if uses_h0 else []), self.next_rank, "pipe/fwd", k))
+                sends.append(self.link.send([h] + ([h0] if uses_h0 else []), "next", "pipe/fwd", k))
             saved[k] = (layers, h0, pos[ch.others_chunk] <= pos[k])
         for s in sends:
             self._timed_wait(s)
@@ -287,7 +278,7 @@ class ChunkedEngine(Engine):
                 table = self.tables[i]
                 table[ch.dst] = own.detach()
                 if self.group is not None:
-                    table[ch.recv_idx] = self._chunk_halo(own.detach(), ch, "halo/fwd")
+                    table[ch.recv_idx] = self.link.chunk_halo(own.detach(), ch, "halo/fwd")
                 others = table[ch.others].requires_grad_()
                 src = torch.cat([own, others])
             out = model.layers[i](ch.block, src, h0)
@@ -305,7 +296,7 @@ class ChunkedEngine(Engine):
             for k in order:
                 ch = self.chunks[k]
                 shapes = [(ch.size, dims[self.last])] + ([(ch.size, dims[0])] if uses_h0 else [])
-                recvs[k] = self._recv(shapes, self.next_rank, "pipe/bwd", k)
+                recvs[k] = self.link.recv(shapes, "next", "pipe/bwd", k)
         if H0_leaf is not None and isinstance(H0_leaf, torch.Tensor) and H0_leaf.requires_grad:
             H0_leaf.grad = torch.zeros_like(H0_leaf)
         for k in reversed(order):
@@ -324,7 +315,7 @@ class ChunkedEngine(Engine):
                 if self.first_stage:
                     H0_leaf.grad.index_add_(0, ch.dst, gh)
             if not self.first_stage:
-                sends.append(self._send([g] + ([gh] if uses_h0 else []), self.prev_rank, "pipe/bwd", k))
+                sends.append(self.link.send([g] + ([gh] if uses_h0 else []), "prev", "pipe/bwd", k))
         for s in sends:
             self._timed_wait(s)
 
@@ -343,7 +334,7 @@ class ChunkedEngine(Engine):
                 grads[i].index_add_(0, ch.others[current], others.grad[current])
             g = own.grad if own.grad is not None else torch.zeros_like(own)
             if self.group is not None:
-                back = self.group.all_to_all_rows(grads[i][ch.recv_idx], ch.recv_counts, ch.send_counts, "halo/bwd")
+                back = self.link.chunk_halo_grads(grads[i][ch.recv_idx], ch, "halo/bwd")
                 g = g.index_add(0, ch.send_pos, back)
             g = g + grads[i][ch.dst]
         return g
