@@ -1,8 +1,6 @@
 """The chunked-stale engine: pipeline (GNNPipe), hybrid graph × pipeline, and their one-process
-simulation, all one class.
-
-A rank is stage ``s`` of ``S`` (graph layers ``a..b-1``) and part ``w`` of ``W`` (the whole graph when
-``W = 1``). Its part is cut into ``K`` chunks (``fullgraph.partition.chunks``). One training epoch:
+simulation, all one class. A rank is stage ``s`` of ``S`` (graph layers ``a..b-1``) and part ``w``
+of ``W`` (the whole graph when ``W = 1``), its part cut into ``K`` chunks. One training epoch:
 
 **Forward**, chunks in the epoch's order π (a seeded shuffle, the same on every rank). For chunk k,
 stage s receives the chunk's input rows from stage s-1 (stage 0 computes ``pre`` of all its rows
@@ -15,10 +13,9 @@ chunk was processed (or its halo rows received) earlier in this epoch, and still
 history otherwise. That is exactly the chunked-stale rule. GCNII's ``H[0]`` rows travel with the
 chunk.
 
-**History** (:mod:`fullgraph.parallel.history`): the tables start from one exact forward pass with
-the initial weights; with a refresh period a > 1, epoch t reads epoch a·⌊(t-1)/a⌋. What crosses
-processes is :mod:`fullgraph.parallel.transport`'s; the chunk order and the stage bounds are
-:mod:`fullgraph.parallel.schedule`'s.
+**History** (``history.py``): the tables start from one exact forward pass with the initial weights;
+with a refresh period a > 1, epoch t reads epoch a·⌊(t-1)/a⌋. ``transport.py`` moves the rows,
+``schedule.py`` orders the chunks and bounds the stages.
 
 **Backward**, chunks in reverse order, layer by layer. A layer's backward gives gradients for its
 own input rows (passed down), for GCNII's ``H[0]`` rows (carried back with the chunk) and for its
@@ -31,13 +28,13 @@ their owners in the group when chunk k's layer is done. Stage weights are summed
 and updated once per epoch; the loss is divided by the global number of training nodes.
 
 ``induced`` chunks (GPipe's naive micro-batching) cut every edge between chunks instead of reading
-history. Evaluation is an exact full-graph forward passed stage to stage, with the group's halo
-exchange per layer.
+history. Evaluation is an exact full-graph forward passed stage to stage, halo exchange per layer.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import torch
 
@@ -53,6 +50,18 @@ from fullgraph.partition.chunks import ChunkSet
 from fullgraph.ops.loss import loss_sum
 
 __all__ = ["ChunkedEngine", "chunked_engine"]
+
+
+@dataclass
+class ChunkPass:
+    """What a chunk's forward through this stage leaves for its backward: per layer its own input
+    rows, the other chunks' rows it read and the output; GCNII's ``H[0]`` rows; which other rows were
+    read current (only those get gradients); on the last stage, the chunk's share of the loss."""
+
+    layers: list
+    h0: torch.Tensor | None
+    current: torch.Tensor
+    loss: torch.Tensor | None = None
 
 
 class ChunkedEngine(Engine):
@@ -218,9 +227,9 @@ class ChunkedEngine(Engine):
         if self.first_stage:
             H0 = model.pre(self.x, self.local_ids)
             H0_leaf = H0.detach().requires_grad_() if isinstance(H0, torch.Tensor) and H0.requires_grad else H0
-        saved, losses, loss_total = self._forward(model, order, pos, H0_leaf)
+        passes, loss_total = self._forward(model, order, pos, H0_leaf)
         self.history.end_epoch(epoch)
-        self._backward(model, order, saved, losses, H0_leaf)
+        self._backward(model, order, passes, H0_leaf)
         if H0_leaf is not None and H0 is not H0_leaf:
             H0.backward(H0_leaf.grad)
         if self.group is not None:  # the stage's weights, summed over its graph ways
@@ -229,9 +238,9 @@ class ChunkedEngine(Engine):
         self.stats["comm_s"] = (self.ledger.total_seconds if self.ledger is not None else 0.0) - comm_start
         return loss_total
 
-    def _forward(self, model, order: list[int], pos: torch.Tensor, H0_leaf) -> tuple[dict, dict, float]:
+    def _forward(self, model, order: list[int], pos: torch.Tensor, H0_leaf) -> tuple[dict[int, ChunkPass], float]:
         """Every chunk through this stage's layers in ``order``, receiving from the previous stage and
-        sending to the next; per chunk what backward needs, the last stage's losses, their sum."""
+        sending to the next; per chunk what its backward needs, and the sum of the last stage's losses."""
         uses_h0, dims = model.uses_h0, self._dims
         recvs = {}
         if not self.first_stage:  # post every receive now: chunks arrive while we compute
@@ -239,7 +248,7 @@ class ChunkedEngine(Engine):
                 ch = self.chunks[k]
                 shapes = [(ch.size, dims[self.first])] + ([(ch.size, dims[0])] if uses_h0 else [])
                 recvs[k] = self.link.recv(shapes, "prev", "pipe/fwd", k)
-        sends, saved, losses, loss_total = [], {}, {}, 0.0
+        sends, passes, loss_total = [], {}, 0.0
         for k in order:
             ch = self.chunks[k]
             if self.first_stage:
@@ -252,17 +261,17 @@ class ChunkedEngine(Engine):
                 h = bufs[0].requires_grad_()
                 h0 = bufs[1].requires_grad_() if uses_h0 else None
             layers, h = self._forward_chunk(model, ch, h, h0, H0_leaf)
+            passes[k] = ChunkPass(layers, h0, current=pos[ch.others_chunk] <= pos[k])
             if self.last_stage:
                 logits = model.post(h, ch.block.dst_ids)
                 mask = self.train_mask[ch.dst]
-                losses[k] = loss_sum(logits[mask], self.y[ch.dst][mask]) / self.num_train
-                loss_total += float(losses[k].detach())
+                passes[k].loss = loss_sum(logits[mask], self.y[ch.dst][mask]) / self.num_train
+                loss_total += float(passes[k].loss.detach())
             else:
                 sends.append(self.link.send([h] + ([h0] if uses_h0 else []), "next", "pipe/fwd", k))
-            saved[k] = (layers, h0, pos[ch.others_chunk] <= pos[k])
         for s in sends:
             self._timed_wait(s)
-        return saved, losses, loss_total
+        return passes, loss_total
 
     def _forward_chunk(self, model, ch, h, h0, H0_leaf) -> tuple[list, torch.Tensor]:
         """Chunk ``ch`` through this stage's layers; per layer (own rows, other chunks' rows, output).
@@ -286,7 +295,7 @@ class ChunkedEngine(Engine):
             h = out
         return layers, h
 
-    def _backward(self, model, order: list[int], saved: dict, losses: dict, H0_leaf) -> None:
+    def _backward(self, model, order: list[int], passes: dict[int, ChunkPass], H0_leaf) -> None:
         """The chunks back through this stage in reverse order; the gradients of the other chunks'
         rows are gathered per layer (``grads``) and added to their chunk's when its turn comes."""
         uses_h0, dims = model.uses_h0, self._dims
@@ -301,13 +310,14 @@ class ChunkedEngine(Engine):
             H0_leaf.grad = torch.zeros_like(H0_leaf)
         for k in reversed(order):
             ch = self.chunks[k]
-            layers, h0, current = saved.pop(k)
+            done = passes.pop(k)
+            h0 = done.h0
             g = g_h0 = None
             if not self.last_stage:
                 bufs, pending = recvs.pop(k)
                 self._timed_wait(pending)
                 g, g_h0 = bufs[0], (bufs[1] if uses_h0 else None)
-            g = self._backward_chunk(ch, layers, current, g, losses.pop(k, None), grads)
+            g = self._backward_chunk(ch, done.layers, done.current, g, done.loss, grads)
             if uses_h0 and h0 is not None and h0.requires_grad:
                 gh = h0.grad if h0.grad is not None else torch.zeros_like(h0)
                 if g_h0 is not None:
