@@ -235,10 +235,16 @@ def main() -> int:
     ap.add_argument("--split", type=int, default=0, help="the dataset's fixed split, or the seed of a made one")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--device", default="cpu", help="where both sides train: cpu or cuda (default cpu)")
+    ap.add_argument("--dropout", type=float, default=None,
+                    help="override every model's dropout on both sides (0 takes the random masks out of the "
+                         "comparison: what is left is the model, its initialization and the optimizer)")
     ap.add_argument("--out", default="runs/bench_accuracy_vs_pyg.json")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.dropout is not None:
+        for s in SETTINGS.values():
+            s["dropout"] = args.dropout
     seeds = [int(v) for v in args.seeds.split(",")]
     datasets, models, norms = args.datasets.split(","), args.models.split(","), args.norms.split(",")
     print(f"# accuracy vs PyG ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)")
