@@ -46,9 +46,10 @@ def main() -> int:
     failed = 0
     for name in args.only.split(","):
         dataset, kw, seeds, paper, threshold = RUNS[name]
-        graph = load_graph(TrainConfig(dataset=dataset, root=args.root))
+        graph = load_graph(TrainConfig.of(dataset=dataset, root=args.root))
         for seed in seeds:
-            cfg = TrainConfig(dataset=dataset, root=args.root, seed=seed, progress="none", threads=args.threads, **kw)
+            cfg = TrainConfig.of(dataset=dataset, root=args.root, seed=seed, progress="none", threads=args.threads,
+                                 **kw)
             t0 = time.perf_counter()
             trainer = Trainer(cfg, graph)
             result = trainer.build().train()

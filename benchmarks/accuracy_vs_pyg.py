@@ -206,7 +206,7 @@ def train_pyg(graph, name: str, norm: str, s: dict, epochs: int, seed: int, metr
 
 def train_fullgraph(graph, name: str, norm: str, s: dict, epochs: int, seed: int, metric: str,
                     device: str = "cpu") -> float:
-    cfg = TrainConfig(model=name, norm=norm, epochs=epochs, seed=seed, metric=metric, progress="none",
+    cfg = TrainConfig.of(model=name, norm=norm, epochs=epochs, seed=seed, metric=metric, progress="none",
                       device=device, **s)
     trainer = Trainer(cfg, graph)
     try:
@@ -255,7 +255,7 @@ def main() -> int:
     t_start = time.perf_counter()
     for d, m, n in cells(datasets, models, norms):
         if d not in graphs:
-            graphs = {d: load_graph(TrainConfig(dataset=d, root=args.root, split=args.split))}
+            graphs = {d: load_graph(TrainConfig.of(dataset=d, root=args.root, split=args.split))}
         g = graphs[d]
         metric = resolve_metric("auto", g.num_classes, g.multilabel)
         t0 = time.perf_counter()

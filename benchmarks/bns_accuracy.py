@@ -99,7 +99,7 @@ def dense_partition(a, conf: dict, folder: Path, partitioner: str) -> tuple[Path
     from fullgraph.partition import PartitionBook, cached_partition, save_partition
     from fullgraph.data.load import load_graph
 
-    graph = load_graph(TrainConfig(dataset=conf["dataset"], root=a.root))
+    graph = load_graph(TrainConfig.of(dataset=conf["dataset"], root=a.root))
     train, val, test = random_split(graph.num_nodes, np.random.default_rng(0), train=0.6, val=0.2)
     graph = dataclasses.replace(graph, train_mask=train, val_mask=val, test_mask=test, _fingerprint=None,
                                 name=f"{conf['dataset']}-60/20/20")

@@ -139,7 +139,7 @@ def make_graph(name: str, root: str, scale: int, edges: int):
         from fullgraph.data.synthetic import rmat
 
         return rmat(scale, edges, num_features=128, seed=0)
-    return load_graph(TrainConfig(dataset=name, root=root))
+    return load_graph(TrainConfig.of(dataset=name, root=root))
 
 
 def write_partition(graph, parts: int, method: str, folder: Path) -> dict:
@@ -187,7 +187,7 @@ def single_worker(spec: dict) -> int:
     from fullgraph.train.trainer import Trainer
 
     graph = make_graph(spec["graph"], spec["root"], spec["scale"], spec["edges"])
-    cfg = TrainConfig(dataset=spec["graph"] if spec["graph"] != "rmat" else "synthetic", root=spec["root"],
+    cfg = TrainConfig.of(dataset=spec["graph"] if spec["graph"] != "rmat" else "synthetic", root=spec["root"],
                       model=spec["model"], layers=spec["layers"], hidden=spec["hidden"], lr=spec["lr"],
                       dropout=spec["dropout"], epochs=spec["epochs"], eval_every=spec["epochs"],
                       threads=spec["threads"], seed=0, progress="none", out=spec["out"])

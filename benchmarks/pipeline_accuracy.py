@@ -69,10 +69,11 @@ VARIANTS = {  # name: (chunked?, options)
 def simulated(graph, cfg: TrainConfig, chunks: int, chunker: str = "metis"):
     zeros = torch.zeros(graph.num_nodes, dtype=torch.int64)
     part = PartitionBook.build(graph, zeros).part(0)
-    node_chunk = make_chunks(graph, zeros, 1, chunks, chunker, cfg.seed)
-    engine = ChunkedEngine(part, node_chunk[part.local_nodes], chunks, MODELS[cfg.model].norm,
-                           bounds=stage_bounds(cfg.layers, 1), shuffle=cfg.shuffle,
-                           history_refresh=cfg.history_refresh, induced=cfg.chunk_edges == "induced", seed=cfg.seed)
+    node_chunk = make_chunks(graph, zeros, 1, chunks, chunker, cfg.optimization.seed)
+    engine = ChunkedEngine(part, node_chunk[part.local_nodes], chunks, MODELS[cfg.model.name].norm,
+                           bounds=stage_bounds(cfg.model.layers, 1), shuffle=cfg.parallel.shuffle,
+                           history_refresh=cfg.parallel.history_refresh, induced=cfg.parallel.chunk_edges == "induced",
+                           seed=cfg.optimization.seed)
     trainer = Trainer(cfg, engine=engine)
     return trainer.build().train()
 
@@ -96,7 +97,7 @@ def train_variant(graph, name: str, variant: str, seed: int, args) -> tuple:
                 progress="none", threads=args.threads)
     t0 = time.perf_counter()
     if not chunked:
-        cfg = TrainConfig(**base)
+        cfg = TrainConfig.of(**base)
         r = Trainer(cfg, engine=SingleEngine(graph, "gcn")).build().train()
         acc, best, run, ms = r.test_acc, r.best_epoch, r.epochs_run, r.epoch_time_s * 1e3
     elif args.real:
@@ -106,7 +107,7 @@ def train_variant(graph, name: str, variant: str, seed: int, args) -> tuple:
                  args.stages, args.chunks, seed)
         acc, best, run, ms = d["test_acc"], d["best_epoch"], d["epochs_run"], d["epoch_time_s"] * 1e3
     else:
-        cfg = TrainConfig(**base, **opts)
+        cfg = TrainConfig.of(**base, **opts)
         r = simulated(graph, cfg, args.chunks, args.chunker)
         acc, best, run, ms = r.test_acc, r.best_epoch, r.epochs_run, r.epoch_time_s * 1e3
     return acc, best, run, ms, time.perf_counter() - t0
@@ -132,7 +133,7 @@ def main() -> int:
     print(f"GCNII x32, pipeline S = {args.stages}, K = {args.chunks} {args.chunker} chunks, seeds {seeds}, "
           f"{'real pipeline' if args.real else 'one-process simulation of the pipeline'}")
     for name in args.graphs.split(","):
-        graph = load_graph(TrainConfig(dataset=name, root=args.root))
+        graph = load_graph(TrainConfig.of(dataset=name, root=args.root))
         accs: dict[str, list[float]] = {}
         for seed in seeds:
             for variant in args.variants.split(","):

@@ -96,7 +96,7 @@ def main() -> int:
     print(f"layouts: graph 1x{P}, pipeline {P}x1, hybrid {S}x{P // S}; METIS parts; traffic = halo + pipe, "
           f"both directions, all ranks, GiB per epoch (analytic / measured)")
     for name in args.graphs.split(","):
-        cfg = TrainConfig(dataset=name, root=args.root)
+        cfg = TrainConfig.of(dataset=name, root=args.root)
         graph = load_graph(cfg)
         halo = {}
         for parts in (P, P // S):

@@ -17,7 +17,7 @@ import traceback
 from pathlib import Path
 
 from fullgraph.comm.launch import report_worker_error
-from fullgraph.config import TrainConfig, load_toml
+from fullgraph.config import ModelOptions, TrainConfig, load_toml
 from fullgraph.options import choices, options_of
 from fullgraph.cli_data import add_data_commands, cmd_convert, cmd_datasets, cmd_generate
 from fullgraph.errors import InputError
@@ -75,8 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "~150 bytes per edge it sees (default 1: every edge)")
     part.add_argument("--seed", type=int, default=0)
     part.add_argument("--feature-norm", default="auto")
-    for flag, kind in (("--model", str), ("--layers", int), ("--hidden", int), ("--heads", int)):
-        part.add_argument(flag, type=kind, default=getattr(TrainConfig, flag[2:]),
+    for flag, kind, attr in (("--model", str, "name"), ("--layers", int, "layers"), ("--hidden", int, "hidden"),
+                             ("--heads", int, "heads")):
+        part.add_argument(flag, type=kind, default=getattr(ModelOptions, attr),
                           help="metis-memory: the model whose per-rank memory the parts balance")
     part.add_argument("--out", required=True, help="a new folder, or one holding an earlier partition")
     add_data_commands(sub, _Parser)
@@ -110,7 +111,7 @@ def given_options(args: argparse.Namespace) -> dict:
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    return TrainConfig(**given_options(args))
+    return TrainConfig.of(**given_options(args))
 
 
 def cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
@@ -126,16 +127,16 @@ def cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
     if not resuming and (env is None or (env.rank == 0 and ERROR_FILE_ENV not in os.environ)):
         # as the user gave it: by this process, not by the launcher's ranks
         write_run_config(cfg, replace=resume == "auto")
-    local = env.local_world_size if env is not None else (cfg.nprocs if cfg.mesh.distributed else 1)
-    resolve_device(cfg.device, 0, local)  # before any graph is read or process started
-    if cfg.mesh.distributed and env is None:
+    local = env.local_world_size if env is not None else (cfg.parallel.nprocs if cfg.parallel.mesh.distributed else 1)
+    resolve_device(cfg.run.device, 0, local)  # before any graph is read or process started
+    if cfg.parallel.mesh.distributed and env is None:
         return launch(cfg, argv)
-    if env is not None and env.world_size != cfg.nprocs:
-        raise InputError(f"expected --nprocs to match the torchrun world size (got --nprocs {cfg.nprocs}, "
+    if env is not None and env.world_size != cfg.parallel.nprocs:
+        raise InputError(f"expected --nprocs to match the torchrun world size (got --nprocs {cfg.parallel.nprocs}, "
                          f"WORLD_SIZE {env.world_size})")
-    chunked = cfg.parallel in ("pipeline", "hybrid")
-    missing = cfg.partition_dir is None or (chunked and cfg.chunk_file is None)
-    if env is not None and cfg.mesh.distributed and missing:
+    chunked = cfg.parallel.mode in ("pipeline", "hybrid")
+    missing = cfg.parallel.partition_dir is None or (chunked and cfg.parallel.chunk_file is None)
+    if env is not None and cfg.parallel.mesh.distributed and missing:
         shared_inputs(cfg, env)
     trainer = Trainer(cfg, resume=resuming)
     try:
@@ -150,8 +151,8 @@ def cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
         f"{result.epoch_time_s * 1000:.1f} ms/epoch, peak RSS {result.peak_rss_bytes / 2**20:.0f} MiB"
         + (f", {result.device} peak {result.peak_cuda_bytes / 2**20:.0f} MiB)" if result.peak_cuda_bytes else ")")
     )
-    if cfg.out:
-        print(f"wrote {cfg.out}/metrics.jsonl and {cfg.out}/summary.json")
+    if cfg.run.out:
+        print(f"wrote {cfg.run.out}/metrics.jsonl and {cfg.run.out}/summary.json")
     return 0
 
 
@@ -161,7 +162,7 @@ def launch(cfg: TrainConfig, argv: list[str]) -> int:
     from fullgraph.comm.launch import launch_local
     from fullgraph.parallel.setup import prepare_run
 
-    return launch_local([*argv, *prepare_run(cfg).flags()], cfg.nprocs, threads=cfg.threads)
+    return launch_local([*argv, *prepare_run(cfg).flags()], cfg.parallel.nprocs, threads=cfg.run.threads)
 
 
 def shared_inputs(cfg: TrainConfig, env) -> None:
@@ -171,7 +172,7 @@ def shared_inputs(cfg: TrainConfig, env) -> None:
     from fullgraph.comm.context import broadcast_object, init_world
     from fullgraph.parallel.setup import prepare_run
 
-    init_world(env, cfg.device, setup_timeout_s=1800.0)  # the group Comm will use, NCCL included
+    init_world(env, cfg.run.device, setup_timeout_s=1800.0)  # the group Comm will use, NCCL included
     inputs = broadcast_object(prepare_run(cfg) if env.rank == 0 else None, src=0)
     inputs.apply(cfg)
 
@@ -180,7 +181,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
     from fullgraph.parallel.setup import prepare_partition_dir
     from fullgraph.partition.store import load_meta
 
-    cfg = TrainConfig(dataset=args.dataset, root=args.root, split=args.split, partitioner=args.partitioner,
+    cfg = TrainConfig.of(dataset=args.dataset, root=args.root, split=args.split, partitioner=args.partitioner,
                       seed=args.seed, feature_norm=args.feature_norm, metis_sample=args.metis_sample,
                       model=args.model, layers=args.layers, hidden=args.hidden, heads=args.heads)
     if args.parts < 1:
@@ -226,7 +227,7 @@ def cmd_predict(args: argparse.Namespace, argv: list[str]) -> int:
             from fullgraph.comm.launch import launch_local
             from fullgraph.parallel.setup import prepare_run
 
-            return launch_local([*argv, *prepare_run(cfg).flags()], cfg.nprocs)
+            return launch_local([*argv, *prepare_run(cfg).flags()], cfg.parallel.nprocs)
         paths = predict_rank(cfg, args.run, args.out, args.embeddings)
         if paths is None:
             return 0

@@ -102,7 +102,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     check_target(args.out)
-    cfg = TrainConfig(dataset=args.dataset, root=args.root, split=args.split)
+    cfg = TrainConfig.of(dataset=args.dataset, root=args.root, split=args.split)
     graph = load_raw_graph(cfg)  # every source comes out preprocessed
     meta = write_native(graph, args.out, preprocessed=True, feature_norm=feature_norm_of(cfg),
                         source=f"fullgraph convert --dataset {args.dataset} --split {args.split}")

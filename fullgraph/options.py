@@ -1,6 +1,6 @@
 """What describes the options of ``fullgraph train``, apart from their values: the section each belongs
 to, the values each may take (taken from the registry that owns them), each field's documentation
-(its docstring in ``TrainConfig``), and a TOML file of options.
+(its docstring in its section's class, ``fullgraph.config``), and a TOML file of options.
 
 ``TrainConfig`` validates through this module and ``fullgraph.cli`` builds its parser from it, so an
 option is declared once — a typed field with its docstring — and its flag, help, type, choices and
@@ -12,31 +12,23 @@ from __future__ import annotations
 import ast
 import inspect
 import tomllib
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, Field, dataclass, fields
 from pathlib import Path
 from typing import get_type_hints
 
 from fullgraph.errors import InputError
 
-__all__ = ["SECTIONS", "METRICS", "FEATURE_NORMS", "CHUNK_EDGES", "Option", "choices", "options_of", "load_toml"]
+__all__ = ["METRICS", "FEATURE_NORMS", "CHUNK_EDGES", "Option", "option_name", "choices", "options_of", "load_toml"]
 
 METRICS = ("auto", "acc", "rocauc", "micro-f1")  # --metric (fullgraph.train.metrics computes them)
 FEATURE_NORMS = ("auto", "row", "none")
 CHUNK_EDGES = ("stale", "induced")
 
-SECTIONS = {  # section: its options, in the order --help lists them
-    "data": ("dataset", "root", "split", "feature_norm"),
-    "model": ("model", "layers", "hidden", "heads", "norm", "dropout", "gcnii_alpha", "gcnii_lambda", "gcn_kernel",
-              "recompute"),
-    "optimization": ("lr", "weight_decay", "conv_weight_decay", "epochs", "patience", "select", "metric",
-                     "eval_every", "seed"),
-    "parallel": ("parallel", "nprocs", "partitioner", "metis_sample", "partition_dir", "boundary_rate", "stages",
-                 "graph_ways", "stage_layers", "chunks", "chunker", "shuffle", "history_refresh", "chunk_edges",
-                 "replication", "overlap", "permute", "chunk_file"),
-    "run": ("out", "overwrite", "checkpoint_every", "threads", "device", "comm_timeout", "memory_limit",
-            "release_memory", "progress"),
-}
-HIDDEN = ("chunk_file",)  # set by the launcher for its ranks: no user option
+
+def option_name(f: Field) -> str:
+    """The option a section's field is: its name, unless its metadata gives the flag (``model.name``
+    is ``--model``)."""
+    return f.metadata.get("flag", f.name)
 
 
 def choices() -> dict[str, tuple[str, ...]]:
@@ -58,19 +50,20 @@ class Option:
     """One field of a configuration class, as a command line shows it."""
 
     name: str
+    """The option's name: the flag without ``--``, with ``_`` for ``-`` (``metis_sample``)."""
+    attr: str
+    """The field that holds it in its section (``name`` for ``--model``, in ``model``)."""
     type: type
     default: object
     doc: str
     section: str
     choices: tuple[str, ...] | None = None
+    hidden: bool = False
+    """Set by the launcher for its ranks: no user option."""
 
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
-
-    @property
-    def hidden(self) -> bool:
-        return self.name in HIDDEN
 
 
 def field_docs(cls) -> dict[str, str]:
@@ -88,27 +81,26 @@ def field_docs(cls) -> dict[str, str]:
 
 
 def options_of(cls) -> list[Option]:
-    """Every field of ``cls`` as an ``Option``, section by section; refuses a field with no section or
-    no docstring (a new option must say where it belongs and what it does)."""
-    hints, docs, listed = get_type_hints(cls), field_docs(cls), choices()
-    by_name = {f.name: f for f in fields(cls)}
-    placed = [name for names in SECTIONS.values() for name in names]
-    if sorted(placed) != sorted(by_name) or any(name not in docs for name in by_name):
-        raise RuntimeError(f"every field of {cls.__name__} needs one section and a docstring (unplaced: "
-                           f"{sorted(set(by_name) ^ set(placed))}, undocumented: {sorted(set(by_name) - set(docs))})")
-    out = []
-    for section, names in SECTIONS.items():
-        for name in names:
-            kind = hints[name]
+    """Every option of the configuration class ``cls`` (a dataclass of section dataclasses), section by
+    section; refuses a field with no docstring (a new option must say what it does)."""
+    listed, out = choices(), []
+    for section in fields(cls):
+        kind_of = section.default_factory
+        hints, docs = get_type_hints(kind_of), field_docs(kind_of)
+        undocumented = [f.name for f in fields(kind_of) if f.name not in docs]
+        if undocumented:
+            raise RuntimeError(f"every option of {kind_of.__name__} needs a docstring (undocumented: {undocumented})")
+        for f in fields(kind_of):
+            kind = hints[f.name]
             kind = next((a for a in getattr(kind, "__args__", ()) if a is not type(None)), kind)  # X | None -> X
-            default = by_name[name].default
-            out.append(Option(name, kind, None if default is MISSING else default, docs[name], section,
-                              listed.get(name)))
+            name = option_name(f)
+            out.append(Option(name, f.name, kind, None if f.default is MISSING else f.default, docs[f.name],
+                              section.name, listed.get(name), f.metadata.get("hidden", False)))
     return out
 
 
-def load_toml(path: str | Path, known: list[str]) -> dict:
-    """Options from a TOML file: tables named after the sections (``[model]``, ``[run]``, ...), a
+def load_toml(path: str | Path, known: list[str], sections: tuple[str, ...]) -> dict:
+    """Options from a TOML file: tables named after the ``sections`` (``[model]``, ``[run]``, ...), a
     ``[train]`` table or top-level keys, in any mix; keys may use ``-`` or ``_``. ``known``: the
     option names, for the error that names an unknown key."""
     path = Path(path)
@@ -121,7 +113,7 @@ def load_toml(path: str | Path, known: list[str]) -> dict:
         raise InputError(f"expected valid TOML in {path} (got: {e})") from None
     flat = {}
     for key, value in data.items():
-        if (key in SECTIONS or key == "train") and isinstance(value, dict):  # a table (`model = "gcn"` is a key)
+        if (key in sections or key == "train") and isinstance(value, dict):  # a table (`model = "gcn"` is a key)
             flat.update(value)
         else:
             flat[key] = value

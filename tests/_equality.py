@@ -223,3 +223,15 @@ def _record(tol: Tol, what: str, ratio: float) -> None:
     if path:
         with open(path, "a") as f:
             f.write(f"{tol.name}\t{ratio:.4g}\t{what}\n")
+
+
+GRAPH_FIELDS = ("indptr", "indices", "y", "train_mask", "val_mask", "test_mask")
+
+
+def assert_same_graph(a, b) -> None:
+    """Two ``Graph`` objects hold the same structure, labels, splits, features, name and classes,
+    exactly (a stored or converted graph is a copy: no tolerance)."""
+    for f in GRAPH_FIELDS:
+        assert torch.equal(getattr(a, f), getattr(b, f)), f
+    assert a.x.layout == b.x.layout and torch.equal(a.dense_x(), b.dense_x())
+    assert (a.name, a.num_classes) == (b.name, b.num_classes)

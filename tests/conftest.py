@@ -32,7 +32,7 @@ def cora(shared_data):
     from fullgraph.config import TrainConfig
     from fullgraph.data.load import load_graph
 
-    return load_graph(TrainConfig(dataset="cora", root=str(shared_data)))
+    return load_graph(TrainConfig.of(dataset="cora", root=str(shared_data)))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -21,9 +21,9 @@ def train_runs(payload: dict, comm: Comm) -> dict:
     out = {}
     for run in payload["runs"]:
         part = load_part(run["partition_dir"], comm.rank)
-        cfg = TrainConfig(**run["config"], parallel="graph", nprocs=comm.world_size, progress="none", threads=1)
-        engine = GraphEngine(part, comm, MODELS[cfg.model].norm, boundary_rate=cfg.boundary_rate, seed=cfg.seed,
-                             owns_comm=False)
+        cfg = TrainConfig.of(**run["config"], parallel="graph", nprocs=comm.world_size, progress="none", threads=1)
+        engine = GraphEngine(part, comm, MODELS[cfg.model.name].norm, boundary_rate=cfg.parallel.boundary_rate,
+                             seed=cfg.optimization.seed, owns_comm=False)
         trainer = Trainer(cfg, engine=engine)
         result = trainer.build().train()
         trainer.close()
@@ -41,15 +41,15 @@ def chunked_steps(payload: dict, comm: Comm) -> dict:
     from fullgraph.ops.dropout import keyed_dropout
     from fullgraph.parallel.pipeline import chunked_engine
 
-    cfg = TrainConfig(**payload["config"], nprocs=comm.world_size, progress="none", threads=1)
-    engine = chunked_engine(cfg, MODELS[cfg.model].norm, comm=comm)
+    cfg = TrainConfig.of(**payload["config"], nprocs=comm.world_size, progress="none", threads=1)
+    engine = chunked_engine(cfg, MODELS[cfg.model.name].norm, comm=comm)
     torch.manual_seed(0)
-    model = build_model(cfg.model, engine.in_dim, engine.num_classes, layers=cfg.layers, hidden=cfg.hidden,
-                        dropout=0.0)
+    model = build_model(cfg.model.name, engine.in_dim, engine.num_classes, layers=cfg.model.layers,
+                        hidden=cfg.model.hidden, dropout=0.0)
     out = {"losses": [], "grads": []}
     for epoch in range(1, payload["epochs"] + 1):
         model.zero_grad()
-        with keyed_dropout(cfg.seed, epoch):
+        with keyed_dropout(cfg.optimization.seed, epoch):
             loss = engine.step(model, epoch)
         total = comm.all_reduce_(torch.tensor([loss], dtype=torch.float64), "meta/metrics")
         out["losses"].append(float(total))
@@ -70,8 +70,8 @@ def chunked_runs(payload: dict, comm: Comm) -> dict:
 
     out = {}
     for run in payload["runs"]:
-        cfg = TrainConfig(**run["config"], nprocs=comm.world_size, progress="none", threads=1)
-        engine = chunked_engine(cfg, MODELS[cfg.model].norm, comm=comm)
+        cfg = TrainConfig.of(**run["config"], nprocs=comm.world_size, progress="none", threads=1)
+        engine = chunked_engine(cfg, MODELS[cfg.model.name].norm, comm=comm)
         trainer = Trainer(cfg, engine=engine)
         result = trainer.build().train()
         trainer.close()
@@ -91,7 +91,6 @@ def chunked_runs(payload: dict, comm: Comm) -> dict:
 def spmm_runs(payload: dict, comm: Comm) -> dict:
     """SpMM-layout training for each run of the payload (every rank holds all weights). Rank 0 cuts
     the block rows into a folder, as the launcher does, and every rank reads only its own from it."""
-    from dataclasses import replace
     from pathlib import Path
 
     from fullgraph.parallel.setup import prepare_block_rows_dir
@@ -99,13 +98,14 @@ def spmm_runs(payload: dict, comm: Comm) -> dict:
 
     out = {}
     for run in payload["runs"]:
-        cfg = TrainConfig(**run["config"], nprocs=comm.world_size, progress="none", threads=1)
+        cfg = TrainConfig.of(**run["config"], nprocs=comm.world_size, progress="none", threads=1)
         folder = Path(payload["result"]).parent / f"blockrows-{run['name']}"
         if comm.rank == 0:
             prepare_block_rows_dir(cfg, out=folder)
         comm.barrier()
-        cfg = replace(cfg, partition_dir=str(folder), root=str(folder / "no-raw-dataset-here"))  # ranks never parse it
-        engine = spmm_engine(cfg, MODELS[cfg.model].norm, comm=comm)
+        # the ranks never parse the raw dataset
+        cfg = cfg.with_options(partition_dir=str(folder), root=str(folder / "no-raw-dataset-here"))
+        engine = spmm_engine(cfg, MODELS[cfg.model.name].norm, comm=comm)
         trainer = Trainer(cfg, engine=engine)
         result = trainer.build().train()
         trainer.close()

@@ -36,7 +36,7 @@ def small():
 
 
 def fit(graph, device, **kw):
-    cfg = TrainConfig(progress="none", device=device, **kw)
+    cfg = TrainConfig.of(progress="none", device=device, **kw)
     trainer = Trainer(cfg, graph)
     try:
         result = trainer.build().train()

@@ -29,37 +29,37 @@ def feature_norm_of(cfg) -> str:
     ``auto`` is ``row`` for the Planetoid graphs: by name, a Planetoid folder given as a path, or a
     native folder whose ``meta.json`` records ``row`` (as ``fullgraph convert`` does for them).
     """
-    if cfg.feature_norm != "auto":
-        return cfg.feature_norm
-    if cfg.dataset in ROW_NORMALIZED:
+    if cfg.data.feature_norm != "auto":
+        return cfg.data.feature_norm
+    if cfg.data.dataset in ROW_NORMALIZED:
         return "row"
     from fullgraph.data.detect import detect, looks_like_path
 
-    return detect(cfg.dataset).feature_norm if looks_like_path(cfg.dataset) else "none"
+    return detect(cfg.data.dataset).feature_norm if looks_like_path(cfg.data.dataset) else "none"
 
 
 def load_raw_graph(cfg) -> Graph:
-    """The graph ``cfg.dataset`` names, preprocessed, before feature normalization."""
-    if cfg.dataset == "synthetic":
+    """The graph ``cfg.data.dataset`` names, preprocessed, before feature normalization."""
+    if cfg.data.dataset == "synthetic":
         from fullgraph.data.synthetic import planted_partition
 
         return planted_partition(seed=0)
-    if cfg.dataset == "edgelist":
+    if cfg.data.dataset == "edgelist":
         from fullgraph.data.datasets import preprocess
         from fullgraph.data.formats.edgelist import load_edgelist_folder
 
-        if cfg.root is None:
+        if cfg.data.root is None:
             raise InputError("expected --root FOLDER with --dataset edgelist (got no --root)")
-        return preprocess(load_edgelist_folder(cfg.root, seed=cfg.split))
+        return preprocess(load_edgelist_folder(cfg.data.root, seed=cfg.data.split))
     from fullgraph.data.detect import load_path, looks_like_path
 
-    if looks_like_path(cfg.dataset):
-        return load_path(cfg.dataset, split=cfg.split)
+    if looks_like_path(cfg.data.dataset):
+        return load_path(cfg.data.dataset, split=cfg.data.split)
     from fullgraph.data.datasets import get_spec, load_dataset
 
-    if get_spec(cfg.dataset).format == "npz_shchur":  # no published split: --split seeds ours
-        return load_dataset(cfg.dataset, cfg.root, split=0, seed=cfg.split)
-    return load_dataset(cfg.dataset, cfg.root, split=cfg.split)
+    if get_spec(cfg.data.dataset).format == "npz_shchur":  # no published split: --split seeds ours
+        return load_dataset(cfg.data.dataset, cfg.data.root, split=0, seed=cfg.data.split)
+    return load_dataset(cfg.data.dataset, cfg.data.root, split=cfg.data.split)
 
 
 def load_graph(cfg) -> Graph:

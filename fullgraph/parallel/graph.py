@@ -165,11 +165,11 @@ def graph_engine(cfg, norm: str) -> GraphEngine:
     env = DistEnv.from_env()
     if env is None:
         raise RuntimeError("graph_engine needs the torchrun environment (RANK, WORLD_SIZE, ...)")
-    comm = Comm(env, timeout_s=cfg.comm_timeout, device=cfg.device)
-    if cfg.partition_dir is None:
+    comm = Comm(env, timeout_s=cfg.run.comm_timeout, device=cfg.run.device)
+    if cfg.parallel.partition_dir is None:
         raise RuntimeError("graph parallelism needs a partition folder (--partition-dir)")
-    meta = load_meta(cfg.partition_dir)
-    check_parts(meta, env.world_size, cfg.partition_dir)
-    part = load_part(cfg.partition_dir, env.rank)
-    return GraphEngine(part, comm, norm, boundary_rate=cfg.boundary_rate, seed=cfg.seed,
+    meta = load_meta(cfg.parallel.partition_dir)
+    check_parts(meta, env.world_size, cfg.parallel.partition_dir)
+    part = load_part(cfg.parallel.partition_dir, env.rank)
+    return GraphEngine(part, comm, norm, boundary_rate=cfg.parallel.boundary_rate, seed=cfg.optimization.seed,
                        replication_factor=meta.get("replication_factor"))

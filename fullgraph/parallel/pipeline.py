@@ -380,21 +380,21 @@ def chunked_engine(cfg, norm: str, comm: Comm | None = None) -> ChunkedEngine:
     env = DistEnv.from_env()
     if env is None:
         raise RuntimeError("chunked_engine needs the torchrun environment (RANK, WORLD_SIZE, ...)")
-    if cfg.partition_dir is None or cfg.chunk_file is None:
+    p = cfg.parallel
+    if p.partition_dir is None or p.chunk_file is None:
         raise RuntimeError("a pipeline / hybrid rank needs --partition-dir and --chunk-file (the launcher sets them)")
-    layout = cfg.mesh
+    layout, owns_comm = p.mesh, comm is None
     S, W = layout.stages, layout.graph_ways
-    owns_comm = comm is None
-    comm = Comm(env, timeout_s=cfg.comm_timeout, device=cfg.device) if comm is None else comm
+    comm = Comm(env, timeout_s=cfg.run.comm_timeout, device=cfg.run.device) if comm is None else comm
     group = layout.communicators(comm).get("graph")  # the W processes of this stage (none when W = 1)
-    meta = load_meta(cfg.partition_dir)
-    check_parts(meta, W, cfg.partition_dir)
-    stage, w = divmod(env.rank, W)
-    part = load_part(cfg.partition_dir, w, features=stage == 0)  # later stages never read features
-    node_chunk = load_chunks(cfg.chunk_file, int(part.global_num_nodes), cfg.num_chunks)
+    meta, (stage, w) = load_meta(p.partition_dir), divmod(env.rank, W)
+    check_parts(meta, W, p.partition_dir)
+    part = load_part(p.partition_dir, w, features=stage == 0)  # later stages never read features
+    node_chunk = load_chunks(p.chunk_file, int(part.global_num_nodes), p.num_chunks)
     return ChunkedEngine(
-        part, node_chunk[part.local_nodes], cfg.num_chunks, norm, stage=stage,
-        bounds=stage_bounds(cfg.layers, S, cfg.stage_layer_list), comm=comm, group=group,
+        part, node_chunk[part.local_nodes], p.num_chunks, norm, stage=stage,
+        bounds=stage_bounds(cfg.model.layers, S, p.stage_layer_list), comm=comm, group=group,
         prev_rank=env.rank - W if stage > 0 else None, next_rank=env.rank + W if stage < S - 1 else None,
-        shuffle=cfg.shuffle, history_refresh=cfg.history_refresh, induced=cfg.chunk_edges == "induced",
-        seed=cfg.seed, replication_factor=meta.get("replication_factor") if W > 1 else None, owns_comm=owns_comm)
+        shuffle=p.shuffle, history_refresh=p.history_refresh, induced=p.chunk_edges == "induced",
+        seed=cfg.optimization.seed, replication_factor=meta.get("replication_factor") if W > 1 else None,
+        owns_comm=owns_comm)

@@ -21,7 +21,7 @@ def _single(cfg, norm: str, graph=None) -> Engine:
     from fullgraph.device import resolve_device
     from fullgraph.parallel.engine import SingleEngine
 
-    return SingleEngine(load_graph(cfg) if graph is None else graph, norm, resolve_device(cfg.device))
+    return SingleEngine(load_graph(cfg) if graph is None else graph, norm, resolve_device(cfg.run.device))
 
 
 def _graph(cfg, norm: str, graph=None) -> Engine:
@@ -53,6 +53,6 @@ assert set(ENGINES) == set(PARALLEL_MODES), "every layout needs a builder"
 
 
 def build_engine(cfg, norm: str, graph=None) -> Engine:
-    """This rank's engine for ``cfg.parallel``; ``graph`` (already loaded) is used by the layouts that
+    """This rank's engine for ``cfg.parallel.mode``; ``graph`` (already loaded) is used by the layouts that
     hold the whole graph (single process, and SpMM when tests pass one in)."""
-    return ENGINES[cfg.parallel](cfg, norm, graph=graph)
+    return ENGINES[cfg.parallel.mode](cfg, norm, graph=graph)

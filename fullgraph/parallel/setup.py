@@ -26,7 +26,7 @@ def _method(partitioner: str) -> tuple[str, str]:
 
 
 def prepare_partition_dir(cfg, parts: int, out: str | Path | None = None, graph=None) -> Path:
-    """The folder of ``cfg.dataset`` cut into ``parts`` parts by ``cfg.partitioner``; made once and
+    """The folder of ``cfg.data.dataset`` cut into ``parts`` parts by ``cfg.parallel.partitioner``; made once and
     reused (keyed by the graph's fingerprint, method, parts and seed) unless ``out`` is given."""
     from fullgraph.partition import PartitionBook, cache_root, cached_partition, save_partition
     from fullgraph.partition.store import load_meta
@@ -35,10 +35,10 @@ def prepare_partition_dir(cfg, parts: int, out: str | Path | None = None, graph=
         from fullgraph.errors import InputError
 
         raise InputError(f"expected at most one part per node (got {parts} parts for {graph.num_nodes} nodes)")
-    method, weight = _method(cfg.partitioner)
-    key = f"{graph.fingerprint()[:20]}-{cfg.partitioner}-{parts}-{cfg.seed}"
-    if cfg.metis_sample != 1.0 and method == "metis":
-        key += f"-q{cfg.metis_sample:g}"
+    method, weight = _method(cfg.parallel.partitioner)
+    key = f"{graph.fingerprint()[:20]}-{cfg.parallel.partitioner}-{parts}-{cfg.optimization.seed}"
+    if cfg.parallel.metis_sample != 1.0 and method == "metis":
+        key += f"-q{cfg.parallel.metis_sample:g}"
     if weight == "memory":  # balanced for one model: another model gets its own parts
         key += "-" + "-".join(f"{v}" for v in model_memory_options(cfg).values())
     target = Path(out) if out is not None else cache_root() / "parts" / key
@@ -53,28 +53,29 @@ def prepare_partition_dir(cfg, parts: int, out: str | Path | None = None, graph=
         from fullgraph.partition.balance import metis_by_memory
 
         cost = functools.partial(variable_bytes, model_opts=model_memory_options(cfg))
-        node_part = metis_by_memory(graph, parts, cfg.seed, cfg.metis_sample, cost)
+        node_part = metis_by_memory(graph, parts, cfg.optimization.seed, cfg.parallel.metis_sample, cost)
     else:
-        node_part = cached_partition(graph, parts, method, cfg.seed, weight=weight,
-                                     sample=cfg.metis_sample if method == "metis" else 1.0)
+        node_part = cached_partition(graph, parts, method, cfg.optimization.seed, weight=weight,
+                                     sample=cfg.parallel.metis_sample if method == "metis" else 1.0)
     t1 = time.perf_counter()
     book = PartitionBook.build(graph, node_part)
     t2 = time.perf_counter()
-    meta = {"dataset": cfg.dataset, "method": cfg.partitioner, "parts": parts, "seed": cfg.seed,
+    meta = {"dataset": cfg.data.dataset, "method": cfg.parallel.partitioner, "parts": parts,
+            "seed": cfg.optimization.seed,
             "weight": weight, **({"balanced_for": model_memory_options(cfg)} if weight == "memory" else {}),
-            "metis_sample": cfg.metis_sample if method == "metis" else None,
-            "feature_norm": cfg.feature_norm, "cache_key": hashlib.sha256(key.encode()).hexdigest()[:16]}
+            "metis_sample": cfg.parallel.metis_sample if method == "metis" else None,
+            "feature_norm": cfg.data.feature_norm, "cache_key": hashlib.sha256(key.encode()).hexdigest()[:16]}
     save_partition(book, graph, target, meta)
     t3 = time.perf_counter()
     log.info("partitioned %s into %d parts (%s): replication factor %.3f -> %s (%.1f s: %s %.1f s, book %.1f s, "
-             "files %.1f s)", graph.name, parts, cfg.partitioner, book.replication_factor, target, t3 - t0,
+             "files %.1f s)", graph.name, parts, cfg.parallel.partitioner, book.replication_factor, target, t3 - t0,
              method, t1 - t0, t2 - t1, t3 - t2)
     return target
 
 
 def prepare_chunk_file(cfg, partition_dir, graph=None) -> Path:
     """The node → chunk map of a pipeline / hybrid run: every part of ``partition_dir`` cut into
-    ``cfg.num_chunks`` chunks by ``cfg.chunker``, written once under the cache folder."""
+    ``cfg.parallel.num_chunks`` chunks by ``cfg.parallel.chunker``, written once under the cache folder."""
     import torch
 
     from fullgraph.partition import cache_root, load_part
@@ -85,7 +86,8 @@ def prepare_chunk_file(cfg, partition_dir, graph=None) -> Path:
     node_part = torch.zeros(graph.num_nodes, dtype=torch.int64)
     for i in range(parts if parts > 1 else 0):  # one part (a pipeline) is every node: nothing to read
         node_part[load_part(partition_dir, i).inner] = i
-    return cached_chunks(graph, node_part, parts, cfg.num_chunks, cfg.chunker, cfg.seed, cache_root() / "chunks")
+    return cached_chunks(graph, node_part, parts, cfg.parallel.num_chunks, cfg.parallel.chunker, cfg.optimization.seed,
+                         cache_root() / "chunks")
 
 
 def prepare_block_rows_dir(cfg, out: str | Path | None = None, graph=None) -> Path:
@@ -97,9 +99,10 @@ def prepare_block_rows_dir(cfg, out: str | Path | None = None, graph=None) -> Pa
     from fullgraph.partition.blockrows import load_block_rows_meta, save_block_rows
 
     graph = load_graph(cfg) if graph is None else graph
-    norm = MODELS[cfg.model].norm
-    R = cfg.mesh.block_rows
-    key = f"{graph.fingerprint()[:20]}-{norm}-r{R}-{'perm' if cfg.permute else 'order'}-s{cfg.seed}"
+    norm = MODELS[cfg.model.name].norm
+    R = cfg.parallel.mesh.block_rows
+    order = "perm" if cfg.parallel.permute else "order"
+    key = f"{graph.fingerprint()[:20]}-{norm}-r{R}-{order}-s{cfg.optimization.seed}"
     target = Path(out) if out is not None else cache_root() / "blockrows" / key
     if out is None and (target / "blockrows.json").is_file():
         try:
@@ -107,8 +110,8 @@ def prepare_block_rows_dir(cfg, out: str | Path | None = None, graph=None) -> Pa
             return target
         except Exception:  # a damaged cache entry is rebuilt, never trusted
             pass
-    save_block_rows(graph, norm, R, cfg.permute, cfg.seed, target)
-    log.info("cut %s into %d block rows for %s -> %s", graph.name, R, cfg.parallel, target)
+    save_block_rows(graph, norm, R, cfg.parallel.permute, cfg.optimization.seed, target)
+    log.info("cut %s into %d block rows for %s -> %s", graph.name, R, cfg.parallel.mode, target)
     return target
 
 
@@ -129,7 +132,7 @@ class RunInputs:
         """Point ``cfg`` at these inputs (the ranks of a torchrun launch, which got no flags)."""
         for name in ("partition_dir", "chunk_file"):
             if getattr(self, name) is not None:
-                setattr(cfg, name, getattr(self, name))
+                setattr(cfg.parallel, name, getattr(self, name))
 
 
 def prepare_run(cfg) -> RunInputs:
@@ -137,12 +140,12 @@ def prepare_run(cfg) -> RunInputs:
     points at is checked, not made again)."""
     from fullgraph.parallel.graph import check_parts
     from fullgraph.partition.store import load_meta
-    layout = cfg.mesh
+    layout = cfg.parallel.mesh
     if layout.spmm:  # every rank reads its own block row, cut here once
-        return RunInputs(cfg.partition_dir or str(prepare_block_rows_dir(cfg)))
+        return RunInputs(cfg.parallel.partition_dir or str(prepare_block_rows_dir(cfg)))
     chunked = layout.parallel in ("pipeline", "hybrid")
-    graph = load_graph(cfg) if (chunked or cfg.partition_dir is None) else None
-    pdir = cfg.partition_dir
+    graph = load_graph(cfg) if (chunked or cfg.parallel.partition_dir is None) else None
+    pdir = cfg.parallel.partition_dir
     if pdir is not None:
         check_parts(load_meta(pdir), layout.graph_ways, pdir)
     else:

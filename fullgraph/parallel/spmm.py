@@ -286,7 +286,7 @@ class SpmmEngine(Engine):
 
 
 def spmm_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> SpmmEngine:
-    """This rank's engine of an ``spmm-*`` run. It reads its block row from ``cfg.partition_dir`` (a
+    """This rank's engine of an ``spmm-*`` run. It reads its block row from ``cfg.parallel.partition_dir`` (a
     folder of block rows the launcher cut for this grid), or cuts it from ``graph`` when one is
     passed in. ``cfg`` has already checked the model and the grid (``TrainConfig``)."""
     from fullgraph.comm.context import DistEnv
@@ -297,19 +297,20 @@ def spmm_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> SpmmEng
         env = DistEnv.from_env()
         if env is None:
             raise RuntimeError("spmm_engine needs the torchrun environment (RANK, WORLD_SIZE, ...)")
-        comm = Comm(env, timeout_s=cfg.comm_timeout, device=cfg.device)
-    mesh = cfg.mesh
+        comm = Comm(env, timeout_s=cfg.run.comm_timeout, device=cfg.run.device)
+    p, seed = cfg.parallel, cfg.optimization.seed
+    mesh = p.mesh
     R, index = mesh.block_rows, mesh.block_row_of(comm.rank)
     if graph is not None:
         mesh.check_graph(graph.num_nodes)
-        row = block_row(graph, norm, R, index, cfg.permute, cfg.seed)
-        stats = {"block_nnz": block_nnz(graph, norm, R, cfg.permute, cfg.seed),
-                 "block_nnz_unpermuted": block_nnz(graph, norm, R, False, cfg.seed)}
-    elif cfg.partition_dir is not None:
-        row = load_block_row(cfg.partition_dir, index, blocks=R, norm=norm, permute=cfg.permute, seed=cfg.seed)
-        stats = load_block_rows_meta(cfg.partition_dir)
+        row = block_row(graph, norm, R, index, p.permute, seed)
+        stats = {"block_nnz": block_nnz(graph, norm, R, p.permute, seed),
+                 "block_nnz_unpermuted": block_nnz(graph, norm, R, False, seed)}
+    elif p.partition_dir is not None:
+        row = load_block_row(p.partition_dir, index, blocks=R, norm=norm, permute=p.permute, seed=seed)
+        stats = load_block_rows_meta(p.partition_dir)
     else:
         raise RuntimeError("an spmm rank needs its block rows (--partition-dir; the launcher prepares them)")
-    engine = SpmmEngine(row, norm, comm, mesh, overlap=cfg.overlap, permute=cfg.permute, seed=cfg.seed, stats=stats)
+    engine = SpmmEngine(row, norm, comm, mesh, overlap=p.overlap, permute=p.permute, seed=seed, stats=stats)
     engine.owns_comm = owns
     return engine

@@ -292,8 +292,9 @@ def _gib(b: float) -> str:
 
 def model_memory_options(cfg) -> dict:
     """The options of ``cfg`` (a ``TrainConfig``) that :func:`estimate_peak_bytes` takes."""
-    return dict(model=cfg.model, layers=cfg.layers, hidden=cfg.hidden, heads=cfg.heads, recompute=cfg.recompute,
-                gcn_kernel=cfg.gcn_kernel)
+    m = cfg.model
+    return dict(model=m.name, layers=m.layers, hidden=m.hidden, heads=m.heads, recompute=m.recompute,
+                gcn_kernel=m.gcn_kernel)
 
 
 def check_memory(cfg, stats: list[dict], *, available_bytes: int | None = None, local_ranks: int = 1,
@@ -302,16 +303,16 @@ def check_memory(cfg, stats: list[dict], *, available_bytes: int | None = None, 
     :func:`part_memory_stats` or :func:`partition_memory_stats`); raises ``InputError`` (one line:
     the estimate, what is available, what would fit) when the largest exceeds the limit.
 
-    The limit is ``cfg.memory_limit`` GiB when set; else ``available_bytes`` when given; else this
+    The limit is ``cfg.run.memory_limit`` GiB when set; else ``available_bytes`` when given; else this
     machine's ``MemAvailable`` divided by ``local_ranks`` (the ranks that will share it).
     ``mmap_threshold``: as in :func:`estimate_peak_bytes` (default: this process's).
     """
     from fullgraph.memory import available_memory_bytes
 
-    opts = model_memory_options(cfg) | dict(mmap_threshold=mmap_threshold)
+    m, opts = cfg.model, model_memory_options(cfg) | dict(mmap_threshold=mmap_threshold)
     est = [estimate_peak_bytes(**(opts | s)) for s in stats]
-    if cfg.memory_limit > 0:
-        limit, where = int(cfg.memory_limit * GIB), "--memory-limit"
+    if cfg.run.memory_limit > 0:
+        limit, where = int(cfg.run.memory_limit * GIB), "--memory-limit"
     elif available_bytes is not None:
         limit, where = int(available_bytes), "available"
     else:
@@ -326,7 +327,7 @@ def check_memory(cfg, stats: list[dict], *, available_bytes: int | None = None, 
         return max(estimate_peak_bytes(**(opts | st | change)) for st in stats)
 
     fits = []
-    if not cfg.recompute and peak(recompute=True) <= limit:
+    if not m.recompute and peak(recompute=True) <= limit:
         fits.append(f"--recompute (~{_gib(peak(recompute=True))})")
     procs = len(stats)
     for more in (2, 4, 8, 16, 32, 64, 128, 256):
@@ -342,8 +343,8 @@ def check_memory(cfg, stats: list[dict], *, available_bytes: int | None = None, 
         if guess <= limit:
             fits.append(f"--parallel graph --nprocs {p} (~{_gib(guess)} per rank, on machines with that much each)")
             break
-    step = cfg.heads if cfg.model == "gat" else 1
-    h = cfg.hidden // 2
+    step = m.heads if m.name == "gat" else 1
+    h = m.hidden // 2
     while h >= step:
         h -= h % step
         if peak(hidden=h) <= limit:
@@ -351,7 +352,7 @@ def check_memory(cfg, stats: list[dict], *, available_bytes: int | None = None, 
             break
         h //= 2
     shape = (f"{s['nodes']} nodes" + (f" + {s['halo']} halo" if s.get("halo") else "") + f", {s['edges']} edges, "
-             f"{cfg.model} {cfg.layers} layers x {cfg.hidden}" + (", --recompute" if cfg.recompute else ""))
+             f"{m.name} {m.layers} layers x {m.hidden}" + (", --recompute" if m.recompute else ""))
     rank = f" for rank {worst}" if len(stats) > 1 else ""
     advice = "; would fit: " + ", ".join(fits) if fits else "; nothing tried fits (--recompute, more parts, a smaller --hidden)"
     raise InputError(f"expected the estimated peak memory{rank} to fit in {_gib(limit)} ({where}) (got an estimate of "

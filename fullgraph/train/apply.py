@@ -32,7 +32,7 @@ def _config(run: str, dataset: str | None, root: str | None, **layout) -> tuple[
                                   "partitioner", "metis_sample")}
     opts |= {k: v for k, v in (("dataset", dataset), ("root", root)) if v is not None}
     keep = ("model", "layers", "hidden", "heads", "norm", "gcn_kernel", "gcnii_alpha", "gcnii_lambda")
-    return TrainConfig(**opts, **{k: saved[k] for k in keep}, **layout), saved
+    return TrainConfig.of(**opts, **{k: saved[k] for k in keep}, **layout), saved
 
 
 def _setup(run: str, dataset: str | None, root: str | None, device: str):
@@ -46,7 +46,7 @@ def _setup(run: str, dataset: str | None, root: str | None, device: str):
     cfg, _ = _config(run, dataset, root)
     graph = load_graph(cfg)
     check_graph(info, graph.num_features, graph.num_classes, graph.name, run)
-    engine = SingleEngine(graph, MODELS[cfg.model].norm, dev)
+    engine = SingleEngine(graph, MODELS[cfg.model.name].norm, dev)
     return cfg, model, engine, info
 
 
@@ -123,7 +123,7 @@ def predict_rank(cfg: TrainConfig, run: str, out: str, embeddings: bool = False)
     from fullgraph.parallel.graph import graph_engine
 
     folder = _check_out(out)
-    engine = graph_engine(cfg, MODELS[cfg.model].norm)
+    engine = graph_engine(cfg, MODELS[cfg.model.name].norm)
     try:
         model, info = load_model(Path(run), engine.device)
         check_graph(info, engine.in_dim, engine.num_classes, engine.name, run)

@@ -24,9 +24,10 @@ MODEL_FILE = "model.pt"
 
 def model_args(cfg, in_dim: int, num_classes: int) -> dict:
     """``build_model``'s arguments for the model ``cfg`` trains (one source for trainer and loader)."""
-    return dict(name=cfg.model, in_dim=in_dim, out_dim=num_classes, layers=cfg.layers, hidden=cfg.hidden,
-                dropout=cfg.dropout, heads=cfg.heads, gcnii_alpha=cfg.gcnii_alpha, gcnii_lambda=cfg.gcnii_lambda,
-                gcn_kernel=cfg.gcn_kernel, norm=cfg.norm)
+    m = cfg.model
+    return dict(name=m.name, in_dim=in_dim, out_dim=num_classes, layers=m.layers, hidden=m.hidden, dropout=m.dropout,
+                heads=m.heads, gcnii_alpha=m.gcnii_alpha, gcnii_lambda=m.gcnii_lambda, gcn_kernel=m.gcn_kernel,
+                norm=m.norm)
 
 
 def save_model(path: str | Path, *, state: dict, args: dict, graph: dict, config: dict, metrics: dict) -> None:

@@ -33,28 +33,28 @@ RUN_FILES = (CONFIG_FILE, "metrics.jsonl", "summary.json", MODEL_FILE)
 
 
 def write_run_config(cfg: TrainConfig, *, replace: bool = False) -> None:
-    """A run starts afresh in ``cfg.out``: its options are saved.
+    """A run starts afresh in ``cfg.run.out``: its options are saved.
 
     A folder holding an earlier run is refused, so that a rerun never silently replaces results: its
     checkpoints always (they are hours of someone's training: resume it, or remove them), its other
-    files unless ``cfg.overwrite`` (or ``replace``: ``--resume auto`` restarting a run that never
+    files unless ``cfg.run.overwrite`` (or ``replace``: ``--resume auto`` restarting a run that never
     reached its first checkpoint). What is replaced is removed first, so the new run's files are never
     mixed with the old run's; other files in the folder are left alone. The leftovers of a checkpoint
     never completed are removed (a resume must never pick up another run's state)."""
-    if not cfg.out:
+    if not cfg.run.out:
         return
     from fullgraph.train.checkpoint import CHECKPOINT_DIR, complete_checkpoints
 
-    out = Path(cfg.out)
+    out = Path(cfg.run.out)
     if out.exists() and not out.is_dir():
-        raise InputError(f"expected --out to be a folder (got the file {cfg.out})")
-    if complete_checkpoints(cfg.out):
-        raise InputError(f"expected --out to be a new run folder (got {cfg.out}, which holds checkpoints of an "
-                         f"earlier run: carry it on with --resume {cfg.out}, or remove "
+        raise InputError(f"expected --out to be a folder (got the file {cfg.run.out})")
+    if complete_checkpoints(cfg.run.out):
+        raise InputError(f"expected --out to be a new run folder (got {cfg.run.out}, which holds checkpoints of an "
+                         f"earlier run: carry it on with --resume {cfg.run.out}, or remove "
                          f"{out / CHECKPOINT_DIR} to start afresh)")
     earlier = [name for name in RUN_FILES if (out / name).exists()]
-    if earlier and not (cfg.overwrite or replace):
-        raise InputError(f"expected --out to be a new run folder (got {cfg.out}, which holds an earlier run: "
+    if earlier and not (cfg.run.overwrite or replace):
+        raise InputError(f"expected --out to be a new run folder (got {cfg.run.out}, which holds an earlier run: "
                          f"{', '.join(earlier)}); pass --overwrite to replace it, or choose another --out")
     out.mkdir(parents=True, exist_ok=True)
     for name in earlier:
@@ -84,17 +84,17 @@ def resume_config(given: dict, resume: str) -> tuple[TrainConfig, bool]:
     from fullgraph.train.checkpoint import complete_checkpoints
 
     if resume == "auto":
-        cfg = TrainConfig(**given)
-        if not cfg.out:
+        cfg = TrainConfig.of(**given)
+        if not cfg.run.out:
             raise InputError("expected --out with --resume auto (the run folder to resume, or to start)")
-        if not complete_checkpoints(cfg.out):
+        if not complete_checkpoints(cfg.run.out):
             return cfg, False
-        saved = read_run_config(cfg.out)
+        saved = read_run_config(cfg.run.out)
         differ = sorted(k for k, v in cfg.to_dict().items()
                         if k not in MAY_CHANGE + SET_BY_LAUNCHER and saved.get(k) != v)
         if differ:
-            raise InputError(f"expected the options of the run in {cfg.out} with --resume auto (these differ: "
-                             + ", ".join(f"--{k.replace('_', '-')} {saved.get(k)!r} -> {getattr(cfg, k)!r}"
+            raise InputError(f"expected the options of the run in {cfg.run.out} with --resume auto (these differ: "
+                             + ", ".join(f"--{k.replace('_', '-')} {saved.get(k)!r} -> {cfg.options()[k]!r}"
                                          for k in differ) + ")")
         return cfg, True
     saved = read_run_config(resume)
@@ -107,7 +107,7 @@ def resume_config(given: dict, resume: str) -> tuple[TrainConfig, bool]:
     if not complete_checkpoints(resume):
         raise InputError(f"expected a checkpoint in {Path(resume) / 'checkpoint'} to resume from (the run was "
                          f"started without --checkpoint-every, or stopped before its first)")
-    cfg = TrainConfig(**(saved | given | {"out": str(resume)}))
-    if cfg.epochs != saved["epochs"]:  # the run now aims further: a later --resume must know it
-        write_json_atomic(Path(resume) / CONFIG_FILE, saved | {"epochs": cfg.epochs})
+    cfg = TrainConfig.of(**(saved | given | {"out": str(resume)}))
+    if cfg.optimization.epochs != saved["epochs"]:  # the run now aims further: a later --resume must know it
+        write_json_atomic(Path(resume) / CONFIG_FILE, saved | {"epochs": cfg.optimization.epochs})
     return cfg, True

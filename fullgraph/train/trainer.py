@@ -118,7 +118,7 @@ def _fault(epoch: int, rank: int) -> None:
 
 
 class Trainer:
-    """Trains ``cfg.model`` on ``cfg.dataset`` under ``cfg.parallel``.
+    """Trains ``cfg.model.name`` on ``cfg.data.dataset`` under ``cfg.parallel.mode``.
 
     ``graph`` (single process) or ``engine`` (any layout) may be passed in instead of being built
     from the configuration, which is how tests and benchmarks reuse one loaded graph.
@@ -127,7 +127,7 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, graph: Graph | None = None, engine: Engine | None = None,
                  resume: bool = False):
         self.cfg = cfg
-        self.resume = resume  # carry on from the newest checkpoint in cfg.out
+        self.resume = resume  # carry on from the newest checkpoint in cfg.run.out
         self.graph = graph
         self.engine = engine
         self.model: GNN | None = None
@@ -136,39 +136,39 @@ class Trainer:
     # ------------------------------------------------------------------ build
     def build(self) -> "Trainer":
         cfg = self.cfg
-        if cfg.threads:
-            torch.set_num_threads(cfg.threads)
-        elif cfg.mesh.distributed:  # cores ÷ local processes, as torchrun would not do for us
+        if cfg.run.threads:
+            torch.set_num_threads(cfg.run.threads)
+        elif cfg.parallel.mesh.distributed:  # cores ÷ local processes, as torchrun would not do for us
             from fullgraph.comm.context import DistEnv
             from fullgraph.comm.launch import threads_per_process
 
             env = DistEnv.from_env()
-            torch.set_num_threads(threads_per_process(env.local_world_size if env else cfg.nprocs))
-        norm = MODELS[cfg.model].norm
-        if cfg.recompute and cfg.parallel.startswith("spmm"):
+            torch.set_num_threads(threads_per_process(env.local_world_size if env else cfg.parallel.nprocs))
+        norm = MODELS[cfg.model.name].norm
+        if cfg.model.recompute and cfg.parallel.mode.startswith("spmm"):
             # their sparse products communicate inside the layer: recomputing would repeat them
             raise InputError(f"expected --recompute only with --parallel single, graph, pipeline or hybrid (got "
-                             f"--parallel {cfg.parallel}, whose layers communicate inside the sparse product, so "
+                             f"--parallel {cfg.parallel.mode}, whose layers communicate inside the sparse product, so "
                              f"recomputing them would repeat the communication)")
         if self.engine is None:
-            if cfg.parallel == "single" and self.graph is None:
+            if cfg.parallel.mode == "single" and self.graph is None:
                 self.graph = load_graph(cfg)
             self.engine = build_engine(cfg, norm, graph=self.graph)
         e = self.engine
         self.estimated_peak = self._check_memory()
-        torch.manual_seed(cfg.seed)  # the same initial weights on every rank
+        torch.manual_seed(cfg.optimization.seed)  # the same initial weights on every rank
         args = model_args(cfg, e.in_dim, e.num_classes)
-        self.model = build_model(args.pop("name"), args.pop("in_dim"), args.pop("out_dim"), recompute=cfg.recompute,
-                                 **args)
+        self.model = build_model(args.pop("name"), args.pop("in_dim"), args.pop("out_dim"),
+                                 recompute=cfg.model.recompute, **args)
         reset_peak(e.device)  # the peak reported is this run's, from the model on
         self.model.to(e.device)
-        self.optimizer = torch.optim.Adam(
-            self.model.param_groups(cfg.weight_decay, cfg.conv_weight_decay), lr=cfg.lr
-        )
-        self.writer = RunWriter(cfg.out if e.is_main else None, resume=self.resume)
+        opt = cfg.optimization
+        self.optimizer = torch.optim.Adam(self.model.param_groups(opt.weight_decay, opt.conv_weight_decay), lr=opt.lr)
+        self.writer = RunWriter(cfg.run.out if e.is_main else None, resume=self.resume)
         if e.is_main:
-            log.info("%s; model %s, %d layers, hidden %d, %s", e.describe(), cfg.model, cfg.layers, cfg.hidden,
-                     cfg.parallel if cfg.nprocs == 1 else f"{cfg.parallel} x{cfg.nprocs}")
+            m, p = cfg.model, cfg.parallel
+            log.info("%s; model %s, %d layers, hidden %d, %s", e.describe(), m.name, m.layers, m.hidden,
+                     p.mode if p.nprocs == 1 else f"{p.mode} x{p.nprocs}")
         return self
 
     def _check_memory(self) -> int | None:
@@ -192,11 +192,11 @@ class Trainer:
         else:
             return None
         local = 1
-        if cfg.mesh.distributed:
+        if cfg.parallel.mesh.distributed:
             from fullgraph.comm.context import DistEnv
 
             env = DistEnv.from_env()
-            local = env.local_world_size if env is not None else cfg.nprocs
+            local = env.local_world_size if env is not None else cfg.parallel.nprocs
         # what this process holds already (the graph it loaded) is part of its share
         available = available_memory_bytes() // local + current_rss_bytes()
         return check_memory(cfg, [stats], available_bytes=available)[0]
@@ -207,7 +207,7 @@ class Trainer:
         model, e = self.model, self.engine
         model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        with keyed_dropout(self.cfg.seed, epoch):  # masks by node id, alike in every layout
+        with keyed_dropout(self.cfg.optimization.seed, epoch):  # masks by node id, alike in every layout
             loss = e.step(model, epoch)
         self.optimizer.step()
         return loss
@@ -216,7 +216,7 @@ class Trainer:
     def metric(self) -> str:
         """The metric this run reports and selects by (``--metric``, with ``auto`` resolved)."""
         e = self.engine
-        return resolve_metric(self.cfg.metric, e.num_classes, e.y.dim() == 2)
+        return resolve_metric(self.cfg.optimization.metric, e.num_classes, e.y.dim() == 2)
 
     @torch.no_grad()
     def evaluate(self) -> dict:
@@ -247,7 +247,7 @@ class Trainer:
     def _better(self, record: dict, best: dict) -> bool:
         if best["epoch"] == 0:
             return True
-        if self.cfg.select == "loss":
+        if self.cfg.optimization.select == "loss":
             return record["val_loss"] < best["val_loss"]
         return record["val_metric"] > best["val_metric"]
 
@@ -282,7 +282,7 @@ class Trainer:
         epoch, best_state = self._loop(s, best_state)
         if best_state is not None:
             self.model.load_state_dict(best_state)
-        if self.cfg.out:  # the selected weights, whole, as one process would hold them
+        if self.cfg.run.out:  # the selected weights, whole, as one process would hold them
             self._save_model(self.engine.consolidate(self.model, self.model.state_dict()), s.best)
         result = self._result(s, epoch)
         self.writer.summary(result.to_dict())
@@ -293,7 +293,7 @@ class Trainer:
         e = self.engine
         if not self.resume:
             return LoopState(best={k: 0.0 for k in SELECTED} | {"val_loss": float("inf"), "epoch": 0}), None
-        s, best_state, folder = load_checkpoint(self.cfg.out, model=self.model, optimizer=self.optimizer, engine=e)
+        s, best_state, folder = load_checkpoint(self.cfg.run.out, model=self.model, optimizer=self.optimizer, engine=e)
         if e.is_main:
             log.info("resuming after epoch %d from %s", s.epoch, folder)
         self.writer.keep_epochs(s.epoch)
@@ -302,10 +302,10 @@ class Trainer:
     def _loop(self, s: LoopState, best_state: dict | None) -> tuple[int, dict | None]:
         """Epochs ``s.epoch + 1 ..`` until ``--epochs`` or patience; the last epoch run and the best weights."""
         cfg, e = self.cfg, self.engine
-        progress = Progress(cfg.epochs, cfg.progress if e.is_main else "none", done=s.epoch)
+        progress = Progress(cfg.optimization.epochs, cfg.run.progress if e.is_main else "none", done=s.epoch)
         epoch = s.epoch
         try:
-            for epoch in range(s.epoch + 1, cfg.epochs + 1):
+            for epoch in range(s.epoch + 1, cfg.optimization.epochs + 1):
                 _fault(epoch, e.rank)
                 record = self._epoch(epoch)
                 s.record(record)
@@ -314,13 +314,13 @@ class Trainer:
                 self.writer.epoch(record)
                 progress.update(record)
                 s.epoch = epoch
-                if cfg.checkpoint_every and cfg.out and epoch % cfg.checkpoint_every == 0:
-                    save_checkpoint(cfg.out, epoch, model=self.model, optimizer=self.optimizer, engine=e, loop=s,
+                if cfg.run.checkpoint_every and cfg.run.out and epoch % cfg.run.checkpoint_every == 0:
+                    save_checkpoint(cfg.run.out, epoch, model=self.model, optimizer=self.optimizer, engine=e, loop=s,
                                     best_state=best_state)
-                if cfg.patience and s.bad_evals >= cfg.patience:
+                if cfg.optimization.patience and s.bad_evals >= cfg.optimization.patience:
                     if e.is_main:
                         log.info("stopping at epoch %d: no better validation %s in %d evaluations",
-                                 epoch, cfg.select, cfg.patience)
+                                 epoch, cfg.optimization.select, cfg.optimization.patience)
                     break
         finally:
             progress.close()
@@ -334,7 +334,7 @@ class Trainer:
         synchronize(e.device)  # the optimizer's queued GPU work belongs to this epoch
         dt = time.perf_counter() - t0
         evaluated = {}
-        if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
+        if epoch % cfg.optimization.eval_every == 0 or epoch == cfg.optimization.epochs:
             t1 = time.perf_counter()
             evaluated = self.evaluate() | {"eval_time_s": time.perf_counter() - t1}
         return {"epoch": epoch} | e.epoch_extras() | self._epoch_totals(loss, dt) | {"epoch_time_s": dt} | evaluated
@@ -346,8 +346,8 @@ class Trainer:
         rss = e.gather(float(peak_rss_bytes()), "eval/reduce")
         gpu = e.gather(float(peak_device_bytes(e.device) or 0), "eval/reduce")
         result = RunResult(
-            dataset=e.name, model=cfg.model, layers=cfg.layers, hidden=cfg.hidden,
-            parallel=cfg.parallel, nprocs=cfg.nprocs, epochs_run=epoch, best_epoch=best["epoch"],
+            dataset=e.name, model=cfg.model.name, layers=cfg.model.layers, hidden=cfg.model.hidden,
+            parallel=cfg.parallel.mode, nprocs=cfg.parallel.nprocs, epochs_run=epoch, best_epoch=best["epoch"],
             val_acc=best["val_acc"], test_acc=best["test_acc"], train_acc=best["train_acc"],
             val_loss=best["val_loss"], metric=self.metric, val_metric=best["val_metric"],
             test_metric=best["test_metric"], train_metric=best["train_metric"],
@@ -380,7 +380,7 @@ class Trainer:
         from pathlib import Path
 
         graph = {"name": e.name, "features": e.in_dim, "classes": e.num_classes}
-        save_model(Path(cfg.out) / MODEL_FILE, state=state, args=model_args(cfg, e.in_dim, e.num_classes),
+        save_model(Path(cfg.run.out) / MODEL_FILE, state=state, args=model_args(cfg, e.in_dim, e.num_classes),
                    graph=graph, config=cfg.to_dict(), metrics=dict(best))
 
     def close(self) -> None:

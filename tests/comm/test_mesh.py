@@ -27,8 +27,8 @@ SIZES = [  # parallel, P, flags, (stages, graph ways), grid
 def test_every_layout_gets_its_axes_from_its_flags(parallel, P, flags, axes, grid):
     mesh = Mesh.for_mode(parallel, P, **flags)
     assert (mesh.stages, mesh.graph_ways, mesh.grid) == (*axes, grid)
-    cfg = TrainConfig(parallel=parallel, nprocs=P, layers=4, **flags)
-    assert cfg.mesh == mesh  # the configuration validates through the same object
+    cfg = TrainConfig.of(parallel=parallel, nprocs=P, layers=4, **flags)
+    assert cfg.parallel.mesh == mesh  # the configuration validates through the same object
 
 
 REFUSED = [

@@ -1,4 +1,5 @@
-"""The native dataset folder, ``--dataset PATH`` format detection, and ``generate`` / ``convert``."""
+"""The native dataset folder and ``--dataset PATH`` format detection (``generate`` / ``convert``:
+``tests/test_cli_data.py``)."""
 
 import gzip
 import json
@@ -15,21 +16,11 @@ from fullgraph.data.datasets import preprocess
 from fullgraph.data.detect import detect, looks_like_path
 from fullgraph.data.formats import load_native, write_native
 from fullgraph.data.formats.native import is_preprocessed
-from fullgraph.data.formats.native_read import is_native_folder, read_native_meta
 from fullgraph.data.graph import Graph
 from fullgraph.data.load import feature_norm_of, load_graph, load_raw_graph
 from fullgraph.data.synthetic import planted_partition
 from fullgraph.errors import InputError
-
-FIELDS = ("indptr", "indices", "y", "train_mask", "val_mask", "test_mask")
-
-
-def assert_same_graph(a: Graph, b: Graph) -> None:
-    for f in FIELDS:
-        assert torch.equal(getattr(a, f), getattr(b, f)), f
-    assert a.x.layout == b.x.layout and torch.equal(a.dense_x(), b.dense_x())
-    assert (a.name, a.num_classes) == (b.name, b.num_classes)
-
+from tests._equality import assert_same_graph
 
 @pytest.fixture(scope="module")
 def small():
@@ -74,7 +65,7 @@ def test_round_trip_sparse_multilabel_directed(tmp_path):
     assert back.multilabel and back.x.layout == torch.sparse_csr
     assert_same_graph(g, back)
     # as stored by the loader; through --dataset it is preprocessed like every published format
-    assert_same_graph(preprocess(g), load_raw_graph(TrainConfig(dataset=str(tmp_path / "ml"))))
+    assert_same_graph(preprocess(g), load_raw_graph(TrainConfig.of(dataset=str(tmp_path / "ml"))))
 
 
 def test_loaded_arrays_are_memory_mapped_copy_on_write(small, tmp_path):
@@ -195,7 +186,7 @@ def damaged(small, tmp_path):
 def test_damaged_folder_is_one_input_error(kind, damaged):
     d = damaged(kind)
     with pytest.raises(InputError, match=DAMAGE[kind][1]):
-        load_raw_graph(TrainConfig(dataset=str(d))) if kind == "not json" else load_native(d)
+        load_raw_graph(TrainConfig.of(dataset=str(d))) if kind == "not json" else load_native(d)
 
 
 @pytest.mark.parametrize("kind", list(DAMAGE))
@@ -304,13 +295,13 @@ def test_detects_each_format_under_any_folder_name(kind, tmp_path, shared_data, 
      "npz_hetero": lambda: _hetero(d), "npz_shchur": lambda: _shchur(d)}[kind]()
     det = detect(d)
     assert det.kind == kind
-    cfg = TrainConfig(dataset=str(d), split=1 if kind == "npz_hetero" else 0)
-    assert looks_like_path(cfg.dataset)
+    cfg = TrainConfig.of(dataset=str(d), split=1 if kind == "npz_hetero" else 0)
+    assert looks_like_path(cfg.data.dataset)
     g = load_graph(cfg)
     assert is_preprocessed(g)
     if kind == "planetoid":
         assert g.name == "cora" and feature_norm_of(cfg) == "row"
-        assert g.fingerprint() == load_graph(TrainConfig(dataset="cora", root=str(shared_data))).fingerprint()
+        assert g.fingerprint() == load_graph(TrainConfig.of(dataset="cora", root=str(shared_data))).fingerprint()
     else:
         assert feature_norm_of(cfg) == "none"
     if kind.startswith("npz"):  # the file itself works too
@@ -328,7 +319,7 @@ def test_unrecognised_and_refused_folders(tmp_path, small):
     with pytest.raises(InputError, match="expected format 'fullgraph-native'.*got 'something-else'"):
         detect(tmp_path / "junk")
     with pytest.raises(InputError, match="does not exist"):
-        load_graph(TrainConfig(dataset=str(tmp_path / "nowhere")))
+        load_graph(TrainConfig.of(dataset=str(tmp_path / "nowhere")))
     proteins = tmp_path / "prot"
     _ogb(proteins)
     (proteins / "raw" / "node-feat.csv.gz").unlink()
@@ -347,7 +338,7 @@ def test_unrecognised_and_refused_folders(tmp_path, small):
         detect(two)
     write_native(small, tmp_path / "nat")
     with pytest.raises(InputError, match="--split 0"):
-        load_graph(TrainConfig(dataset=str(tmp_path / "nat"), split=2))
+        load_graph(TrainConfig.of(dataset=str(tmp_path / "nat"), split=2))
 
 
 def test_known_names_win_over_folders(tmp_path, monkeypatch, shared_data):
@@ -356,50 +347,6 @@ def test_known_names_win_over_folders(tmp_path, monkeypatch, shared_data):
     (tmp_path / "cora" / "junk.txt").write_text("not a dataset")
     assert not looks_like_path("cora") and not looks_like_path("synthetic") and not looks_like_path("edgelist")
     assert looks_like_path("./cora") and looks_like_path("mygraph/")
-    assert load_raw_graph(TrainConfig(dataset="cora", root=str(shared_data))).num_nodes == 2708
+    assert load_raw_graph(TrainConfig.of(dataset="cora", root=str(shared_data))).num_nodes == 2708
     with pytest.raises(InputError, match="known dataset name"):  # not a path: the old message
-        load_raw_graph(TrainConfig(dataset="imagenet"))
-
-
-# ---------------------------------------------------------------------------------- command line
-def test_generate_rmat_and_planted(tmp_path, capsys):
-    assert main(["generate", "rmat", "--scale", "8", "--edges", "2000", "--features", "6", "--classes", "3",
-                 "--seed", "2", "--out", str(tmp_path / "r")]) == 0
-    line = capsys.readouterr().out.strip()
-    assert line.startswith(f"wrote {tmp_path / 'r'}: rmat-8, 256 nodes, ") and "bytes" in line and "peak RSS" in line
-    g = load_native(tmp_path / "r")
-    assert (g.num_nodes, g.num_features, g.num_classes) == (256, 6, 3) and is_preprocessed(g)
-    assert read_native_meta(tmp_path / "r")["source"].startswith("fullgraph generate rmat --scale 8")
-    assert main(["generate", "planted", "--nodes", "200", "--classes", "4", "--features", "5", "--avg-degree", "6",
-                 "--homophily", "0.9", "--seed", "3", "--out", str(tmp_path / "p")]) == 0
-    assert "planted-200, 200 nodes" in capsys.readouterr().out
-    g = load_native(tmp_path / "p")
-    want = planted_partition(200, 4, 6.0, 0.9, 5, seed=3, name="planted-200")
-    assert_same_graph(want, g)
-    assert main(["generate", "planted", "--nodes", "200", "--homophily", "2", "--out", str(tmp_path / "q")]) == 2
-    assert main(["generate", "rmat", "--scale", "40", "--edges", "10", "--out", str(tmp_path / "q")]) == 2
-    assert not (tmp_path / "q").exists()
-    assert main(["generate", "--out", str(tmp_path / "q")]) == 2
-
-
-def test_convert_cora_trains_like_cora(tmp_path, shared_data, capsys):
-    out = tmp_path / "cora-native"
-    assert main(["convert", "--dataset", "cora", "--root", str(shared_data), "--out", str(out)]) == 0
-    assert "cora, 2708 nodes, 10556 edges" in capsys.readouterr().out
-    assert is_native_folder(out) and read_native_meta(out)["feature_norm"] == "row"
-    named = TrainConfig(dataset="cora", root=str(shared_data))
-    cfg = TrainConfig(dataset=str(out))
-    assert feature_norm_of(cfg) == "row"
-    assert load_graph(cfg).fingerprint() == load_graph(named).fingerprint()
-    assert main(["convert", "--dataset", "cora", "--root", str(tmp_path), "--out", str(tmp_path / "x")]) == 2
-
-
-def test_train_and_partition_a_native_folder(small, tmp_path, capsys):
-    write_native(small, tmp_path / "g")
-    assert main(["train", "--dataset", str(tmp_path / "g"), "--epochs", "2", "--progress", "none",
-                 "--out", str(tmp_path / "run")]) == 0
-    assert "small gcn x2: test accuracy" in capsys.readouterr().out
-    assert json.loads((tmp_path / "run" / "summary.json").read_text())["epochs_run"] == 2
-    assert main(["partition", "--dataset", str(tmp_path / "g"), "--parts", "2", "--partitioner", "random",
-                 "--out", str(tmp_path / "parts")]) == 0
-    assert "2 parts by random" in capsys.readouterr().out
+        load_raw_graph(TrainConfig.of(dataset="imagenet"))

@@ -174,7 +174,7 @@ def test_fused_and_plain_gcn_kernels_train_identically():
     graph = planted_partition(num_nodes=600, seed=0)
     losses = {}
     for kernel in ("fused", "autograd"):
-        cfg = TrainConfig(layers=3, hidden=16, dropout=0.0, epochs=10, progress="none", gcn_kernel=kernel)
+        cfg = TrainConfig.of(layers=3, hidden=16, dropout=0.0, epochs=10, progress="none", gcn_kernel=kernel)
         losses[kernel] = Trainer(cfg, graph).build().train().losses
     assert_same_losses(losses["fused"], losses["autograd"], what="fused against autograd losses")
 

@@ -47,7 +47,7 @@ def small():
 
 
 def train(graph, **kw):
-    trainer = Trainer(TrainConfig(progress="none", threads=1, **kw), graph)
+    trainer = Trainer(TrainConfig.of(progress="none", threads=1, **kw), graph)
     try:
         return torch.tensor(trainer.build().train().losses, dtype=torch.float64)
     finally:
@@ -152,7 +152,7 @@ def test_recompute_keeps_less_for_backward(model, layers, bound):
 
 def test_recompute_is_refused_where_the_product_communicates():
     with pytest.raises(InputError, match="--recompute"):
-        Trainer(TrainConfig(parallel="spmm-1d", nprocs=2, recompute=True, progress="none")).build()
+        Trainer(TrainConfig.of(parallel="spmm-1d", nprocs=2, recompute=True, progress="none")).build()
 
 
 def test_graph_parallel_same_losses_and_ledger_with_recompute(cora, tmp_path):

@@ -38,7 +38,7 @@ def config(model: str, **extra) -> dict:
 def single(cora):
     out = {}
     for model in MODELS:
-        trainer = Trainer(TrainConfig(**config(model), progress="none"), cora)
+        trainer = Trainer(TrainConfig.of(**config(model), progress="none"), cora)
         result = trainer.build().train()
         out[model] = (torch.tensor(result.losses, dtype=torch.float64), trainer.model.state_dict())
     return out
@@ -83,7 +83,7 @@ NORM_RUNS = {"gcn-batch": ("gcn", "batch"), "sage-batch": ("sage", "batch"), "ga
 def single_norms(cora):
     out = {}
     for name, (model, norm) in NORM_RUNS.items():
-        trainer = Trainer(TrainConfig(**config(model, norm=norm, metric="rocauc"), progress="none"), cora)
+        trainer = Trainer(TrainConfig.of(**config(model, norm=norm, metric="rocauc"), progress="none"), cora)
         result = trainer.build().train()
         out[name] = (torch.tensor(result.losses, dtype=torch.float64), trainer.model.state_dict(), result.test_metric)
     return out
@@ -150,7 +150,7 @@ def test_boundary_sampling_equals_single_process_on_the_sampled_graph(cora, tmp_
                 return model_(sampled_global_block(book, model_.norm, epoch, p), self.x)
             return super().forward(model_, epoch, training)
 
-    trainer = Trainer(TrainConfig(**cfg, progress="none"), engine=SampledReference(cora, "mean"))
+    trainer = Trainer(TrainConfig.of(**cfg, progress="none"), engine=SampledReference(cora, "mean"))
     ref = trainer.build().train()
     got = run_ranks("train_runs", 2, {"runs": [{"name": "bns", "partition_dir": str(tmp_path / "bns"),
                                                 "config": cfg}]}, tmp_path)["bns"]

@@ -72,13 +72,13 @@ def prepare(graph, parts: int, chunks: int, folder, chunker: str = "metis"):
 
 def simulate(graph, cfg: TrainConfig, chunks: int, chunk_file: str | None = None):
     """The one-process run of the chunked-stale rule (S = W = 1)."""
-    norm = MODELS[cfg.model].norm
+    norm = MODELS[cfg.model.name].norm
     part = PartitionBook.build(graph, torch.zeros(graph.num_nodes, dtype=torch.int64)).part(0)
     node_chunk = (load_chunks(chunk_file, graph.num_nodes, chunks) if chunk_file else
                   make_chunks(graph, torch.zeros(graph.num_nodes, dtype=torch.int64), 1, chunks))
-    engine = ChunkedEngine(part, node_chunk[part.local_nodes], chunks, norm, bounds=stage_bounds(cfg.layers, 1),
-                           shuffle=cfg.shuffle, history_refresh=cfg.history_refresh,
-                           induced=cfg.chunk_edges == "induced", seed=cfg.seed)
+    engine = ChunkedEngine(part, node_chunk[part.local_nodes], chunks, norm, bounds=stage_bounds(cfg.model.layers, 1),
+                           shuffle=cfg.parallel.shuffle, history_refresh=cfg.parallel.history_refresh,
+                           induced=cfg.parallel.chunk_edges == "induced", seed=cfg.optimization.seed)
     trainer = Trainer(cfg, engine=engine)
     result = trainer.build().train()
     return torch.tensor(result.losses, dtype=torch.float64), trainer.model.state_dict(), result
@@ -246,7 +246,7 @@ def test_hybrid_halo_rows_follow_the_chunked_stale_rule(cora, tmp_path):
 
 @pytest.mark.parametrize("model", list(SETTINGS))
 def test_one_chunk_is_exact_single_process_training(cora, model):
-    cfg = TrainConfig(**config(model), progress="none")
+    cfg = TrainConfig.of(**config(model), progress="none")
     ref = Trainer(cfg, engine=SingleEngine(cora, MODELS[model].norm))
     ref_losses = torch.tensor(ref.build().train().losses, dtype=torch.float64)
     losses, state, _ = simulate(cora, cfg, chunks=1)
@@ -267,7 +267,7 @@ def pipe_inputs(cora, tmp_path_factory):
 @pytest.fixture(scope="module")
 def simulated(cora, pipe_inputs):
     _, _, cfile = pipe_inputs
-    return {m: simulate(cora, TrainConfig(**config(m, history_refresh=3), progress="none"), K, cfile)
+    return {m: simulate(cora, TrainConfig.of(**config(m, history_refresh=3), progress="none"), K, cfile)
             for m in PIPE_MODELS}
 
 
@@ -283,7 +283,7 @@ def test_pipeline_switches_follow_their_simulations(cora, pipe_inputs, tmp_path)
                                             **opts)} for name, opts in VARIANTS.items()]
     got = run_ranks("chunked_runs", 2, {"runs": runs}, tmp_path)
     for name, opts in VARIANTS.items():
-        losses, _, _ = simulate(cora, TrainConfig(**config("gcn", **opts), progress="none"), K, cfile)
+        losses, _, _ = simulate(cora, TrainConfig.of(**config("gcn", **opts), progress="none"), K, cfile)
         assert_same_losses(got[name]["losses"], losses, what=f"{name} losses")
 
 
@@ -330,7 +330,8 @@ def test_hybrid_2x2_follows_1x2_and_one_chunk_is_exact(cora, tmp_path):
             assert got.get("pipe/fwd", 0) == pipe_bytes and got.get("pipe/bwd", 0) == pipe_bytes, (m, got)
     for m, opts in EXACT.items():  # one chunk: the exact single-process run, BatchNorm's statistics included
         model = m.split("-")[0]
-        ref = Trainer(TrainConfig(**config(model, **opts), progress="none"), engine=SingleEngine(cora, MODELS[model].norm))
+        ref = Trainer(TrainConfig.of(**config(model, **opts), progress="none"),
+                      engine=SingleEngine(cora, MODELS[model].norm))
         ref_losses = ref.build().train().losses
         assert_same_losses(two[f"{m}-k1"]["losses"], ref_losses, what=f"hybrid one chunk {m} losses")
         # the trained parameters, gathered from their owners

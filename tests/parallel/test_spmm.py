@@ -36,7 +36,7 @@ def config(model: str, root: str, **extra) -> dict:
 def single(shared_data):
     out = {}
     for model in SETTINGS:
-        cfg = TrainConfig(**config(model, str(shared_data)), progress="none")
+        cfg = TrainConfig.of(**config(model, str(shared_data)), progress="none")
         trainer = Trainer(cfg, load_graph(cfg))
         result = trainer.build().train()
         out[model] = (torch.tensor(result.losses, dtype=torch.float64), trainer.model.state_dict())
@@ -153,7 +153,7 @@ def test_spmm_layouts_equal_single_process_and_move_the_derived_volume(shared_da
 ])
 def test_unsupported_models_and_grids_are_refused(options, message):
     with pytest.raises(InputError, match=message.replace("+", r"\+")):
-        TrainConfig(**options)
+        TrainConfig.of(**options)
 
 
 def test_first_layer_backward_product_is_skipped_across_processes(tmp_path):

@@ -94,7 +94,7 @@ nodes, kw = int(sys.argv[1]), json.loads(sys.argv[2])
 if kw.pop("fixed", False):  # as the command line does
     assert return_freed_memory()
 g = planted_partition(num_nodes=nodes, num_features=32, seed=0)
-r = Trainer(TrainConfig(epochs=2, eval_every=2, threads=1, progress="none", **kw), g).build().train()
+r = Trainer(TrainConfig.of(epochs=2, eval_every=2, threads=1, progress="none", **kw), g).build().train()
 print(json.dumps([r.peak_rss_bytes, r.estimated_peak_bytes]))
 """
 
@@ -131,11 +131,11 @@ def test_partition_json_gives_each_part_its_own_estimate(cora, tmp_path):
 def test_check_memory_says_what_would_fit():
     # activations of 10-20 MiB from the heap (glibc's dynamic threshold, whatever this process set)
     stats = [dict(nodes=20000, edges=200000, features=64, classes=5, feature_nnz=None, mmap_threshold=32 << 20)]
-    cfg = TrainConfig(model="gcnii", layers=32, hidden=256)
+    cfg = TrainConfig.of(model="gcnii", layers=32, hidden=256)
     est = check_memory(cfg, stats, available_bytes=1 << 50)[0]
     smaller = estimate_peak_bytes(**stats[0], model="gcnii", layers=32, hidden=128)
     assert smaller < est
-    cfg.memory_limit = (smaller + 1) / 2**30  # the halved width fits, nothing less is needed
+    cfg.run.memory_limit = (smaller + 1) / 2**30  # the halved width fits, nothing less is needed
     with pytest.raises(InputError) as err:
         check_memory(cfg, stats)
     msg = str(err.value)

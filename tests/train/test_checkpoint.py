@@ -214,7 +214,7 @@ def test_evaluate_and_predict_agree_with_the_summary(tmp_path, shared_data):
     from fullgraph.config import TrainConfig
     from fullgraph.data.load import load_graph
 
-    g = load_graph(TrainConfig(dataset="cora", root=str(shared_data)))
+    g = load_graph(TrainConfig.of(dataset="cora", root=str(shared_data)))
     test = g.test_mask.numpy()
     assert (pred[test] == g.y.numpy()[test]).mean() == pytest.approx(summary["test_acc"], abs=1e-12)
 

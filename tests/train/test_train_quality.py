@@ -86,7 +86,7 @@ def test_sage_starts_near_the_uniform_prediction():
     5.35 against PyG's 2.33; here Glorot gives 4.6)."""
     g = planted_partition(num_nodes=2000, num_features=767, num_classes=10, seed=0)
     g.x = (torch.rand(g.x.shape, generator=torch.Generator().manual_seed(0)) < 0.35).float()
-    r = Trainer(TrainConfig(model="sage", layers=3, hidden=128, epochs=1, progress="none"), g).build().train()
+    r = Trainer(TrainConfig.of(model="sage", layers=3, hidden=128, epochs=1, progress="none"), g).build().train()
     assert r.losses[0] < 1.25 * math.log(10), r.losses[0]
 
 
@@ -145,7 +145,7 @@ def test_batch_norm_statistics_split_over_pieces_equal_the_whole():
 @pytest.mark.parametrize("norm", ["layer", "batch"])
 def test_norm_layers_sit_between_hidden_layers_and_train(model, norm):
     g = planted_partition(num_nodes=600, num_features=16, noise=2.0, seed=0)
-    cfg = TrainConfig(model=model, norm=norm, layers=3, hidden=16, heads=2, epochs=30, progress="none")
+    cfg = TrainConfig.of(model=model, norm=norm, layers=3, hidden=16, heads=2, epochs=30, progress="none")
     trainer = Trainer(cfg, g).build()
     kinds = [type(layer.norm).__name__ if layer.norm is not None else None for layer in trainer.model.layers]
     assert kinds == [("LayerNorm" if norm == "layer" else "BatchNorm")] * 2 + [None]  # not after the last layer
@@ -163,7 +163,7 @@ def test_norm_layers_sit_between_hidden_layers_and_train(model, norm):
 ])
 def test_bad_norm_and_metric_choices_are_refused(opts, message):
     with pytest.raises(InputError, match=message):
-        TrainConfig(**opts)
+        TrainConfig.of(**opts)
 
 
 # ---------------------------------------------------------------- metrics
@@ -214,9 +214,9 @@ def test_auto_metric_choice_and_what_a_run_reports():
     assert resolve_metric("auto", 7, False) == "acc"
     assert resolve_metric("acc", 2, False) == "acc"
     g = planted_partition(num_nodes=400, num_features=8, num_classes=2, seed=0)
-    r = Trainer(TrainConfig(epochs=5, eval_every=5, progress="none"), g).build().train()
+    r = Trainer(TrainConfig.of(epochs=5, eval_every=5, progress="none"), g).build().train()
     assert r.metric == "rocauc" and 0.5 < r.test_metric <= 1.0
-    trainer = Trainer(TrainConfig(epochs=1, progress="none"), g).build()
+    trainer = Trainer(TrainConfig.of(epochs=1, progress="none"), g).build()
     logits = trainer.model.eval()(trainer.engine.block, trainer.engine.x).detach()
     mask = g.test_mask
     direct = brute_force_auc((logits[mask, 1] - logits[mask, 0]).numpy(), g.y[mask].numpy() == 1)

@@ -17,7 +17,7 @@ def small():
 
 
 def run(graph, **kw):
-    cfg = TrainConfig(progress="none", **kw)
+    cfg = TrainConfig.of(progress="none", **kw)
     trainer = Trainer(cfg, graph)
     try:
         return trainer.build().train()
@@ -78,7 +78,7 @@ def test_summary_has_the_documented_fields(small, tmp_path):
 # ---------------------------------------------------------------- published accuracies
 @pytest.fixture(scope="module")
 def cora(shared_data):
-    return load_graph(TrainConfig(dataset="cora", root=str(shared_data)))
+    return load_graph(TrainConfig.of(dataset="cora", root=str(shared_data)))
 
 
 def test_cora_gcn_matches_kipf_and_welling(cora):
@@ -91,9 +91,9 @@ def test_cora_gcn_matches_kipf_and_welling(cora):
 def test_split_picks_a_fixed_split_or_seeds_a_made_one(shared_data):
     from fullgraph.errors import InputError
 
-    cs = [load_graph(TrainConfig(dataset="coauthor-cs", root=str(shared_data), split=s)) for s in (0, 0, 3)]
+    cs = [load_graph(TrainConfig.of(dataset="coauthor-cs", root=str(shared_data), split=s)) for s in (0, 0, 3)]
     assert torch.equal(cs[0].train_mask, cs[1].train_mask) and not torch.equal(cs[0].train_mask, cs[2].train_mask)
-    sq = [load_graph(TrainConfig(dataset="squirrel", root=str(shared_data), split=s)) for s in (0, 9)]
+    sq = [load_graph(TrainConfig.of(dataset="squirrel", root=str(shared_data), split=s)) for s in (0, 9)]
     assert not torch.equal(sq[0].train_mask, sq[1].train_mask)
     with pytest.raises(InputError, match="expected split in 0..0 for dataset 'cora'"):
-        load_graph(TrainConfig(dataset="cora", root=str(shared_data), split=3))
+        load_graph(TrainConfig.of(dataset="cora", root=str(shared_data), split=3))
