@@ -30,3 +30,18 @@ def run_ranks(task: str, nprocs: int, payload: dict, tmp_path: Path, timeout_s: 
         logs = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted((work / "logs").glob("*.log")))
         raise AssertionError(f"ranks failed with status {rc}\n{logs}")
     return torch.load(work / "result.pt", weights_only=True)
+
+
+def planned_bytes(config: dict, graph, halo_rows: int = 0) -> dict:
+    """What ``fullgraph plan`` says a run of ``config`` (options by name) moves per epoch without an
+    evaluation (the multi-process tests evaluate once, after the last epoch, so the median epoch of
+    their ledger has none)."""
+    from fullgraph.cli_plan import run_volume
+    from fullgraph.config import TrainConfig
+
+    return run_volume(TrainConfig.of(**config), graph, halo_rows, evaluate=False)
+
+
+def ledger(comm: dict) -> dict:
+    """A run's per-epoch ledger without its empty categories."""
+    return {k: v for k, v in comm.items() if v}

@@ -1,16 +1,22 @@
 """Analytic volumes and estimates, before anything runs.
 
-* :mod:`fullgraph.plan.volumes`: what each layout must move (bytes per epoch).
+* :mod:`fullgraph.plan.volumes`: what each layout must move (bytes per epoch, by ledger category).
 * :mod:`fullgraph.plan.rank_memory`: what each rank must hold (peak bytes), and the check that
   refuses a run that would not fit.
+* :mod:`fullgraph.plan.epoch_time`: what an epoch takes on a given network (a model, calibrated by
+  timing this machine's kernels).
+
+``fullgraph plan`` (:mod:`fullgraph.cli_plan`) puts them together for every layout of P processes.
 """
 
+from fullgraph.plan.epoch_time import EpochEstimate, Kernels, Network, RankWork, estimate_epoch
 from fullgraph.plan.rank_memory import (
     GIB, MIB, PROCESS_BYTES, check_memory, estimate_peak_bytes, graph_memory_stats, kept_activation_bytes,
     memory_breakdown, model_memory_options, part_memory_stats, partition_memory_stats, variable_bytes,
 )
-from fullgraph.plan.volumes import gcn_product_widths, spmm_volume
+from fullgraph.plan.volumes import ModelShape, gcn_product_widths, layout_volume, spmm_volume
 
-__all__ = ["gcn_product_widths", "spmm_volume", "estimate_peak_bytes", "memory_breakdown", "check_memory",
-           "model_memory_options", "variable_bytes", "graph_memory_stats", "part_memory_stats",
-           "partition_memory_stats", "kept_activation_bytes", "GIB", "MIB", "PROCESS_BYTES"]
+__all__ = ["gcn_product_widths", "spmm_volume", "ModelShape", "layout_volume", "estimate_peak_bytes",
+           "memory_breakdown", "check_memory", "model_memory_options", "variable_bytes", "graph_memory_stats",
+           "part_memory_stats", "partition_memory_stats", "kept_activation_bytes", "GIB", "MIB", "PROCESS_BYTES",
+           "Network", "Kernels", "RankWork", "EpochEstimate", "estimate_epoch"]

@@ -1,13 +1,18 @@
-"""What each layout must move: analytic communication volumes, in bytes per training epoch summed
-over ranks. The benchmarks print these next to the ledger; the tests derive the same expressions on
-their own and check them against the counters.
+"""What each layout must move: analytic communication volumes, in bytes per epoch summed over ranks,
+by ledger category (``fullgraph.comm.ledger``). ``layout_volume`` is what ``fullgraph plan`` prints
+and what the tests check every layout's ledger against, category by category, exactly.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-__all__ = ["gcn_product_widths", "spmm_volume"]
+__all__ = ["gcn_product_widths", "spmm_volume", "ModelShape", "layout_volume"]
+
+F32, F64 = 4, 8  # bytes of the activations and gradients; of the metric sums
+EVAL_SUMS = 7  # the evaluation's all-reduce: hits and counts of three splits, and the validation loss
 
 
 def gcn_product_widths(dims: list[int], sparse_input: bool) -> list[int]:
@@ -66,6 +71,110 @@ def spmm_volume(mode: str, widths: list[int], n: int, nprocs: int, nnz: int, rep
                     out["spmm/redist"] += (pieces[j] * (w - cuts[j]) + (subs[i][m] - pieces[j]) * cuts[j]) * 4
         out["spmm/bcast"] += (q - 1) * n * w * 4 + (q - 1) * (8 * q * d * (n + q) + 12 * nnz)
         out["spmm/reduce"] += d * n * w * 4 if d > 1 else 0
+    return out
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What a layout's traffic depends on in a model.
+
+    Args:
+        input_widths: each graph layer's input width (``GNN.layer_input_widths``).
+        params: trainable parameters.
+        h0_width: the width of ``H0`` when layers read it (GCNII; it travels the pipeline), else 0.
+        norm_widths: the width of each batch-norm layer (its statistics are summed over ranks).
+        product_widths: the widths an epoch multiplies by Â, forward then backward, in order
+            (``gcn_product_widths``; the SpMM layouts' models), and ``forward_widths`` those of a
+            forward pass alone (evaluation).
+    """
+
+    input_widths: tuple[int, ...]
+    params: int
+    h0_width: int = 0
+    norm_widths: tuple[int, ...] = ()
+    product_widths: tuple[int, ...] = ()
+    forward_widths: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, name: str, model, features: int, classes: int, sparse_input: bool) -> "ModelShape":
+        """The shape of a built model (``fullgraph.models.build_model(name, ...)``)."""
+        from fullgraph.ops.norm import BatchNorm
+
+        widths = tuple(model.layer_input_widths())
+        params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        norms = tuple(m.num_features for m in model.modules() if isinstance(m, BatchNorm))
+        if name in ("gcn", "sage"):  # the product order follows the layer's widths
+            dims = [features, *widths[1:], classes]
+            products, forward = gcn_product_widths(dims, sparse_input), _forward_widths(dims, sparse_input)
+        else:  # GCNII, ResGCN+: every layer aggregates hidden rows, and each input needs its gradient
+            products, forward = [w for w in widths for _ in (0, 1)], list(widths)
+        return cls(widths, params, widths[0] if model.uses_h0 else 0, norms, tuple(products), tuple(forward))
+
+
+def _forward_widths(dims: list[int], sparse_input: bool) -> list[int]:
+    """One product per layer, of the width ``gcn_product_widths`` gives its forward."""
+    return [dims[i] if not (i == 0 and sparse_input) and dims[i] < dims[i + 1] else dims[i + 1]
+            for i in range(len(dims) - 1)]
+
+
+def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_rows: int = 0,
+                  stage_starts: list[int] = (), evaluate: bool = True, chunked_stats: int = 3,
+                  permute: bool = True, seed: int = 0) -> dict[str, int]:
+    """Bytes per epoch (and per evaluation, when ``evaluate``) by ledger category, summed over ranks.
+
+    * graph (and the hybrid's stage groups, W > 1): every halo row of layers 1..L-1 once forward and
+      once backward (the first layer reads its halo's features from the part itself), ``halo_rows``
+      being the halo of all W parts together; batch statistics ``(2w + 1)`` floats per norm layer and
+      rank each way; each of the W ranks all-reduces its gradients (``params`` floats).
+    * pipeline (and the hybrid's S stages): at each stage boundary (``stage_starts``: the first layer
+      of every stage but the first) every node's row of that layer's input (and of H0 for GCNII)
+      forward, its gradient backward; the stages own distinct
+      weights, so nothing is all-reduced without graph ways.
+    * SpMM layouts: ``spmm_volume`` of the epoch's products (``nnz``: Â's non-zeros, self loops
+      included); every rank all-reduces the replicated weights' gradients.
+    * evaluation: one forward pass (``eval/...``) and the metric sums (``eval/reduce``; with ROC-AUC
+      the scores are gathered too, which depends on how the split falls on the ranks: not counted).
+    * ``meta/metrics``: the per-epoch all-reduce of the loss and the ledger (one float64 per category,
+      and three more), plus the chunked engines' all-gather of ``chunked_stats`` timing floats.
+    """
+    from fullgraph.comm.ledger import CATEGORIES
+
+    P, S, W = mesh.nprocs, mesh.stages, mesh.graph_ways
+    out: dict[str, int] = {}
+    if P == 1:
+        return out
+
+    def add(category: str, nbytes: int) -> None:
+        if nbytes:
+            out[category] = out.get(category, 0) + int(nbytes)
+
+    if mesh.spmm:
+        for prefix, widths in (("", model.product_widths), ("eval/", model.forward_widths if evaluate else ())):
+            for k, v in spmm_volume(mesh.parallel, list(widths), nodes, P, nnz, mesh.replication, permute,
+                                    seed).items():
+                add(prefix + k, v)
+        add("grad/allreduce", P * model.params * F32)
+    else:
+        if W > 1:
+            halo = halo_rows * F32 * sum(model.input_widths[1:])
+            add("halo/fwd", halo)
+            add("halo/bwd", halo)
+            add("eval/halo/fwd", halo if evaluate else 0)
+            stats = sum(2 * w + 1 for w in model.norm_widths) * F32 * W * S
+            add("norm/fwd", stats)
+            add("norm/bwd", stats)
+            add("grad/allreduce", W * model.params * F32)
+        if S > 1:
+            if len(stage_starts) != S - 1:
+                raise ValueError(f"expected the first layer of each of stages 2..{S} (got {list(stage_starts)})")
+            pipe = sum(nodes * F32 * (model.input_widths[b] + model.h0_width) for b in stage_starts)
+            add("pipe/fwd", pipe)
+            add("pipe/bwd", pipe)
+            add("eval/pipe/fwd", pipe if evaluate else 0)
+    add("eval/reduce", P * EVAL_SUMS * F64 if evaluate else 0)
+    add("meta/metrics", P * (len(CATEGORIES) + 3) * F64)
+    if mesh.parallel in ("pipeline", "hybrid"):
+        add("meta/metrics", P * (P - 1) * chunked_stats * F64)
     return out
 
 

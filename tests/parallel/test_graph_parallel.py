@@ -17,7 +17,7 @@ from fullgraph.partition import PartitionBook, partition_nodes, save_partition
 from fullgraph.train.trainer import Trainer
 
 from tests._equality import assert_same_losses, assert_same_state
-from tests.distributed import run_ranks
+from tests.distributed import ledger, planned_bytes, run_ranks
 
 EPOCHS = 20
 DROPOUT = 0.5  # masks are keyed by (seed, epoch, site, global node id): every layout drops alike
@@ -72,6 +72,9 @@ def test_graph_parallel_equals_single_process(cora, single, nprocs, tmp_path):
             assert got["comm"]["halo/fwd"] == expected, (method, model)
             assert got["comm"]["halo/bwd"] == expected, (method, model)
             assert got["comm"].get("sample/index", 0) == 0
+            # and every category as the planner predicts it (fullgraph plan)
+            plan = planned_bytes(config(model, parallel="graph", nprocs=nprocs), cora, halo_total)
+            assert ledger(got["comm"]) == plan, (method, model)
 
 
 # ---------------------------------------------------------------- norm layers and gathered metrics

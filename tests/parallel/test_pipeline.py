@@ -41,7 +41,7 @@ from fullgraph.train.trainer import Trainer
 
 from tests._equality import (DENSE_REFERENCE_GRADS, DENSE_REFERENCE_LOSS, assert_same, assert_same_losses,
                              assert_same_state)
-from tests.distributed import run_ranks
+from tests.distributed import ledger, planned_bytes, run_ranks
 
 EPOCHS = 20
 DROPOUT = 0.5  # masks are keyed by (seed, epoch, site, global node id): every layout drops alike
@@ -303,6 +303,7 @@ def test_pipeline_follows_the_one_process_simulation(cora, pipe_inputs, simulate
         comm = got[m]["comm"]
         assert comm["pipe/fwd"] == per_direction and comm["pipe/bwd"] == per_direction, (m, comm)
         assert "halo/fwd" not in comm and "grad/allreduce" not in comm  # a pure pipeline moves nothing else
+        assert ledger(comm) == planned_bytes(dict(runs[PIPE_MODELS.index(m)]["config"], nprocs=stages), cora), m
         assert 0.0 <= got[m]["bubble"] < 1.0
 
 
@@ -325,9 +326,11 @@ def test_hybrid_2x2_follows_1x2_and_one_chunk_is_exact(cora, tmp_path):
         L, H = SETTINGS[m]["layers"], SETTINGS[m]["hidden"]
         halo = (L - 1) * halo_rows * H * 4  # every halo row once per layer (but the first) per epoch
         pipe = N * H * 4 * (2 if m == "gcnii" else 1)  # S - 1 = 1 stage boundary
-        for got, pipe_bytes in ((four[m]["comm"], pipe), (two[m]["comm"], 0)):
+        for got, pipe_bytes, P, S in ((four[m]["comm"], pipe, 4, 2), (two[m]["comm"], 0, 2, 1)):
             assert got["halo/fwd"] == halo and got["halo/bwd"] == halo, (m, got)
             assert got.get("pipe/fwd", 0) == pipe_bytes and got.get("pipe/bwd", 0) == pipe_bytes, (m, got)
+            run = next(r for r in runs if r["name"] == m)["config"]
+            assert ledger(got) == planned_bytes(dict(run, nprocs=P, stages=S), cora, halo_rows), (m, S)
     for m, opts in EXACT.items():  # one chunk: the exact single-process run, BatchNorm's statistics included
         model = m.split("-")[0]
         ref = Trainer(TrainConfig.of(**config(model, **opts), progress="none"),

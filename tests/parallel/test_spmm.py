@@ -20,7 +20,7 @@ from fullgraph.data.load import load_graph
 from fullgraph.train.trainer import Trainer
 
 from tests._equality import assert_same_losses, assert_same_state
-from tests.distributed import run_ranks
+from tests.distributed import ledger, planned_bytes, run_ranks
 
 EPOCHS = 20
 DROPOUT = 0.5  # masks are keyed by (seed, epoch, site, global node id): every layout drops alike
@@ -107,7 +107,7 @@ if os.environ.get("FULLGRAPH_SLOW_TESTS") == "1":
 
 
 @pytest.mark.parametrize("nprocs, mode, c", GRIDS)
-def test_spmm_layouts_equal_single_process_and_move_the_derived_volume(shared_data, single, nprocs, mode, c,
+def test_spmm_layouts_equal_single_process_and_move_the_derived_volume(shared_data, cora, single, nprocs, mode, c,
                                                                         tmp_path):
     root = str(shared_data)
     extra = dict(parallel=mode, replication=c if mode == "spmm-1.5d" else 0)
@@ -122,6 +122,7 @@ def test_spmm_layouts_equal_single_process_and_move_the_derived_volume(shared_da
         losses, state = single[model]
         assert_same_losses(got[name]["losses"], losses, what=f"{mode} P={nprocs} {name} losses")
         assert_same_state(got[name]["state"], state, what=f"{mode} P={nprocs} {name} weights")
+        assert ledger(got[name]["comm"]) == planned_bytes(dict(run["config"], nprocs=nprocs), cora), name
         if model == "gcnii":
             continue
         widths = products(model, f, classes, **SETTINGS[model])

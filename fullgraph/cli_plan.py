@@ -1,0 +1,237 @@
+"""``fullgraph plan``: every layout that fits P processes, what each would move, hold and take per
+epoch on a given network, ranked, with the one to pick and why.
+
+The bytes come from ``fullgraph.plan.volumes.layout_volume`` over the real partition (the same
+partitions ``fullgraph train`` would cut and cache, so planning first makes training start sooner);
+they are the numbers the run's ledger reports. The memory per rank is ``fullgraph.plan.rank_memory``'s
+estimate; the time, ``fullgraph.plan.epoch_time``'s model with this machine's kernels timed once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+from fullgraph.config import TrainConfig
+from fullgraph.errors import InputError
+
+__all__ = ["add_plan_command", "cmd_plan", "candidates", "run_volume"]
+
+
+def add_plan_command(sub) -> None:
+    p = sub.add_parser("plan", help="which layout to use: bytes, memory and time per epoch of every layout",
+                       description="Estimate, for every layout that fits --nprocs processes, the bytes per epoch "
+                                   "(by ledger category), the peak memory per rank and the epoch time on a "
+                                   "network of --bandwidth-gbps and --latency-us; rank them and recommend one.")
+    p.add_argument("--dataset", default="synthetic")
+    p.add_argument("--root", default=None)
+    p.add_argument("--model", default="gcn")
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("--nprocs", type=int, required=True)
+    p.add_argument("--layout", default=None,
+                   help="plan only this --parallel mode (refused with the reason when it does not fit --nprocs)")
+    p.add_argument("--chunks", type=int, default=0, help="pipeline / hybrid chunks K (default 4 x stages)")
+    p.add_argument("--partitioner", default="metis")
+    p.add_argument("--partition-dir", default=None, help="a partition of the graph into --nprocs parts to plan "
+                                                        "graph parallelism with (default: cut, and cache, one)")
+    p.add_argument("--bandwidth-gbps", type=float, default=10.0, help="link rate, Gbit/s (default 10)")
+    p.add_argument("--latency-us", type=float, default=50.0, help="per-message latency, microseconds (default 50)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def candidates(nprocs: int, layers: int, model: str) -> tuple[list[dict], list[str]]:
+    """The layouts of ``nprocs`` processes (``TrainConfig`` options each), and one line per layout
+    that does not fit, saying why (the configuration's own refusal)."""
+    from fullgraph.comm.mesh import SPMM_MODES
+
+    opts = [dict(parallel="graph"), dict(parallel="pipeline")]
+    opts += [dict(parallel="hybrid", stages=s, graph_ways=nprocs // s) for s in range(2, nprocs) if nprocs % s == 0]
+    opts += [dict(parallel=m) for m in SPMM_MODES if m != "spmm-1.5d"]
+    opts += [dict(parallel="spmm-1.5d", replication=c) for c in range(2, math.isqrt(nprocs) + 1) if nprocs % c == 0]
+    fits, refused = [], []
+    for o in opts:
+        try:
+            TrainConfig.of(model=model, layers=layers, nprocs=nprocs, **o)
+            fits.append(o)
+        except InputError as e:
+            refused.append(f"{label(o)}: {e}")
+    return fits, refused
+
+
+def label(o: dict) -> str:
+    if o["parallel"] == "hybrid":
+        return f"hybrid {o['stages']}x{o['graph_ways']}"
+    if o["parallel"] == "spmm-1.5d":
+        return f"spmm-1.5d c={o['replication']}"
+    return o["parallel"]
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from fullgraph.data.load import load_graph
+    from fullgraph.plan.epoch_time import Kernels, Network
+
+    if args.nprocs < 2:
+        raise InputError(f"expected --nprocs >= 2 to plan a layout (got {args.nprocs})")
+    base = dict(dataset=args.dataset, root=args.root, model=args.model, layers=args.layers, hidden=args.hidden,
+                heads=args.heads, partitioner=args.partitioner)
+    TrainConfig.of(**base)  # the model's options, checked before anything is read
+    fits, refused = candidates(args.nprocs, args.layers, args.model)
+    if args.layout is not None:
+        TrainConfig.of(**base, parallel=args.layout, nprocs=args.nprocs)  # refuses with the reason
+        fits = [o for o in fits if o["parallel"] == args.layout]
+    graph = load_graph(TrainConfig.of(**base))
+    network = Network(args.bandwidth_gbps, args.latency_us)
+    rows = [plan_layout(graph, base, o, args, Kernels.calibrate(), network) for o in fits]
+    rows.sort(key=lambda r: r["epoch_s"])
+    result = {"graph": graph.name, "nodes": graph.num_nodes, "edges": graph.num_edges, "model": args.model,
+              "layers": args.layers, "hidden": args.hidden, "nprocs": args.nprocs,
+              "network": {"bandwidth_gbps": network.bandwidth_gbps, "latency_us": network.latency_us},
+              "layouts": rows, "refused": refused, "recommendation": recommend(rows, network)}
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print("\n".join(render(result)))
+    return 0
+
+
+def plan_layout(graph, base: dict, o: dict, args, kernels, network) -> dict:
+    """One layout's bytes by category, memory per rank and epoch-time estimate."""
+    from fullgraph.plan.epoch_time import estimate_epoch
+
+    cfg = TrainConfig.of(**base, nprocs=args.nprocs, chunks=args.chunks, **o)
+    mesh, shape = cfg.parallel.mesh, _shape(cfg, graph)
+    parts = _partition_stats(cfg, graph, mesh.graph_ways, args.partition_dir) if not mesh.spmm else None
+    volume = run_volume(cfg, graph, sum(p["halo"] for p in parts) if parts else 0, shape=shape)
+    work = _rank_work(cfg, graph, shape, parts, volume)
+    est = estimate_epoch(work, kernels, network)
+    return {"layout": label(o), "options": o, "bytes_per_epoch": sum(volume.values()), "by_category": volume,
+            "peak_bytes_per_rank": _peak_per_rank(cfg, graph, parts), "epoch_s": est.total_s,
+            "compute_s": est.compute_s, "comm_s": est.comm_s, "bubble_s": est.bubble_s}
+
+
+def run_volume(cfg: TrainConfig, graph, halo_rows: int, *, evaluate: bool = True, shape=None) -> dict[str, int]:
+    """What a run of ``cfg`` on ``graph`` moves per epoch by ledger category (``layout_volume``), its
+    W-way partition having ``halo_rows`` halo rows in all; ``evaluate``: with an evaluation."""
+    from fullgraph.plan.volumes import layout_volume
+
+    starts = [a for a, _ in _bounds(cfg)[1:]]
+    nnz = graph.num_edges + (graph.num_nodes if _aggregation(cfg) == "gcn" else 0)  # Â's self loops
+    return layout_volume(cfg.parallel.mesh, shape or _shape(cfg, graph), nodes=graph.num_nodes, nnz=nnz,
+                         halo_rows=halo_rows, stage_starts=starts, evaluate=evaluate,
+                         permute=cfg.parallel.permute, seed=cfg.optimization.seed)
+
+
+def _aggregation(cfg) -> str:
+    from fullgraph.models import MODELS
+
+    return MODELS[cfg.model.name].norm
+
+
+def _bounds(cfg) -> list[tuple[int, int]]:
+    from fullgraph.parallel.schedule import stage_bounds
+
+    return stage_bounds(cfg.model.layers, cfg.parallel.mesh.stages, cfg.parallel.stage_layer_list)
+
+
+def _shape(cfg, graph):
+    from fullgraph.models import build_model
+    from fullgraph.plan.volumes import ModelShape
+
+    m = cfg.model
+    model = build_model(m.name, graph.num_features, graph.num_classes, layers=m.layers, hidden=m.hidden,
+                        dropout=m.dropout, heads=m.heads, norm=m.norm)
+    return ModelShape.of(m.name, model, graph.num_features, graph.num_classes, graph.x.layout != _strided())
+
+
+def _strided():
+    import torch
+
+    return torch.strided
+
+
+def _partition_stats(cfg, graph, ways: int, partition_dir: str | None) -> list[dict]:
+    """Per part of the ``ways``-way partition: inner, halo and edge counts (``partition.json``)."""
+    from fullgraph.parallel.setup import prepare_partition_dir
+    from fullgraph.partition.store import load_meta
+
+    if ways == 1:
+        return [{"part": 0, "inner": graph.num_nodes, "halo": 0, "edges": graph.num_edges}]
+    if partition_dir is not None and int(load_meta(partition_dir)["parts"]) == ways:
+        return load_meta(partition_dir)["part_stats"]
+    return load_meta(prepare_partition_dir(cfg, ways, graph=graph))["part_stats"]
+
+
+def _rank_work(cfg, graph, shape, parts, volume: dict):
+    """The slowest rank's share (``RankWork``): rows, non-zeros, widths, sends and messages."""
+    from fullgraph.plan.epoch_time import RankWork
+
+    mesh, P = cfg.parallel.mesh, cfg.parallel.nprocs
+    dims = (*shape.input_widths, graph.num_classes)
+    sent = sum(v for k, v in volume.items() if not k.startswith("meta/")) / P
+    if mesh.spmm:
+        rows = math.ceil(graph.num_nodes / mesh.block_rows)
+        overlapped = sum(v for k, v in volume.items() if "spmm/bcast" in k) / P if cfg.parallel.overlap else 0
+        return RankWork(rows, rows, math.ceil(graph.num_edges / P), dims, bytes_sent=sent,
+                        overlapped_bytes=overlapped, messages=2 * len(dims) * (mesh.block_rows + 2 * P))
+    S, K = mesh.stages, cfg.parallel.num_chunks if mesh.stages > 1 else 1
+    worst = max(parts, key=lambda p: p["inner"] + p["halo"])
+    layers = max(b - a for a, b in _bounds(cfg))
+    stage_dims = dims[:layers + 1] if S > 1 else dims
+    pipe = sum(v for k, v in volume.items() if "pipe/" in k) / P
+    messages = (2 * (mesh.graph_ways - 1) * len(dims) * K + 2 * mesh.graph_ways) + (3 * K if S > 1 else 0)
+    return RankWork(worst["inner"], worst["inner"] + worst["halo"], worst["edges"] + worst["inner"], stage_dims,
+                    stages=S, chunks=K, bytes_sent=sent, overlapped_bytes=pipe, messages=messages)
+
+
+def _peak_per_rank(cfg, graph, parts) -> int:
+    """The largest rank's estimated peak bytes: its part (graph, hybrid: the stage's share of the
+    layers), the whole graph for a pipeline stage, a block row for the SpMM layouts."""
+    from fullgraph.plan.rank_memory import estimate_peak_bytes, model_memory_options
+
+    mesh, opts = cfg.parallel.mesh, model_memory_options(cfg)
+    common = dict(features=graph.num_features, classes=graph.num_classes, distributed=True)
+    if mesh.spmm:
+        rows = math.ceil(graph.num_nodes / mesh.block_rows)
+        return estimate_peak_bytes(**opts, **common, nodes=rows, edges=math.ceil(graph.num_edges / mesh.block_rows),
+                                   halo=rows)
+    layers = max(b - a for a, b in _bounds(cfg))
+    return max(estimate_peak_bytes(**(opts | {"layers": max(2, layers)}), **common, nodes=p["inner"],
+                                   edges=p["edges"], halo=p["halo"]) for p in parts)
+
+
+def recommend(rows: list[dict], network) -> str:
+    if not rows:
+        return "no layout fits"
+    best = rows[0]
+    fewest = min(rows, key=lambda r: r["bytes_per_epoch"])
+    why = ("communication is most of an epoch at this link rate" if best["comm_s"] > best["compute_s"]
+           else "computation dominates at this link rate, and it divides its work most evenly")
+    text = (f"{best['layout']}: an estimated {best['epoch_s']:.3g} s per epoch at {network.bandwidth_gbps:g} Gbit/s, "
+            f"moving {_mb(best['bytes_per_epoch'])} per epoch")
+    if fewest is not best:
+        text += f" ({fewest['layout']} moves least, {_mb(fewest['bytes_per_epoch'])}, but takes {fewest['epoch_s']:.3g} s)"
+    return text + f"; {why}."
+
+
+def _mb(b: float) -> str:
+    return f"{b / 2**20:.1f} MiB"
+
+
+def render(result: dict) -> list[str]:
+    net = result["network"]
+    out = [f"# plan: {result['graph']} ({result['nodes']} nodes, {result['edges']} edges), {result['model']} "
+           f"{result['layers']} x {result['hidden']}, {result['nprocs']} processes, {net['bandwidth_gbps']:g} Gbit/s, "
+           f"{net['latency_us']:g} us", "",
+           "| rank | layout | MiB/epoch | peak MiB/rank | epoch s | compute s | comm s | bubble s |",
+           "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for i, r in enumerate(result["layouts"], 1):
+        out.append(f"| {i} | {r['layout']} | {r['bytes_per_epoch'] / 2**20:.2f} | {r['peak_bytes_per_rank'] / 2**20:.0f} "
+                   f"| {r['epoch_s']:.3g} | {r['compute_s']:.3g} | {r['comm_s']:.3g} | {r['bubble_s']:.3g} |")
+    out += ["", "bytes per epoch by category:"]
+    for r in result["layouts"]:
+        out.append(f"  {r['layout']}: " + ", ".join(f"{k} {v}" for k, v in r["by_category"].items()))
+    out += [f"does not fit: {line}" for line in result["refused"]]
+    return out + ["", "recommended: " + result["recommendation"]]

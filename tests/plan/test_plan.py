@@ -1,0 +1,90 @@
+"""``fullgraph plan``: every layout that fits P, ranked, with a recommendation; layouts that do not fit
+are named with the reason. (That its bytes equal every layout's ledger is checked where the layouts
+run: tests/parallel/, through ``tests.distributed.planned_bytes``.)"""
+
+import json
+
+import pytest
+
+from fullgraph.cli import main
+from fullgraph.cli_plan import candidates
+from fullgraph.comm.mesh import Mesh
+from fullgraph.plan.epoch_time import EpochEstimate, Kernels, Network, RankWork, estimate_epoch
+from fullgraph.plan.volumes import ModelShape, layout_volume
+
+
+def _plan(capsys, *flags) -> dict:
+    assert main(["plan", *flags, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_plan_lists_every_layout_that_fits_ranked_by_estimated_time(shared_data, capsys):
+    got = _plan(capsys, "--dataset", "cora", "--root", str(shared_data), "--nprocs", "4", "--layers", "4",
+                "--hidden", "16")
+    names = [r["layout"] for r in got["layouts"]]
+    assert sorted(names) == sorted(["graph", "pipeline", "hybrid 2x2", "spmm-1d", "spmm-1.5d c=2", "spmm-2d"])
+    assert [r["epoch_s"] for r in got["layouts"]] == sorted(r["epoch_s"] for r in got["layouts"])
+    assert got["recommendation"].startswith(names[0] + ":")
+    assert any(line.startswith("spmm-3d: expected a perfect cube") for line in got["refused"])
+    for r in got["layouts"]:
+        assert r["bytes_per_epoch"] == sum(r["by_category"].values()) > 0
+        assert r["peak_bytes_per_rank"] > 0 and r["epoch_s"] == pytest.approx(
+            r["compute_s"] + r["comm_s"] + r["bubble_s"])
+    by = {r["layout"]: r["by_category"] for r in got["layouts"]}
+    assert set(by["pipeline"]) >= {"pipe/fwd", "pipe/bwd"} and "halo/fwd" not in by["pipeline"]
+    assert "spmm/bcast" in by["spmm-1d"] and "spmm/reduce" in by["spmm-1.5d c=2"]
+
+
+def test_a_slower_network_favours_the_layouts_that_move_less(shared_data, capsys):
+    common = ("--dataset", "cora", "--root", str(shared_data), "--nprocs", "4", "--layers", "4", "--hidden", "16",
+              "--layout", "spmm-1d")
+    fast = _plan(capsys, *common, "--bandwidth-gbps", "100")["layouts"][0]
+    slow = _plan(capsys, *common, "--bandwidth-gbps", "0.01")["layouts"][0]
+    assert slow["by_category"] == fast["by_category"]  # bytes do not depend on the network
+    assert slow["comm_s"] > 100 * fast["comm_s"] and slow["epoch_s"] > fast["epoch_s"]
+
+
+def test_plan_refuses_a_layout_that_does_not_fit_with_one_line(capsys):
+    assert main(["plan", "--nprocs", "6", "--layout", "spmm-2d"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "expected a perfect square --nprocs" in err[0] and "got 6" in err[0]
+    assert main(["plan", "--nprocs", "1"]) == 2
+    assert "expected --nprocs >= 2" in capsys.readouterr().err
+
+
+def test_candidates_follow_the_factors_of_p():
+    fits, refused = candidates(8, 4, "gcn")
+    shapes = {(o["parallel"], o.get("stages"), o.get("replication")) for o in fits}
+    assert ("hybrid", 2, None) in shapes and ("hybrid", 4, None) in shapes and ("spmm-3d", None, None) in shapes
+    assert ("spmm-1.5d", None, 2) in shapes and not any(p == "spmm-2d" for p, _, _ in shapes)
+    assert any(line.startswith("pipeline: expected at most one stage per layer") for line in refused)
+    fits, _ = candidates(4, 4, "gat")  # attention is no fixed matrix: no SpMM layout
+    assert not any(o["parallel"].startswith("spmm") for o in fits)
+
+
+def test_layout_volume_by_hand():
+    """A 3-layer model of widths 10 -> 8 -> 8 -> 3, 100 nodes, 40 halo rows over 4 parts."""
+    shape = ModelShape(input_widths=(10, 8, 8), params=1000)
+    graph = layout_volume(Mesh.for_mode("graph", 4), shape, nodes=100, halo_rows=40, evaluate=False)
+    assert graph["halo/fwd"] == graph["halo/bwd"] == 40 * 4 * (8 + 8)  # layers 2 and 3 read halo rows
+    assert graph["grad/allreduce"] == 4 * 1000 * 4
+    pipe = layout_volume(Mesh.for_mode("pipeline", 3), shape, nodes=100, stage_starts=[1, 2])
+    assert pipe["pipe/fwd"] == pipe["eval/pipe/fwd"] == 100 * 4 * (8 + 8) and "grad/allreduce" not in pipe
+    h0 = layout_volume(Mesh.for_mode("pipeline", 3), ModelShape((8, 8, 8), 1000, h0_width=8), nodes=100,
+                       stage_starts=[1, 2])
+    assert h0["pipe/fwd"] == 2 * pipe["pipe/fwd"]  # H0 rides along with every row
+    with pytest.raises(ValueError, match="first layer of each of stages 2..3"):
+        layout_volume(Mesh.for_mode("pipeline", 3), shape, nodes=100, stage_starts=[1])
+
+
+def test_the_epoch_model_adds_the_bubble_and_the_unhidden_communication():
+    k, net = Kernels(spmm_s=1e-9, gemm_s=1e-10), Network(bandwidth_gbps=8.0, latency_us=0.0)
+    flat = estimate_epoch(RankWork(1000, 1000, 10_000, (16, 16)), k, net, evaluate=False)
+    assert flat.compute_s == pytest.approx(3 * (10_000 * 16 * 1e-9 + 1000 * 16 * 16 * 1e-10))
+    piped = estimate_epoch(RankWork(1000, 1000, 10_000, (16, 16), stages=4, chunks=8), k, net, evaluate=False)
+    assert piped.bubble_s == pytest.approx(flat.compute_s * 3 / 8)
+    sent = estimate_epoch(RankWork(1000, 1000, 10_000, (16, 16), bytes_sent=1e9), k, net, evaluate=False)
+    assert sent.comm_s == pytest.approx(1.0)  # 1 GB over 8 Gbit/s, nothing hidden
+    hidden = estimate_epoch(RankWork(1000, 1000, 10_000, (16, 16), bytes_sent=1e3, overlapped_bytes=1e3), k, net,
+                            evaluate=False)
+    assert hidden.comm_s == 0.0 and isinstance(hidden, EpochEstimate)  # overlapped with longer compute
