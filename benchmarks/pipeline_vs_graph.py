@@ -33,7 +33,10 @@ from _harness import REPO, print_header, train
 
 sys.path.insert(0, str(REPO))
 
+from fullgraph.comm.mesh import Mesh  # noqa: E402
 from fullgraph.config import TrainConfig  # noqa: E402
+from fullgraph.parallel.schedule import stage_bounds  # noqa: E402
+from fullgraph.plan import ModelShape, layout_volume  # noqa: E402
 from fullgraph.parallel.setup import prepare_partition_dir  # noqa: E402
 from fullgraph.partition.store import load_meta  # noqa: E402
 from fullgraph.data.load import load_graph  # noqa: E402
@@ -48,12 +51,15 @@ TRAFFIC = ("halo/fwd", "halo/bwd", "pipe/fwd", "pipe/bwd")
 
 
 def analytic(n: int, halo_p: int, halo_w: int, layers: int, hidden: int, model: str, P: int, S: int) -> dict:
-    pipe_factor = 2 if model == "gcnii" else 1
-    return {
-        "graph": 2 * (layers - 1) * halo_p * hidden * 4,
-        "pipeline": 2 * (P - 1) * n * hidden * 4 * pipe_factor,
-        "hybrid": 2 * (layers - 1) * halo_w * hidden * 4 + 2 * (S - 1) * n * hidden * 4 * pipe_factor,
-    }
+    """The formulas above, from the planner's one source of volumes (``fullgraph.plan.layout_volume``)."""
+    shape = ModelShape(input_widths=(hidden,) * layers, params=0, h0_width=hidden if model == "gcnii" else 0)
+    out = {}
+    for mode, stages, halo in (("graph", 1, halo_p), ("pipeline", P, 0), ("hybrid", S, halo_w)):
+        mesh = Mesh.for_mode(mode, P, stages=stages if mode == "hybrid" else 0)
+        starts = [a for a, _ in stage_bounds(layers, mesh.stages)[1:]]
+        volume = layout_volume(mesh, shape, nodes=n, halo_rows=halo, stage_starts=starts, evaluate=False)
+        out[mode] = sum(volume.get(c, 0) for c in TRAFFIC)
+    return out
 
 
 def measure(dataset: str, root: str, model: str, layers: int, hidden: int, mode: str, P: int, S: int,
