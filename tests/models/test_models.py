@@ -140,6 +140,40 @@ def test_resgcn_layer_is_preactivation_residual(graph):
     assert_same(out, ref, FLOAT32_CHAINED, "layer output")
 
 
+def test_resgcn_plus_model_matches_pyg_deepgcn_with_gradients(graph):
+    """The whole ResGCN+ (encoder, plain first GCN, ``DeepGCNLayer(..., block="res+")`` layers, final
+    LayerNorm → ReLU → Linear) as PyG's DeeperGCN example builds it, same weights: the same logits
+    and the same gradient of every weight under a cross-entropy loss (training mode, dropout 0)."""
+    torch.manual_seed(0)
+    F_in, H, C, L = 16, 16, graph.num_classes, 4
+    ours = build_model("resgcn+", F_in, C, layers=L, hidden=H, dropout=0.0)
+    enc, dec, final = torch.nn.Linear(F_in, H), torch.nn.Linear(H, C), torch.nn.LayerNorm(H)
+    convs = [pyg_nn.GCNConv(H, H) for _ in range(L)]
+    deep = [pyg_nn.DeepGCNLayer(c, torch.nn.LayerNorm(H), torch.nn.ReLU(), block="res+", dropout=0.0)
+            for c in convs[1:]]
+    pairs = [(ours.encoder.weight, enc.weight, True), (ours.encoder.bias, enc.bias, False),
+             (ours.decoder.weight, dec.weight, True), (ours.decoder.bias, dec.bias, False),
+             (ours.final_norm.weight, final.weight, False), (ours.final_norm.bias, final.bias, False)]
+    for i, conv in enumerate(convs):
+        pairs += [(ours.layers[i].weight, conv.lin.weight, True), (ours.layers[i].bias, conv.bias, False)]
+    for layer, d in zip(ours.layers[1:], deep):
+        pairs += [(layer.norm.weight, d.norm.weight, False), (layer.norm.bias, d.norm.bias, False)]
+    with torch.no_grad():
+        for mine, theirs, transposed in pairs:
+            theirs.copy_(mine.t() if transposed else mine)
+    e = edge_index(graph)
+    h = convs[0](enc(graph.x), e)
+    for d in deep:
+        h = d(h, e)
+    ref = dec(torch.relu(final(h)))
+    out = ours(Block.from_graph(graph, "gcn"), graph.x)
+    assert_same(out, ref, FLOAT32_CHAINED, "logits")
+    torch.nn.functional.cross_entropy(out, graph.y).backward()
+    torch.nn.functional.cross_entropy(ref, graph.y).backward()
+    for i, (mine, theirs, transposed) in enumerate(pairs):
+        assert_same(mine.grad.t() if transposed else mine.grad, theirs.grad, FLOAT32_CHAINED, f"gradient {i}")
+
+
 @pytest.mark.parametrize("name", list(MODELS))
 @pytest.mark.parametrize("layers", [2, 128])
 def test_models_build_and_learn_at_any_depth(name, layers, graph):
