@@ -1,5 +1,5 @@
 # Two commands set everything up on a fresh machine:
-#   make demo   -- .venv + package, then train on the built-in synthetic graph
+#   make demo   -- .venv + package (and matplotlib), then train on the built-in synthetic graph and draw its report
 #   make test   -- .venv + package with the test extra, then the whole test suite
 PYTHON ?= python3
 VENV   := .venv
@@ -20,6 +20,10 @@ $(VENV)/.installed: $(VENV)/.base pyproject.toml
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
+$(VENV)/.installed-plot: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[plot]'
+	touch $@
+
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
@@ -30,8 +34,9 @@ $(VENV)/.installed-bench: $(VENV)/.installed
 
 install: $(VENV)/.installed
 
-demo: $(VENV)/.installed
+demo: $(VENV)/.installed-plot
 	$(VENV)/bin/fullgraph train --out runs/demo --overwrite
+	$(VENV)/bin/fullgraph report runs/demo --out runs/demo/report
 
 test: $(VENV)/.installed-test
 	$(PY) -m pytest -q

@@ -21,6 +21,7 @@ from fullgraph.config import ModelOptions, TrainConfig, load_toml
 from fullgraph.options import choices, options_of
 from fullgraph.cli_data import add_data_commands, cmd_convert, cmd_datasets, cmd_generate
 from fullgraph.cli_plan import add_plan_command, cmd_plan
+from fullgraph.cli_report import add_report_command, cmd_report
 from fullgraph.errors import InputError
 from fullgraph.train.metrics import METRIC_NAMES
 
@@ -83,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     part.add_argument("--out", required=True, help="a new folder, or one holding an earlier partition")
     add_data_commands(sub, _Parser)
     add_plan_command(sub)
+    add_report_command(sub)
     for name, what in (("evaluate", "the split metrics of a trained run's model, recomputed from RUN/model.pt"),
                        ("predict", "class predictions, probabilities and embeddings of a trained run's model")):
         use = sub.add_parser(name, help=what, description=what[0].upper() + what[1:] + ".")
@@ -261,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_evaluate(args)
         if args.command == "plan":
             return cmd_plan(args)
+        if args.command == "report":
+            return cmd_report(args)
         if args.command == "predict":
             return cmd_predict(args, argv)
         return cmd_datasets(args)
