@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 
 from fullgraph.config import TrainConfig
 from fullgraph.errors import InputError
@@ -39,6 +40,8 @@ def add_plan_command(sub) -> None:
                                                         "graph parallelism with (default: cut, and cache, one)")
     p.add_argument("--bandwidth-gbps", type=float, default=10.0, help="link rate, Gbit/s (default 10)")
     p.add_argument("--latency-us", type=float, default=50.0, help="per-message latency, microseconds (default 50)")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads of one rank, for timing the kernels "
+                                                          "(default: this machine's cores / --nprocs, at least 1)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -84,7 +87,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         fits = [o for o in fits if o["parallel"] == args.layout]
     graph = load_graph(TrainConfig.of(**base))
     network = Network(args.bandwidth_gbps, args.latency_us)
-    rows = [plan_layout(graph, base, o, args, Kernels.calibrate(), network) for o in fits]
+    kernels = Kernels.calibrate(threads=args.threads or max(1, (os.cpu_count() or 1) // args.nprocs))
+    rows = [plan_layout(graph, base, o, args, kernels, network) for o in fits]
     rows.sort(key=lambda r: r["epoch_s"])
     result = {"graph": graph.name, "nodes": graph.num_nodes, "edges": graph.num_edges, "model": args.model,
               "layers": args.layers, "hidden": args.hidden, "nprocs": args.nprocs,

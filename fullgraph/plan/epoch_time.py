@@ -37,17 +37,29 @@ class Network:
 
 @dataclass(frozen=True)
 class Kernels:
-    """This machine's rates: seconds per (stored non-zero × column) of a sparse product, and per
-    multiply-add of a dense one."""
+    """This machine's rates: seconds per (stored non-zero × column) of a sparse product, per
+    multiply-add of a dense one, and the fixed cost of one pass of one layer over a block (dispatch,
+    autograd and indexing: what a pipeline pays once per chunk, however small the chunk)."""
 
     spmm_s: float
     gemm_s: float
+    step_s: float = 0.0
 
     @classmethod
-    def calibrate(cls, width: int = 64, nodes: int = 20_000, degree: int = 16, repeat: int = 3,
+    def calibrate(cls, threads: int = 1, width: int = 64, nodes: int = 20_000, degree: int = 16, repeat: int = 3,
                   seed: int = 0) -> "Kernels":
         """Time ``torch.sparse.mm`` (CSR, ``nodes × nodes``, ``degree`` per row) against a
-        ``nodes × width`` matrix, and a ``nodes × width × width`` matmul; the fastest of ``repeat``."""
+        ``nodes × width`` matrix, and a ``nodes × width × width`` matmul, the fastest of ``repeat``,
+        on ``threads`` threads (a rank's)."""
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            return cls._timed(width, nodes, degree, repeat, seed)
+        finally:
+            torch.set_num_threads(before)
+
+    @classmethod
+    def _timed(cls, width: int, nodes: int, degree: int, repeat: int, seed: int) -> "Kernels":
         g = torch.Generator().manual_seed(seed)
         nnz = nodes * degree
         crow = torch.arange(0, nnz + 1, degree, dtype=torch.int64)
@@ -62,11 +74,33 @@ class Kernels:
             x @ w
             t2 = time.perf_counter()
             best_s, best_g = min(best_s, t1 - t0), min(best_g, t2 - t1)
-        return cls(best_s / (nnz * width), best_g / (nodes * width * width))
+        return cls(best_s / (nnz * width), best_g / (nodes * width * width), _step_seconds(seed))
 
-    def layer_seconds(self, rows: int, src_rows: int, nnz: int, d_in: int, d_out: int) -> float:
-        """One layer's forward: the product at its narrower width, the transform of the rows read."""
-        return nnz * min(d_in, d_out) * self.spmm_s + max(rows, src_rows) * d_in * d_out * self.gemm_s
+    def layer_seconds(self, rows: int, src_rows: int, nnz: int, d_in: int, d_out: int, passes: int = 1) -> float:
+        """One layer's forward over ``passes`` blocks: the product at its narrower width, the
+        transform of the rows read, and each pass's fixed cost."""
+        return (nnz * min(d_in, d_out) * self.spmm_s + max(rows, src_rows) * d_in * d_out * self.gemm_s
+                + passes * self.step_s)
+
+
+def _step_seconds(seed: int, repeat: int = 30) -> float:
+    """A GCN layer's forward and backward over a 32-node block, per layer and pass (median of
+    ``repeat``): the cost that does not shrink with the block."""
+    import statistics
+
+    from fullgraph.data.synthetic import planted_partition
+    from fullgraph.models import build_model
+    from fullgraph.ops import Block
+
+    g = planted_partition(num_nodes=32, num_classes=2, num_features=8, seed=seed)
+    model = build_model("gcn", 8, 2, layers=2, hidden=8, dropout=0.0)
+    block = Block.from_graph(g, "gcn")
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        model(block, g.x).sum().backward()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) / 2 / 3  # two layers; a pass is one of forward, backward's two
 
 
 @dataclass(frozen=True)
@@ -107,7 +141,7 @@ class EpochEstimate:
 def estimate_epoch(work: RankWork, kernels: Kernels, network: Network, evaluate: bool = True) -> EpochEstimate:
     """The epoch time of the rank doing ``work`` (see the module docstring): training is a forward
     and a backward of about twice its cost; an evaluation adds one more forward."""
-    forward = sum(kernels.layer_seconds(work.rows, work.src_rows, work.nnz, a, b)
+    forward = sum(kernels.layer_seconds(work.rows, work.src_rows, work.nnz, a, b, work.chunks)
                   for a, b in zip(work.dims, work.dims[1:]))
     compute = forward * (3 + (1 if evaluate else 0))
     bubble = compute * (work.stages - 1) / work.chunks if work.stages > 1 else 0.0

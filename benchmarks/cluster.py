@@ -1,0 +1,190 @@
+"""An emulated cluster: each rank in its own network namespace, linked through rate-limited veth pairs,
+and the measured epoch time of graph parallelism, the pipeline and the hybrid next to ``fullgraph
+plan``'s estimate (issue 14 §2; GNNPipe Table 3's claim: fewer bytes win where links are slow).
+
+Needs root (``ip netns``, ``tc``). Every rank's namespace gets one veth, its peer on a bridge in the
+root namespace; ``tc tbf`` limits both directions of every veth to ``--rates`` Gbit/s (``netem`` is
+not available here, so latency is the kernel's own). The namespaces, veths and bridge are removed at
+the end, also on failure or Ctrl-C.
+
+    sudo .venv/bin/python benchmarks/cluster.py                                # default grid
+    .venv/bin/python benchmarks/cluster.py --graphs squirrel --models gcn --depths 16 --rates 0.1,1
+
+All ranks share this machine's cores, so the compute of one emulated node is that of one process
+among ``--nprocs`` on ``os.cpu_count()`` cores; the estimate divides the calibrated kernel rates by
+that share, so that it predicts this emulation, not a real cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _harness import REPO, print_header, write_json
+
+sys.path.insert(0, str(REPO))
+
+from fullgraph.config import TrainConfig  # noqa: E402
+from fullgraph.data.load import load_graph  # noqa: E402
+from fullgraph.parallel.setup import prepare_run  # noqa: E402
+
+PREFIX, BRIDGE, SUBNET, PORT = "fgc", "fgcbr0", "10.77.0", 29533
+HIDDEN = {"squirrel": 1000, "coauthor-physics": 100}
+LAYOUTS = {"graph": dict(parallel="graph"), "pipeline": dict(parallel="pipeline"),
+           "hybrid 2x2": dict(parallel="hybrid", stages=2, graph_ways=2)}
+
+
+def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=check, capture_output=True, text=True)
+
+
+class Cluster:
+    """``n`` namespaces on a bridge, every link limited to ``rate_gbit``; removed on exit."""
+
+    def __init__(self, n: int, rate_gbit: float):
+        self.n, self.rate = n, rate_gbit
+
+    def __enter__(self) -> "Cluster":
+        self.remove()  # leftovers of an interrupted run
+        sh("ip", "link", "add", BRIDGE, "type", "bridge")
+        sh("ip", "link", "set", BRIDGE, "up")
+        for i in range(self.n):
+            ns, host, inner = f"{PREFIX}{i}", f"{PREFIX}h{i}", f"{PREFIX}n{i}"
+            sh("ip", "netns", "add", ns)
+            sh("ip", "link", "add", host, "type", "veth", "peer", "name", inner)
+            sh("ip", "link", "set", inner, "netns", ns)
+            sh("ip", "link", "set", host, "master", BRIDGE)
+            sh("ip", "link", "set", host, "up")
+            sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{SUBNET}.{i + 1}/24", "dev", inner)
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", inner, "up")
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+            for prefix, dev in ((["ip", "netns", "exec", ns], inner), ([], host)):  # both directions
+                sh(*prefix, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{self.rate}gbit",
+                   "burst", f"{max(64, int(self.rate * 1e9 / 8 / 250 / 1024))}kb", "latency", "200ms")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+    def remove(self) -> None:
+        for i in range(self.n):
+            sh("ip", "netns", "del", f"{PREFIX}{i}", check=False)
+            sh("ip", "link", "del", f"{PREFIX}h{i}", check=False)
+        sh("ip", "link", "del", BRIDGE, check=False)
+
+    def run_ranks(self, argv: list[str], out: Path, timeout: float) -> dict:
+        """``fullgraph train ARGV`` with one rank per namespace (torchrun's environment variables)."""
+        procs = []
+        for i in range(self.n):
+            env = dict(os.environ, RANK=str(i), WORLD_SIZE=str(self.n), LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
+                       MASTER_ADDR=f"{SUBNET}.1", MASTER_PORT=str(PORT), GLOO_SOCKET_IFNAME=f"{PREFIX}n{i}",
+                       OMP_NUM_THREADS="1")
+            cmd = ["ip", "netns", "exec", f"{PREFIX}{i}", sys.executable, "-m", "fullgraph", "train", *argv,
+                   "--out", str(out), "--overwrite"]
+            procs.append(subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                          text=True))
+        try:
+            outputs = [p.communicate(timeout=timeout)[0] for p in procs]
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            return {"error": f"timed out after {timeout:.0f} s"}
+        if any(p.returncode for p in procs):
+            bad = next(i for i, p in enumerate(procs) if p.returncode)
+            return {"error": f"rank {bad} exited {procs[bad].returncode}: {outputs[bad][-400:]}"}
+        return json.loads((out / "summary.json").read_text())
+
+
+def estimate(graph, base: dict, layout: dict, nprocs: int, rate: float, share: float) -> dict:
+    """``fullgraph plan``'s row for this layout, its kernels slowed to the rank's share of the cores."""
+    from fullgraph.cli_plan import plan_layout
+    from fullgraph.plan.epoch_time import Kernels, Network
+
+    k = Kernels.calibrate(threads=1)  # each rank runs one thread
+    args = argparse.Namespace(nprocs=nprocs, chunks=0, partition_dir=None)
+    return plan_layout(graph, base, layout, args, Kernels(k.spmm_s / share, k.gemm_s / share),
+                       Network(rate, latency_us=50.0))
+
+
+def cell(graph, name: str, root: str, model: str, depth: int, layout: str, rate: float, a, cluster) -> dict:
+    base = dict(dataset=name, root=root, model=model, layers=depth, hidden=HIDDEN.get(name, 64))
+    cfg = TrainConfig.of(**base, nprocs=a.nprocs, **LAYOUTS[layout])
+    flags = prepare_run(cfg).flags()  # partitions and chunks, cut once here (cached), read by every rank
+    opts = {**base, **LAYOUTS[layout], "nprocs": a.nprocs, "epochs": a.epochs, "eval_every": 1,
+            "progress": "none", "threads": 1, "comm_timeout": 600}
+    argv = [x for k, v in opts.items() for x in (f"--{k.replace('_', '-')}", str(v))] + flags
+    with tempfile.TemporaryDirectory(prefix="fg-cluster-") as out:
+        t0 = time.perf_counter()
+        summary = cluster.run_ranks(argv, Path(out), a.timeout)
+        wall = time.perf_counter() - t0
+    est = estimate(graph, base, LAYOUTS[layout], a.nprocs, rate, share=min(1.0, (os.cpu_count() or 1) / a.nprocs))
+    row = {"graph": name, "model": model, "depth": depth, "layout": layout, "rate_gbit": rate,
+           "estimate_s": est["epoch_s"], "plan_bytes": est["bytes_per_epoch"], "wall_s": wall}
+    if "error" in summary:
+        return row | {"error": summary["error"]}
+    return row | {"epoch_s": summary["epoch_time_s"], "bytes": sum(summary["comm_bytes_per_epoch"].values()),
+                  "ratio": est["epoch_s"] / summary["epoch_time_s"]}
+
+
+def print_cells(rows: list[dict]) -> None:
+    print("\n| graph | model | L | Gbit/s | layout | measured s | plan s | plan/measured | MiB/epoch | fastest | plan picks |")
+    print("| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | --- |")
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["graph"], r["model"], r["depth"], r["rate_gbit"]), []).append(r)
+    for key, rs in groups.items():
+        ok = [r for r in rs if "epoch_s" in r]
+        fastest = min(ok, key=lambda r: r["epoch_s"])["layout"] if ok else "-"
+        picked = min(rs, key=lambda r: r["estimate_s"])["layout"]
+        for r in rs:
+            measured = f"{r['epoch_s']:.3g}" if "epoch_s" in r else f"failed: {r['error'][:60]}"
+            ratio = f"{r['ratio']:.2f}" if "ratio" in r else "-"
+            print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]:g} | {r['layout']} | {measured} | {r['estimate_s']:.3g} | "
+                  f"{ratio} | {r['plan_bytes'] / 2**20:.1f} | {fastest} | {picked} |", flush=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--root", default=str(REPO.parent / "shared" / "data"))
+    ap.add_argument("--graphs", default="squirrel,coauthor-physics")
+    ap.add_argument("--models", default="gcn,gcnii")
+    ap.add_argument("--depths", default="16,32")
+    ap.add_argument("--rates", default="0.1,1,10", help="link rates, Gbit/s")
+    ap.add_argument("--layouts", default=",".join(LAYOUTS))
+    ap.add_argument("--nprocs", type=int, default=4)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--out", default="runs/bench_cluster.json")
+    a = ap.parse_args()
+    if os.geteuid() != 0 or not (shutil.which("ip") and shutil.which("tc")):
+        print("cluster.py needs root and the ip and tc commands (network namespaces, veth pairs, tbf): not here")
+        return 2
+    print_header()
+    print(f"* configuration: {a.nprocs} ranks, one network namespace each; graphs {a.graphs}, models {a.models}, "
+          f"depths {a.depths}, rates {a.rates} Gbit/s, {a.epochs} epochs (median epoch after the first)")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the finally below removes the namespaces
+    rows = []
+    for name in a.graphs.split(","):
+        graph = load_graph(TrainConfig.of(dataset=name, root=a.root))
+        for rate in [float(r) for r in a.rates.split(",")]:
+            with Cluster(a.nprocs, rate) as cluster:
+                for model in a.models.split(","):
+                    for depth in [int(d) for d in a.depths.split(",")]:
+                        for layout in a.layouts.split(","):
+                            rows.append(cell(graph, name, a.root, model, depth, layout, rate, a, cluster))
+                            print(json.dumps(rows[-1]), flush=True)
+                            write_json(a.out, {"rows": rows})
+    print_cells(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
