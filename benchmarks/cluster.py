@@ -94,9 +94,11 @@ class Cluster:
         try:
             outputs = [p.communicate(timeout=timeout)[0] for p in procs]
         except subprocess.TimeoutExpired:
-            for p in procs:
-                p.kill()
             return {"error": f"timed out after {timeout:.0f} s"}
+        finally:  # a timeout, a failed rank or Ctrl-C: no rank outlives the run
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
         if any(p.returncode for p in procs):
             bad = next(i for i, p in enumerate(procs) if p.returncode)
             return {"error": f"rank {bad} exited {procs[bad].returncode}: {outputs[bad][-400:]}"}
