@@ -367,9 +367,6 @@ class TrainConfig:
         """Every option by name, with its value: what ``config.json`` holds and ``of`` takes back."""
         return {name: getattr(getattr(self, s), attr) for name, (s, attr) in _PLACES.items()}
 
-    def to_dict(self) -> dict:
-        return self.options()
-
     def with_options(self, **changes) -> TrainConfig:
         """A copy with some options changed, validated anew."""
         return TrainConfig.of(**(self.options() | changes))

@@ -60,7 +60,7 @@ def write_run_config(cfg: TrainConfig, *, replace: bool = False) -> None:
     for name in earlier:
         (out / name).unlink()
     shutil.rmtree(out / CHECKPOINT_DIR, ignore_errors=True)
-    write_json_atomic(out / CONFIG_FILE, cfg.to_dict())
+    write_json_atomic(out / CONFIG_FILE, cfg.options())
 
 
 def read_run_config(run: str | Path) -> dict:
@@ -90,7 +90,7 @@ def resume_config(given: dict, resume: str) -> tuple[TrainConfig, bool]:
         if not complete_checkpoints(cfg.run.out):
             return cfg, False
         saved = read_run_config(cfg.run.out)
-        differ = sorted(k for k, v in cfg.to_dict().items()
+        differ = sorted(k for k, v in cfg.options().items()
                         if k not in MAY_CHANGE + SET_BY_LAUNCHER and saved.get(k) != v)
         if differ:
             raise InputError(f"expected the options of the run in {cfg.run.out} with --resume auto (these differ: "

@@ -352,7 +352,7 @@ class Trainer:
             val_loss=best["val_loss"], metric=self.metric, val_metric=best["val_metric"],
             test_metric=best["test_metric"], train_metric=best["train_metric"],
             epoch_time_s=statistics.median(times[1:] if len(times) > 1 else times),
-            peak_rss_bytes=int(max(rss)), final_loss=losses[-1], losses=losses, config=cfg.to_dict(),
+            peak_rss_bytes=int(max(rss)), final_loss=losses[-1], losses=losses, config=cfg.options(),
             graph=e.summary(), environment=environment(),
         )
         result.peak_rss_bytes_per_rank = [int(r) for r in rss]
@@ -381,7 +381,7 @@ class Trainer:
 
         graph = {"name": e.name, "features": e.in_dim, "classes": e.num_classes}
         save_model(Path(cfg.run.out) / MODEL_FILE, state=state, args=model_args(cfg, e.in_dim, e.num_classes),
-                   graph=graph, config=cfg.to_dict(), metrics=dict(best))
+                   graph=graph, config=cfg.options(), metrics=dict(best))
 
     def close(self) -> None:
         if self.writer is not None:
