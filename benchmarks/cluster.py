@@ -10,9 +10,10 @@ the end, also on failure or Ctrl-C.
     sudo .venv/bin/python benchmarks/cluster.py                                # default grid
     .venv/bin/python benchmarks/cluster.py --graphs squirrel --models gcn --depths 16 --rates 0.1,1
 
-All ranks share this machine's cores, so the compute of one emulated node is that of one process
-among ``--nprocs`` on ``os.cpu_count()`` cores; the estimate divides the calibrated kernel rates by
-that share, so that it predicts this emulation, not a real cluster.
+All ranks share this machine's cores, so an emulated node computes as one process among ``--nprocs``
+on ``os.cpu_count()`` cores: the estimate is the plan's with ``cores`` set (no faster than all ranks'
+compute over the cores), so that it predicts this emulation, not a real cluster. Measured and
+estimated epochs both include the evaluation (``--eval-every 1``), as the plan's bytes do.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -82,15 +84,23 @@ class Cluster:
 
     def run_ranks(self, argv: list[str], out: Path, timeout: float) -> dict:
         """``fullgraph train ARGV`` with one rank per namespace (torchrun's environment variables)."""
+        outputs = self._run(["-m", "fullgraph", "train", *argv, "--out", str(out), "--overwrite"], timeout)
+        return outputs if isinstance(outputs, dict) else json.loads((out / "summary.json").read_text())
+
+    def probe(self) -> dict:
+        """The link's measured bandwidth and per-message latency (``_link_probe.py``)."""
+        outputs = self._run([str(Path(__file__).with_name("_link_probe.py")), str(self.rate)], 120)
+        return outputs if isinstance(outputs, dict) else json.loads(outputs[0].strip().splitlines()[-1])
+
+    def _run(self, args: list[str], timeout: float) -> list[str] | dict:
+        """``python ARGS`` in every namespace at once: their outputs, or ``{"error": ..}``."""
         procs = []
         for i in range(self.n):
             env = dict(os.environ, RANK=str(i), WORLD_SIZE=str(self.n), LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
                        MASTER_ADDR=f"{SUBNET}.1", MASTER_PORT=str(PORT), GLOO_SOCKET_IFNAME=f"{PREFIX}n{i}",
                        OMP_NUM_THREADS="1")
-            cmd = ["ip", "netns", "exec", f"{PREFIX}{i}", sys.executable, "-m", "fullgraph", "train", *argv,
-                   "--out", str(out), "--overwrite"]
-            procs.append(subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                          text=True))
+            procs.append(subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}{i}", sys.executable, *args], env=env,
+                                          cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
         try:
             outputs = [p.communicate(timeout=timeout)[0] for p in procs]
         except subprocess.TimeoutExpired:
@@ -102,21 +112,30 @@ class Cluster:
         if any(p.returncode for p in procs):
             bad = next(i for i, p in enumerate(procs) if p.returncode)
             return {"error": f"rank {bad} exited {procs[bad].returncode}: {outputs[bad][-400:]}"}
-        return json.loads((out / "summary.json").read_text())
+        return outputs
 
 
-def estimate(graph, base: dict, layout: dict, nprocs: int, rate: float, share: float) -> dict:
-    """``fullgraph plan``'s row for this layout, its kernels slowed to the rank's share of the cores."""
-    from fullgraph.cli_plan import plan_layout
-    from fullgraph.plan.epoch_time import Kernels, Network
+def estimate(graph, base: dict, layout: dict, nprocs: int, network, timers: dict) -> dict:
+    """``fullgraph plan``'s row for this layout, its ranks (one thread each) sharing this machine's cores."""
+    from fullgraph.cli_plan import build_planned_model, plan_layout
+    from fullgraph.plan.epoch_time import LayerTimer
 
-    k = Kernels.calibrate(threads=1)  # each rank runs one thread
+    key = (base["dataset"], base["model"], base["layers"])
+    if key not in timers:  # one timer per model: its layer timings serve every layout and rate
+        timers[key] = LayerTimer(build_planned_model(TrainConfig.of(**base), graph), graph.x, threads=1)
     args = argparse.Namespace(nprocs=nprocs, chunks=0, partition_dir=None)
-    return plan_layout(graph, base, layout, args, Kernels(k.spmm_s / share, k.gemm_s / share),
-                       Network(rate, latency_us=50.0))
+    return plan_layout(graph, base, layout, args, timers[key], network, cores=os.cpu_count() or 1)
 
 
-def cell(graph, name: str, root: str, model: str, depth: int, layout: str, rate: float, a, cluster) -> dict:
+def measured_epoch(out: Path) -> float:
+    """The median over epochs 2.. of training plus evaluation (the plan's epoch evaluates too)."""
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    times = [r["epoch_time_s"] + r.get("eval_time_s", 0.0) for r in records]
+    return statistics.median(times[1:] if len(times) > 1 else times)
+
+
+def cell(graph, name: str, root: str, model: str, depth: int, layout: str, network, a, cluster,
+         timers: dict) -> dict:
     base = dict(dataset=name, root=root, model=model, layers=depth, hidden=HIDDEN.get(name, 64))
     cfg = TrainConfig.of(**base, nprocs=a.nprocs, **LAYOUTS[layout])
     flags = prepare_run(cfg).flags()  # partitions and chunks, cut once here (cached), read by every rank
@@ -127,13 +146,31 @@ def cell(graph, name: str, root: str, model: str, depth: int, layout: str, rate:
         t0 = time.perf_counter()
         summary = cluster.run_ranks(argv, Path(out), a.timeout)
         wall = time.perf_counter() - t0
-    est = estimate(graph, base, LAYOUTS[layout], a.nprocs, rate, share=min(1.0, (os.cpu_count() or 1) / a.nprocs))
-    row = {"graph": name, "model": model, "depth": depth, "layout": layout, "rate_gbit": rate,
+        if "error" not in summary:
+            summary["epoch_s"] = measured_epoch(Path(out))
+    est = estimate(graph, base, LAYOUTS[layout], a.nprocs, network, timers)
+    row = {"graph": name, "model": model, "depth": depth, "layout": layout, "rate_gbit": cluster.rate,
+           "link_gbps": network.bandwidth_gbps, "link_exchange_gbps": network.exchange_gbps,
+           "link_latency_us": network.latency_us,
            "estimate_s": est["epoch_s"], "plan_bytes": est["bytes_per_epoch"], "wall_s": wall}
     if "error" in summary:
         return row | {"error": summary["error"]}
-    return row | {"epoch_s": summary["epoch_time_s"], "bytes": sum(summary["comm_bytes_per_epoch"].values()),
-                  "ratio": est["epoch_s"] / summary["epoch_time_s"]}
+    return row | {"epoch_s": summary["epoch_s"], "train_s": summary["epoch_time_s"],
+                  "bytes": sum(summary["comm_bytes_per_epoch"].values()), "ratio": est["epoch_s"] / summary["epoch_s"]}
+
+
+def link_network(cluster):
+    """The plan's network for this cluster: the link as measured (a tbf-limited veth delivers less than
+    its nominal rate, and gloo adds its own cost to every message), the nominal rate if the probe fails."""
+    from fullgraph.plan.epoch_time import Network
+
+    link = cluster.probe()
+    if "error" in link:
+        print(f"* link probe failed ({link['error'][:200]}); planning with the nominal {cluster.rate} Gbit/s")
+        return Network(cluster.rate)
+    print(f"* link at a nominal {cluster.rate:g} Gbit/s: measured {link['gbps']:.3g} Gbit/s point to point, "
+          f"{link['exchange_gbps']:.3g} Gbit/s in an all-to-all, {link['latency_us']:.0f} us per message", flush=True)
+    return Network(link["gbps"], link["latency_us"], link["exchange_gbps"])
 
 
 def print_cells(rows: list[dict]) -> None:
@@ -173,15 +210,16 @@ def main() -> int:
     print(f"* configuration: {a.nprocs} ranks, one network namespace each; graphs {a.graphs}, models {a.models}, "
           f"depths {a.depths}, rates {a.rates} Gbit/s, {a.epochs} epochs (median epoch after the first)")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the finally below removes the namespaces
-    rows = []
+    rows, timers = [], {}
     for name in a.graphs.split(","):
         graph = load_graph(TrainConfig.of(dataset=name, root=a.root))
         for rate in [float(r) for r in a.rates.split(",")]:
             with Cluster(a.nprocs, rate) as cluster:
+                network = link_network(cluster)
                 for model in a.models.split(","):
                     for depth in [int(d) for d in a.depths.split(",")]:
                         for layout in a.layouts.split(","):
-                            rows.append(cell(graph, name, a.root, model, depth, layout, rate, a, cluster))
+                            rows.append(cell(graph, name, a.root, model, depth, layout, network, a, cluster, timers))
                             print(json.dumps(rows[-1]), flush=True)
                             write_json(a.out, {"rows": rows})
     print_cells(rows)

@@ -74,7 +74,7 @@ def label(o: dict) -> str:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from fullgraph.data.load import load_graph
-    from fullgraph.plan.epoch_time import Kernels, Network
+    from fullgraph.plan.epoch_time import LayerTimer, Network
 
     if args.nprocs < 2:
         raise InputError(f"expected --nprocs >= 2 to plan a layout (got {args.nprocs})")
@@ -87,8 +87,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         fits = [o for o in fits if o["parallel"] == args.layout]
     graph = load_graph(TrainConfig.of(**base))
     network = Network(args.bandwidth_gbps, args.latency_us)
-    kernels = Kernels.calibrate(threads=args.threads or max(1, (os.cpu_count() or 1) // args.nprocs))
-    rows = [plan_layout(graph, base, o, args, kernels, network) for o in fits]
+    timer = LayerTimer(build_planned_model(TrainConfig.of(**base), graph), graph.x,
+                       threads=args.threads or max(1, (os.cpu_count() or 1) // args.nprocs))
+    rows = [plan_layout(graph, base, o, args, timer, network) for o in fits]
     rows.sort(key=lambda r: r["epoch_s"])
     result = {"graph": graph.name, "nodes": graph.num_nodes, "edges": graph.num_edges, "model": args.model,
               "layers": args.layers, "hidden": args.hidden, "nprocs": args.nprocs,
@@ -101,19 +102,32 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def plan_layout(graph, base: dict, o: dict, args, kernels, network) -> dict:
-    """One layout's bytes by category, memory per rank and epoch-time estimate."""
-    from fullgraph.plan.epoch_time import estimate_epoch
+def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | None = None) -> dict:
+    """One layout's bytes by category, memory per rank and epoch-time estimate (``timer``: a
+    ``LayerTimer`` of the planned model; ``cores``: the cores all ranks share, when they share them)."""
+    from fullgraph.plan.epoch_time import estimate_layout
+    from fullgraph.plan.rank_work import rank_works
 
     cfg = TrainConfig.of(**base, nprocs=args.nprocs, chunks=args.chunks, **o)
-    mesh, shape = cfg.parallel.mesh, _shape(cfg, graph)
+    mesh, shape = cfg.parallel.mesh, _shape(cfg, graph, timer.model)
     parts = _partition_stats(cfg, graph, mesh.graph_ways, args.partition_dir) if not mesh.spmm else None
     volume = run_volume(cfg, graph, sum(p["halo"] for p in parts) if parts else 0, shape=shape)
-    work = _rank_work(cfg, graph, shape, parts, volume)
-    est = estimate_epoch(work, kernels, network)
+    chunk_src = _chunk_sources(cfg, graph, args.partition_dir) if mesh.stages > 1 else None
+    works = rank_works(cfg, graph, timer.model, shape, _bounds(cfg), parts, volume, chunk_src)
+    est = estimate_layout(works, timer.model, timer, network, cores=cores, threads=timer.threads)
     return {"layout": label(o), "options": o, "bytes_per_epoch": sum(volume.values()), "by_category": volume,
             "peak_bytes_per_rank": _peak_per_rank(cfg, graph, parts), "epoch_s": est.total_s,
-            "compute_s": est.compute_s, "comm_s": est.comm_s, "bubble_s": est.bubble_s}
+            "compute_s": est.compute_s + est.contention_s, "comm_s": est.comm_s, "bubble_s": est.bubble_s,
+            "eval_s": est.eval_s}
+
+
+def build_planned_model(cfg, graph):
+    """The model ``cfg`` trains, built as training would (what the plan times and counts)."""
+    from fullgraph.models import build_model
+
+    m = cfg.model
+    return build_model(m.name, graph.num_features, graph.num_classes, layers=m.layers, hidden=m.hidden,
+                       dropout=m.dropout, heads=m.heads, norm=m.norm)
 
 
 def run_volume(cfg: TrainConfig, graph, halo_rows: int, *, evaluate: bool = True, shape=None) -> dict[str, int]:
@@ -140,14 +154,11 @@ def _bounds(cfg) -> list[tuple[int, int]]:
     return stage_bounds(cfg.model.layers, cfg.parallel.mesh.stages, cfg.parallel.stage_layer_list)
 
 
-def _shape(cfg, graph):
-    from fullgraph.models import build_model
+def _shape(cfg, graph, model=None):
     from fullgraph.plan.volumes import ModelShape
 
-    m = cfg.model
-    model = build_model(m.name, graph.num_features, graph.num_classes, layers=m.layers, hidden=m.hidden,
-                        dropout=m.dropout, heads=m.heads, norm=m.norm)
-    return ModelShape.of(m.name, model, graph.num_features, graph.num_classes, graph.x.layout != _strided())
+    model = build_planned_model(cfg, graph) if model is None else model
+    return ModelShape.of(cfg.model.name, model, graph.num_features, graph.num_classes, graph.x.layout != _strided())
 
 
 def _strided():
@@ -168,26 +179,20 @@ def _partition_stats(cfg, graph, ways: int, partition_dir: str | None) -> list[d
     return load_meta(prepare_partition_dir(cfg, ways, graph=graph))["part_stats"]
 
 
-def _rank_work(cfg, graph, shape, parts, volume: dict):
-    """The slowest rank's share (``RankWork``): rows, non-zeros, widths, sends and messages."""
-    from fullgraph.plan.epoch_time import RankWork
+def _chunk_sources(cfg, graph, partition_dir: str | None) -> list[int] | None:
+    """Per part, the source rows of its chunks together (``plan.rank_work.chunk_sources``), from the
+    chunk map ``fullgraph train`` would use (cut and cached like the partition)."""
+    from fullgraph.parallel.setup import node_parts, prepare_chunk_file, prepare_partition_dir
+    from fullgraph.partition.chunks import load_chunks
+    from fullgraph.plan.rank_work import chunk_sources
 
-    mesh, P = cfg.parallel.mesh, cfg.parallel.nprocs
-    dims = (*shape.input_widths, graph.num_classes)
-    sent = sum(v for k, v in volume.items() if not k.startswith("meta/")) / P
-    if mesh.spmm:
-        rows = math.ceil(graph.num_nodes / mesh.block_rows)
-        overlapped = sum(v for k, v in volume.items() if "spmm/bcast" in k) / P if cfg.parallel.overlap else 0
-        return RankWork(rows, rows, math.ceil(graph.num_edges / P), dims, bytes_sent=sent,
-                        overlapped_bytes=overlapped, messages=2 * len(dims) * (mesh.block_rows + 2 * P))
-    S, K = mesh.stages, cfg.parallel.num_chunks if mesh.stages > 1 else 1
-    worst = max(parts, key=lambda p: p["inner"] + p["halo"])
-    layers = max(b - a for a, b in _bounds(cfg))
-    stage_dims = dims[:layers + 1] if S > 1 else dims
-    pipe = sum(v for k, v in volume.items() if "pipe/" in k) / P
-    messages = (2 * (mesh.graph_ways - 1) * len(dims) * K + 2 * mesh.graph_ways) + (3 * K if S > 1 else 0)
-    return RankWork(worst["inner"], worst["inner"] + worst["halo"], worst["edges"] + worst["inner"], stage_dims,
-                    stages=S, chunks=K, bytes_sent=sent, overlapped_bytes=pipe, messages=messages)
+    if cfg.parallel.chunk_edges == "induced":
+        return None
+    ways = cfg.parallel.mesh.graph_ways
+    pdir = partition_dir if partition_dir is not None else prepare_partition_dir(cfg, ways, graph=graph)
+    node_chunk = load_chunks(prepare_chunk_file(cfg, pdir, graph=graph), graph.num_nodes, cfg.parallel.num_chunks)
+    return chunk_sources(graph.indptr, graph.indices, node_parts(pdir, graph.num_nodes), node_chunk, ways,
+                         cfg.parallel.num_chunks)
 
 
 def _peak_per_rank(cfg, graph, parts) -> int:
@@ -229,11 +234,12 @@ def render(result: dict) -> list[str]:
     out = [f"# plan: {result['graph']} ({result['nodes']} nodes, {result['edges']} edges), {result['model']} "
            f"{result['layers']} x {result['hidden']}, {result['nprocs']} processes, {net['bandwidth_gbps']:g} Gbit/s, "
            f"{net['latency_us']:g} us", "",
-           "| rank | layout | MiB/epoch | peak MiB/rank | epoch s | compute s | comm s | bubble s |",
-           "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+           "| rank | layout | MiB/epoch | peak MiB/rank | epoch s | train: compute s | comm s | bubble s | eval s |",
+           "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for i, r in enumerate(result["layouts"], 1):
         out.append(f"| {i} | {r['layout']} | {r['bytes_per_epoch'] / 2**20:.2f} | {r['peak_bytes_per_rank'] / 2**20:.0f} "
-                   f"| {r['epoch_s']:.3g} | {r['compute_s']:.3g} | {r['comm_s']:.3g} | {r['bubble_s']:.3g} |")
+                   f"| {r['epoch_s']:.3g} | {r['compute_s']:.3g} | {r['comm_s']:.3g} | {r['bubble_s']:.3g} "
+                   f"| {r['eval_s']:.3g} |")
     out += ["", "bytes per epoch by category:"]
     for r in result["layouts"]:
         out.append(f"  {r['layout']}: " + ", ".join(f"{k} {v}" for k, v in r["by_category"].items()))

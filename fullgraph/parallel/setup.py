@@ -13,7 +13,8 @@ from pathlib import Path
 from fullgraph.data.load import load_graph
 from fullgraph.plan import model_memory_options, variable_bytes
 
-__all__ = ["prepare_partition_dir", "prepare_block_rows_dir", "prepare_chunk_file", "prepare_run", "RunInputs"]
+__all__ = ["prepare_partition_dir", "prepare_block_rows_dir", "prepare_chunk_file", "node_parts", "prepare_run",
+           "RunInputs"]
 
 log = logging.getLogger("fullgraph")
 
@@ -76,18 +77,27 @@ def prepare_partition_dir(cfg, parts: int, out: str | Path | None = None, graph=
 def prepare_chunk_file(cfg, partition_dir, graph=None) -> Path:
     """The node → chunk map of a pipeline / hybrid run: every part of ``partition_dir`` cut into
     ``cfg.parallel.num_chunks`` chunks by ``cfg.parallel.chunker``, written once under the cache folder."""
-    import torch
-
-    from fullgraph.partition import cache_root, load_part
+    from fullgraph.partition import cache_root
     from fullgraph.partition.chunks import cached_chunks
     from fullgraph.partition.store import load_meta
     graph = load_graph(cfg) if graph is None else graph
     parts = int(load_meta(partition_dir)["parts"])
-    node_part = torch.zeros(graph.num_nodes, dtype=torch.int64)
+    return cached_chunks(graph, node_parts(partition_dir, graph.num_nodes), parts, cfg.parallel.num_chunks,
+                         cfg.parallel.chunker, cfg.optimization.seed, cache_root() / "chunks")
+
+
+def node_parts(partition_dir, num_nodes: int):
+    """The node → part map of ``partition_dir`` (read from its parts' inner nodes)."""
+    import torch
+
+    from fullgraph.partition import load_part
+    from fullgraph.partition.store import load_meta
+
+    parts = int(load_meta(partition_dir)["parts"])
+    node_part = torch.zeros(num_nodes, dtype=torch.int64)
     for i in range(parts if parts > 1 else 0):  # one part (a pipeline) is every node: nothing to read
-        node_part[load_part(partition_dir, i).inner] = i
-    return cached_chunks(graph, node_part, parts, cfg.parallel.num_chunks, cfg.parallel.chunker, cfg.optimization.seed,
-                         cache_root() / "chunks")
+        node_part[load_part(partition_dir, i, features=False).inner] = i
+    return node_part
 
 
 def prepare_block_rows_dir(cfg, out: str | Path | None = None, graph=None) -> Path:

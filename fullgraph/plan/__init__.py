@@ -4,12 +4,15 @@
 * :mod:`fullgraph.plan.rank_memory`: what each rank must hold (peak bytes), and the check that
   refuses a run that would not fit.
 * :mod:`fullgraph.plan.epoch_time`: what an epoch takes on a given network (a model, calibrated by
-  timing this machine's kernels).
+  timing the model's own layers on this machine); :mod:`fullgraph.plan.rank_work`: each rank's share of
+  the work and of the traffic, which that model is applied to.
 
 ``fullgraph plan`` (:mod:`fullgraph.cli_plan`) puts them together for every layout of P processes.
 """
 
-from fullgraph.plan.epoch_time import EpochEstimate, Kernels, Network, RankWork, estimate_epoch
+from fullgraph.plan.epoch_time import (
+    EpochEstimate, Kernels, LayerCalls, LayerTimer, Network, RankWork, estimate_epoch, estimate_layout,
+)
 from fullgraph.plan.rank_memory import (
     GIB, MIB, PROCESS_BYTES, check_memory, estimate_peak_bytes, graph_memory_stats, kept_activation_bytes,
     memory_breakdown, model_memory_options, part_memory_stats, partition_memory_stats, variable_bytes,
@@ -19,4 +22,5 @@ from fullgraph.plan.volumes import ModelShape, gcn_product_widths, layout_volume
 __all__ = ["gcn_product_widths", "spmm_volume", "ModelShape", "layout_volume", "estimate_peak_bytes",
            "memory_breakdown", "check_memory", "model_memory_options", "variable_bytes", "graph_memory_stats",
            "part_memory_stats", "partition_memory_stats", "kept_activation_bytes", "GIB", "MIB", "PROCESS_BYTES",
-           "Network", "Kernels", "RankWork", "EpochEstimate", "estimate_epoch"]
+           "Network", "Kernels", "LayerTimer", "LayerCalls", "RankWork", "EpochEstimate", "estimate_epoch",
+           "estimate_layout"]

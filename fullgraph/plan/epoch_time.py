@@ -1,15 +1,25 @@
-"""What an epoch costs in time: the model's kernels timed on this machine, a network of a given
+"""What an epoch costs in time: the model's own layers timed on this machine, a network of a given
 bandwidth and latency, and the pipeline's bubble.
 
-The estimate of one layout is the slowest rank's
+An epoch is a training step and an evaluation. The training step is its slowest rank's
 
-    compute  (its share of the sparse products and dense transforms, forward, backward and the
-              evaluation's forward, at the rates ``Kernels.calibrate`` measured here)
-  + bubble   (a pipeline of S stages and K chunks idles (S - 1) chunk-times per epoch)
-  + exposed communication (its bytes over the bandwidth plus its messages times the latency, less
-              what the layout overlaps with compute: the pipeline's chunk stream runs while other
-              chunks compute, the SpMM layouts broadcast the next block while multiplying this one;
-              a halo exchange or an all-reduce waits in full).
+    compute  (the forward and backward of the layers it owns over its rows: each distinct layer of
+              the real model timed by ``LayerTimer`` on a block of the rank's shape: rows per call,
+              source rows, non-zeros per row and input kind, so that the product order, sparse input
+              features, dropout masks and per-call costs are all in it)
+  + bubble   (a pipeline of S stages and K chunks idles S - 1 chunk-times and chunk transfers while
+              it fills and drains, forward and backward)
+  + exposed communication (the bytes over its link, the busier direction, over the bandwidth, plus
+              its messages times the latency, less what the layout overlaps with compute: the
+              pipeline's chunk stream runs while other chunks compute, the SpMM layouts broadcast the
+              next block while multiplying this one; a halo exchange or an all-reduce waits in full).
+
+The evaluation is one exact forward that goes through the stages one after the other (a pipeline
+evaluates unchunked): the sum over stages of the stage's slowest rank, its halo exchanges and its
+hand-over to the next stage.
+
+Ranks that share one machine's cores (``cores``; ``benchmarks/cluster.py`` emulates a cluster on one
+machine) cannot finish before the compute of all those running at once, divided by the cores, is done.
 
 It is a model, not a measurement: ``benchmarks/cluster.py`` is where it meets measured epochs.
 """
@@ -21,130 +31,291 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Network", "Kernels", "RankWork", "EpochEstimate", "estimate_epoch"]
+__all__ = ["Network", "Kernels", "LayerTimer", "LayerCalls", "Traffic", "RankWork", "EpochEstimate",
+           "estimate_epoch", "estimate_layout"]
 
 
 @dataclass(frozen=True)
 class Network:
-    """Links between the processes: ``bandwidth_gbps`` Gbit/s each way, ``latency_us`` per message."""
+    """Links between the processes: ``bandwidth_gbps`` Gbit/s each way, ``latency_us`` per message,
+    and ``exchange_gbps`` what a link carries when every rank sends to every other at once (an
+    all-to-all; the same as the bandwidth unless measured lower)."""
 
     bandwidth_gbps: float = 10.0
     latency_us: float = 50.0
+    exchange_gbps: float | None = None
 
-    def seconds(self, nbytes: float, messages: float) -> float:
-        return nbytes * 8 / (self.bandwidth_gbps * 1e9) + messages * self.latency_us * 1e-6
+    def seconds(self, nbytes: float, messages: float, exchange_bytes: float = 0.0) -> float:
+        """``nbytes`` point to point and ``exchange_bytes`` all-to-all, in ``messages`` transfers."""
+        return (nbytes * 8 / (self.bandwidth_gbps * 1e9)
+                + exchange_bytes * 8 / ((self.exchange_gbps or self.bandwidth_gbps) * 1e9)
+                + messages * self.latency_us * 1e-6)
+
+
+@dataclass(frozen=True)
+class LayerCalls:
+    """The calls a rank makes of one group of graph layers per pass: ``layers`` (model indices) each
+    run ``calls`` times (chunks), in all over ``rows`` destination rows, ``src_rows`` source rows
+    (its own and those it reads from others: halo or history) and ``nnz`` non-zeros of Â."""
+
+    layers: tuple[int, ...]
+    rows: int
+    src_rows: int
+    nnz: int
+    calls: int = 1
 
 
 @dataclass(frozen=True)
 class Kernels:
-    """This machine's rates: seconds per (stored non-zero × column) of a sparse product, per
-    multiply-add of a dense one, and the fixed cost of one pass of one layer over a block (dispatch,
-    autograd and indexing: what a pipeline pays once per chunk, however small the chunk)."""
+    """Fixed rates, for reasoning and tests: seconds per (non-zero × column) of a sparse product and per
+    multiply-add of a dense one. A training pass is a forward and a backward of twice its cost; the
+    evaluation a forward. ``LayerTimer`` is what ``fullgraph plan`` uses."""
 
     spmm_s: float
     gemm_s: float
-    step_s: float = 0.0
 
-    @classmethod
-    def calibrate(cls, threads: int = 1, width: int = 64, nodes: int = 20_000, degree: int = 16, repeat: int = 3,
-                  seed: int = 0) -> "Kernels":
-        """Time ``torch.sparse.mm`` (CSR, ``nodes × nodes``, ``degree`` per row) against a
-        ``nodes × width`` matrix, and a ``nodes × width × width`` matmul, the fastest of ``repeat``,
-        on ``threads`` threads (a rank's)."""
+    def seconds(self, model, calls: LayerCalls, train: bool) -> float:
+        widths = [*model.layer_input_widths(), _out_width(model)]
+        forward = sum(calls.nnz * min(widths[i], widths[i + 1]) * self.spmm_s
+                      + calls.src_rows * widths[i] * widths[i + 1] * self.gemm_s for i in calls.layers)
+        return forward * (3 if train else 1)
+
+    def post_seconds(self, model, rows: int, train: bool) -> float:
+        return 0.0
+
+
+def _out_width(model) -> int:
+    last = model.layers[-1]
+    return next(p.shape[-1] for p in last.parameters() if p.dim() == 2)
+
+
+class LayerTimer:
+    """Times the model's own layers on this machine, on ``threads`` threads (a rank's).
+
+    A layer is timed once per distinct kind (class, parameter shapes, first or not) and block shape
+    (rows per call, source rows per row, non-zeros per row), on a synthetic block of at most
+    ``max_entries`` activation entries, and scaled by the rows it stands for: forward and backward
+    with dropout masks as training draws them, or the evaluation's forward. The first layer reads
+    rows of the real input features (dense or sparse, as they are), the others random activations.
+    """
+
+    def __init__(self, model, features, threads: int = 1, max_entries: int = 1 << 21, seed: int = 0):
+        self.model, self.threads, self.max_entries, self.seed = model, threads, max_entries, seed
+        if features.layout == torch.sparse_csr:
+            from fullgraph.ops import SparseOp
+
+            features = SparseOp.from_tensor(features)
+        self.features, self.num_rows = features, features.shape[0]
+        self._cache: dict[tuple, float] = {}
+
+    def seconds(self, model, calls: LayerCalls, train: bool) -> float:
+        """The time of ``calls`` (``model`` must be the timer's own)."""
+        if calls.rows == 0 or not calls.layers:
+            return 0.0
+        per_call = calls.rows / calls.calls
+        return calls.calls * sum(self._layer(i, per_call, calls.src_rows / calls.rows, calls.nnz / calls.rows, train)
+                                 for i in calls.layers)
+
+    def post_seconds(self, model, rows: int, train: bool) -> float:
+        """``post`` (the node-wise output map) over ``rows`` rows."""
+        if rows == 0:
+            return 0.0
+        n = self._sample_rows(rows, _out_width(self.model))
+        key = ("post", n, train)
+        if key not in self._cache:
+            self._cache[key] = self._timed(lambda: self._run_post(n, train)) / n
+        return self._cache[key] * rows
+
+    # -- internals
+
+    def _sample_rows(self, rows: float, width: float) -> int:
+        """Rows to time: all of them up to ``max_entries`` entries, at two significant digits (so that
+        parts of nearly the same size share one timing), no more than the graph has."""
+        n = max(1, min(int(rows), int(self.max_entries // max(1.0, width)), self.num_rows))
+        step = 10 ** max(0, len(str(n)) - 2)
+        return max(1, n // step * step)
+
+    def _layer(self, i: int, rows: float, src_ratio: float, degree: float, train: bool) -> float:
+        layer = self.model.layers[i]
+        kind = (type(layer).__name__, tuple(tuple(p.shape) for p in layer.parameters()), i == 0,
+                getattr(layer, "last", None))
+        layers = self.model.layers
+        out = layers[i + 1].in_width if i + 1 < len(layers) else _out_width(self.model)
+        n = self._sample_rows(rows, max(layer.in_width, out) * max(1.0, src_ratio))
+        key = (kind, n, round(src_ratio, 1), round(degree), train)
+        if key not in self._cache:
+            self._cache[key] = self._timed(lambda: self._run_layer(i, n, src_ratio, degree, train)) / n
+        return self._cache[key] * rows
+
+    def _timed(self, fn, repeat: int = 3, budget_s: float = 1.0) -> float:
+        """The fastest of up to ``repeat`` runs after a warm-up (fewer when a run is slow)."""
+        from fullgraph.ops.dropout import keyed_dropout
+
         before = torch.get_num_threads()
-        torch.set_num_threads(threads)
+        torch.set_num_threads(self.threads)
         try:
-            return cls._timed(width, nodes, degree, repeat, seed)
+            with keyed_dropout(self.seed, 1):
+                t0 = time.perf_counter()
+                fn()
+                best = time.perf_counter() - t0
+                spent = best
+                for _ in range(repeat):
+                    if spent > budget_s:
+                        break
+                    t0 = time.perf_counter()
+                    fn()
+                    dt = time.perf_counter() - t0
+                    best, spent = min(best, dt), spent + dt
+                return best
         finally:
             torch.set_num_threads(before)
 
-    @classmethod
-    def _timed(cls, width: int, nodes: int, degree: int, repeat: int, seed: int) -> "Kernels":
-        g = torch.Generator().manual_seed(seed)
-        nnz = nodes * degree
-        crow = torch.arange(0, nnz + 1, degree, dtype=torch.int64)
-        col = torch.randint(0, nodes, (nnz,), generator=g)
-        a = torch.sparse_csr_tensor(crow, col, torch.rand(nnz, generator=g), (nodes, nodes), check_invariants=False)
-        x, w = torch.rand(nodes, width, generator=g), torch.rand(width, width, generator=g)
-        best_s = best_g = float("inf")
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            torch.sparse.mm(a, x)
-            t1 = time.perf_counter()
-            x @ w
-            t2 = time.perf_counter()
-            best_s, best_g = min(best_s, t1 - t0), min(best_g, t2 - t1)
-        return cls(best_s / (nnz * width), best_g / (nodes * width * width), _step_seconds(seed))
+    def _block(self, n: int, src_ratio: float, degree: float):
+        from fullgraph.ops import Block, SparseOp
 
-    def layer_seconds(self, rows: int, src_rows: int, nnz: int, d_in: int, d_out: int, passes: int = 1) -> float:
-        """One layer's forward over ``passes`` blocks: the product at its narrower width, the
-        transform of the rows read, and each pass's fixed cost."""
-        return (nnz * min(d_in, d_out) * self.spmm_s + max(rows, src_rows) * d_in * d_out * self.gemm_s
-                + passes * self.step_s)
+        g = torch.Generator().manual_seed(self.seed)
+        src = min(self.num_rows, max(n, int(round(n * src_ratio))))
+        d = max(1, int(round(degree)))
+        indptr = torch.arange(0, n * d + 1, d, dtype=torch.int64)
+        cols = torch.randint(0, src, (n * d,), generator=g).view(n, d).sort(dim=1).values.flatten()
+        op = SparseOp(indptr, cols, torch.full((n * d,), 1.0 / d), (n, src), symmetric=False)
+        return Block(op, self.model.norm, src_ids=torch.arange(src), dst_ids=torch.arange(n)), src
+
+    def _input(self, i: int, src: int, train: bool):
+        """Layer ``i``'s source rows: the real features through ``pre`` for the first layer, else random."""
+        if i == 0:
+            x = _feature_rows(self.features, src)
+            return self.model.pre(x, torch.arange(src))
+        h = torch.rand(src, self.model.layers[i].in_width, generator=torch.Generator().manual_seed(self.seed))
+        return h.requires_grad_(train)
+
+    def _run_layer(self, i: int, n: int, src_ratio: float, degree: float, train: bool) -> None:
+        block, src = self._block(n, src_ratio, degree)
+        layer, model = self.model.layers[i], self.model
+        h0 = torch.rand(n, model.layers[0].in_width) if model.uses_h0 else None
+        model.train(train)
+        with torch.set_grad_enabled(train):
+            h = self._input(i, src, train)
+            out = layer(block, h, h0)
+            if train:
+                out.backward(torch.ones_like(out))
+        model.zero_grad(set_to_none=True)
+
+    def _run_post(self, n: int, train: bool) -> None:
+        model = self.model
+        model.train(train)
+        with torch.set_grad_enabled(train):
+            h = torch.rand(n, _out_width(model), requires_grad=train)
+            out = model.post(h, torch.arange(n))
+            if train:
+                out.sum().backward()
+        model.zero_grad(set_to_none=True)
 
 
-def _step_seconds(seed: int, repeat: int = 30) -> float:
-    """A GCN layer's forward and backward over a 32-node block, per layer and pass (median of
-    ``repeat``): the cost that does not shrink with the block."""
-    import statistics
+def _feature_rows(features, n: int):
+    """The first ``n`` rows of the input features as the model reads them (dense, or ``SparseOp``)."""
+    from fullgraph.ops import SparseOp
 
-    from fullgraph.data.synthetic import planted_partition
-    from fullgraph.models import build_model
-    from fullgraph.ops import Block
+    if isinstance(features, SparseOp):
+        return features.rows(n)
+    return features[:n]
 
-    g = planted_partition(num_nodes=32, num_classes=2, num_features=8, seed=seed)
-    model = build_model("gcn", 8, 2, layers=2, hidden=8, dropout=0.0)
-    block = Block.from_graph(g, "gcn")
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        model(block, g.x).sum().backward()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) / 2 / 3  # two layers; a pass is one of forward, backward's two
+
+@dataclass(frozen=True)
+class Traffic:
+    """Bytes over a rank's link in its busier direction: ``stream`` point to point (the pipeline's
+    chunks, a ring all-reduce, the SpMM broadcasts), of which ``overlapped`` runs while the rank
+    computes, and ``exchange`` many-to-many (halo all-to-all, which a link carries more slowly:
+    ``Network.exchange_gbps``); ``messages``: the separate transfers."""
+
+    stream: float = 0.0
+    exchange: float = 0.0
+    messages: float = 0.0
+    overlapped: float = 0.0
 
 
 @dataclass(frozen=True)
 class RankWork:
-    """The slowest rank's share of an epoch.
+    """One rank's share of an epoch.
 
     Args:
-        rows, src_rows, nnz: rows it computes, rows it reads (its own and its halo), the non-zeros of
-            its block of Â.
-        dims: the widths through its layers (``dims[i]`` in, ``dims[i+1]`` out).
+        stage: its pipeline stage (0 without one).
+        train, evaluate: its graph layers' calls (``LayerCalls``; the first layer's include ``pre``) in
+            the training step (chunked in a pipeline) and in the evaluation (one exact pass).
+        post_rows: the rows it runs the node-wise output map over (the last stage's).
         stages, chunks: the pipeline's S and K (1, 1 without one).
-        bytes_sent: what it sends per epoch, ``overlapped_bytes`` the part of it the layout overlaps
-            with compute; ``messages``: how many separate transfers it makes.
+        train_traffic, eval_traffic: what crosses its link; the evaluation's ``stream`` is what it
+            hands the next stage, on the evaluation's path through the stages.
     """
 
-    rows: int
-    src_rows: int
-    nnz: int
-    dims: tuple[int, ...]
+    stage: int
+    train: tuple[LayerCalls, ...]
+    evaluate: tuple[LayerCalls, ...]
+    post_rows: int = 0
     stages: int = 1
     chunks: int = 1
-    bytes_sent: float = 0.0
-    overlapped_bytes: float = 0.0
-    messages: float = 0.0
+    train_traffic: Traffic = Traffic()
+    eval_traffic: Traffic = Traffic()
 
 
 @dataclass(frozen=True)
 class EpochEstimate:
+    """The training step's compute, exposed communication, bubble and core contention, and the
+    evaluation's time (its compute and waits along the stages)."""
+
     compute_s: float
     comm_s: float
     bubble_s: float
+    contention_s: float = 0.0
+    eval_s: float = 0.0
 
     @property
     def total_s(self) -> float:
-        return self.compute_s + self.comm_s + self.bubble_s
+        return self.compute_s + self.comm_s + self.bubble_s + self.contention_s + self.eval_s
 
 
-def estimate_epoch(work: RankWork, kernels: Kernels, network: Network, evaluate: bool = True) -> EpochEstimate:
-    """The epoch time of the rank doing ``work`` (see the module docstring): training is a forward
-    and a backward of about twice its cost; an evaluation adds one more forward."""
-    forward = sum(kernels.layer_seconds(work.rows, work.src_rows, work.nnz, a, b, work.chunks)
-                  for a, b in zip(work.dims, work.dims[1:]))
-    compute = forward * (3 + (1 if evaluate else 0))
-    bubble = compute * (work.stages - 1) / work.chunks if work.stages > 1 else 0.0
-    waited = network.seconds(work.bytes_sent - work.overlapped_bytes, work.messages)
-    hidden = network.seconds(work.overlapped_bytes, 0)
+def _compute(work: RankWork, model, kernels, train: bool) -> float:
+    calls = work.train if train else work.evaluate
+    return sum(kernels.seconds(model, c, train) for c in calls) + kernels.post_seconds(model, work.post_rows, train)
+
+
+def estimate_epoch(work: RankWork, model, kernels, network: Network) -> EpochEstimate:
+    """The training step of the rank doing ``work`` (see the module docstring), without evaluation.
+
+    A pipeline's bubble: each of the forward and the backward idles ``S - 1`` chunk-times, and as
+    many chunk transfers, while the stages fill and drain."""
+    compute, t = _compute(work, model, kernels, True), work.train_traffic
+    bubble = 0.0
+    if work.stages > 1:
+        per_chunk_hop = network.seconds(t.overlapped / (2 * work.chunks), 0)
+        bubble = (work.stages - 1) * (compute / work.chunks + 2 * per_chunk_hop)
+    waited = network.seconds(t.stream - t.overlapped, t.messages, t.exchange)
+    hidden = network.seconds(t.overlapped, 0)
     return EpochEstimate(compute, waited + max(0.0, hidden - compute), bubble)
+
+
+def estimate_layout(works: list[RankWork], model, kernels, network: Network, *, evaluate: bool = True,
+                    cores: int | None = None, threads: int = 1) -> EpochEstimate:
+    """The layout's epoch: the slowest rank's training step, then the evaluation, stage after stage
+    (each stage as slow as its slowest rank, plus the hand-over to the next).
+
+    When the ranks share ``cores`` cores (``threads`` each), neither can be faster than the compute
+    of the ranks running at once divided by the cores: the difference is ``contention_s``."""
+    ests = [estimate_epoch(w, model, kernels, network) for w in works]
+    slowest = max(ests, key=lambda e: e.total_s)
+    shared = cores is not None and len(works) * threads > cores
+    contention = 0.0
+    if shared:
+        floor = sum(e.compute_s for e in ests) * threads / cores + slowest.bubble_s + slowest.comm_s
+        contention = max(0.0, floor - slowest.total_s)
+    eval_s = 0.0
+    for s in range(max(w.stage for w in works) + 1 if evaluate else 0):
+        stage = [w for w in works if w.stage == s]
+        busy = [_compute(w, model, kernels, False) for w in stage]
+        waits = [network.seconds(0, w.eval_traffic.messages, w.eval_traffic.exchange)
+                 + network.seconds(w.eval_traffic.stream, 0) for w in stage]
+        step = max(b + x for b, x in zip(busy, waits))
+        if shared and len(stage) * threads > cores:
+            step = max(step, sum(busy) * threads / cores + max(waits))
+        eval_s += step
+    return EpochEstimate(slowest.compute_s, slowest.comm_s, slowest.bubble_s, contention, eval_s)

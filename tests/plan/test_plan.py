@@ -9,7 +9,10 @@ import pytest
 from fullgraph.cli import main
 from fullgraph.cli_plan import candidates
 from fullgraph.comm.mesh import Mesh
-from fullgraph.plan.epoch_time import EpochEstimate, Kernels, Network, RankWork, estimate_epoch
+from fullgraph.models import build_model
+from fullgraph.plan.epoch_time import (
+    EpochEstimate, Kernels, LayerCalls, LayerTimer, Network, RankWork, Traffic, estimate_epoch, estimate_layout,
+)
 from fullgraph.plan.volumes import ModelShape, layout_volume
 
 
@@ -29,7 +32,7 @@ def test_plan_lists_every_layout_that_fits_ranked_by_estimated_time(shared_data,
     for r in got["layouts"]:
         assert r["bytes_per_epoch"] == sum(r["by_category"].values()) > 0
         assert r["peak_bytes_per_rank"] > 0 and r["epoch_s"] == pytest.approx(
-            r["compute_s"] + r["comm_s"] + r["bubble_s"])
+            r["compute_s"] + r["comm_s"] + r["bubble_s"] + r["eval_s"])
     by = {r["layout"]: r["by_category"] for r in got["layouts"]}
     assert set(by["pipeline"]) >= {"pipe/fwd", "pipe/bwd"} and "halo/fwd" not in by["pipeline"]
     assert "spmm/bcast" in by["spmm-1d"] and "spmm/reduce" in by["spmm-1.5d c=2"]
@@ -77,14 +80,45 @@ def test_layout_volume_by_hand():
         layout_volume(Mesh.for_mode("pipeline", 3), shape, nodes=100, stage_starts=[1])
 
 
-def test_the_epoch_model_adds_the_bubble_and_the_unhidden_communication():
-    k, net = Kernels(spmm_s=1e-9, gemm_s=1e-10), Network(bandwidth_gbps=8.0, latency_us=0.0)
-    flat = estimate_epoch(RankWork(1000, 1000, 10_000, (16, 16)), k, net, evaluate=False)
-    assert flat.compute_s == pytest.approx(3 * (10_000 * 16 * 1e-9 + 1000 * 16 * 16 * 1e-10))
-    piped = estimate_epoch(RankWork(1000, 1000, 10_000, (16, 16), stages=4, chunks=8), k, net, evaluate=False)
-    assert piped.bubble_s == pytest.approx(flat.compute_s * 3 / 8)
-    sent = estimate_epoch(RankWork(1000, 1000, 10_000, (16, 16), bytes_sent=1e9), k, net, evaluate=False)
-    assert sent.comm_s == pytest.approx(1.0)  # 1 GB over 8 Gbit/s, nothing hidden
-    hidden = estimate_epoch(RankWork(1000, 1000, 10_000, (16, 16), bytes_sent=1e3, overlapped_bytes=1e3), k, net,
-                            evaluate=False)
+def test_the_epoch_model_adds_the_bubble_the_unhidden_communication_and_the_staged_evaluation():
+    model = build_model("gcn", 16, 16, layers=2, hidden=16, dropout=0.0)
+    k, net = Kernels(spmm_s=1e-9, gemm_s=1e-10), Network(bandwidth_gbps=8.0, latency_us=0.0, exchange_gbps=4.0)
+    one = LayerCalls((0, 1), rows=1000, src_rows=1000, nnz=10_000)
+    per_layer = 10_000 * 16 * 1e-9 + 1000 * 16 * 16 * 1e-10
+    flat = estimate_epoch(RankWork(0, (one,), (one,)), model, k, net)
+    assert flat.compute_s == pytest.approx(3 * 2 * per_layer) and flat.eval_s == 0.0
+    chunked = LayerCalls((0, 1), 1000, 1000, 10_000, calls=8)
+    piped = estimate_epoch(RankWork(0, (chunked,), (one,), stages=4, chunks=8), model, k, net)
+    assert piped.bubble_s == pytest.approx(flat.compute_s * 3 / 8)  # nothing streamed: no transfer in it
+    sent = estimate_epoch(RankWork(0, (one,), (one,), train_traffic=Traffic(stream=1e9, exchange=1e9)), model, k, net)
+    assert sent.comm_s == pytest.approx(1.0 + 2.0)  # 1 GB point to point at 8 Gbit/s, 1 GB all-to-all at 4
+    hidden = estimate_epoch(RankWork(0, (one,), (one,), train_traffic=Traffic(stream=1e3, overlapped=1e3)),
+                            model, k, net)
     assert hidden.comm_s == 0.0 and isinstance(hidden, EpochEstimate)  # overlapped with longer compute
+    # the evaluation goes through the stages in turn, each handing its rows on: stage times add up
+    stages = [RankWork(s, (one,), (one,), stages=2, eval_traffic=Traffic(stream=1e9 if s == 0 else 0)) for s in (0, 1)]
+    staged = estimate_layout(stages, model, k, net)
+    assert staged.eval_s == pytest.approx(2 * 2 * per_layer + 1.0)
+    # ranks that share cores wait for each other's compute
+    four = [RankWork(0, (one,), (one,))] * 4
+    assert estimate_layout(four, model, k, net).contention_s == 0.0
+    shared = estimate_layout(four, model, k, net, cores=2)
+    assert shared.contention_s == pytest.approx(flat.compute_s) and shared.eval_s == pytest.approx(4 * 2 * per_layer / 2)
+
+
+def test_the_layer_timer_times_the_models_own_layers_and_scales_with_rows(shared_data):
+    from fullgraph.config import TrainConfig
+    from fullgraph.data.load import load_graph
+
+    graph = load_graph(TrainConfig.of(dataset="cora", root=str(shared_data)))
+    model = build_model("gcn", graph.num_features, graph.num_classes, layers=3, hidden=64, dropout=0.5)
+    timer = LayerTimer(model, graph.x, threads=1, max_entries=1 << 16)
+    whole = LayerCalls((0, 1, 2), 2000, 2000, 20_000)
+    train, evaluate = timer.seconds(model, whole, True), timer.seconds(model, whole, False)
+    assert 0 < evaluate < train
+    # past the sample (1 << 16 entries: 1000 rows of width 64), time grows with the rows it stands for
+    assert timer.seconds(model, LayerCalls((1,), 4000, 4000, 40_000), True) == pytest.approx(
+        2 * timer.seconds(model, LayerCalls((1,), 2000, 2000, 20_000), True))
+    # a chunked pass is its calls, each timed at the chunk's size
+    assert timer.seconds(model, LayerCalls((1,), 2000, 2000, 20_000, calls=2), True) == pytest.approx(
+        2 * timer.seconds(model, LayerCalls((1,), 1000, 1000, 10_000), True))

@@ -1,0 +1,69 @@
+"""What one emulated link delivers (run by ``cluster.py`` in every namespace, as torchrun would start
+a rank): rank 0 and rank 1 time a one-float ping-pong (the per-message latency, half the round trip)
+and a large one-way send answered by one float (the bandwidth, the round trip taken off); the other
+ranks only join the group. Then every rank sends the same amount to all others at once
+(``all_to_all_single``, a halo exchange's pattern), which a link carries more slowly. Rank 0 prints
+``{"gbps": .., "latency_us": .., "exchange_gbps": ..}``.
+
+    python benchmarks/_link_probe.py NOMINAL_GBIT
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+
+def main() -> int:
+    nominal = float(sys.argv[1])
+    dist.init_process_group("gloo", timeout=timedelta(seconds=120))
+    rank, one = dist.get_rank(), torch.zeros(1)
+    big = torch.zeros(max(1 << 18, min(1 << 24, int(nominal * 1e9 / 8 / 4))))  # about 1 s at the nominal rate
+    if rank == 0:
+        for _ in range(5):  # connect and warm up
+            dist.send(one, 1)
+            dist.recv(one, 1)
+        t0 = time.perf_counter()
+        rounds = 50
+        for _ in range(rounds):
+            dist.send(one, 1)
+            dist.recv(one, 1)
+        rtt = (time.perf_counter() - t0) / rounds
+        best = float("inf")
+        for _ in range(2):
+            t0 = time.perf_counter()
+            dist.send(big, 1)
+            dist.recv(one, 1)
+            best = min(best, time.perf_counter() - t0 - rtt)
+        link = {"gbps": big.numel() * 4 * 8 / best / 1e9, "latency_us": rtt / 2 * 1e6}
+    elif rank == 1:
+        for _ in range(5 + 50):
+            dist.recv(one, 0)
+            dist.send(one, 0)
+        for _ in range(2):
+            dist.recv(big, 0)
+            dist.send(one, 0)
+    P = dist.get_world_size()
+    out, slowest = torch.empty(big.numel() // P * P), 0.0
+    for _ in range(2):
+        dist.barrier()
+        t0 = time.perf_counter()
+        dist.all_to_all_single(out, big[:out.numel()])
+        dt = torch.tensor([time.perf_counter() - t0])
+        dist.all_reduce(dt, op=dist.ReduceOp.MAX)
+        slowest = dt.item() if not slowest else min(slowest, dt.item())
+    if rank == 0:
+        link["exchange_gbps"] = out.numel() * 4 * (P - 1) / P * 8 / slowest / 1e9
+        print(json.dumps(link), flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
