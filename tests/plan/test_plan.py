@@ -122,3 +122,28 @@ def test_the_layer_timer_times_the_models_own_layers_and_scales_with_rows(shared
     # a chunked pass is its calls, each timed at the chunk's size
     assert timer.seconds(model, LayerCalls((1,), 2000, 2000, 20_000, calls=2), True) == pytest.approx(
         2 * timer.seconds(model, LayerCalls((1,), 1000, 1000, 10_000), True))
+
+
+@pytest.mark.parametrize("layout", [dict(parallel="graph"), dict(parallel="pipeline"),
+                                    dict(parallel="hybrid", stages=2, graph_ways=2)])
+def test_each_ranks_traffic_adds_up_to_the_layouts_volume(shared_data, layout):
+    """Apportioned to the ranks, the training step's halo and chunk-stream bytes add up to the
+    volume's (each byte leaves one rank and reaches another: the busier direction of each link)."""
+    from fullgraph.cli_plan import _bounds, _partition_stats, _shape, build_planned_model, run_volume
+    from fullgraph.config import TrainConfig
+    from fullgraph.data.load import load_graph
+    from fullgraph.plan.rank_work import rank_works
+
+    cfg = TrainConfig.of(dataset="cora", root=str(shared_data), layers=4, hidden=16, nprocs=4, **layout)
+    graph = load_graph(cfg)
+    model = build_planned_model(cfg, graph)
+    parts = _partition_stats(cfg, graph, cfg.parallel.mesh.graph_ways, None)
+    shape = _shape(cfg, graph, model)
+    volume = run_volume(cfg, graph, sum(p["halo"] for p in parts), shape=shape)
+    works = rank_works(cfg, graph, model, shape, _bounds(cfg), parts, volume)
+    assert len(works) == 4 and {w.stage for w in works} == set(range(cfg.parallel.mesh.stages))
+    halo = volume.get("halo/fwd", 0) + volume.get("halo/bwd", 0)
+    assert sum(w.train_traffic.exchange for w in works) == pytest.approx(halo)
+    pipe = volume.get("pipe/fwd", 0) + volume.get("pipe/bwd", 0)
+    assert sum(w.train_traffic.overlapped for w in works) == pytest.approx(pipe)
+    assert sum(w.eval_traffic.stream for w in works) == pytest.approx(volume.get("eval/pipe/fwd", 0))
