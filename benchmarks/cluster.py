@@ -174,20 +174,29 @@ def link_network(cluster):
 
 
 def print_cells(rows: list[dict]) -> None:
+    """The table (one line per layout, grouped by graph, model, depth and rate) and the targets: the
+    plan within 25 % of the measured epoch, its pick the fastest layout or within 10 % of it."""
     print("\n| graph | model | L | Gbit/s | layout | measured s | plan s | plan/measured | MiB/epoch | fastest | plan picks |")
     print("| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | --- |")
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["graph"], r["model"], r["depth"], r["rate_gbit"]), []).append(r)
+    close = picks = 0
     for key, rs in groups.items():
         ok = [r for r in rs if "epoch_s" in r]
-        fastest = min(ok, key=lambda r: r["epoch_s"])["layout"] if ok else "-"
-        picked = min(rs, key=lambda r: r["estimate_s"])["layout"]
+        fastest = min(ok, key=lambda r: r["epoch_s"]) if ok else None
+        picked = min(rs, key=lambda r: r["estimate_s"])
+        good_pick = fastest is not None and "epoch_s" in picked and picked["epoch_s"] <= 1.1 * fastest["epoch_s"]
+        picks += good_pick
         for r in rs:
             measured = f"{r['epoch_s']:.3g}" if "epoch_s" in r else f"failed: {r['error'][:60]}"
             ratio = f"{r['ratio']:.2f}" if "ratio" in r else "-"
+            close += "ratio" in r and abs(r["ratio"] - 1) <= 0.25
             print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]:g} | {r['layout']} | {measured} | {r['estimate_s']:.3g} | "
-                  f"{ratio} | {r['plan_bytes'] / 2**20:.1f} | {fastest} | {picked} |", flush=True)
+                  f"{ratio} | {r['plan_bytes'] / 2**20:.1f} | {fastest['layout'] if fastest else '-'} | "
+                  f"{picked['layout']}{'' if good_pick else ' (miss)'} |", flush=True)
+    print(f"\nplan within 25 % of the measured epoch: {close} of {len(rows)} cells; its pick the fastest or within "
+          f"10 % of it: {picks} of {len(groups)} settings")
 
 
 def main() -> int:
@@ -202,7 +211,11 @@ def main() -> int:
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--out", default="runs/bench_cluster.json")
+    ap.add_argument("--table", nargs="+", metavar="JSON", help="only print the table of earlier runs' JSON files")
     a = ap.parse_args()
+    if a.table:
+        print_cells([r for f in a.table for r in json.loads(Path(f).read_text())["rows"]])
+        return 0
     if os.geteuid() != 0 or not (shutil.which("ip") and shutil.which("tc")):
         print("cluster.py needs root and the ip and tc commands (network namespaces, veth pairs, tbf): not here")
         return 2
