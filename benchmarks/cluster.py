@@ -159,6 +159,25 @@ def cell(graph, name: str, root: str, model: str, depth: int, layout: str, netwo
                   "bytes": sum(summary["comm_bytes_per_epoch"].values()), "ratio": est["epoch_s"] / summary["epoch_s"]}
 
 
+def reestimate(rows: list[dict], a) -> list[dict]:
+    """The plan's estimate of each measured cell again (same graph, model, layout and measured link)."""
+    from fullgraph.plan.epoch_time import Network
+
+    graphs, timers, out = {}, {}, []
+    for r in rows:
+        if r["graph"] not in graphs:
+            graphs[r["graph"]] = load_graph(TrainConfig.of(dataset=r["graph"], root=a.root))
+        base = dict(dataset=r["graph"], root=a.root, model=r["model"], layers=r["depth"],
+                    hidden=HIDDEN.get(r["graph"], 64))
+        network = Network(r["link_gbps"], r["link_latency_us"], r["link_exchange_gbps"])
+        est = estimate(graphs[r["graph"]], base, LAYOUTS[r["layout"]], a.nprocs, network, timers)
+        new = r | {"estimate_as_run_s": r.get("estimate_as_run_s", r["estimate_s"]), "estimate_s": est["epoch_s"]}
+        if "epoch_s" in r:
+            new["ratio"] = est["epoch_s"] / r["epoch_s"]
+        out.append(new)
+    return out
+
+
 def link_network(cluster):
     """The plan's network for this cluster: the link as measured (a tbf-limited veth delivers less than
     its nominal rate, and gloo adds its own cost to every message), the nominal rate if the probe fails."""
@@ -212,9 +231,16 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--out", default="runs/bench_cluster.json")
     ap.add_argument("--table", nargs="+", metavar="JSON", help="only print the table of earlier runs' JSON files")
+    ap.add_argument("--reestimate", action="store_true",
+                    help="with --table: estimate those cells again with this code, on the links they measured "
+                         "(the estimates they ran with are kept as estimate_as_run_s), and write them to --out")
     a = ap.parse_args()
     if a.table:
-        print_cells([r for f in a.table for r in json.loads(Path(f).read_text())["rows"]])
+        rows = [r for f in a.table for r in json.loads(Path(f).read_text())["rows"]]
+        if a.reestimate:
+            rows = reestimate(rows, a)
+            write_json(a.out, {"rows": rows})
+        print_cells(rows)
         return 0
     if os.geteuid() != 0 or not (shutil.which("ip") and shutil.which("tc")):
         print("cluster.py needs root and the ip and tc commands (network namespaces, veth pairs, tbf): not here")

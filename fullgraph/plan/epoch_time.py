@@ -300,13 +300,14 @@ def estimate_layout(works: list[RankWork], model, kernels, network: Network, *, 
     (each stage as slow as its slowest rank, plus the hand-over to the next).
 
     When the ranks share ``cores`` cores (``threads`` each), neither can be faster than the compute
-    of the ranks running at once divided by the cores: the difference is ``contention_s``."""
+    of the ranks running at once divided by the cores (while one rank waits for the network, the
+    others use its core): the difference is ``contention_s``."""
     ests = [estimate_epoch(w, model, kernels, network) for w in works]
     slowest = max(ests, key=lambda e: e.total_s)
     shared = cores is not None and len(works) * threads > cores
     contention = 0.0
     if shared:
-        floor = sum(e.compute_s for e in ests) * threads / cores + slowest.bubble_s + slowest.comm_s
+        floor = sum(e.compute_s for e in ests) * threads / cores  # a rank's waits are others' core time
         contention = max(0.0, floor - slowest.total_s)
     eval_s = 0.0
     for s in range(max(w.stage for w in works) + 1 if evaluate else 0):
@@ -316,6 +317,6 @@ def estimate_layout(works: list[RankWork], model, kernels, network: Network, *, 
                  + network.seconds(w.eval_traffic.stream, 0) for w in stage]
         step = max(b + x for b, x in zip(busy, waits))
         if shared and len(stage) * threads > cores:
-            step = max(step, sum(busy) * threads / cores + max(waits))
+            step = max(step, sum(busy) * threads / cores)
         eval_s += step
     return EpochEstimate(slowest.compute_s, slowest.comm_s, slowest.bubble_s, contention, eval_s)
