@@ -104,6 +104,10 @@ def test_the_epoch_model_adds_the_bubble_the_unhidden_communication_and_the_stag
     assert estimate_layout(four, model, k, net).contention_s == 0.0
     shared = estimate_layout(four, model, k, net, cores=2)
     assert shared.contention_s == pytest.approx(flat.compute_s) and shared.eval_s == pytest.approx(4 * 2 * per_layer / 2)
+    # while a rank waits for the network its core serves the others: the bound is compute alone
+    waiting = [RankWork(0, (one,), (one,), train_traffic=Traffic(stream=1e6))] * 4  # 1 ms at 8 Gbit/s
+    bound = estimate_layout(waiting, model, k, net, cores=2)
+    assert bound.comm_s == pytest.approx(1e-3) and bound.contention_s == pytest.approx(flat.compute_s - 1e-3)
 
 
 def test_the_layer_timer_times_the_models_own_layers_and_scales_with_rows(shared_data):
