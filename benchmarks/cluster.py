@@ -115,6 +115,11 @@ class Cluster:
         return outputs
 
 
+def base_options(name: str, root: str, model: str, depth: int) -> dict:
+    """The options a cell trains and plans with (the graph's hidden width from ``HIDDEN``)."""
+    return dict(dataset=name, root=root, model=model, layers=depth, hidden=HIDDEN.get(name, 64))
+
+
 def estimate(graph, base: dict, layout: dict, nprocs: int, network, timers: dict) -> dict:
     """``fullgraph plan``'s row for this layout, its ranks (one thread each) sharing this machine's cores."""
     from fullgraph.cli_plan import build_planned_model, plan_layout
@@ -136,7 +141,7 @@ def measured_epoch(out: Path) -> float:
 
 def cell(graph, name: str, root: str, model: str, depth: int, layout: str, network, a, cluster,
          timers: dict) -> dict:
-    base = dict(dataset=name, root=root, model=model, layers=depth, hidden=HIDDEN.get(name, 64))
+    base = base_options(name, root, model, depth)
     cfg = TrainConfig.of(**base, nprocs=a.nprocs, **LAYOUTS[layout])
     flags = prepare_run(cfg).flags()  # partitions and chunks, cut once here (cached), read by every rank
     opts = {**base, **LAYOUTS[layout], "nprocs": a.nprocs, "epochs": a.epochs, "eval_every": 1,
@@ -167,8 +172,7 @@ def reestimate(rows: list[dict], a) -> list[dict]:
     for r in rows:
         if r["graph"] not in graphs:
             graphs[r["graph"]] = load_graph(TrainConfig.of(dataset=r["graph"], root=a.root))
-        base = dict(dataset=r["graph"], root=a.root, model=r["model"], layers=r["depth"],
-                    hidden=HIDDEN.get(r["graph"], 64))
+        base = base_options(r["graph"], a.root, r["model"], r["depth"])
         network = Network(r["link_gbps"], r["link_latency_us"], r["link_exchange_gbps"])
         est = estimate(graphs[r["graph"]], base, LAYOUTS[r["layout"]], a.nprocs, network, timers)
         new = r | {"estimate_as_run_s": r.get("estimate_as_run_s", r["estimate_s"]), "estimate_s": est["epoch_s"]}

@@ -122,12 +122,12 @@ def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | N
 
 
 def build_planned_model(cfg, graph):
-    """The model ``cfg`` trains, built as training would (what the plan times and counts)."""
+    """The model ``cfg`` trains, built from the trainer's own arguments (what the plan times and counts)."""
     from fullgraph.models import build_model
+    from fullgraph.train.model_file import model_args
 
-    m = cfg.model
-    return build_model(m.name, graph.num_features, graph.num_classes, layers=m.layers, hidden=m.hidden,
-                       dropout=m.dropout, heads=m.heads, norm=m.norm)
+    args = model_args(cfg, graph.num_features, graph.num_classes)
+    return build_model(args.pop("name"), args.pop("in_dim"), args.pop("out_dim"), **args)
 
 
 def run_volume(cfg: TrainConfig, graph, halo_rows: int, *, evaluate: bool = True, shape=None) -> dict[str, int]:

@@ -313,8 +313,8 @@ def estimate_layout(works: list[RankWork], model, kernels, network: Network, *, 
     for s in range(max(w.stage for w in works) + 1 if evaluate else 0):
         stage = [w for w in works if w.stage == s]
         busy = [_compute(w, model, kernels, False) for w in stage]
-        waits = [network.seconds(0, w.eval_traffic.messages, w.eval_traffic.exchange)
-                 + network.seconds(w.eval_traffic.stream, 0) for w in stage]
+        waits = [network.seconds(w.eval_traffic.stream, w.eval_traffic.messages, w.eval_traffic.exchange)
+                 for w in stage]
         step = max(b + x for b, x in zip(busy, waits))
         if shared and len(stage) * threads > cores:
             step = max(step, sum(busy) * threads / cores)

@@ -18,6 +18,7 @@ import math
 
 import torch
 
+from fullgraph.ops.csr import row_ids
 from fullgraph.plan.epoch_time import LayerCalls, RankWork, Traffic
 from fullgraph.plan.volumes import F32
 
@@ -30,7 +31,7 @@ def chunk_sources(indptr: torch.Tensor, indices: torch.Tensor, node_part: torch.
     neighbours of its rows that lie outside it)."""
     n = node_part.numel()
     group = node_part.long() * chunks + node_chunk.long()
-    rows = torch.repeat_interleave(torch.arange(n), indptr.diff().long())
+    rows = row_ids(indptr)
     cols = indices.long()
     outside = group[rows] != group[cols]
     keys = torch.unique(group[rows[outside]] * n + cols[outside])
