@@ -120,8 +120,9 @@ def base_options(name: str, root: str, model: str, depth: int) -> dict:
     return dict(dataset=name, root=root, model=model, layers=depth, hidden=HIDDEN.get(name, 64))
 
 
-def estimate(graph, base: dict, layout: dict, nprocs: int, network, timers: dict) -> dict:
-    """``fullgraph plan``'s row for this layout, its ranks (one thread each) sharing this machine's cores."""
+def estimate(graph, base: dict, layout: dict, nprocs: int, network, timers: dict, efficiency: float) -> dict:
+    """``fullgraph plan``'s row for this layout, its ranks (one thread each) sharing this machine's cores,
+    which deliver ``efficiency`` of their solo speed so shared (``core_efficiency``)."""
     from fullgraph.cli_plan import build_planned_model, plan_layout
     from fullgraph.plan.epoch_time import LayerTimer
 
@@ -129,7 +130,8 @@ def estimate(graph, base: dict, layout: dict, nprocs: int, network, timers: dict
     if key not in timers:  # one timer per model: its layer timings serve every layout and rate
         timers[key] = LayerTimer(build_planned_model(TrainConfig.of(**base), graph), graph.x, threads=1)
     args = argparse.Namespace(nprocs=nprocs, chunks=0, partition_dir=None)
-    return plan_layout(graph, base, layout, args, timers[key], network, cores=os.cpu_count() or 1)
+    return plan_layout(graph, base, layout, args, timers[key], network, cores=os.cpu_count() or 1,
+                       core_efficiency=efficiency)
 
 
 def measured_epoch(out: Path) -> float:
@@ -140,7 +142,7 @@ def measured_epoch(out: Path) -> float:
 
 
 def cell(graph, name: str, root: str, model: str, depth: int, layout: str, network, a, cluster,
-         timers: dict) -> dict:
+         timers: dict, efficiency: float) -> dict:
     base = base_options(name, root, model, depth)
     cfg = TrainConfig.of(**base, nprocs=a.nprocs, **LAYOUTS[layout])
     flags = prepare_run(cfg).flags()  # partitions and chunks, cut once here (cached), read by every rank
@@ -153,10 +155,10 @@ def cell(graph, name: str, root: str, model: str, depth: int, layout: str, netwo
         wall = time.perf_counter() - t0
         if "error" not in summary:
             summary["epoch_s"] = measured_epoch(Path(out))
-    est = estimate(graph, base, LAYOUTS[layout], a.nprocs, network, timers)
+    est = estimate(graph, base, LAYOUTS[layout], a.nprocs, network, timers, efficiency)
     row = {"graph": name, "model": model, "depth": depth, "layout": layout, "rate_gbit": cluster.rate,
            "link_gbps": network.bandwidth_gbps, "link_exchange_gbps": network.exchange_gbps,
-           "link_latency_us": network.latency_us,
+           "link_latency_us": network.latency_us, "core_efficiency": efficiency,
            "estimate_s": est["epoch_s"], "plan_bytes": est["bytes_per_epoch"], "wall_s": wall}
     if "error" in summary:
         return row | {"error": summary["error"]}
@@ -168,18 +170,44 @@ def reestimate(rows: list[dict], a) -> list[dict]:
     """The plan's estimate of each measured cell again (same graph, model, layout and measured link)."""
     from fullgraph.plan.epoch_time import Network
 
-    graphs, timers, out = {}, {}, []
+    graphs, timers, efficiencies, out = {}, {}, {}, []
     for r in rows:
         if r["graph"] not in graphs:
             graphs[r["graph"]] = load_graph(TrainConfig.of(dataset=r["graph"], root=a.root))
         base = base_options(r["graph"], a.root, r["model"], r["depth"])
+        key = (r["graph"], r["model"], r["depth"])
+        if "core_efficiency" not in r and key not in efficiencies:  # cells run before it was measured
+            efficiencies[key] = model_core_efficiency(graphs[r["graph"]], base, a.nprocs)
+        efficiency = r.get("core_efficiency", efficiencies.get(key))
         network = Network(r["link_gbps"], r["link_latency_us"], r["link_exchange_gbps"])
-        est = estimate(graphs[r["graph"]], base, LAYOUTS[r["layout"]], a.nprocs, network, timers)
-        new = r | {"estimate_as_run_s": r.get("estimate_as_run_s", r["estimate_s"]), "estimate_s": est["epoch_s"]}
+        est = estimate(graphs[r["graph"]], base, LAYOUTS[r["layout"]], a.nprocs, network, timers, efficiency)
+        new = r | {"core_efficiency": efficiency, "estimate_as_run_s": r.get("estimate_as_run_s", r["estimate_s"]), "estimate_s": est["epoch_s"]}
         if "epoch_s" in r:
             new["ratio"] = est["epoch_s"] / r["epoch_s"]
         out.append(new)
     return out
+
+
+def core_efficiency(base: dict, rows: int, n: int, seconds: float = 2.0, rounds: int = 5) -> float:
+    """The throughput of ``n`` processes running the model's middle layer at once (``_corun_probe.py``)
+    over that of one alone times the cores they can use, the median over ``rounds`` interleaved
+    windows: 1 when sharing costs nothing, lower when time-slicing and shared caches and memory
+    bandwidth slow each one down."""
+    probe, cores = str(Path(__file__).with_name("_corun_probe.py")), os.cpu_count() or 1
+    start = time.time() + 15.0  # every process has loaded the graph and warmed up by then
+    procs = [subprocess.Popen([sys.executable, probe, json.dumps(base), str(rows), str(start), str(seconds),
+                               str(rounds), str(i)], stdout=subprocess.PIPE, text=True) for i in range(n)]
+    outs = [json.loads(p.communicate(timeout=120 + 2 * rounds * seconds)[0].strip().splitlines()[-1]) for p in procs]
+    ratios = [sum(o["together"][r] for o in outs) / (min(n, cores) * outs[0]["alone"][r]) for r in range(rounds)]
+    return min(1.0, statistics.median(ratios))
+
+
+def model_core_efficiency(graph, base: dict, nprocs: int) -> float:
+    """``core_efficiency`` of ``nprocs`` ranks running this model's layers on their share of the graph."""
+    efficiency = core_efficiency(base, max(1, graph.num_nodes // nprocs), nprocs)
+    print(f"* {nprocs} processes on {os.cpu_count()} cores run a {base['model']} layer of width {base['hidden']} at "
+          f"{efficiency:.2f} of the cores' solo speed", flush=True)
+    return efficiency
 
 
 def link_network(cluster):
@@ -231,7 +259,7 @@ def main() -> int:
     ap.add_argument("--rates", default="0.1,1,10", help="link rates, Gbit/s")
     ap.add_argument("--layouts", default=",".join(LAYOUTS))
     ap.add_argument("--nprocs", type=int, default=4)
-    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--out", default="runs/bench_cluster.json")
     ap.add_argument("--table", nargs="+", metavar="JSON", help="only print the table of earlier runs' JSON files")
@@ -253,16 +281,21 @@ def main() -> int:
     print(f"* configuration: {a.nprocs} ranks, one network namespace each; graphs {a.graphs}, models {a.models}, "
           f"depths {a.depths}, rates {a.rates} Gbit/s, {a.epochs} epochs (median epoch after the first)")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the finally below removes the namespaces
-    rows, timers = [], {}
+    rows, timers, efficiencies = [], {}, {}
     for name in a.graphs.split(","):
         graph = load_graph(TrainConfig.of(dataset=name, root=a.root))
+        for model in a.models.split(","):  # before the links exist: the probe's processes share the cores only
+            for depth in [int(d) for d in a.depths.split(",")]:
+                base = base_options(name, a.root, model, depth)
+                efficiencies[name, model, depth] = model_core_efficiency(graph, base, a.nprocs)
         for rate in [float(r) for r in a.rates.split(",")]:
             with Cluster(a.nprocs, rate) as cluster:
                 network = link_network(cluster)
                 for model in a.models.split(","):
                     for depth in [int(d) for d in a.depths.split(",")]:
                         for layout in a.layouts.split(","):
-                            rows.append(cell(graph, name, a.root, model, depth, layout, network, a, cluster, timers))
+                            rows.append(cell(graph, name, a.root, model, depth, layout, network, a, cluster, timers,
+                                             efficiencies[name, model, depth]))
                             print(json.dumps(rows[-1]), flush=True)
                             write_json(a.out, {"rows": rows})
     print_cells(rows)

@@ -102,9 +102,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | None = None) -> dict:
+def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | None = None,
+                core_efficiency: float = 1.0) -> dict:
     """One layout's bytes by category, memory per rank and epoch-time estimate (``timer``: a
-    ``LayerTimer`` of the planned model; ``cores``: the cores all ranks share, when they share them)."""
+    ``LayerTimer`` of the planned model; ``cores``: the cores all ranks share, when they share them,
+    each doing ``core_efficiency`` of a solo core's work)."""
     from fullgraph.plan.epoch_time import estimate_layout
     from fullgraph.plan.rank_work import rank_works
 
@@ -114,7 +116,8 @@ def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | N
     volume = run_volume(cfg, graph, sum(p["halo"] for p in parts) if parts else 0, shape=shape)
     chunk_src = _chunk_sources(cfg, graph, args.partition_dir) if mesh.stages > 1 else None
     works = rank_works(cfg, graph, timer.model, shape, _bounds(cfg), parts, volume, chunk_src)
-    est = estimate_layout(works, timer.model, timer, network, cores=cores, threads=timer.threads)
+    est = estimate_layout(works, timer.model, timer, network, cores=cores, threads=timer.threads,
+                          core_efficiency=core_efficiency)
     return {"layout": label(o), "options": o, "bytes_per_epoch": sum(volume.values()), "by_category": volume,
             "peak_bytes_per_rank": _peak_per_rank(cfg, graph, parts), "epoch_s": est.total_s,
             "compute_s": est.compute_s + est.contention_s, "comm_s": est.comm_s, "bubble_s": est.bubble_s,

@@ -108,6 +108,11 @@ def test_the_epoch_model_adds_the_bubble_the_unhidden_communication_and_the_stag
     waiting = [RankWork(0, (one,), (one,), train_traffic=Traffic(stream=1e6))] * 4  # 1 ms at 8 Gbit/s
     bound = estimate_layout(waiting, model, k, net, cores=2)
     assert bound.comm_s == pytest.approx(1e-3) and bound.contention_s == pytest.approx(flat.compute_s - 1e-3)
+    # cores shared at half their solo speed: the bound doubles, the training step's and the evaluation's
+    slow = estimate_layout(four, model, k, net, cores=2, core_efficiency=0.5)
+    assert slow.contention_s == pytest.approx(3 * flat.compute_s) and slow.eval_s == pytest.approx(4 * 2 * per_layer)
+    with pytest.raises(ValueError, match="core_efficiency"):
+        estimate_layout(four, model, k, net, cores=2, core_efficiency=1.5)
 
 
 def test_the_layer_timer_times_the_models_own_layers_and_scales_with_rows(shared_data):
