@@ -142,7 +142,8 @@ def run_volume(cfg: TrainConfig, graph, halo_rows: int, *, evaluate: bool = True
     nnz = graph.num_edges + (graph.num_nodes if _aggregation(cfg) == "gcn" else 0)  # Â's self loops
     return layout_volume(cfg.parallel.mesh, shape or _shape(cfg, graph), nodes=graph.num_nodes, nnz=nnz,
                          halo_rows=halo_rows, stage_starts=starts, evaluate=evaluate,
-                         permute=cfg.parallel.permute, seed=cfg.optimization.seed)
+                         permute=cfg.parallel.permute, seed=cfg.optimization.seed,
+                         precision=cfg.parallel.comm_precision)
 
 
 def _aggregation(cfg) -> str:

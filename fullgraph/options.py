@@ -34,6 +34,7 @@ def option_name(f: Field) -> str:
 def choices() -> dict[str, tuple[str, ...]]:
     """The options with a fixed set of values, each list from the module that implements the values."""
     from fullgraph.comm.mesh import PARALLEL_MODES
+    from fullgraph.comm.precision import PRECISIONS
     from fullgraph.device import DEVICES
     from fullgraph.models import MODELS
     from fullgraph.ops.norm import NORMS
@@ -42,7 +43,7 @@ def choices() -> dict[str, tuple[str, ...]]:
     return {"model": tuple(MODELS), "parallel": PARALLEL_MODES, "partitioner": PARTITIONERS, "norm": NORMS,
             "device": DEVICES, "metric": METRICS, "feature_norm": FEATURE_NORMS, "chunk_edges": CHUNK_EDGES,
             "chunker": ("metis", "random"), "gcn_kernel": ("fused", "autograd"), "select": ("acc", "loss"),
-            "progress": ("auto", "bar", "lines", "none")}
+            "progress": ("auto", "bar", "lines", "none"), "comm_precision": PRECISIONS}
 
 
 @dataclass(frozen=True)

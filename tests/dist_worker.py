@@ -23,7 +23,7 @@ def train_runs(payload: dict, comm: Comm) -> dict:
         part = load_part(run["partition_dir"], comm.rank)
         cfg = TrainConfig.of(**run["config"], parallel="graph", nprocs=comm.world_size, progress="none", threads=1)
         engine = GraphEngine(part, comm, MODELS[cfg.model.name].norm, boundary_rate=cfg.parallel.boundary_rate,
-                             seed=cfg.optimization.seed, owns_comm=False)
+                             seed=cfg.optimization.seed, owns_comm=False, precision=cfg.parallel.comm_precision)
         trainer = Trainer(cfg, engine=engine)
         result = trainer.build().train()
         trainer.close()

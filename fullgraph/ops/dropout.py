@@ -30,7 +30,8 @@ import torch
 
 from fullgraph.ops.sparse import SparseOp
 
-__all__ = ["DropoutKey", "dropout", "keep_mask", "keyed_dropout", "keyed_rows"]
+__all__ = ["DropoutKey", "dropout", "keep_mask", "keyed_dropout", "keyed_rows", "keyed_uniform",
+           "current_key"]
 
 
 class DropoutKey(NamedTuple):
@@ -120,12 +121,32 @@ def keyed_keep(rows: torch.Tensor, num_cols: int, p: float, key: DropoutKey, sit
     return out
 
 
+def keyed_uniform(rows: torch.Tensor, num_cols: int, key: DropoutKey, site: int) -> torch.Tensor:
+    """Float32 draws in [0, 1) ``[len(rows), num_cols]`` keyed as the masks are (the top 24 bits of
+    the same hash): the uniforms of stochastic rounding (``fullgraph.comm.precision``)."""
+    kr, kc = _site_keys(key, site)
+    r = _row_hash(rows, kr)
+    c = _col_hash(torch.arange(num_cols, dtype=torch.int32, device=rows.device), kc)
+    out = torch.empty((rows.numel(), num_cols), dtype=torch.float32, device=rows.device)
+    step = rows.numel() if rows.device.type != "cpu" else max(1, _CPU_BLOCK_ENTRIES // max(1, num_cols))
+    for start in range(0, rows.numel(), step):
+        bits = (_fmix32(r[start:start + step, None] + c[None, :]) >> 8) & 0xFFFFFF
+        torch.mul(bits, 2.0 ** -24, out=out[start:start + step])
+    return out
+
+
 def _keyed_sparse_keep(x: SparseOp, rows: torch.Tensor, p: float, key: DropoutKey, site: int) -> torch.Tensor:
     """The keep mask of the stored entries of ``x``: the dense mask at their positions."""
     kr, kc = _site_keys(key, site)
     entry_row = torch.repeat_interleave(rows.to(x.indptr.device), x.indptr.diff().long())
     bits = _fmix32(_row_hash(entry_row, kr) + _col_hash(x.indices, kc))
     return bits >= _threshold(p)
+
+
+def current_key() -> DropoutKey | None:
+    """The ``(seed, epoch)`` of the keyed step running now, if any (an autograd backward on another
+    thread does not see it: functions that draw in their backward take it in their forward)."""
+    return _KEY.get()
 
 
 def keyed_rows(site: int | None, rows: torch.Tensor | None, n: int, device) -> tuple | None:

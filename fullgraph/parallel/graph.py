@@ -26,6 +26,7 @@ import torch
 
 from fullgraph.comm.context import Comm, DistEnv
 from fullgraph.comm.halo import HaloPlan, exchange_halo
+from fullgraph.comm.precision import check_precision
 from fullgraph.comm.stats import sum_over
 from fullgraph.errors import InputError
 from fullgraph.ops import SparseOp
@@ -53,8 +54,9 @@ class GraphEngine(Engine):
     """One part of a graph-parallel run."""
 
     def __init__(self, part, comm: Comm, norm: str, *, boundary_rate: float = 1.0, seed: int = 0,
-                 replication_factor: float | None = None, owns_comm: bool = True):
+                 replication_factor: float | None = None, owns_comm: bool = True, precision: str = "fp32"):
         self.part, self.comm, self.norm, self.owns_comm = part, comm, norm, owns_comm
+        self.precision = check_precision(precision)
         self.p, self.seed = boundary_rate, seed
         self.rank, self.world_size = comm.rank, comm.world_size
         self.ledger = comm.ledger
@@ -64,7 +66,7 @@ class GraphEngine(Engine):
         self.block = self._own(part.block(norm))
         self.x = input_features(part.x).to(dev)
         self.plan = HaloPlan(part.send_idx.to(dev), [int(c) for c in part.send_counts],
-                             [int(c) for c in part.recv_counts])
+                             [int(c) for c in part.recv_counts], part.inner[part.send_idx].to(dev), part.halo.to(dev))
         self.y, self.train_mask, self.val_mask, self.test_mask = (
             t.to(dev) for t in (part.y, part.train_mask, part.val_mask, part.test_mask))
         self.num_train = int(part.global_num_train)
@@ -114,7 +116,8 @@ class GraphEngine(Engine):
             pos = asked[start:start + asked_counts[q]]
             send.append(self.plan.send_idx[int(self._send_off[q]) + pos])
             start += asked_counts[q]
-        plan = HaloPlan(torch.cat(send), asked_counts, want_counts)
+        send_idx = torch.cat(send)
+        plan = HaloPlan(send_idx, asked_counts, want_counts, self.part.inner.to(dev)[send_idx], self.part.halo[kept].to(dev))
         scale = 1.0 / self.p if self.p > 0 else 1.0  # p = 0 keeps nothing, so nothing is scaled
         block = self._own(self.part.block(self.norm, halo_keep=keep, scale=scale))
         rows = torch.cat([torch.arange(self.n_inner), self.n_inner + kept]).to(dev)
@@ -135,10 +138,10 @@ class GraphEngine(Engine):
             block, x, plan = self._sampled(epoch)
         else:
             block, x, plan = self.block, self.x, self.plan
-        category = "halo" if training else "eval/halo"
+        category, layer = ("halo" if training else "eval/halo"), iter(range(1, model.num_layers))
 
-        def fetch(h: torch.Tensor) -> torch.Tensor:
-            return torch.cat([h, exchange_halo(h, self.comm, plan, category)])
+        def fetch(h: torch.Tensor) -> torch.Tensor:  # called before each graph layer after the first
+            return torch.cat([h, exchange_halo(h, self.comm, plan, category, self.precision, next(layer))])
 
         return model(block, x, fetch=fetch)
 
@@ -172,4 +175,4 @@ def graph_engine(cfg, norm: str) -> GraphEngine:
     check_parts(meta, env.world_size, cfg.parallel.partition_dir)
     part = load_part(cfg.parallel.partition_dir, env.rank)
     return GraphEngine(part, comm, norm, boundary_rate=cfg.parallel.boundary_rate, seed=cfg.optimization.seed,
-                       replication_factor=meta.get("replication_factor"))
+                       replication_factor=meta.get("replication_factor"), precision=cfg.parallel.comm_precision)

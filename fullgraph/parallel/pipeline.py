@@ -40,6 +40,7 @@ import torch
 
 from fullgraph.comm.context import Comm
 from fullgraph.comm.halo import HaloPlan
+from fullgraph.comm.precision import wire_site
 from fullgraph.comm.stats import sum_over
 from fullgraph.parallel.engine import Engine, input_features, sum_flat, sum_grads
 from fullgraph.parallel.graph import feature_rows
@@ -82,7 +83,7 @@ class ChunkedEngine(Engine):
                  bounds: list[tuple[int, int]], comm: Comm | None = None, group: Comm | None = None,
                  prev_rank: int | None = None, next_rank: int | None = None, shuffle: bool = True,
                  history_refresh: int = 10, induced: bool = False, seed: int = 0,
-                 replication_factor: float | None = None, owns_comm: bool = True):
+                 replication_factor: float | None = None, owns_comm: bool = True, precision: str = "fp32"):
         self.part, self.comm, self.group, self.owns_comm = part, comm, group, owns_comm
         self.stage, self.num_stages = stage, len(bounds)
         self.first, self.last = bounds[stage]
@@ -102,9 +103,10 @@ class ChunkedEngine(Engine):
         self.x = input_features(part.x).to(dev) if self.first_stage else None
         self.in_dim = part.x.shape[1]
         part.x = None  # only the first stage reads features, from its own copy: free the part's
-        plan = (HaloPlan(part.send_idx.to(dev), [int(c) for c in part.send_counts], [int(c) for c in part.recv_counts])
-                if group is not None else None)
-        self.link = StageTransport(comm, group, dev, prev_rank, next_rank, plan)  # what crosses processes
+        plan = (HaloPlan(part.send_idx.to(dev), [int(c) for c in part.send_counts], [int(c) for c in part.recv_counts],
+                         part.inner[part.send_idx].to(dev), part.halo.to(dev)) if group is not None else None)
+        self.link = StageTransport(comm, group, dev, prev_rank, next_rank, plan, precision=precision,
+                                   ids=self.local_ids.to(dev))  # what crosses processes
         rows = slice(None) if self.last_stage else slice(0, 0)  # only the last stage has logits
         self.y, self.train_mask, self.val_mask, self.test_mask = (
             t[rows].to(dev) for t in (part.y, part.train_mask, part.val_mask, part.test_mask))
@@ -154,19 +156,21 @@ class ChunkedEngine(Engine):
             shapes = [(self.n_inner, d_in)] + ([(self.n_inner, self._dims[0])] if uses_h0 else [])
             bufs, pending = self.link.recv(shapes, "prev", "eval/pipe/fwd", 0)
             self._timed_wait(pending, "eval_wait_s")
+            bufs = self.link.opened(bufs, shapes)
             h = bufs[0]
             h0 = bufs[1] if uses_h0 else None
         for i in range(self.first, self.last):
             if i > 0:
                 if self.group is not None:
-                    h = torch.cat([h, self.link.part_halo(h, "eval/halo")])
+                    h = torch.cat([h, self.link.part_halo(h, "eval/halo", i)])
                 if fill:
                     self.tables[i] = h.clone()
             h = model.layers[i](self.block, h, h0)
         if self.last_stage:
             return model.post(h)
-        self._timed_wait(self.link.send([h] + ([h0] if uses_h0 else []), "next", "eval/pipe/fwd", 0),
-                         "eval_wait_s")
+        self._timed_wait(self.link.send([h] + ([h0] if uses_h0 else []), "next", "eval/pipe/fwd", 0,
+                                        rows=torch.arange(self.n_inner, device=h.device),
+                                        sites=(wire_site(self.last, False), wire_site(0, False))), "eval_wait_s")
         return h.new_zeros((0, self.num_classes))
 
     def forward(self, model, epoch: int, training: bool) -> torch.Tensor:
@@ -247,7 +251,7 @@ class ChunkedEngine(Engine):
             for k in order:
                 ch = self.chunks[k]
                 shapes = [(ch.size, dims[self.first])] + ([(ch.size, dims[0])] if uses_h0 else [])
-                recvs[k] = self.link.recv(shapes, "prev", "pipe/fwd", k)
+                recvs[k] = (*self.link.recv(shapes, "prev", "pipe/fwd", k), shapes)
         sends, passes, loss_total = [], {}, 0.0
         for k in order:
             ch = self.chunks[k]
@@ -256,8 +260,9 @@ class ChunkedEngine(Engine):
                 if uses_h0:
                     h0 = H0_leaf[ch.dst].detach().requires_grad_() if H0_leaf.requires_grad else H0_leaf[ch.dst]
             else:
-                bufs, pending = recvs.pop(k)
+                bufs, pending, shapes = recvs.pop(k)
                 self._timed_wait(pending)
+                bufs = self.link.opened(bufs, shapes)
                 h = bufs[0].requires_grad_()
                 h0 = bufs[1].requires_grad_() if uses_h0 else None
             layers, h = self._forward_chunk(model, ch, h, h0, H0_leaf)
@@ -268,7 +273,8 @@ class ChunkedEngine(Engine):
                 passes[k].loss = loss_sum(logits[mask], self.y[ch.dst][mask]) / self.num_train
                 loss_total += float(passes[k].loss.detach())
             else:
-                sends.append(self.link.send([h] + ([h0] if uses_h0 else []), "next", "pipe/fwd", k))
+                sends.append(self.link.send([h] + ([h0] if uses_h0 else []), "next", "pipe/fwd", k, rows=ch.dst,
+                                            sites=(wire_site(self.last, False), wire_site(0, False))))
         for s in sends:
             self._timed_wait(s)
         return passes, loss_total
@@ -287,7 +293,7 @@ class ChunkedEngine(Engine):
                 table = self.tables[i]
                 table[ch.dst] = own.detach()
                 if self.group is not None:
-                    table[ch.recv_idx] = self.link.chunk_halo(own.detach(), ch, "halo/fwd")
+                    table[ch.recv_idx] = self.link.chunk_halo(own.detach(), ch, "halo/fwd", i)
                 others = table[ch.others].requires_grad_()
                 src = torch.cat([own, others])
             out = model.layers[i](ch.block, src, h0)
@@ -305,7 +311,7 @@ class ChunkedEngine(Engine):
             for k in order:
                 ch = self.chunks[k]
                 shapes = [(ch.size, dims[self.last])] + ([(ch.size, dims[0])] if uses_h0 else [])
-                recvs[k] = self.link.recv(shapes, "next", "pipe/bwd", k)
+                recvs[k] = (*self.link.recv(shapes, "next", "pipe/bwd", k), shapes)
         if H0_leaf is not None and isinstance(H0_leaf, torch.Tensor) and H0_leaf.requires_grad:
             H0_leaf.grad = torch.zeros_like(H0_leaf)
         for k in reversed(order):
@@ -314,8 +320,9 @@ class ChunkedEngine(Engine):
             h0 = done.h0
             g = g_h0 = None
             if not self.last_stage:
-                bufs, pending = recvs.pop(k)
+                bufs, pending, shapes = recvs.pop(k)
                 self._timed_wait(pending)
+                bufs = self.link.opened(bufs, shapes)
                 g, g_h0 = bufs[0], (bufs[1] if uses_h0 else None)
             g = self._backward_chunk(ch, done.layers, done.current, g, done.loss, grads)
             if uses_h0 and h0 is not None and h0.requires_grad:
@@ -325,7 +332,8 @@ class ChunkedEngine(Engine):
                 if self.first_stage:
                     H0_leaf.grad.index_add_(0, ch.dst, gh)
             if not self.first_stage:
-                sends.append(self.link.send([g] + ([gh] if uses_h0 else []), "prev", "pipe/bwd", k))
+                sends.append(self.link.send([g] + ([gh] if uses_h0 else []), "prev", "pipe/bwd", k, rows=ch.dst,
+                                            sites=(wire_site(self.first, True), wire_site(0, True))))
         for s in sends:
             self._timed_wait(s)
 
@@ -344,7 +352,7 @@ class ChunkedEngine(Engine):
                 grads[i].index_add_(0, ch.others[current], others.grad[current])
             g = own.grad if own.grad is not None else torch.zeros_like(own)
             if self.group is not None:
-                back = self.link.chunk_halo_grads(grads[i][ch.recv_idx], ch, "halo/bwd")
+                back = self.link.chunk_halo_grads(grads[i][ch.recv_idx], ch, "halo/bwd", i)
                 g = g.index_add(0, ch.send_pos, back)
             g = g + grads[i][ch.dst]
         return g
@@ -397,4 +405,4 @@ def chunked_engine(cfg, norm: str, comm: Comm | None = None) -> ChunkedEngine:
         prev_rank=env.rank - W if stage > 0 else None, next_rank=env.rank + W if stage < S - 1 else None,
         shuffle=p.shuffle, history_refresh=p.history_refresh, induced=p.chunk_edges == "induced",
         seed=cfg.optimization.seed, replication_factor=meta.get("replication_factor") if W > 1 else None,
-        owns_comm=owns_comm)
+        owns_comm=owns_comm, precision=p.comm_precision)

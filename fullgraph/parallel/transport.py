@@ -3,6 +3,10 @@ gradients back to the previous one (point to point, one tag per chunk so that ch
 mix), and a chunk's halo rows within the stage's graph-parallel group (all-to-all). Every transfer
 goes through ``Comm``, so the ledger counts it; the engine (``pipeline.py``) decides what to move
 and when, and times the waits.
+
+Rows travel at the run's communication precision (``fullgraph.comm.precision``): encoded to bytes
+before they leave, decoded after the wait; int8's rounding keyed by the rows' global node ids and a
+site (the layer whose input they are, forward or backward).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import torch
 
 from fullgraph.comm.context import Comm, Pending
 from fullgraph.comm.halo import HaloPlan, exchange_halo
+from fullgraph.comm.precision import check_precision, decode_rows, encode_rows, row_bytes, wire_site
 
 __all__ = ["StageTransport"]
 
@@ -21,31 +26,61 @@ class StageTransport:
     communicator (``None`` when a stage is one process) and ``plan`` its whole-part halo exchange."""
 
     def __init__(self, comm: Comm | None, group: Comm | None, device: torch.device, prev_rank: int | None,
-                 next_rank: int | None, plan: HaloPlan | None = None):
+                 next_rank: int | None, plan: HaloPlan | None = None, *, precision: str = "fp32",
+                 ids: torch.Tensor | None = None):
         self.comm, self.group, self.device = comm, group, device
         self.peers = {"prev": prev_rank, "next": next_rank}
         self.plan = plan  # the whole part's halo exchange, for the exact pass
+        self.precision, self.ids = check_precision(precision), ids  # ids: global id of every local row
 
-    def send(self, tensors: list[torch.Tensor], to: str, category: str, tag: int) -> Pending:
-        """Start sending ``tensors`` to the ``prev`` or ``next`` stage (tags ``2·tag + i``)."""
-        return self.comm.post([(t.detach().contiguous(), self.peers[to], 2 * tag + i) for i, t in enumerate(tensors)],
-                              [], category)
+    def _encode(self, t: torch.Tensor, rows: torch.Tensor | None, site: int | None) -> torch.Tensor:
+        if self.precision == "fp32":
+            return t.detach().contiguous()
+        return encode_rows(t, self.precision, rows=None if rows is None else self.ids[rows], site=site)
+
+    def send(self, tensors: list[torch.Tensor], to: str, category: str, tag: int, *,
+             rows: torch.Tensor | None = None, sites: tuple[int, ...] = ()) -> Pending:
+        """Start sending ``tensors`` to the ``prev`` or ``next`` stage (tags ``2·tag + i``); ``rows``:
+        the local ids of their rows, ``sites[i]`` tensor i's key site (int8's rounding)."""
+        sites = tuple(sites) + (None,) * (len(tensors) - len(sites))
+        return self.comm.post([(self._encode(t, rows, site), self.peers[to], 2 * tag + i)
+                               for i, (t, site) in enumerate(zip(tensors, sites))], [], category)
 
     def recv(self, shapes: list[tuple], frm: str, category: str, tag: int) -> tuple[list[torch.Tensor], Pending]:
         """Start receiving tensors of ``shapes`` from the ``prev`` or ``next`` stage; returns the
-        buffers and what to wait on before reading them."""
-        bufs = [torch.empty(s, device=self.device) for s in shapes]
+        buffers and what to wait on before reading them (through ``opened``)."""
+        if self.precision == "fp32":
+            bufs = [torch.empty(s, device=self.device) for s in shapes]
+        else:
+            bufs = [torch.empty((s[0], row_bytes(s[1], self.precision)), dtype=torch.uint8, device=self.device)
+                    for s in shapes]
         return bufs, self.comm.post([], [(b, self.peers[frm], 2 * tag + i) for i, b in enumerate(bufs)], category)
 
-    def chunk_halo(self, h: torch.Tensor, ch, category: str) -> torch.Tensor:
-        """The rows of chunk ``ch`` that peers read as halo, out; this rank's halo rows of ``ch``, in."""
-        return self.group.all_to_all_rows(h[ch.send_pos], ch.send_counts, ch.recv_counts, category)
+    def opened(self, bufs: list[torch.Tensor], shapes: list[tuple]) -> list[torch.Tensor]:
+        """The tensors that ``recv``'s buffers hold, once waited for."""
+        if self.precision == "fp32":
+            return bufs
+        return [decode_rows(b, self.precision, s[1]) for b, s in zip(bufs, shapes)]
 
-    def chunk_halo_grads(self, g: torch.Tensor, ch, category: str) -> torch.Tensor:
+    def _rows(self, rows: torch.Tensor, counts_out: list[int], counts_in: list[int], category: str,
+              ids: torch.Tensor, site: int) -> torch.Tensor:
+        if self.precision == "fp32":
+            return self.group.all_to_all_rows(rows, counts_out, counts_in, category)
+        got = self.group.all_to_all_rows(encode_rows(rows, self.precision, rows=self.ids[ids], site=site),
+                                         counts_out, counts_in, category)
+        return decode_rows(got, self.precision, rows.shape[1])
+
+    def chunk_halo(self, h: torch.Tensor, ch, category: str, layer: int) -> torch.Tensor:
+        """The rows of chunk ``ch`` that peers read as halo, out; this rank's halo rows of ``ch``, in
+        (``layer``: the graph layer that reads them)."""
+        return self._rows(h[ch.send_pos], ch.send_counts, ch.recv_counts, category, ch.dst[ch.send_pos],
+                          wire_site(layer, False))
+
+    def chunk_halo_grads(self, g: torch.Tensor, ch, category: str, layer: int) -> torch.Tensor:
         """Gradients of this rank's halo rows of chunk ``ch`` back to their owners; in, the gradients
         of the rows of ``ch`` that peers read (in ``ch.send_pos`` order)."""
-        return self.group.all_to_all_rows(g, ch.recv_counts, ch.send_counts, category)
+        return self._rows(g, ch.recv_counts, ch.send_counts, category, ch.recv_idx, wire_site(layer, True))
 
-    def part_halo(self, h: torch.Tensor, category: str) -> torch.Tensor:
+    def part_halo(self, h: torch.Tensor, category: str, layer: int) -> torch.Tensor:
         """The whole part's halo rows of ``h`` (the exact evaluation pass reads every halo row)."""
-        return exchange_halo(h, self.group, self.plan, category)
+        return exchange_halo(h, self.group, self.plan, category, self.precision, layer)

@@ -119,8 +119,12 @@ def _forward_widths(dims: list[int], sparse_input: bool) -> list[int]:
 
 def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_rows: int = 0,
                   stage_starts: list[int] = (), evaluate: bool = True, chunked_stats: int = 3,
-                  permute: bool = True, seed: int = 0) -> dict[str, int]:
+                  permute: bool = True, seed: int = 0, precision: str = "fp32") -> dict[str, int]:
     """Bytes per epoch (and per evaluation, when ``evaluate``) by ledger category, summed over ranks.
+
+    Activation rows that cross processes cost ``row_bytes(width, precision)`` each
+    (``fullgraph.comm.precision``: 4 bytes a value at fp32, 2 at bf16 / fp16, 1 plus a 4-byte scale
+    per row at int8); weight gradients and statistics stay fp32.
 
     * graph (and the hybrid's stage groups, W > 1): every halo row of layers 1..L-1 once forward and
       once backward (the first layer reads its halo's features from the part itself), ``halo_rows``
@@ -138,6 +142,7 @@ def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_row
       and three more), plus the chunked engines' all-gather of ``chunked_stats`` timing floats.
     """
     from fullgraph.comm.ledger import CATEGORIES
+    from fullgraph.comm.precision import row_bytes
 
     P, S, W = mesh.nprocs, mesh.stages, mesh.graph_ways
     out: dict[str, int] = {}
@@ -156,7 +161,7 @@ def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_row
         add("grad/allreduce", P * model.params * F32)
     else:
         if W > 1:
-            halo = halo_rows * F32 * sum(model.input_widths[1:])
+            halo = halo_rows * sum(row_bytes(w, precision) for w in model.input_widths[1:])
             add("halo/fwd", halo)
             add("halo/bwd", halo)
             add("eval/halo/fwd", halo if evaluate else 0)
@@ -167,7 +172,9 @@ def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_row
         if S > 1:
             if len(stage_starts) != S - 1:
                 raise ValueError(f"expected the first layer of each of stages 2..{S} (got {list(stage_starts)})")
-            pipe = sum(nodes * F32 * (model.input_widths[b] + model.h0_width) for b in stage_starts)
+            pipe = sum(nodes * (row_bytes(model.input_widths[b], precision)
+                                + (row_bytes(model.h0_width, precision) if model.h0_width else 0))
+                       for b in stage_starts)
             add("pipe/fwd", pipe)
             add("pipe/bwd", pipe)
             add("eval/pipe/fwd", pipe if evaluate else 0)
