@@ -115,9 +115,10 @@ class Cluster:
         return outputs
 
 
-def base_options(name: str, root: str, model: str, depth: int) -> dict:
+def base_options(name: str, root: str, model: str, depth: int, precision: str = "fp32") -> dict:
     """The options a cell trains and plans with (the graph's hidden width from ``HIDDEN``)."""
-    return dict(dataset=name, root=root, model=model, layers=depth, hidden=HIDDEN.get(name, 64))
+    extra = {"comm_precision": precision} if precision != "fp32" else {}
+    return dict(dataset=name, root=root, model=model, layers=depth, hidden=HIDDEN.get(name, 64), **extra)
 
 
 def estimate(graph, base: dict, layout: dict, nprocs: int, network, timers: dict, efficiency: float) -> dict:
@@ -126,7 +127,7 @@ def estimate(graph, base: dict, layout: dict, nprocs: int, network, timers: dict
     from fullgraph.cli_plan import build_planned_model, plan_layout
     from fullgraph.plan.epoch_time import LayerTimer
 
-    key = (base["dataset"], base["model"], base["layers"])
+    key = (base["dataset"], base["model"], base["layers"])  # the precision changes bytes, not layers
     if key not in timers:  # one timer per model: its layer timings serve every layout and rate
         timers[key] = LayerTimer(build_planned_model(TrainConfig.of(**base), graph), graph.x, threads=1)
     args = argparse.Namespace(nprocs=nprocs, chunks=0, partition_dir=None)
@@ -142,8 +143,8 @@ def measured_epoch(out: Path) -> float:
 
 
 def cell(graph, name: str, root: str, model: str, depth: int, layout: str, network, a, cluster,
-         timers: dict, efficiency: float) -> dict:
-    base = base_options(name, root, model, depth)
+         timers: dict, efficiency: float, precision: str = "fp32") -> dict:
+    base = base_options(name, root, model, depth, precision)
     cfg = TrainConfig.of(**base, nprocs=a.nprocs, **LAYOUTS[layout])
     flags = prepare_run(cfg).flags()  # partitions and chunks, cut once here (cached), read by every rank
     opts = {**base, **LAYOUTS[layout], "nprocs": a.nprocs, "epochs": a.epochs, "eval_every": 1,
@@ -156,7 +157,8 @@ def cell(graph, name: str, root: str, model: str, depth: int, layout: str, netwo
         if "error" not in summary:
             summary["epoch_s"] = measured_epoch(Path(out))
     est = estimate(graph, base, LAYOUTS[layout], a.nprocs, network, timers, efficiency)
-    row = {"graph": name, "model": model, "depth": depth, "layout": layout, "rate_gbit": cluster.rate,
+    row = {"graph": name, "model": model, "depth": depth, "layout": layout, "precision": precision,
+           "rate_gbit": cluster.rate,
            "link_gbps": network.bandwidth_gbps, "link_exchange_gbps": network.exchange_gbps,
            "link_latency_us": network.latency_us, "core_efficiency": efficiency,
            "estimate_s": est["epoch_s"], "plan_bytes": est["bytes_per_epoch"], "wall_s": wall}
@@ -174,7 +176,7 @@ def reestimate(rows: list[dict], a) -> list[dict]:
     for r in rows:
         if r["graph"] not in graphs:
             graphs[r["graph"]] = load_graph(TrainConfig.of(dataset=r["graph"], root=a.root))
-        base = base_options(r["graph"], a.root, r["model"], r["depth"])
+        base = base_options(r["graph"], a.root, r["model"], r["depth"], r.get("precision", "fp32"))
         key = (r["graph"], r["model"], r["depth"])
         if "core_efficiency" not in r and key not in efficiencies:  # cells run before it was measured
             efficiencies[key] = model_core_efficiency(graphs[r["graph"]], base, a.nprocs)
@@ -231,7 +233,8 @@ def print_cells(rows: list[dict]) -> None:
     print("| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | --- |")
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
-        groups.setdefault((r["graph"], r["model"], r["depth"], r["rate_gbit"]), []).append(r)
+        groups.setdefault((r["graph"], r["model"], r["depth"], r["rate_gbit"], r.get("precision", "fp32")),
+                          []).append(r)
     close = picks = 0
     for key, rs in groups.items():
         ok = [r for r in rs if "epoch_s" in r]
@@ -243,7 +246,8 @@ def print_cells(rows: list[dict]) -> None:
             measured = f"{r['epoch_s']:.3g}" if "epoch_s" in r else f"failed: {r['error'][:60]}"
             ratio = f"{r['ratio']:.2f}" if "ratio" in r else "-"
             close += "ratio" in r and abs(r["ratio"] - 1) <= 0.25
-            print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]:g} | {r['layout']} | {measured} | {r['estimate_s']:.3g} | "
+            label = r["layout"] + (f" {key[4]}" if key[4] != "fp32" else "")
+            print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]:g} | {label} | {measured} | {r['estimate_s']:.3g} | "
                   f"{ratio} | {r['plan_bytes'] / 2**20:.1f} | {fastest['layout'] if fastest else '-'} | "
                   f"{picked['layout']}{'' if good_pick else ' (miss)'} |", flush=True)
     print(f"\nplan within 25 % of the measured epoch: {close} of {len(rows)} cells; its pick the fastest or within "
@@ -258,6 +262,7 @@ def main() -> int:
     ap.add_argument("--depths", default="16,32")
     ap.add_argument("--rates", default="0.1,1,10", help="link rates, Gbit/s")
     ap.add_argument("--layouts", default=",".join(LAYOUTS))
+    ap.add_argument("--precisions", default="fp32", help="--comm-precision values to run each cell at")
     ap.add_argument("--nprocs", type=int, default=4)
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--timeout", type=float, default=900)
@@ -294,10 +299,11 @@ def main() -> int:
                 for model in a.models.split(","):
                     for depth in [int(d) for d in a.depths.split(",")]:
                         for layout in a.layouts.split(","):
-                            rows.append(cell(graph, name, a.root, model, depth, layout, network, a, cluster, timers,
-                                             efficiencies[name, model, depth]))
-                            print(json.dumps(rows[-1]), flush=True)
-                            write_json(a.out, {"rows": rows})
+                            for precision in a.precisions.split(","):
+                                rows.append(cell(graph, name, a.root, model, depth, layout, network, a, cluster,
+                                                 timers, efficiencies[name, model, depth], precision))
+                                print(json.dumps(rows[-1]), flush=True)
+                                write_json(a.out, {"rows": rows})
     print_cells(rows)
     return 0
 

@@ -22,7 +22,7 @@ from fullgraph.comm.context import Comm
 from fullgraph.comm.precision import decode_rows, encode_rows, wire_site
 from fullgraph.ops.dropout import current_key
 
-__all__ = ["HaloPlan", "exchange_halo"]
+__all__ = ["HaloPlan", "exchange_halo", "send_rows"]
 
 
 @dataclass
@@ -43,9 +43,10 @@ class HaloPlan:
         return sum(self.recv_counts)
 
 
-def _send_rows(comm: Comm, rows: torch.Tensor, counts_out: list[int], counts_in: list[int], category: str,
+def send_rows(comm: Comm, rows: torch.Tensor, counts_out: list[int], counts_in: list[int], category: str,
                precision: str, ids: torch.Tensor | None, site: int | None, key=None) -> torch.Tensor:
-    """``rows`` out by ``counts_out``, the peers' rows in by ``counts_in``, at ``precision``."""
+    """``rows`` out by ``counts_out``, the peers' rows in by ``counts_in`` (``Comm.all_to_all_rows``),
+    at ``precision``: ``ids`` (the rows' global node ids), ``site`` and ``key`` key int8's rounding."""
     if precision == "fp32":
         return comm.all_to_all_rows(rows, counts_out, counts_in, category)
     width = math.prod(rows.shape[1:])
@@ -59,13 +60,13 @@ class _HaloExchange(torch.autograd.Function):
                 layer: int | None) -> torch.Tensor:
         ctx.comm, ctx.plan, ctx.category, ctx.rows = comm, plan, category, h.shape[0]
         ctx.precision, ctx.layer, ctx.key = precision, layer, current_key()
-        return _send_rows(comm, h[plan.send_idx], plan.send_counts, plan.recv_counts, f"{category}/fwd", precision,
+        return send_rows(comm, h[plan.send_idx], plan.send_counts, plan.recv_counts, f"{category}/fwd", precision,
                           plan.send_ids, None if layer is None else wire_site(layer, False))
 
     @staticmethod
     def backward(ctx, g: torch.Tensor):
         plan = ctx.plan
-        back = _send_rows(ctx.comm, g, plan.recv_counts, plan.send_counts, f"{ctx.category}/bwd", ctx.precision,
+        back = send_rows(ctx.comm, g, plan.recv_counts, plan.send_counts, f"{ctx.category}/bwd", ctx.precision,
                           plan.recv_ids, None if ctx.layer is None else wire_site(ctx.layer, True), ctx.key)
         grad = g.new_zeros((ctx.rows,) + tuple(g.shape[1:]))
         grad.index_add_(0, plan.send_idx, back)
@@ -78,5 +79,5 @@ def exchange_halo(h: torch.Tensor, comm: Comm, plan: HaloPlan, category: str = "
     ``precision``; ``layer`` (the graph layer that reads them) keys int8's rounding."""
     if torch.is_grad_enabled() and h.requires_grad:
         return _HaloExchange.apply(h, comm, plan, category, precision, layer)
-    return _send_rows(comm, h[plan.send_idx], plan.send_counts, plan.recv_counts, f"{category}/fwd", precision,
+    return send_rows(comm, h[plan.send_idx], plan.send_counts, plan.recv_counts, f"{category}/fwd", precision,
                       plan.send_ids, None if layer is None else wire_site(layer, False))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from fullgraph.comm.context import Comm, Pending
-from fullgraph.comm.halo import HaloPlan, exchange_halo
+from fullgraph.comm.halo import HaloPlan, exchange_halo, send_rows
 from fullgraph.comm.precision import check_precision, decode_rows, encode_rows, row_bytes, wire_site
 
 __all__ = ["StageTransport"]
@@ -63,12 +63,9 @@ class StageTransport:
         return [decode_rows(b, self.precision, s[1]) for b, s in zip(bufs, shapes)]
 
     def _rows(self, rows: torch.Tensor, counts_out: list[int], counts_in: list[int], category: str,
-              ids: torch.Tensor, site: int) -> torch.Tensor:
-        if self.precision == "fp32":
-            return self.group.all_to_all_rows(rows, counts_out, counts_in, category)
-        got = self.group.all_to_all_rows(encode_rows(rows, self.precision, rows=self.ids[ids], site=site),
-                                         counts_out, counts_in, category)
-        return decode_rows(got, self.precision, rows.shape[1])
+              local: torch.Tensor, site: int) -> torch.Tensor:
+        ids = None if self.precision == "fp32" else self.ids[local]
+        return send_rows(self.group, rows, counts_out, counts_in, category, self.precision, ids, site)
 
     def chunk_halo(self, h: torch.Tensor, ch, category: str, layer: int) -> torch.Tensor:
         """The rows of chunk ``ch`` that peers read as halo, out; this rank's halo rows of ``ch``, in
