@@ -38,6 +38,12 @@ class HaloPlan:
     send_ids: torch.Tensor | None = None
     recv_ids: torch.Tensor | None = None
 
+    @classmethod
+    def of_part(cls, part, device) -> "HaloPlan":
+        """A part's whole halo exchange (``fullgraph.partition.Part``: its send list and halo)."""
+        return cls(part.send_idx.to(device), [int(c) for c in part.send_counts], [int(c) for c in part.recv_counts],
+                   part.inner[part.send_idx].to(device), part.halo.to(device))
+
     @property
     def num_recv(self) -> int:
         return sum(self.recv_counts)
@@ -50,7 +56,8 @@ def send_rows(comm: Comm, rows: torch.Tensor, counts_out: list[int], counts_in: 
     if precision == "fp32":
         return comm.all_to_all_rows(rows, counts_out, counts_in, category)
     width = math.prod(rows.shape[1:])
-    got = comm.all_to_all_rows(encode_rows(rows, precision, rows=ids, site=site, key=key), counts_out, counts_in, category)
+    sent = encode_rows(rows, precision, rows=ids, site=site, key=key)
+    got = comm.all_to_all_rows(sent, counts_out, counts_in, category)
     return decode_rows(got, precision, width).reshape((got.shape[0],) + tuple(rows.shape[1:])).to(rows.dtype)
 
 

@@ -65,8 +65,7 @@ class GraphEngine(Engine):
         self.reduce = sum_over(comm)  # batch statistics span every part's inner rows
         self.block = self._own(part.block(norm))
         self.x = input_features(part.x).to(dev)
-        self.plan = HaloPlan(part.send_idx.to(dev), [int(c) for c in part.send_counts],
-                             [int(c) for c in part.recv_counts], part.inner[part.send_idx].to(dev), part.halo.to(dev))
+        self.plan = HaloPlan.of_part(part, dev)
         self.y, self.train_mask, self.val_mask, self.test_mask = (
             t.to(dev) for t in (part.y, part.train_mask, part.val_mask, part.test_mask))
         self.num_train = int(part.global_num_train)

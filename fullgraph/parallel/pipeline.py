@@ -40,7 +40,6 @@ import torch
 
 from fullgraph.comm.context import Comm
 from fullgraph.comm.halo import HaloPlan
-from fullgraph.comm.precision import wire_site
 from fullgraph.comm.stats import sum_over
 from fullgraph.parallel.engine import Engine, input_features, sum_flat, sum_grads
 from fullgraph.parallel.graph import feature_rows
@@ -103,10 +102,9 @@ class ChunkedEngine(Engine):
         self.x = input_features(part.x).to(dev) if self.first_stage else None
         self.in_dim = part.x.shape[1]
         part.x = None  # only the first stage reads features, from its own copy: free the part's
-        plan = (HaloPlan(part.send_idx.to(dev), [int(c) for c in part.send_counts], [int(c) for c in part.recv_counts],
-                         part.inner[part.send_idx].to(dev), part.halo.to(dev)) if group is not None else None)
+        plan = HaloPlan.of_part(part, dev) if group is not None else None  # the exact pass's halo exchange
         self.link = StageTransport(comm, group, dev, prev_rank, next_rank, plan, precision=precision,
-                                   ids=self.local_ids.to(dev))  # what crosses processes
+                                   ids=self.local_ids.to(dev))
         rows = slice(None) if self.last_stage else slice(0, 0)  # only the last stage has logits
         self.y, self.train_mask, self.val_mask, self.test_mask = (
             t[rows].to(dev) for t in (part.y, part.train_mask, part.val_mask, part.test_mask))
@@ -140,25 +138,24 @@ class ChunkedEngine(Engine):
     def _timed_wait(self, pending, key: str = "wait_s") -> None:
         self.stats[key] = self.stats.get(key, 0.0) + pending.wait()
 
+    def _arrived(self, recv: tuple, key: str = "wait_s") -> tuple:
+        """A posted receive ``(bufs, pending, shapes)``, waited for: the rows, and H0's or ``None``."""
+        bufs, pending, shapes = recv
+        self._timed_wait(pending, key)
+        return tuple((self.link.opened(bufs, shapes) + [None])[:2])
+
     # ------------------------------------------------------------------ exact forward
     @torch.no_grad()
     def _exact(self, model, fill: bool) -> torch.Tensor:
         """Full-graph forward, stage to stage; ``fill`` stores every layer input as history."""
         uses_h0 = model.uses_h0
-        h0 = None
         if self.first_stage:
-            full = model.pre(self.x)
-            h = full
-            if uses_h0:
-                h0 = full[: self.n_inner]
+            h = model.pre(self.x)
+            h0 = h[: self.n_inner] if uses_h0 else None
         else:
             d_in = self._dims[self.first]
             shapes = [(self.n_inner, d_in)] + ([(self.n_inner, self._dims[0])] if uses_h0 else [])
-            bufs, pending = self.link.recv(shapes, "prev", "eval/pipe/fwd", 0)
-            self._timed_wait(pending, "eval_wait_s")
-            bufs = self.link.opened(bufs, shapes)
-            h = bufs[0]
-            h0 = bufs[1] if uses_h0 else None
+            h, h0 = self._arrived((*self.link.recv(shapes, "prev", "eval/pipe/fwd", 0), shapes), "eval_wait_s")
         for i in range(self.first, self.last):
             if i > 0:
                 if self.group is not None:
@@ -168,9 +165,9 @@ class ChunkedEngine(Engine):
             h = model.layers[i](self.block, h, h0)
         if self.last_stage:
             return model.post(h)
-        self._timed_wait(self.link.send([h] + ([h0] if uses_h0 else []), "next", "eval/pipe/fwd", 0,
-                                        rows=torch.arange(self.n_inner, device=h.device),
-                                        sites=(wire_site(self.last, False), wire_site(0, False))), "eval_wait_s")
+        rows = torch.arange(self.n_inner, device=h.device)
+        self._timed_wait(self.link.send([h] + ([h0] if uses_h0 else []), "next", "eval/pipe/fwd", 0, rows=rows,
+                                        layer=self.last), "eval_wait_s")
         return h.new_zeros((0, self.num_classes))
 
     def forward(self, model, epoch: int, training: bool) -> torch.Tensor:
@@ -260,11 +257,7 @@ class ChunkedEngine(Engine):
                 if uses_h0:
                     h0 = H0_leaf[ch.dst].detach().requires_grad_() if H0_leaf.requires_grad else H0_leaf[ch.dst]
             else:
-                bufs, pending, shapes = recvs.pop(k)
-                self._timed_wait(pending)
-                bufs = self.link.opened(bufs, shapes)
-                h = bufs[0].requires_grad_()
-                h0 = bufs[1].requires_grad_() if uses_h0 else None
+                h, h0 = (t if t is None else t.requires_grad_() for t in self._arrived(recvs.pop(k)))
             layers, h = self._forward_chunk(model, ch, h, h0, H0_leaf)
             passes[k] = ChunkPass(layers, h0, current=pos[ch.others_chunk] <= pos[k])
             if self.last_stage:
@@ -274,7 +267,7 @@ class ChunkedEngine(Engine):
                 loss_total += float(passes[k].loss.detach())
             else:
                 sends.append(self.link.send([h] + ([h0] if uses_h0 else []), "next", "pipe/fwd", k, rows=ch.dst,
-                                            sites=(wire_site(self.last, False), wire_site(0, False))))
+                                            layer=self.last))
         for s in sends:
             self._timed_wait(s)
         return passes, loss_total
@@ -320,10 +313,7 @@ class ChunkedEngine(Engine):
             h0 = done.h0
             g = g_h0 = None
             if not self.last_stage:
-                bufs, pending, shapes = recvs.pop(k)
-                self._timed_wait(pending)
-                bufs = self.link.opened(bufs, shapes)
-                g, g_h0 = bufs[0], (bufs[1] if uses_h0 else None)
+                g, g_h0 = self._arrived(recvs.pop(k))
             g = self._backward_chunk(ch, done.layers, done.current, g, done.loss, grads)
             if uses_h0 and h0 is not None and h0.requires_grad:
                 gh = h0.grad if h0.grad is not None else torch.zeros_like(h0)
@@ -333,7 +323,7 @@ class ChunkedEngine(Engine):
                     H0_leaf.grad.index_add_(0, ch.dst, gh)
             if not self.first_stage:
                 sends.append(self.link.send([g] + ([gh] if uses_h0 else []), "prev", "pipe/bwd", k, rows=ch.dst,
-                                            sites=(wire_site(self.first, True), wire_site(0, True))))
+                                            layer=self.first, backward=True))
         for s in sends:
             self._timed_wait(s)
 

@@ -39,10 +39,12 @@ class StageTransport:
         return encode_rows(t, self.precision, rows=None if rows is None else self.ids[rows], site=site)
 
     def send(self, tensors: list[torch.Tensor], to: str, category: str, tag: int, *,
-             rows: torch.Tensor | None = None, sites: tuple[int, ...] = ()) -> Pending:
-        """Start sending ``tensors`` to the ``prev`` or ``next`` stage (tags ``2·tag + i``); ``rows``:
-        the local ids of their rows, ``sites[i]`` tensor i's key site (int8's rounding)."""
-        sites = tuple(sites) + (None,) * (len(tensors) - len(sites))
+             rows: torch.Tensor | None = None, layer: int | None = None, backward: bool = False) -> Pending:
+        """Start sending ``tensors`` to the ``prev`` or ``next`` stage (tags ``2·tag + i``): the input
+        rows of graph layer ``layer`` (or their gradient, ``backward``), then H0's when GCNII sends it;
+        ``rows``, their local ids, and the layer key int8's rounding (H0 as layer 0's input, which no
+        other message carries)."""
+        sites = [None] * len(tensors) if layer is None else [wire_site(layer, backward), wire_site(0, backward)]
         return self.comm.post([(self._encode(t, rows, site), self.peers[to], 2 * tag + i)
                                for i, (t, site) in enumerate(zip(tensors, sites))], [], category)
 

@@ -117,14 +117,19 @@ def _forward_widths(dims: list[int], sparse_input: bool) -> list[int]:
             for i in range(len(dims) - 1)]
 
 
+def _boundary_row(model: ModelShape, first_layer: int, precision: str) -> int:
+    """Bytes of one node's row at a stage boundary: the layer's input, and H0 when the layers read it."""
+    from fullgraph.comm.precision import row_bytes
+
+    h0 = row_bytes(model.h0_width, precision) if model.h0_width else 0
+    return row_bytes(model.input_widths[first_layer], precision) + h0
+
+
 def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_rows: int = 0,
                   stage_starts: list[int] = (), evaluate: bool = True, chunked_stats: int = 3,
                   permute: bool = True, seed: int = 0, precision: str = "fp32") -> dict[str, int]:
-    """Bytes per epoch (and per evaluation, when ``evaluate``) by ledger category, summed over ranks.
-
-    Activation rows that cross processes cost ``row_bytes(width, precision)`` each
-    (``fullgraph.comm.precision``: 4 bytes a value at fp32, 2 at bf16 / fp16, 1 plus a 4-byte scale
-    per row at int8); weight gradients and statistics stay fp32.
+    """Bytes per epoch (and per evaluation, when ``evaluate``) by ledger category, summed over ranks;
+    an activation row costs ``row_bytes(width, precision)``, weight gradients and statistics fp32.
 
     * graph (and the hybrid's stage groups, W > 1): every halo row of layers 1..L-1 once forward and
       once backward (the first layer reads its halo's features from the part itself), ``halo_rows``
@@ -132,8 +137,7 @@ def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_row
       rank each way; each of the W ranks all-reduces its gradients (``params`` floats).
     * pipeline (and the hybrid's S stages): at each stage boundary (``stage_starts``: the first layer
       of every stage but the first) every node's row of that layer's input (and of H0 for GCNII)
-      forward, its gradient backward; the stages own distinct
-      weights, so nothing is all-reduced without graph ways.
+      forward, its gradient backward; stage weights are distinct (all-reduced only across graph ways).
     * SpMM layouts: ``spmm_volume`` of the epoch's products (``nnz``: Â's non-zeros, self loops
       included); every rank all-reduces the replicated weights' gradients.
     * evaluation: one forward pass (``eval/...``) and the metric sums (``eval/reduce``; with ROC-AUC
@@ -172,9 +176,7 @@ def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_row
         if S > 1:
             if len(stage_starts) != S - 1:
                 raise ValueError(f"expected the first layer of each of stages 2..{S} (got {list(stage_starts)})")
-            pipe = sum(nodes * (row_bytes(model.input_widths[b], precision)
-                                + (row_bytes(model.h0_width, precision) if model.h0_width else 0))
-                       for b in stage_starts)
+            pipe = nodes * sum(_boundary_row(model, b, precision) for b in stage_starts)
             add("pipe/fwd", pipe)
             add("pipe/bwd", pipe)
             add("eval/pipe/fwd", pipe if evaluate else 0)
