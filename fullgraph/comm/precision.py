@@ -102,5 +102,5 @@ def round_rows(x: torch.Tensor, precision: str, *, rows: torch.Tensor | None = N
     """What a receiver gets of ``x``: encoded and decoded (``x`` itself at fp32)."""
     if precision == "fp32":
         return x
-    width = math.prod(x.shape[1:])
-    return decode_rows(encode_rows(x, precision, rows=rows, site=site, key=key), precision, width).reshape(x.shape).to(x.dtype)
+    sent = encode_rows(x, precision, rows=rows, site=site, key=key)
+    return decode_rows(sent, precision, math.prod(x.shape[1:])).reshape(x.shape).to(x.dtype)

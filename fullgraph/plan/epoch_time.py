@@ -185,9 +185,11 @@ class LayerTimer:
 
     def layer_step(self, i: int, rows: int, src_ratio: float = 1.0, degree: float = 1.0, train: bool = True):
         """One call of layer ``i`` over ``rows`` rows, ready to run: the block and its input are built
-        here, once, so that only the layer's own work is timed (and the first layer's ``pre`` on the
-        real features, which the first layer's calls include). ``benchmarks/_corun_probe.py`` runs it
-        in processes sharing the cores."""
+        here, once, so that only the call's own work is timed: the first layer's ``pre`` on the real
+        features (its calls include it), a later layer's gather of its source rows in a random order
+        (a layout assembles a call's sources from the rows it holds: own and halo, or a chunk's own and
+        history; ``index_select`` forward, ``index_add`` backward), and the layer.
+        ``benchmarks/_corun_probe.py`` runs it in processes sharing the cores."""
         block, src = self._block(rows, src_ratio, degree)
         layer, model = self.model.layers[i], self.model
         h0 = torch.rand(rows, model.layers[0].in_width) if model.uses_h0 else None
