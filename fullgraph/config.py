@@ -214,10 +214,10 @@ class ParallelOptions(_Section):
     permute: bool = True
     """SpMM layouts: cut block rows from a seeded random node permutation, for balance (``--no-permute``)."""
     comm_precision: str = "fp32"
-    """Precision of the activations and activation gradients that cross processes (halo exchange,
-    the pipeline's chunk stream, the SpMM layouts' broadcasts and reductions): fp32, bf16, fp16, or
-    int8 (per-row scale, stochastic rounding keyed like dropout). Weight-gradient sums stay fp32
-    (``fullgraph.comm.precision``)."""
+    """Precision of the activations and activation gradients that cross processes (the halo exchange,
+    the pipeline's chunk stream, the hybrid's chunk halos): fp32, bf16, fp16, or int8 (per-row scale,
+    stochastic rounding keyed like dropout). Weight-gradient sums stay fp32; the SpMM layouts take
+    fp32 only so far (``fullgraph.comm.precision``)."""
     chunk_file: str | None = field(default=None, metadata={"hidden": True})
     """The node → chunk map the launcher wrote (set by the launcher; not a user option)."""
 

@@ -106,33 +106,32 @@ passes then stay in cache, which makes it several times faster than one pass ove
 and faster than ``torch.rand`` (34k x 256, one thread: 21 ms against 65 ms)."""
 
 
-def keyed_keep(rows: torch.Tensor, num_cols: int, p: float, key: DropoutKey, site: int) -> torch.Tensor:
-    """The bool keep mask ``[len(rows), num_cols]`` of site ``site`` for the given global row ids."""
+def _keyed_fill(rows: torch.Tensor, num_cols: int, key: DropoutKey, site: int, out: torch.Tensor,
+                emit) -> torch.Tensor:
+    """``out[i, j] = emit(hash of (key, site, rows[i], j))``, over blocks of rows on CPU (see
+    ``_CPU_BLOCK_ENTRIES``), in one pass elsewhere; ``emit(bits, out_block)`` writes a block."""
     kr, kc = _site_keys(key, site)
     r = _row_hash(rows, kr)
     c = _col_hash(torch.arange(num_cols, dtype=torch.int32, device=rows.device), kc)
-    thr = _threshold(p)
-    if rows.device.type != "cpu":
-        return _fmix32(r[:, None] + c[None, :]) >= thr
-    out = torch.empty((rows.numel(), num_cols), dtype=torch.bool)
-    step = max(1, _CPU_BLOCK_ENTRIES // max(1, num_cols))
+    step = max(1, rows.numel() if rows.device.type != "cpu" else _CPU_BLOCK_ENTRIES // max(1, num_cols))
     for start in range(0, rows.numel(), step):
-        torch.ge(_fmix32(r[start:start + step, None] + c[None, :]), thr, out=out[start:start + step])
+        emit(_fmix32(r[start:start + step, None] + c[None, :]), out[start:start + step])
     return out
+
+
+def keyed_keep(rows: torch.Tensor, num_cols: int, p: float, key: DropoutKey, site: int) -> torch.Tensor:
+    """The bool keep mask ``[len(rows), num_cols]`` of site ``site`` for the given global row ids."""
+    thr = _threshold(p)
+    out = torch.empty((rows.numel(), num_cols), dtype=torch.bool, device=rows.device)
+    return _keyed_fill(rows, num_cols, key, site, out, lambda bits, o: torch.ge(bits, thr, out=o))
 
 
 def keyed_uniform(rows: torch.Tensor, num_cols: int, key: DropoutKey, site: int) -> torch.Tensor:
     """Float32 draws in [0, 1) ``[len(rows), num_cols]`` keyed as the masks are (the top 24 bits of
     the same hash): the uniforms of stochastic rounding (``fullgraph.comm.precision``)."""
-    kr, kc = _site_keys(key, site)
-    r = _row_hash(rows, kr)
-    c = _col_hash(torch.arange(num_cols, dtype=torch.int32, device=rows.device), kc)
     out = torch.empty((rows.numel(), num_cols), dtype=torch.float32, device=rows.device)
-    step = rows.numel() if rows.device.type != "cpu" else max(1, _CPU_BLOCK_ENTRIES // max(1, num_cols))
-    for start in range(0, rows.numel(), step):
-        bits = (_fmix32(r[start:start + step, None] + c[None, :]) >> 8) & 0xFFFFFF
-        torch.mul(bits, 2.0 ** -24, out=out[start:start + step])
-    return out
+    return _keyed_fill(rows, num_cols, key, site, out,
+                       lambda bits, o: torch.mul((bits >> 8) & 0xFFFFFF, 2.0 ** -24, out=o))
 
 
 def _keyed_sparse_keep(x: SparseOp, rows: torch.Tensor, p: float, key: DropoutKey, site: int) -> torch.Tensor:
