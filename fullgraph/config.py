@@ -215,9 +215,9 @@ class ParallelOptions(_Section):
     """SpMM layouts: cut block rows from a seeded random node permutation, for balance (``--no-permute``)."""
     comm_precision: str = "fp32"
     """Precision of the activations and activation gradients that cross processes (the halo exchange,
-    the pipeline's chunk stream, the hybrid's chunk halos): fp32, bf16, fp16, or int8 (per-row scale,
-    stochastic rounding keyed like dropout). Weight-gradient sums stay fp32; the SpMM layouts take
-    fp32 only so far (``fullgraph.comm.precision``)."""
+    the pipeline's chunk stream, the hybrid's chunk halos, the SpMM layouts' broadcasts, reductions
+    and redistributions): fp32, bf16, fp16, or int8 (per-row scale, stochastic rounding keyed like
+    dropout). Weight-gradient sums stay fp32 (``fullgraph.comm.precision``)."""
     chunk_file: str | None = field(default=None, metadata={"hidden": True})
     """The node → chunk map the launcher wrote (set by the launcher; not a user option)."""
 
@@ -227,10 +227,6 @@ class ParallelOptions(_Section):
         layout = self.mesh  # validates every axis of the layout against nprocs
         _need(self.history_refresh >= 1, "history_refresh", self.history_refresh, ">= 1")
         _need(self.chunks >= 0, "chunks", self.chunks, ">= 0")
-        if self.comm_precision != "fp32" and layout.spmm:
-            raise InputError(f"expected --comm-precision fp32 with --parallel {self.mode} (got "
-                             f"{self.comm_precision}); lower precisions run with --parallel graph, pipeline "
-                             f"and hybrid so far")
         if layout.parallel in ("pipeline", "hybrid"):
             if self.boundary_rate < 1.0:
                 raise InputError(f"expected --boundary-rate 1 with --parallel {self.mode} (got "

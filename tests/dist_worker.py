@@ -108,11 +108,14 @@ def spmm_runs(payload: dict, comm: Comm) -> dict:
         engine = spmm_engine(cfg, MODELS[cfg.model.name].norm, comm=comm)
         trainer = Trainer(cfg, engine=engine)
         result = trainer.build().train()
+        # every rank holds all weights: how far apart they ended (0 unless replicas saw different rows)
+        flat = torch.cat([v.detach().reshape(-1).double() for v in trainer.model.state_dict().values()])
+        spread = max((t - flat).abs().max().item() for t in comm.all_gather(flat, "meta/checkpoint"))
         trainer.close()
         out[run["name"]] = {"losses": torch.tensor(result.losses, dtype=torch.float64),
                             "state": trainer.model.state_dict(), "comm": result.comm_bytes_per_epoch,
                             "test_acc": result.test_acc, "block_nnz": engine.block_nnz,
-                            "block_nnz_unpermuted": engine.block_nnz_unpermuted}
+                            "block_nnz_unpermuted": engine.block_nnz_unpermuted, "spread": spread}
     return out
 
 

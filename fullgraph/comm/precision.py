@@ -52,17 +52,23 @@ def row_bytes(width: int, precision: str = "fp32") -> int:
     return width * torch.finfo(_FLOAT[precision]).bits // 8
 
 
-def wire_site(layer: int, backward: bool) -> int:
+_PHASE = 1 << 24  # apart of the sites of one phase: more graph layers than any model has
+
+
+def wire_site(layer: int, backward: bool, phase: int = 0) -> int:
     """The key site of the messages of graph layer ``layer`` (its input rows forward, their gradient
-    backward): negative, so that it never meets a dropout site (those count up from 0)."""
-    return -(2 * layer + int(backward) + 1)
+    backward): negative, so that it never meets a dropout site (those count up from 0). ``phase``
+    tells apart the messages that carry the same rows more than once in one product (the SpMM
+    layouts' broadcast, reduction and redistribution); halos and the pipeline use phase 0."""
+    return -(2 * layer + int(backward) + 1) - phase * _PHASE
 
 
 def encode_rows(x: torch.Tensor, precision: str, *, rows: torch.Tensor | None = None,
-                site: int | None = None, key: DropoutKey | None = None) -> torch.Tensor:
+                site: int | None = None, key: DropoutKey | None = None, col0: int = 0) -> torch.Tensor:
     """``x`` (``[n, width]``, float32) as ``[n, row_bytes(width)]`` bytes. For int8, ``rows`` (the
     global node ids of ``x``'s rows, default ``0..n-1``), ``site`` and ``key`` (default: the keyed
-    step running now) key the stochastic rounding; without a site or a key it rounds to nearest."""
+    step running now) key the stochastic rounding; without a site or a key it rounds to nearest.
+    ``col0``: the index of ``x``'s first column when it is a column slice of wider rows."""
     check_precision(precision)
     x = x.detach().to(torch.float32).reshape(x.shape[0], math.prod(x.shape[1:])).contiguous()
     if precision != "int8":
@@ -76,7 +82,7 @@ def encode_rows(x: torch.Tensor, precision: str, *, rows: torch.Tensor | None = 
         ids = torch.arange(n, device=x.device) if rows is None else rows.to(x.device)
         if ids.numel() != n:
             raise ValueError(f"expected {n} row ids for {n} rows, got {ids.numel()}")
-        y = torch.floor(y + keyed_uniform(ids, width, key, site))
+        y = torch.floor(y + keyed_uniform(ids, width, key, site, col0))
     else:
         y = torch.round(y)
     q = y.clamp_(-_INT8_MAX, _INT8_MAX).to(torch.int8)
@@ -98,9 +104,9 @@ def decode_rows(b: torch.Tensor, precision: str, width: int) -> torch.Tensor:
 
 
 def round_rows(x: torch.Tensor, precision: str, *, rows: torch.Tensor | None = None,
-               site: int | None = None, key: DropoutKey | None = None) -> torch.Tensor:
+               site: int | None = None, key: DropoutKey | None = None, col0: int = 0) -> torch.Tensor:
     """What a receiver gets of ``x``: encoded and decoded (``x`` itself at fp32)."""
     if precision == "fp32":
         return x
-    sent = encode_rows(x, precision, rows=rows, site=site, key=key)
+    sent = encode_rows(x, precision, rows=rows, site=site, key=key, col0=col0)
     return decode_rows(sent, precision, math.prod(x.shape[1:])).reshape(x.shape).to(x.dtype)

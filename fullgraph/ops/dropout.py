@@ -107,12 +107,12 @@ and faster than ``torch.rand`` (34k x 256, one thread: 21 ms against 65 ms)."""
 
 
 def _keyed_fill(rows: torch.Tensor, num_cols: int, key: DropoutKey, site: int, out: torch.Tensor,
-                emit) -> torch.Tensor:
-    """``out[i, j] = emit(hash of (key, site, rows[i], j))``, over blocks of rows on CPU (see
+                emit, col0: int = 0) -> torch.Tensor:
+    """``out[i, j] = emit(hash of (key, site, rows[i], col0 + j))``, over blocks of rows on CPU (see
     ``_CPU_BLOCK_ENTRIES``), in one pass elsewhere; ``emit(bits, out_block)`` writes a block."""
     kr, kc = _site_keys(key, site)
     r = _row_hash(rows, kr)
-    c = _col_hash(torch.arange(num_cols, dtype=torch.int32, device=rows.device), kc)
+    c = _col_hash(torch.arange(col0, col0 + num_cols, dtype=torch.int32, device=rows.device), kc)
     step = max(1, rows.numel() if rows.device.type != "cpu" else _CPU_BLOCK_ENTRIES // max(1, num_cols))
     for start in range(0, rows.numel(), step):
         emit(_fmix32(r[start:start + step, None] + c[None, :]), out[start:start + step])
@@ -126,12 +126,13 @@ def keyed_keep(rows: torch.Tensor, num_cols: int, p: float, key: DropoutKey, sit
     return _keyed_fill(rows, num_cols, key, site, out, lambda bits, o: torch.ge(bits, thr, out=o))
 
 
-def keyed_uniform(rows: torch.Tensor, num_cols: int, key: DropoutKey, site: int) -> torch.Tensor:
+def keyed_uniform(rows: torch.Tensor, num_cols: int, key: DropoutKey, site: int, col0: int = 0) -> torch.Tensor:
     """Float32 draws in [0, 1) ``[len(rows), num_cols]`` keyed as the masks are (the top 24 bits of
-    the same hash): the uniforms of stochastic rounding (``fullgraph.comm.precision``)."""
+    the same hash): the uniforms of stochastic rounding (``fullgraph.comm.precision``). ``col0``: the
+    first column's index, for a column slice of wider rows (the SpMM layouts send such slices)."""
     out = torch.empty((rows.numel(), num_cols), dtype=torch.float32, device=rows.device)
     return _keyed_fill(rows, num_cols, key, site, out,
-                       lambda bits, o: torch.mul((bits >> 8) & 0xFFFFFF, 2.0 ** -24, out=o))
+                       lambda bits, o: torch.mul((bits >> 8) & 0xFFFFFF, 2.0 ** -24, out=o), col0)
 
 
 def _keyed_sparse_keep(x: SparseOp, rows: torch.Tensor, p: float, key: DropoutKey, site: int) -> torch.Tensor:

@@ -25,6 +25,13 @@ non-zeros per block row with and without it). Losses and weights do not depend o
 Weight gradients: every replica of block row i computes the gradient of its rows' loss; the sum
 over the R distinct block rows of a grid column (``grad/allreduce`` within the column) is the
 global gradient. The loss and the evaluation counts are reported by grid column 0 only.
+
+``--comm-precision`` below fp32 (``fullgraph.comm.wire``): the dense rows of every broadcast and
+redistribution travel encoded; a reduction becomes a reduce-scatter of encoded partial sums (and,
+where the c replicas of a block row must hold the same sum, an all-gather of the encoded result,
+which every replica decodes, its owner included). The sparse blocks of 2D/3D and the weight
+gradients stay exact. int8's rounding is keyed by the global node id, the column, the graph layer
+(``WireSites``) and the phase of the product.
 """
 
 from __future__ import annotations
@@ -34,9 +41,12 @@ import torch
 
 from fullgraph.comm.context import Comm
 from fullgraph.comm.mesh import Mesh
+from fullgraph.comm.precision import wire_site
+from fullgraph.comm.wire import all_gather_rows, broadcast_rows, exchange_rows, reduce_scatter_rows
 from fullgraph.models import SPMM_MODELS  # noqa: F401 - re-exported: the models these layouts take
 from fullgraph.errors import InputError
 from fullgraph.ops import Block, SparseOp
+from fullgraph.ops.dropout import current_key
 from fullgraph.ops.csr import indptr_from_counts, take_rows
 from fullgraph.parallel.engine import Engine, input_features, sum_grads
 from fullgraph.partition.blockrows import BlockRow, block_nnz, block_row, load_block_row, row_blocks
@@ -44,12 +54,39 @@ from fullgraph.partition.blockrows import BlockRow, block_nnz, block_row, load_b
 __all__ = ["GridOp", "SummaOp", "SpmmEngine", "SPMM_MODELS", "row_blocks", "spmm_engine"]
 
 
+class WireSites:
+    """The key sites of an op's messages in one step (int8's stochastic rounding): the forward's n-th
+    product is graph layer n, and the backward multiplies by ``Âᵀ`` in the reverse order, the first
+    layer's product last or not at all. ``begin`` starts a step and takes its key (the backward may run
+    on another thread, which does not see it)."""
+
+    BCAST, REDUCE, GATHER, REDIST_IN, REDIST_OUT = range(5)  # the phases of one product
+
+    def __init__(self):
+        self.begin()
+
+    def begin(self) -> None:
+        self.calls, self.back, self.key = 0, 0, current_key()
+
+    def next(self, backward: bool):
+        """The site of each phase of the next product, as ``site(phase)``."""
+        if backward:
+            self.back += 1
+            layer = self.calls - self.back
+        else:
+            layer, self.calls = self.calls, self.calls + 1
+        return lambda phase: wire_site(layer, backward, phase)
+
+
 class GridOp:
     """``Â`` (and ``Âᵀ``) as seen by process ``(i, j)`` of an ``R × c`` grid: ``mm`` / ``mm_t`` map this
-    block row of a dense matrix to this block row of the product."""
+    block row of a dense matrix to this block row of the product. Below fp32 (``precision``) the
+    broadcast blocks travel encoded and the grid-row sum is a reduce-scatter and an all-gather of
+    encoded rows (``fullgraph.comm.wire``); ``ids`` (each block row's global node ids) key int8."""
 
     def __init__(self, a_blocks: list[SparseOp], at_blocks: list[SparseOp], sizes: list[int], row: int, col: int,
-                 c: int, col_comm: Comm, row_comm: Comm | None, overlap: bool):
+                 c: int, col_comm: Comm, row_comm: Comm | None, overlap: bool, precision: str = "fp32",
+                 ids: list[torch.Tensor] | None = None):
         self.a, self.at, self.sizes = a_blocks, at_blocks, sizes
         self.row, self.col, self.c = row, col, c
         self.R = len(sizes)
@@ -58,47 +95,53 @@ class GridOp:
         self.shape = (sizes[row], sizes[row])
         self.prefix = ""  # "eval/" while the layout evaluates: its traffic is not training traffic
         self.nnz = sum(b.nnz for b in a_blocks)
+        self.precision, self.ids, self.sites = precision, ids if precision == "int8" else None, WireSites()
 
-    def _bcast(self, buf: torch.Tensor, k: int):
-        """Start the broadcast of block row k within my grid column (its owner is ``(k, col)``)."""
-        return self.col_comm.broadcast(buf, k * self.c + self.col, self.prefix + "spmm/bcast", async_op=True)
-
-    def _product(self, blocks: list[SparseOp], x: torch.Tensor) -> torch.Tensor:
+    def _product(self, blocks: list[SparseOp], x: torch.Tensor, backward: bool) -> torch.Tensor:
         """``Σ_{k ∈ K_j} blocks[k] X_k`` (X_k broadcast in my grid column), summed over my grid row."""
         x = x.contiguous()
-        f = x.shape[1]
-        out = x.new_zeros((self.sizes[self.row], f))
+        out = x.new_zeros((self.sizes[self.row], x.shape[1]))
+        site, key, p = self.sites.next(backward), self.sites.key, self.precision
+        ids = (lambda k: self.ids[k]) if self.ids else (lambda k: None)  # noqa: E731
 
-        def start(k: int):
-            buf = x if k == self.row else x.new_empty((self.sizes[k], f))
-            return k, buf, self._bcast(buf, k)
+        def start(k: int):  # block row k within my grid column, from its owner (k, col)
+            return broadcast_rows(self.col_comm, x if k == self.row else None, self.sizes[k], x, k * self.c + self.col,
+                                  self.prefix + "spmm/bcast", p, rows=ids(k), site=site(WireSites.BCAST), key=key)
 
         ks = self.mine
         pending = start(ks[0]) if self.overlap else None
         for n, k in enumerate(ks):
             if self.overlap:  # block k arrives while block k+1 is already on its way
-                _, buf, work = pending
+                arriving = pending
                 if n + 1 < len(ks):
                     pending = start(ks[n + 1])
             else:
-                _, buf, work = start(k)
-            work.wait()
+                arriving = start(k)
+            buf = arriving.wait()
             if blocks[k].nnz:
                 out += blocks[k].mm(buf)
-        if self.c > 1:
+        if self.c > 1 and p == "fp32":
             self.row_comm.all_reduce_(out, self.prefix + "spmm/reduce")
+        elif self.c > 1:  # every replica must hold the same sum: each owns a piece, then all gather
+            counts = [len(t) for t in np.array_split(np.arange(out.shape[0]), self.c)]
+            cat = self.prefix + "spmm/reduce"
+            mine = reduce_scatter_rows(self.row_comm, out, counts, cat, p, rows=ids(self.row),
+                                       site=site(WireSites.REDUCE), key=key)
+            out = all_gather_rows(self.row_comm, mine, counts, cat, p, rows=ids(self.row),
+                                  site=site(WireSites.GATHER), key=key)
         return out
 
     def mm(self, x: torch.Tensor) -> torch.Tensor:
-        return self._product(self.a, x)
+        return self._product(self.a, x, False)
 
     def mm_t(self, x: torch.Tensor) -> torch.Tensor:
-        return self._product(self.at, x)
+        return self._product(self.at, x, True)
 
     def to(self, device) -> "GridOp":
         shared = self.at is self.a  # symmetric Â: one set of blocks serves both products
         self.a = [b.to(device) for b in self.a]
         self.at = self.a if shared else [b.to(device) for b in self.at]
+        self.ids = [t.to(device) for t in self.ids] if self.ids else None
         return self
 
 
@@ -122,7 +165,8 @@ class SummaOp:
     """
 
     def __init__(self, a_mine: SparseOp, at_mine: SparseOp, nnz_a: list[int], nnz_at: list[int],
-                 geometry: dict, coords: tuple[int, int, int], comms: dict[str, Comm]):
+                 geometry: dict, coords: tuple[int, int, int], comms: dict[str, Comm], precision: str = "fp32",
+                 ids: list[list[torch.Tensor]] | None = None):
         self.a, self.at, self.nnz_a, self.nnz_at = a_mine, at_mine, nnz_a, nnz_at
         self.g = geometry  # block sizes, sub-block sizes, piece sizes (see SpmmEngine)
         self.row, self.col, self.layer = coords
@@ -131,9 +175,9 @@ class SummaOp:
         n = geometry["pieces"][self.row][self.layer][self.col]
         self.shape = (n, n)
         self.prefix = ""
-
-    def _all_to_all(self, send: list[torch.Tensor], recv: list[torch.Tensor]) -> None:
-        self.row_comm.all_to_all(send, recv, self.prefix + "spmm/redist")
+        # below fp32 the dense rows travel encoded (the sparse blocks, the graph itself, stay exact);
+        # ids[k][m]: the global node ids of sub-block (k, m), which key int8
+        self.precision, self.ids, self.sites = precision, ids if precision == "int8" else None, WireSites()
 
     def _bcast(self, tensors: list[torch.Tensor], root: int, comm: Comm) -> None:
         for t in tensors:
@@ -142,58 +186,75 @@ class SummaOp:
     def _rank(self, i: int, j: int, l: int) -> int:
         return (i * self.q + j) * self.depth + l
 
-    def _product(self, mine: SparseOp, nnz: list[int], x: torch.Tensor) -> torch.Tensor:
+    def _sparse_block(self, mine: SparseOp, nnz: list[int], k: int, like: torch.Tensor) -> SparseOp:
+        """``Â_{i,(k,l)}``, broadcast along ``(i, ·, l)`` from ``(i, k, l)``."""
+        i, j, l = self.row, self.col, self.layer
+        rows, cols = self.g["blocks"][i], self.g["subs"][k][l]
+        if k == j:
+            ip, ix, vals = mine.indptr.long(), mine.indices.long(), mine.values
+        else:
+            ip = torch.empty(rows + 1, dtype=torch.int64, device=like.device)
+            ix = torch.empty(nnz[k], dtype=torch.int64, device=like.device)
+            vals = torch.empty(nnz[k], dtype=like.dtype, device=like.device)
+        self._bcast([ip, ix, vals], self._rank(i, k, l), self.row_comm)
+        return SparseOp(ip, ix, vals, (rows, cols), symmetric=False)
+
+    def _product(self, mine: SparseOp, nnz: list[int], x: torch.Tensor, backward: bool) -> torch.Tensor:
         q, i, j, l = self.q, self.row, self.col, self.layer
         blocks, subs, pieces = self.g["blocks"], self.g["subs"], self.g["pieces"]
-        f = x.shape[1]
-        cuts = [len(c) for c in torch.tensor_split(torch.arange(f), q)]
+        p, site, key = self.precision, self.sites.next(backward), self.sites.key
+        cuts = [len(c) for c in torch.tensor_split(torch.arange(x.shape[1]), q)]
         starts = indptr_from_counts(np.asarray(cuts))
+        sub_ids = lambda k, m: self.ids[k][m] if self.ids else None  # noqa: E731
+        piece_ids = torch.tensor_split(self.ids[i][l], q) if self.ids else [None] * q
         x = x.contiguous()
         # (1) row pieces -> column slices of sub-block (i, l)
         send = [x[:, starts[c]:starts[c + 1]].contiguous() for c in range(q)]
-        recv = [x.new_empty((pieces[i][l][r], cuts[j])) for r in range(q)]
-        self._all_to_all(send, recv)
-        xb = torch.cat(recv)
+        xb = torch.cat(exchange_rows(self.row_comm, send, [(pieces[i][l][r], cuts[j]) for r in range(q)],
+                                     self.prefix + "spmm/redist", p, rows=[piece_ids[j]] * q,
+                                     site=site(WireSites.REDIST_IN), key=key, col0=[int(s) for s in starts[:q]]))
         out = x.new_zeros((blocks[i], cuts[j]))
         # (2) SUMMA over the inner sub-blocks (k, l)
         for k in range(q):
-            if k == j:
-                ip, ix, vals = mine.indptr.long(), mine.indices.long(), mine.values
-            else:
-                ip = torch.empty(blocks[i] + 1, dtype=torch.int64, device=x.device)
-                ix = torch.empty(nnz[k], dtype=torch.int64, device=x.device)
-                vals = torch.empty(nnz[k], dtype=x.dtype, device=x.device)
-            self._bcast([ip, ix, vals], self._rank(i, k, l), self.row_comm)
-            xk = xb if k == i else x.new_empty((subs[k][l], cuts[j]))
-            self._bcast([xk], self._rank(k, j, l), self.col_comm)
+            a = self._sparse_block(mine, nnz, k, x)
+            xk = broadcast_rows(self.col_comm, xb if k == i else None, subs[k][l], xb, self._rank(k, j, l),
+                                self.prefix + "spmm/bcast", p, rows=sub_ids(k, l), site=site(WireSites.BCAST),
+                                key=key, col0=int(starts[j])).wait()
             if nnz[k]:
-                out += SparseOp(ip, ix, vals, (blocks[i], subs[k][l]), symmetric=False).mm(xk)
+                out += a.mm(xk)
         # (3) sum the layers' partial products; keep the rows of sub-block (i, l)
-        if self.depth > 1:
+        if self.depth > 1 and p == "fp32":
             self.fiber_comm.all_reduce_(out, self.prefix + "spmm/reduce")
             off = int(sum(subs[i][:l]))
             out = out[off:off + subs[i][l]]
+        elif self.depth > 1:  # each layer receives only the partial sums of its own rows
+            out = reduce_scatter_rows(self.fiber_comm, out, subs[i], self.prefix + "spmm/reduce", p,
+                                      rows=torch.cat(self.ids[i]) if self.ids else None,
+                                      site=site(WireSites.REDUCE), key=key, col0=int(starts[j]))
         # (4) column slices -> row pieces
         rstart = indptr_from_counts(np.asarray(pieces[i][l]))
         send = [out[rstart[c]:rstart[c + 1]].contiguous() for c in range(q)]
-        recv = [x.new_empty((pieces[i][l][j], cuts[c])) for c in range(q)]
-        self._all_to_all(send, recv)
-        return torch.cat(recv, 1)
+        back = exchange_rows(self.row_comm, send, [(pieces[i][l][j], cuts[c]) for c in range(q)],
+                             self.prefix + "spmm/redist", p, rows=piece_ids, site=site(WireSites.REDIST_OUT),
+                             key=key, col0=[int(starts[j])] * q)
+        return torch.cat(back, 1)
 
     def mm(self, x: torch.Tensor) -> torch.Tensor:
-        return self._product(self.a, self.nnz_a, x)
+        return self._product(self.a, self.nnz_a, x, False)
 
     def mm_t(self, x: torch.Tensor) -> torch.Tensor:
-        return self._product(self.at, self.nnz_at, x)
+        return self._product(self.at, self.nnz_at, x, True)
 
     def to(self, device) -> "SummaOp":
         shared = self.at is self.a
         self.a = self.a.to(device)
         self.at = self.a if shared else self.at.to(device)
+        self.ids = [[t.to(device) for t in row] for row in self.ids] if self.ids else None
         return self
 
 
-def _summa(row: BlockRow, mesh: Mesh, comms: dict[str, Comm], rank: int, permute: bool, seed: int) -> tuple:
+def _summa(row: BlockRow, mesh: Mesh, comms: dict[str, Comm], rank: int, permute: bool, seed: int,
+           precision: str = "fp32") -> tuple:
     """The SummaOp of this rank, its rows, and the grid's block rows (for statistics)."""
     q, _, d = mesh.grid
     i, j, l = mesh.coords(rank)
@@ -207,7 +268,7 @@ def _summa(row: BlockRow, mesh: Mesh, comms: dict[str, Comm], rank: int, permute
                 "pieces": [[[len(p) for p in torch.tensor_split(t, q)] for t in row] for row in subs]}
     mine = j * d + l
     op = SummaOp(a[mine], at[mine], [a[k * d + l].nnz for k in range(q)], [at[k * d + l].nnz for k in range(q)],
-                 geometry, (i, j, l), comms)
+                 geometry, (i, j, l), comms, precision, subs)
     rows = torch.tensor_split(subs[i][l], q)[j]
     return op, rows, blocks
 
@@ -217,13 +278,13 @@ class SpmmEngine(Engine):
     :class:`BlockRow` alone (``stats``: the non-zeros per block row, as cut and in node order)."""
 
     def __init__(self, row: BlockRow, norm: str, comm: Comm, mesh: Mesh, *, overlap: bool = True,
-                 permute: bool = True, seed: int = 0, stats: dict | None = None):
+                 permute: bool = True, seed: int = 0, stats: dict | None = None, precision: str = "fp32"):
         self.comm, self.rank, self.world_size, self.ledger = comm, comm.rank, comm.world_size, comm.ledger
         self.device = dev = comm.device
         self.mode = mesh.parallel
         comms = mesh.communicators(comm)  # the grid's named groups, made once, in one order on every rank
         if self.mode in ("spmm-2d", "spmm-3d"):
-            self.op, rows, blocks = _summa(row, mesh, comms, comm.rank, permute, seed)
+            self.op, rows, blocks = _summa(row, mesh, comms, comm.rank, permute, seed, precision)
             self.c, self.R = self.op.q, self.op.q
             self.row, self.col = self.op.row, self.op.col
             self.grad_comm, self.replica = comm, False  # every process holds distinct rows
@@ -235,7 +296,8 @@ class SpmmEngine(Engine):
             a = row.adjacency(blocks)
             at = a if row.symmetric else row.adjacency(blocks, transpose=True)
             rows = row.rows
-            self.op = GridOp(a, at, sizes, self.row, self.col, self.c, comms["col"], comms.get("row"), overlap).to(dev)
+            self.op = GridOp(a, at, sizes, self.row, self.col, self.c, comms["col"], comms.get("row"), overlap,
+                             precision, blocks).to(dev)
             self.grad_comm, self.replica = comms["col"], self.col != 0
         if row.index != self.row or not torch.equal(row.rows, blocks[self.row]):
             raise InputError(f"expected block row {self.row} of {self.R} for rank {self.rank} (got block row "
@@ -264,6 +326,7 @@ class SpmmEngine(Engine):
 
     def forward(self, model, epoch: int, training: bool) -> torch.Tensor:
         self.op.prefix = "" if training else "eval/"
+        self.op.sites.begin()
         return model(self.block, self.x)
 
     def step(self, model, epoch: int) -> float:
@@ -311,6 +374,7 @@ def spmm_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> SpmmEng
         stats = load_block_rows_meta(p.partition_dir)
     else:
         raise RuntimeError("an spmm rank needs its block rows (--partition-dir; the launcher prepares them)")
-    engine = SpmmEngine(row, norm, comm, mesh, overlap=p.overlap, permute=p.permute, seed=seed, stats=stats)
+    engine = SpmmEngine(row, norm, comm, mesh, overlap=p.overlap, permute=p.permute, seed=seed, stats=stats,
+                        precision=p.comm_precision)
     engine.owns_comm = owns
     return engine

@@ -33,44 +33,52 @@ def gcn_product_widths(dims: list[int], sparse_input: bool) -> list[int]:
 
 
 def spmm_volume(mode: str, widths: list[int], n: int, nprocs: int, nnz: int, replication: int = 1,
-                permute: bool = True, seed: int = 0) -> dict[str, int]:
-    """Bytes per epoch of an ``spmm-*`` layout for products of the given widths.
+                permute: bool = True, seed: int = 0, precision: str = "fp32") -> dict[str, int]:
+    """Bytes per epoch of an ``spmm-*`` layout for products of the given widths; a dense row of width
+    w costs ``rb(w) = row_bytes(w, precision)`` (4w at fp32).
 
     * 1D / 1.5D (R = P/c block rows): every block row of width w goes once to the other R - 1
-      processes of one grid column, ``(R-1)·n·w·4``; 1.5D adds the grid-row reduction, to which each
-      of the c replicas contributes its partial block row, ``c·n·w·4``. Per process this is CAGNET
-      §4.1/§4.2: ≈ n·w (1D) and ≈ n·w/c + n·w·c/P (1.5D).
-    * 2D (q = √P, d = 1) and 3D (q = ∛P, d = q layers): column slices trade places within grid rows
-      before and after the product (``spmm/redist``), dense blocks are broadcast along grid columns,
-      ``(q-1)·n·w·4``, sparse blocks along grid rows, ``(q-1)·(8·q·d·(n+q) + 12·nnz)`` (int64 row
-      pointers and column indices, float32 values); 3D sums the d layers' partial products along
-      each fiber, ``d·n·w·4``.
+      processes of one grid column, ``(R-1)·n·rb(w)``; 1.5D adds the grid-row reduction: at fp32 an
+      all-reduce to which each of the c replicas contributes its partial block row, ``c·n·w·4``;
+      below fp32 a reduce-scatter and an all-gather of encoded rows, ``2·(c-1)·n·rb(w)``. Per
+      process this is CAGNET §4.1/§4.2: ≈ n·w (1D) and ≈ n·w/c + n·w·c/P (1.5D).
+    * 2D (q = √P, d = 1) and 3D (q = ∛P, d = q layers), w cut into q column slices w_j: the slices
+      trade places within grid rows before and after the product (``spmm/redist``); dense blocks are
+      broadcast along grid columns, ``(q-1)·n·Σ_j rb(w_j)``; sparse blocks along grid rows,
+      ``(q-1)·(8·q·d·(n+q) + 12·nnz)`` (int64 row pointers and column indices, float32 values, at
+      every precision); 3D sums the d layers' partial products along each fiber: at fp32 an
+      all-reduce, ``d·n·w·4``; below it a reduce-scatter of encoded rows, ``(d-1)·n·Σ_j rb(w_j)``.
     """
     from fullgraph.comm.mesh import Mesh
+    from fullgraph.comm.precision import row_bytes
     from fullgraph.partition.blockrows import row_blocks
 
     out = {"spmm/bcast": 0, "spmm/reduce": 0, "spmm/redist": 0}
     if mode not in ("spmm-1d", "spmm-1.5d", "spmm-2d", "spmm-3d"):
         raise ValueError(f"no volume model for {mode!r}")
     mesh = Mesh.for_mode(mode, nprocs, replication=replication if mode == "spmm-1.5d" else 0)
+    exact = precision == "fp32"
     if mode in ("spmm-1d", "spmm-1.5d"):
         R, c = mesh.block_rows, mesh.replication
         for w in widths:
-            out["spmm/bcast"] += (R - 1) * n * w * 4
-            out["spmm/reduce"] += c * n * w * 4 if c > 1 else 0
+            out["spmm/bcast"] += (R - 1) * n * row_bytes(w, precision)
+            if c > 1:
+                out["spmm/reduce"] += c * n * w * F32 if exact else 2 * (c - 1) * n * row_bytes(w, precision)
         return out
     q, _, d = mesh.grid
     blocks = [b.numel() for b in row_blocks(n, q, permute, seed)]
     subs = [[len(t) for t in torch.tensor_split(torch.arange(nb), d)] for nb in blocks]
     for w in widths:
-        cuts = [len(x) for x in torch.tensor_split(torch.arange(w), q)]
+        slices = [row_bytes(len(x), precision) for x in torch.tensor_split(torch.arange(w), q)]
+        rb = sum(slices)  # a whole row, slice by slice (= 4w at fp32)
         for i in range(q):
             for m in range(d):
                 pieces = [len(p) for p in torch.tensor_split(torch.arange(subs[i][m]), q)]
                 for j in range(q):
-                    out["spmm/redist"] += (pieces[j] * (w - cuts[j]) + (subs[i][m] - pieces[j]) * cuts[j]) * 4
-        out["spmm/bcast"] += (q - 1) * n * w * 4 + (q - 1) * (8 * q * d * (n + q) + 12 * nnz)
-        out["spmm/reduce"] += d * n * w * 4 if d > 1 else 0
+                    out["spmm/redist"] += pieces[j] * (rb - slices[j]) + (subs[i][m] - pieces[j]) * slices[j]
+        out["spmm/bcast"] += (q - 1) * n * rb + (q - 1) * (8 * q * d * (n + q) + 12 * nnz)
+        if d > 1:
+            out["spmm/reduce"] += d * n * w * F32 if exact else (d - 1) * n * rb
     return out
 
 
@@ -138,8 +146,8 @@ def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_row
     * pipeline (and the hybrid's S stages): at each stage boundary (``stage_starts``: the first layer
       of every stage but the first) every node's row of that layer's input (and of H0 for GCNII)
       forward, its gradient backward; stage weights are distinct (all-reduced only across graph ways).
-    * SpMM layouts: ``spmm_volume`` of the epoch's products (``nnz``: Â's non-zeros, self loops
-      included); every rank all-reduces the replicated weights' gradients.
+    * SpMM layouts: ``spmm_volume`` of the epoch's products at ``precision`` (``nnz``: Â's
+      non-zeros, self loops included); every rank all-reduces the replicated weights' gradients.
     * evaluation: one forward pass (``eval/...``) and the metric sums (``eval/reduce``; with ROC-AUC
       the scores are gathered too, which depends on how the split falls on the ranks: not counted).
     * ``meta/metrics``: the per-epoch all-reduce of the loss and the ledger (one float64 per category,
@@ -160,7 +168,7 @@ def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_row
     if mesh.spmm:
         for prefix, widths in (("", model.product_widths), ("eval/", model.forward_widths if evaluate else ())):
             for k, v in spmm_volume(mesh.parallel, list(widths), nodes, P, nnz, mesh.replication, permute,
-                                    seed).items():
+                                    seed, precision).items():
                 add(prefix + k, v)
         add("grad/allreduce", P * model.params * F32)
     else:

@@ -73,6 +73,19 @@ def test_int8_a_row_rounds_the_same_in_any_message():
     assert torch.equal(whole[pick], part)
 
 
+def test_a_column_slice_draws_its_own_columns_and_phases_draw_apart():
+    """The SpMM layouts send column slices of rows: slice [a, b) with ``col0 = a`` draws the uniforms of
+    columns a..b-1 of the whole row, not those of columns 0..b-a-1; each phase of a product is a site."""
+    from fullgraph.ops.dropout import DropoutKey, keyed_uniform
+
+    key, ids, site = DropoutKey(3, 2), torch.arange(40, 52), wire_site(2, True)
+    whole = keyed_uniform(ids, 24, key, site)
+    assert torch.equal(keyed_uniform(ids, 8, key, site, col0=16), whole[:, 16:])
+    assert not torch.equal(keyed_uniform(ids, 8, key, site), whole[:, 16:])
+    sites = {wire_site(layer, back, phase) for layer in range(64) for back in (False, True) for phase in range(5)}
+    assert len(sites) == 64 * 2 * 5 and max(sites) < 0  # distinct, and never a dropout site
+
+
 def test_bad_precision_and_bad_rows_are_refused():
     with pytest.raises(ValueError, match="bf16"):
         row_bytes(4, "fp8")
