@@ -3,7 +3,7 @@ it runs, how many calls (chunks) they take, and what crosses its link.
 
 What crosses a link is taken from the ledger's own volumes (``plan.volumes``), apportioned to the
 rank by what it owns: the halo rows it receives and the rows others receive from it (``partition.json``'s
-``halo`` and ``send``), its stage's boundaries, its share of the gradient all-reduce (a ring sends
+``halo`` and ``send``), its stage's boundaries (rows at ``--comm-precision``), its share of the gradient all-reduce (a ring sends
 2 (W - 1) / W of the gradients). A link is limited each way, so a rank's wire bytes are those of its
 busier direction.
 
@@ -20,7 +20,7 @@ import torch
 
 from fullgraph.ops.csr import row_ids
 from fullgraph.plan.epoch_time import LayerCalls, RankWork, Traffic
-from fullgraph.plan.volumes import F32
+from fullgraph.plan.volumes import F32, boundary_row
 
 __all__ = ["rank_works", "chunk_sources"]
 
@@ -49,7 +49,8 @@ def rank_works(cfg, graph, model, shape, bounds: list[tuple[int, int]], parts: l
     S, W = mesh.stages, mesh.graph_ways
     K = cfg.parallel.num_chunks if S > 1 else 1
     halo_row = volume.get("halo/fwd", 0) / max(1, sum(p["halo"] for p in parts))  # bytes per halo row, all layers
-    boundary = [F32 * (shape.input_widths[a] + shape.h0_width) for a, _ in bounds]  # per node, into stage s
+    precision = cfg.parallel.comm_precision
+    boundary = [boundary_row(shape, a, precision) for a, _ in bounds]  # bytes per node, into stage s
     L = len(model.layers)
     works = []
     for s, (a, b) in enumerate(bounds):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["gcn_product_widths", "spmm_volume", "ModelShape", "layout_volume"]
+__all__ = ["gcn_product_widths", "spmm_volume", "ModelShape", "boundary_row", "layout_volume"]
 
 F32, F64 = 4, 8  # bytes of the activations and gradients; of the metric sums
 EVAL_SUMS = 7  # the evaluation's all-reduce: hits and counts of three splits, and the validation loss
@@ -125,7 +125,7 @@ def _forward_widths(dims: list[int], sparse_input: bool) -> list[int]:
             for i in range(len(dims) - 1)]
 
 
-def _boundary_row(model: ModelShape, first_layer: int, precision: str) -> int:
+def boundary_row(model: ModelShape, first_layer: int, precision: str) -> int:
     """Bytes of one node's row at a stage boundary: the layer's input, and H0 when the layers read it."""
     from fullgraph.comm.precision import row_bytes
 
@@ -184,7 +184,7 @@ def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_row
         if S > 1:
             if len(stage_starts) != S - 1:
                 raise ValueError(f"expected the first layer of each of stages 2..{S} (got {list(stage_starts)})")
-            pipe = nodes * sum(_boundary_row(model, b, precision) for b in stage_starts)
+            pipe = nodes * sum(boundary_row(model, b, precision) for b in stage_starts)
             add("pipe/fwd", pipe)
             add("pipe/bwd", pipe)
             add("eval/pipe/fwd", pipe if evaluate else 0)

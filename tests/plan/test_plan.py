@@ -133,17 +133,20 @@ def test_the_layer_timer_times_the_models_own_layers_and_scales_with_rows(shared
         2 * timer.seconds(model, LayerCalls((1,), 1000, 1000, 10_000), True))
 
 
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
 @pytest.mark.parametrize("layout", [dict(parallel="graph"), dict(parallel="pipeline"),
                                     dict(parallel="hybrid", stages=2, graph_ways=2)])
-def test_each_ranks_traffic_adds_up_to_the_layouts_volume(shared_data, layout):
+def test_each_ranks_traffic_adds_up_to_the_layouts_volume(shared_data, layout, precision):
     """Apportioned to the ranks, the training step's halo and chunk-stream bytes add up to the
-    volume's (each byte leaves one rank and reaches another: the busier direction of each link)."""
+    volume's (each byte leaves one rank and reaches another: the busier direction of each link), at
+    the run's communication precision."""
     from fullgraph.cli_plan import _bounds, _partition_stats, _shape, build_planned_model, run_volume
     from fullgraph.config import TrainConfig
     from fullgraph.data.load import load_graph
     from fullgraph.plan.rank_work import rank_works
 
-    cfg = TrainConfig.of(dataset="cora", root=str(shared_data), layers=4, hidden=16, nprocs=4, **layout)
+    cfg = TrainConfig.of(dataset="cora", root=str(shared_data), layers=4, hidden=16, nprocs=4,
+                         comm_precision=precision, **layout)
     graph = load_graph(cfg)
     model = build_planned_model(cfg, graph)
     parts = _partition_stats(cfg, graph, cfg.parallel.mesh.graph_ways, None)
