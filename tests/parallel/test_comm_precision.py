@@ -20,7 +20,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fullgraph.comm.precision import row_bytes, round_rows, wire_site
+from fullgraph.comm.precision import PRECISIONS, row_bytes, round_rows, wire_site
 from fullgraph.config import TrainConfig
 from fullgraph.models import MODELS
 from fullgraph.ops import Block, SparseOp
@@ -116,7 +116,7 @@ def test_pipeline_and_hybrid_send_their_rows_at_the_precision_asked(cora, tmp_pa
     hybrid = dict(parallel="hybrid", partition_dir=pdir, chunk_file=cfile, chunks=4, graph_ways=2, stages=2)
     runs = {}
     for layout, opts, nprocs in (("pipeline", pipeline, 2), ("hybrid", hybrid, 4)):
-        runs[layout] = [{"name": p, "config": dict(config("gcnii", p), layers=4, **opts)} for p in ("fp32", "bf16", "int8")]
+        runs[layout] = [{"name": p, "config": dict(config("gcnii", p), layers=4, **opts)} for p in PRECISIONS]
         got = run_ranks("chunked_runs", nprocs, {"runs": runs[layout]}, tmp_path / layout)
         fp32 = got["fp32"]["losses"]
         for run in runs[layout]:
