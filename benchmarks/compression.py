@@ -62,6 +62,14 @@ def run(a, graph: str, layout: str, precision: str, seed: int, tmp: Path) -> dic
                   "activation_bytes": activation_bytes(s.get("comm_bytes_per_epoch", {}))}
 
 
+def paired_error(base: list[dict], other: list[dict]) -> str:
+    """``± s.e.`` of the mean per-seed difference in points (seeds run at both precisions): a lower
+    precision changes a run's trajectory as another seed would, so a few seeds resolve only so much."""
+    by_seed = {r["seed"]: r["test_metric"] for r in base}
+    diffs = [100 * (r["test_metric"] - by_seed[r["seed"]]) for r in other if r["seed"] in by_seed]
+    return f" ± {statistics.stdev(diffs) / len(diffs) ** 0.5:.2f} s.e. over {len(diffs)} paired seeds" if len(diffs) > 1 else ""
+
+
 def checks_for(rows: list[dict], graph: str, layout: str, precisions: list[str]) -> list[dict]:
     ok = {p: [r for r in rows if r["graph"] == graph and r["layout"] == layout and r["precision"] == p
               and "error" not in r] for p in precisions}
@@ -79,7 +87,8 @@ def checks_for(rows: list[dict], graph: str, layout: str, precisions: list[str])
         metric = statistics.fmean(r["test_metric"] for r in ok[p])
         delta = 100 * (metric - base_metric)
         expected = row_bytes(w, p) / row_bytes(w, "fp32")
-        print(f"    {p}: bytes x{ratio:.4f} (expected x{expected:.4f}), test {100 * metric:.2f} ({delta:+.2f} points)")
+        print(f"    {p}: bytes x{ratio:.4f} (expected x{expected:.4f}), test {100 * metric:.2f} ({delta:+.2f} points"
+              f"{paired_error(ok['fp32'], ok[p])})")
         if not (layout.startswith("spmm") and p == "int8"):  # its products are also classes wide: no one ratio
             out.append({"check": f"{graph} {layout} {p}: activation bytes x{expected:.4f} of fp32",
                         "value": ratio, "pass": abs(ratio - expected) < 1e-9})
