@@ -6,7 +6,8 @@ An epoch is a training step and an evaluation. The training step is its slowest 
     compute  (the forward and backward of the layers it owns over its rows: each distinct layer of
               the real model timed by ``LayerTimer`` on a block of the rank's shape: rows per call,
               source rows, non-zeros per row and input kind, so that the product order, sparse input
-              features, dropout masks and per-call costs are all in it)
+              features, dropout masks and per-call costs are all in it; a chunked engine's training
+              call with the history-table copies around it)
   + bubble   (a pipeline of S stages and K chunks idles S - 1 chunk-times and chunk transfers while
               it fills and drains, forward and backward)
   + exposed communication (the bytes over its link, the busier direction, over the bandwidth, plus
@@ -115,9 +116,9 @@ class LayerTimer:
         """The time of ``calls`` (``model`` must be the timer's own)."""
         if calls.rows == 0 or not calls.layers:
             return 0.0
-        per_call = calls.rows / calls.calls
-        return calls.calls * sum(self._layer(i, per_call, calls.src_rows / calls.rows, calls.nnz / calls.rows, train)
-                                 for i in calls.layers)
+        per_call, chunked = calls.rows / calls.calls, calls.calls > 1
+        return calls.calls * sum(self._layer(i, per_call, calls.src_rows / calls.rows, calls.nnz / calls.rows, train,
+                                             chunked) for i in calls.layers)
 
     def post_seconds(self, model, rows: int, train: bool) -> float:
         """``post`` (the node-wise output map) over ``rows`` rows."""
@@ -138,16 +139,18 @@ class LayerTimer:
         step = 10 ** max(0, len(str(n)) - 2)
         return max(1, n // step * step)
 
-    def _layer(self, i: int, rows: float, src_ratio: float, degree: float, train: bool) -> float:
+    def _layer(self, i: int, rows: float, src_ratio: float, degree: float, train: bool,
+               chunked: bool = False) -> float:
         layer = self.model.layers[i]
         kind = (type(layer).__name__, tuple(tuple(p.shape) for p in layer.parameters()), i == 0,
                 getattr(layer, "last", None))
         layers = self.model.layers
         out = layers[i + 1].in_width if i + 1 < len(layers) else _out_width(self.model)
         n = self._sample_rows(rows, max(layer.in_width, out) * max(1.0, src_ratio))
-        key = (kind, n, round(src_ratio, 1), round(degree), train)
+        chunked = chunked and i > 0 and train  # a chunk's first layer reads features, as any call does
+        key = (kind, n, round(src_ratio, 1), round(degree), train, chunked)
         if key not in self._cache:
-            self._cache[key] = self._timed(self.layer_step(i, n, src_ratio, degree, train)) / n
+            self._cache[key] = self._timed(self.layer_step(i, n, src_ratio, degree, train, chunked)) / n
         return self._cache[key] * rows
 
     def _timed(self, fn, runs: int = 7, budget_s: float = 1.0) -> float:
@@ -183,13 +186,17 @@ class LayerTimer:
         op = SparseOp(indptr, cols, torch.full((n * d,), 1.0 / d), (n, src), symmetric=False)
         return Block(op, self.model.norm, src_ids=torch.arange(src), dst_ids=torch.arange(n)), src
 
-    def layer_step(self, i: int, rows: int, src_ratio: float = 1.0, degree: float = 1.0, train: bool = True):
+    def layer_step(self, i: int, rows: int, src_ratio: float = 1.0, degree: float = 1.0, train: bool = True,
+                   chunked: bool = False):
         """One call of layer ``i`` over ``rows`` rows, ready to run: the block and its input are built
         here, once, so that only the call's own work is timed: the first layer's ``pre`` on the real
         features (its calls include it), a later layer's gather of its source rows in a random order
-        (a layout assembles a call's sources from the rows it holds: own and halo, or a chunk's own and
-        history; ``index_select`` forward, ``index_add`` backward), and the layer.
-        ``benchmarks/_corun_probe.py`` runs it in processes sharing the cores."""
+        (a layout assembles a call's sources from the rows it holds: own and halo; ``index_select``
+        forward, ``index_add`` backward), and the layer. ``chunked``: a training call of a chunked
+        engine instead (``chunk_step``). ``benchmarks/_corun_probe.py`` runs it in processes sharing
+        the cores."""
+        if chunked and i > 0 and train:
+            return self.chunk_step(i, rows, src_ratio, degree)
         block, src = self._block(rows, src_ratio, degree)
         layer, model = self.model.layers[i], self.model
         h0 = torch.rand(rows, model.layers[0].in_width) if model.uses_h0 else None
@@ -209,6 +216,35 @@ class LayerTimer:
             model.zero_grad(set_to_none=True)
             if i != 0:
                 h.grad = None
+
+        return step
+
+    def chunk_step(self, i: int, rows: int, src_ratio: float = 1.0, degree: float = 1.0):
+        """One training call of layer ``i`` on a chunk of ``rows`` rows as the chunked engines
+        (``parallel/pipeline.py``) run it: the chunk's rows written to the layer's history table, the
+        other chunks' rows read from it, both concatenated into the layer's input, and backward the
+        other chunks' gradients added into the table of gradients and the chunk's own gathered from
+        it. For narrow layers these copies cost as much as the layer itself."""
+        block, src = self._block(rows, src_ratio, degree)
+        layer, model = self.model.layers[i], self.model
+        h0 = torch.rand(rows, model.layers[0].in_width) if model.uses_h0 else None
+        g = torch.Generator().manual_seed(self.seed)
+        width, table_rows = layer.in_width, src + rows  # the part's table: this chunk, its sources, others
+        table, grads = torch.rand(table_rows, width, generator=g), torch.zeros(table_rows, width)
+        where = torch.randperm(table_rows, generator=g)
+        dst, others = where[:rows], where[rows:src]
+        own = torch.rand(rows, width, generator=g).requires_grad_()
+
+        def step() -> None:
+            model.train(True)
+            table[dst] = own.detach()
+            read = table[others].requires_grad_()
+            out = layer(block, torch.cat([own, read]), h0)
+            out.backward(torch.ones_like(out))
+            grads.index_add_(0, others, read.grad)
+            _ = own.grad + grads[dst]
+            model.zero_grad(set_to_none=True)
+            own.grad = None
 
         return step
 
