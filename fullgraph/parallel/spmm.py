@@ -285,6 +285,7 @@ class SpmmEngine(Engine):
         comms = mesh.communicators(comm)  # the grid's named groups, made once, in one order on every rank
         if self.mode in ("spmm-2d", "spmm-3d"):
             self.op, rows, blocks = _summa(row, mesh, comms, comm.rank, permute, seed, precision)
+            self.op.to(dev)  # its sparse blocks (and int8's node ids) live where the rows do
             self.c, self.R = self.op.q, self.op.q
             self.row, self.col = self.op.row, self.op.col
             self.grad_comm, self.replica = comm, False  # every process holds distinct rows
