@@ -153,10 +153,13 @@ class LayerTimer:
             self._cache[key] = self._timed(self.layer_step(i, n, src_ratio, degree, train, chunked)) / n
         return self._cache[key] * rows
 
-    def _timed(self, fn, runs: int = 7, budget_s: float = 1.0) -> float:
-        """The median of up to ``runs`` runs after a warm-up (at least three, fewer only when one run
-        alone is slow). The median, not the fastest: an epoch runs each layer many times and meets the
-        usual run, not the luckiest one, and a single lucky timing would scale every layer of its kind."""
+    def _timed(self, fn, runs: int = 7, budget_s: float = 1.0, span_s: float = 0.2, most: int = 200) -> float:
+        """The median of the runs after a warm-up: ``runs`` of them, more (up to ``most``) until they
+        span ``span_s``, fewer (at least three) once they take ``budget_s``, one when one run alone
+        does. The median, not the fastest: an epoch runs each layer many times and meets the usual
+        run, not the luckiest one, and a single lucky timing would scale every layer of its kind. The
+        span: seven runs of a chunk's small call take milliseconds, which one busy moment of the
+        machine can fill entirely (a Squirrel estimate came out 15 times too slow that way)."""
         from fullgraph.ops.dropout import keyed_dropout
 
         before = torch.get_num_threads()
@@ -165,13 +168,14 @@ class LayerTimer:
             with keyed_dropout(self.seed, 1):
                 fn()  # warm-up: allocator, caches, lazy initialization
                 times: list[float] = []
-                while len(times) < runs and (len(times) < 3 or sum(times) < budget_s):
+                while True:
                     t0 = time.perf_counter()
                     fn()
                     times.append(time.perf_counter() - t0)
-                    if times[0] > budget_s:
-                        break
-                return statistics.median(times)
+                    n, total = len(times), sum(times)
+                    if times[0] > budget_s or (n >= 3 and total >= budget_s) or (n >= runs and total >= span_s) \
+                            or n >= most:
+                        return statistics.median(times)
         finally:
             torch.set_num_threads(before)
 

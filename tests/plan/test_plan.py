@@ -162,3 +162,23 @@ def test_each_ranks_traffic_adds_up_to_the_layouts_volume(shared_data, layout, p
     pipe = volume.get("pipe/fwd", 0) + volume.get("pipe/bwd", 0)
     assert sum(w.train_traffic.overlapped for w in works) == pytest.approx(pipe)
     assert sum(w.eval_traffic.stream for w in works) == pytest.approx(volume.get("eval/pipe/fwd", 0))
+
+
+@pytest.mark.parametrize("run_s, calls", [(1e-4, 200), (0.01, 20), (0.3, 4), (2.0, 1)])
+def test_the_layer_timer_samples_small_calls_over_a_span(monkeypatch, run_s, calls):
+    """How many runs a timing takes, on a fake clock: seven at least; a fast call until its runs span
+    0.2 s (at most 200), so that one busy moment cannot fill every sample; a slow one until 1 s has
+    passed (at least three); one that alone exceeds the budget, once."""
+    from fullgraph.plan import epoch_time
+
+    clock = {"t": 0.0, "runs": 0}
+
+    def run():
+        clock["t"] += run_s
+        clock["runs"] += 1
+
+    monkeypatch.setattr(epoch_time.time, "perf_counter", lambda: clock["t"])
+    timer = LayerTimer.__new__(LayerTimer)
+    timer.threads, timer.seed = 1, 0
+    assert timer._timed(run) == pytest.approx(run_s)
+    assert clock["runs"] == 1 + calls  # the warm-up, then the timed runs
