@@ -145,6 +145,9 @@ def cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
     trainer = Trainer(cfg, resume=resuming)
     try:
         result = trainer.build().train()
+    except Exception as e:  # report before closing: the peers fail on the closed connection at once
+        report_worker_error(e, input_error=isinstance(e, InputError))
+        raise
     finally:
         trainer.close()
     if env is not None and env.rank != 0:

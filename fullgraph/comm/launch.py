@@ -34,14 +34,16 @@ def threads_per_process(local_procs: int, requested: int = 0) -> int:
 
 
 def report_worker_error(exc: BaseException, input_error: bool) -> None:
-    """Called by a failing rank: leave the launcher a one-line reason."""
+    """Called by a failing rank: leave the launcher a one-line reason. The first report stands (a rank
+    reports where it fails, before it closes its process group, and again on its way out): its time
+    is when the rank failed, which is how the launcher tells a cause from its consequences."""
     path = os.environ.get(ERROR_FILE_ENV)
     if not path:
         return
     try:
-        Path(path).write_text(json.dumps({"type": type(exc).__name__, "message": str(exc),
-                                          "input_error": input_error}))
-    except OSError:
+        with open(path, "x") as f:
+            f.write(json.dumps({"type": type(exc).__name__, "message": str(exc), "input_error": input_error}))
+    except OSError:  # reported already (FileExistsError), or nowhere to write
         pass
 
 
@@ -134,6 +136,7 @@ def launch_local(argv: list[str], nprocs: int, *, threads: int = 0, log_dir: str
     })
     ranks: list[_Rank] = []
     for rank in range(nprocs):
+        (logs / f"rank-{rank}.error.json").unlink(missing_ok=True)  # an earlier run's report in a reused --log-dir
         env = base | {"RANK": str(rank), "LOCAL_RANK": str(rank),
                       ERROR_FILE_ENV: str(logs / f"rank-{rank}.error.json")}
         log = logs / f"rank-{rank}.log"
@@ -153,7 +156,7 @@ def launch_local(argv: list[str], nprocs: int, *, threads: int = 0, log_dir: str
                 return 1
             if any(r.proc.poll() not in (None, 0) for r in ranks):
                 time.sleep(0.5)  # let the peers that fail because of it fail too, then name the first
-                failed = _first_failure([r for r in ranks if r.proc.poll() not in (None, 0)])
+                failed = _first_failure([r for r in ranks if r.proc.poll() not in (None, 0) or r.error_file.exists()])
                 _stop(ranks)
                 reason, input_error = _reason(failed)
                 print(f"fullgraph: error: rank {failed.rank} of {nprocs} failed: {reason} "
