@@ -34,8 +34,8 @@ LAYOUTS = {
     "pipeline": ["--parallel", "pipeline", "--nprocs", "2", "--layers", "4", "--history-refresh", "2"],
     "hybrid": ["--parallel", "hybrid", "--nprocs", "4", "--stages", "2", "--graph-ways", "2", "--layers", "4",
                "--history-refresh", "2"],
-    "spmm-1d": ["--parallel", "spmm-1d", "--nprocs", "2"],
     # int8's stochastic rounding is keyed like dropout: a resumed run rounds every row as before
+    "spmm-1d-int8": ["--parallel", "spmm-1d", "--nprocs", "2", "--comm-precision", "int8"],
     "graph-int8": ["--parallel", "graph", "--nprocs", "2", "--comm-precision", "int8"],
     "pipeline-int8": ["--parallel", "pipeline", "--nprocs", "2", "--layers", "4", "--comm-precision", "int8"],
 }
