@@ -15,6 +15,8 @@ the decoded one.
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 import torch
 
 from fullgraph.comm.context import Comm
@@ -54,13 +56,6 @@ def broadcast_rows(comm: Comm, x: torch.Tensor | None, n: int, like: torch.Tenso
     return RowsInFlight(comm.broadcast(buf, root, category, async_op=True), buf, finish)
 
 
-def _bounds(counts: list[int]) -> list[int]:
-    out = [0]
-    for c in counts:
-        out.append(out[-1] + int(c))
-    return out
-
-
 def _key_slice(rows, a: int, b: int):
     return None if rows is None else rows[a:b]
 
@@ -70,7 +65,7 @@ def reduce_scatter_rows(comm: Comm, x: torch.Tensor, counts: list[int], category
     """The sum over ``comm``'s group of the partial rows ``x`` (``[sum(counts), w]``, grouped by the
     group rank that owns them), of my ``counts[me]`` rows only: my own partial exact, each peer's
     encoded at ``precision`` before it leaves (``all_to_all``). Peers are added in rank order."""
-    me, b = comm.rank, _bounds(counts)
+    me, b = comm.rank, [0, *accumulate(int(c) for c in counts)]
     width = x.shape[1]
     nothing = _empty(0, width, precision, x)
     send = [nothing if r == me else encode_rows(x[b[r]:b[r + 1]], precision, rows=_key_slice(rows, b[r], b[r + 1]),
@@ -88,7 +83,7 @@ def all_gather_rows(comm: Comm, piece: torch.Tensor, counts: list[int], category
                     rows=None, site=None, key=None, col0: int = 0) -> torch.Tensor:
     """Every group rank's ``piece`` (``counts[r]`` rows from rank r), concatenated in rank order, at
     ``precision``; my own piece is decoded from what I sent, so that every rank holds the same rows."""
-    me, b = comm.rank, _bounds(counts)
+    me, b = comm.rank, [0, *accumulate(int(c) for c in counts)]
     width = piece.shape[1]
     sent = encode_rows(piece, precision, rows=_key_slice(rows, b[me], b[me + 1]), site=site, key=key, col0=col0)
     nothing = _empty(0, width, precision, piece)
