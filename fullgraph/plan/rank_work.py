@@ -3,9 +3,9 @@ it runs, how many calls (chunks) they take, and what crosses its link.
 
 What crosses a link is taken from the ledger's own volumes (``plan.volumes``), apportioned to the
 rank by what it owns: the halo rows it receives and the rows others receive from it (``partition.json``'s
-``halo`` and ``send``), its stage's boundaries (rows at ``--comm-precision``), its share of the gradient all-reduce (a ring sends
-2 (W - 1) / W of the gradients). A link is limited each way, so a rank's wire bytes are those of its
-busier direction.
+``halo`` and ``send``), its stage's boundaries (rows at ``--comm-precision``), its share of the
+gradient all-reduce (a ring sends 2 (W - 1) / W of the gradients). A link is limited each way, so a
+rank's wire bytes are those of its busier direction.
 
 A chunk of a pipeline reads, besides its own rows, the rows of its neighbours outside it (their
 history): ``chunk_sources`` counts them from the real chunk map, since they set both the rows a chunk
