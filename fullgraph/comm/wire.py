@@ -56,26 +56,19 @@ def broadcast_rows(comm: Comm, x: torch.Tensor | None, n: int, like: torch.Tenso
     return RowsInFlight(comm.broadcast(buf, root, category, async_op=True), buf, finish)
 
 
-def _key_slice(rows, a: int, b: int):
-    return None if rows is None else rows[a:b]
-
-
 def reduce_scatter_rows(comm: Comm, x: torch.Tensor, counts: list[int], category: str, precision: str, *,
                         rows=None, site=None, key=None, col0: int = 0) -> torch.Tensor:
     """The sum over ``comm``'s group of the partial rows ``x`` (``[sum(counts), w]``, grouped by the
     group rank that owns them), of my ``counts[me]`` rows only: my own partial exact, each peer's
-    encoded at ``precision`` before it leaves (``all_to_all``). Peers are added in rank order."""
-    me, b = comm.rank, [0, *accumulate(int(c) for c in counts)]
-    width = x.shape[1]
-    nothing = _empty(0, width, precision, x)
-    send = [nothing if r == me else encode_rows(x[b[r]:b[r + 1]], precision, rows=_key_slice(rows, b[r], b[r + 1]),
-                                                site=site, key=key, col0=col0) for r in range(len(counts))]
-    recv = [nothing if r == me else _empty(counts[me], width, precision, x) for r in range(len(counts))]
-    comm.all_to_all(send, recv, category)
-    out = x[b[me]:b[me + 1]].clone()
-    for r, got in enumerate(recv):
+    encoded at ``precision`` before it leaves (``exchange_rows``). Peers are added in rank order."""
+    me, b, n = comm.rank, [0, *accumulate(int(c) for c in counts)], len(counts)
+    keys = None if rows is None else [rows[b[r]:b[r + 1]] for r in range(n)]
+    parts = exchange_rows(comm, [x[b[r]:b[r + 1]] for r in range(n)], [(counts[me], x.shape[1])] * n, category,
+                          precision, rows=keys, site=site, key=key, col0=[col0] * n)
+    out = parts[me].clone()
+    for r, got in enumerate(parts):
         if r != me:
-            out += decode_rows(got, precision, width).to(x.dtype)
+            out += got
     return out
 
 
@@ -85,7 +78,7 @@ def all_gather_rows(comm: Comm, piece: torch.Tensor, counts: list[int], category
     ``precision``; my own piece is decoded from what I sent, so that every rank holds the same rows."""
     me, b = comm.rank, [0, *accumulate(int(c) for c in counts)]
     width = piece.shape[1]
-    sent = encode_rows(piece, precision, rows=_key_slice(rows, b[me], b[me + 1]), site=site, key=key, col0=col0)
+    sent = encode_rows(piece, precision, rows=None if rows is None else rows[b[me]:b[me + 1]], site=site, key=key, col0=col0)
     nothing = _empty(0, width, precision, piece)
     send = [nothing if r == me else sent for r in range(len(counts))]
     recv = [nothing if r == me else _empty(counts[r], width, precision, piece) for r in range(len(counts))]
