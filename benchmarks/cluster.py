@@ -168,12 +168,16 @@ def cell(graph, name: str, root: str, model: str, depth: int, layout: str, netwo
                   "bytes": sum(summary["comm_bytes_per_epoch"].values()), "ratio": est["epoch_s"] / summary["epoch_s"]}
 
 
-def reestimate(rows: list[dict], a) -> list[dict]:
-    """The plan's estimate of each measured cell again (same graph, model, layout and measured link)."""
+def reestimate(rows: list[dict], a, graphs: dict | None = None, timers: dict | None = None) -> list[dict]:
+    """The plan's estimate of each measured cell again (same graph, model, layout and measured link),
+    from layer timings settled over all the cells: each layer kind timed once as the cells first need
+    it, then again in rounds over all of them (``LayerTimer.settle``); ``graphs`` and ``timers``: those
+    already loaded and timed."""
     from fullgraph.plan.epoch_time import Network
 
-    graphs, timers, efficiencies, out = {}, {}, {}, []
-    for r in rows:
+    graphs, timers, efficiencies = {} if graphs is None else graphs, {} if timers is None else timers, {}
+
+    def again(r: dict) -> dict:
         if r["graph"] not in graphs:
             graphs[r["graph"]] = load_graph(TrainConfig.of(dataset=r["graph"], root=a.root))
         base = base_options(r["graph"], a.root, r["model"], r["depth"], r.get("precision", "fp32"))
@@ -183,11 +187,17 @@ def reestimate(rows: list[dict], a) -> list[dict]:
         efficiency = r.get("core_efficiency", efficiencies.get(key))
         network = Network(r["link_gbps"], r["link_latency_us"], r["link_exchange_gbps"])
         est = estimate(graphs[r["graph"]], base, LAYOUTS[r["layout"]], a.nprocs, network, timers, efficiency)
-        new = r | {"core_efficiency": efficiency, "estimate_as_run_s": r.get("estimate_as_run_s", r["estimate_s"]), "estimate_s": est["epoch_s"]}
+        new = r | {"core_efficiency": efficiency, "estimate_as_run_s": r.get("estimate_as_run_s", r["estimate_s"]),
+                   "estimate_s": est["epoch_s"]}
         if "epoch_s" in r:
             new["ratio"] = est["epoch_s"] / r["epoch_s"]
-        out.append(new)
-    return out
+        return new
+
+    for r in rows:  # every kind the cells need, timed once
+        again(r)
+    for timer in timers.values():
+        timer.settle()
+    return [again(r) for r in rows]
 
 
 def core_efficiency(base: dict, rows: int, n: int, seconds: float = 2.0, rounds: int = 5) -> float:
@@ -286,9 +296,9 @@ def main() -> int:
     print(f"* configuration: {a.nprocs} ranks, one network namespace each; graphs {a.graphs}, models {a.models}, "
           f"depths {a.depths}, rates {a.rates} Gbit/s, {a.epochs} epochs (median epoch after the first)")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the finally below removes the namespaces
-    rows, timers, efficiencies = [], {}, {}
+    rows, graphs, timers, efficiencies = [], {}, {}, {}
     for name in a.graphs.split(","):
-        graph = load_graph(TrainConfig.of(dataset=name, root=a.root))
+        graph = graphs[name] = load_graph(TrainConfig.of(dataset=name, root=a.root))
         for model in a.models.split(","):  # before the links exist: the probe's processes share the cores only
             for depth in [int(d) for d in a.depths.split(",")]:
                 base = base_options(name, a.root, model, depth)
@@ -304,6 +314,8 @@ def main() -> int:
                                                  timers, efficiencies[name, model, depth], precision))
                                 print(json.dumps(rows[-1]), flush=True)
                                 write_json(a.out, {"rows": rows})
+    rows = reestimate(rows, a, graphs, timers)  # the timings settled (the first estimate: as run)
+    write_json(a.out, {"rows": rows})
     print_cells(rows)
     return 0
 

@@ -4,7 +4,8 @@ epoch on a given network, ranked, with the one to pick and why.
 The bytes come from ``fullgraph.plan.volumes.layout_volume`` over the real partition (the same
 partitions ``fullgraph train`` would cut and cache, so planning first makes training start sooner);
 they are the numbers the run's ledger reports. The memory per rank is ``fullgraph.plan.rank_memory``'s
-estimate; the time, ``fullgraph.plan.epoch_time``'s model with this machine's kernels timed once.
+estimate; the time, ``fullgraph.plan.epoch_time``'s model with this machine's kernels timed in rounds
+(``LayerTimer.settle``).
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     network = Network(args.bandwidth_gbps, args.latency_us)
     timer = LayerTimer(build_planned_model(TrainConfig.of(**base), graph), graph.x,
                        threads=args.threads or max(1, (os.cpu_count() or 1) // args.nprocs))
+    rows = [plan_layout(graph, base, o, args, timer, network) for o in fits]  # each layer kind timed once
+    timer.settle()  # ... and again, in rounds over all of them
     rows = [plan_layout(graph, base, o, args, timer, network) for o in fits]
     rows.sort(key=lambda r: r["epoch_s"])
     result = {"graph": graph.name, "nodes": graph.num_nodes, "edges": graph.num_edges, "model": args.model,

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -96,21 +97,32 @@ def _out_width(model) -> int:
 class LayerTimer:
     """Times the model's own layers on this machine, on ``threads`` threads (a rank's).
 
-    A layer is timed once per distinct kind (class, parameter shapes, first or not) and block shape
+    A layer is timed per distinct kind (class, parameter shapes, first or not) and block shape
     (rows per call, source rows per row, non-zeros per row), on a synthetic block of at most
     ``max_entries`` activation entries, and scaled by the rows it stands for: forward and backward
     with dropout masks as training draws them, or the evaluation's forward. The first layer reads
     rows of the real input features (dense or sparse, as they are), the others random activations.
+
+    Each kind is timed once when first asked for; ``settle`` times every kind met so far again, in
+    rounds over all of them, up to ``rounds`` timings each, and from then on a kind costs the median
+    of its timings. On a shared machine one timing of the same call can be 1.5 times another taken
+    seconds later (and a reference kernel timed next to it does not move with it, so it cannot be
+    corrected away); every layer of a kind scales with its timing, so one unlucky timing moved whole
+    layouts by 30-40 % between estimates. Rounds spread over the whole estimate make a kind's timings
+    independent draws, and their median rejects the unlucky one.
     """
 
-    def __init__(self, model, features, threads: int = 1, max_entries: int = 1 << 21, seed: int = 0):
+    def __init__(self, model, features, threads: int = 1, max_entries: int = 1 << 21, seed: int = 0,
+                 rounds: int = 3):
         self.model, self.threads, self.max_entries, self.seed = model, threads, max_entries, seed
+        self.rounds = rounds
         if features.layout == torch.sparse_csr:
             from fullgraph.ops import SparseOp
 
             features = SparseOp.from_tensor(features)
         self.features, self.num_rows = features, features.shape[0]
-        self._cache: dict[tuple, float] = {}
+        self._samples: dict[tuple, list[float]] = {}  # a kind's seconds per row, one per timing
+        self._measure: dict[tuple, Callable[[], float]] = {}  # how to time it again
 
     def seconds(self, model, calls: LayerCalls, train: bool) -> float:
         """The time of ``calls`` (``model`` must be the timer's own)."""
@@ -125,12 +137,23 @@ class LayerTimer:
         if rows == 0:
             return 0.0
         n = self._sample_rows(rows, _out_width(self.model))
-        key = ("post", n, train)
-        if key not in self._cache:
-            self._cache[key] = self._timed(lambda: self._run_post(n, train)) / n
-        return self._cache[key] * rows
+        return self._per_row(("post", n, train), lambda: self._timed(lambda: self._run_post(n, train)) / n) * rows
+
+    def settle(self) -> None:
+        """Time every kind met so far again until each has ``rounds`` timings: one round over all the
+        kinds at a time, so that a kind's timings lie far apart (see the class docstring)."""
+        for _ in range(self.rounds - 1):
+            for key, measure in self._measure.items():
+                if len(self._samples[key]) < self.rounds:
+                    self._samples[key].append(measure())
 
     # -- internals
+
+    def _per_row(self, key: tuple, measure: Callable[[], float]) -> float:
+        """The median of ``key``'s timings (seconds per row), timing it with ``measure`` if it has none."""
+        if key not in self._samples:
+            self._samples[key], self._measure[key] = [measure()], measure
+        return statistics.median(self._samples[key])
 
     def _sample_rows(self, rows: float, width: float) -> int:
         """Rows to time: all of them up to ``max_entries`` entries, at two significant digits (so that
@@ -149,9 +172,8 @@ class LayerTimer:
         n = self._sample_rows(rows, max(layer.in_width, out) * max(1.0, src_ratio))
         chunked = chunked and i > 0 and train  # a chunk's first layer reads features, as any call does
         key = (kind, n, round(src_ratio, 1), round(degree), train, chunked)
-        if key not in self._cache:
-            self._cache[key] = self._timed(self.layer_step(i, n, src_ratio, degree, train, chunked)) / n
-        return self._cache[key] * rows
+        return self._per_row(key, lambda: self._timed(self.layer_step(i, n, src_ratio, degree, train, chunked)) / n) \
+            * rows
 
     def _timed(self, fn, runs: int = 7, budget_s: float = 1.0, span_s: float = 0.2, most: int = 200) -> float:
         """The median of the runs after a warm-up: ``runs`` of them, more (up to ``most``) until they

@@ -132,7 +132,7 @@ def test_the_layer_timer_times_the_models_own_layers_and_scales_with_rows(shared
     # with the history-table copies around the layer, ``chunk_step``)
     assert timer.seconds(model, LayerCalls((1,), 2000, 3000, 20_000, calls=4), True) == pytest.approx(
         2 * timer.seconds(model, LayerCalls((1,), 1000, 1500, 10_000, calls=2), True))
-    chunked = [key[-1] for key in timer._cache if key[0] != "post"]  # layer timings: chunked or not
+    chunked = [key[-1] for key in timer._samples if key[0] != "post"]  # layer timings: chunked or not
     assert any(chunked) and not all(chunked)
 
 
@@ -182,3 +182,28 @@ def test_the_layer_timer_samples_small_calls_over_a_span(monkeypatch, run_s, cal
     timer.threads, timer.seed = 1, 0
     assert timer._timed(run) == pytest.approx(run_s)
     assert clock["runs"] == 1 + calls  # the warm-up, then the timed runs
+
+
+def test_the_layer_timer_settles_on_the_median_of_timings_taken_in_rounds(shared_data, monkeypatch):
+    """A kind is timed once when first asked for; ``settle`` times every kind again, one round over
+    all of them at a time, and the kind then costs the median: one unlucky timing (the first, here)
+    no longer scales every layer of its kind."""
+    from fullgraph.config import TrainConfig
+    from fullgraph.data.load import load_graph
+
+    graph = load_graph(TrainConfig.of(dataset="cora", root=str(shared_data)))
+    model = build_model("gcn", graph.num_features, graph.num_classes, layers=3, hidden=16, dropout=0.5)
+    timer = LayerTimer(model, graph.x, threads=1, rounds=3)
+    # seconds per run, in the order the timings are taken: small, large, then the rounds
+    runs = iter([9.0, 4.0, 1.0, 5.0, 2.0, 3.0])
+    monkeypatch.setattr(LayerTimer, "_timed", lambda self, fn: next(runs))
+    small, large = LayerCalls((1,), 1000, 1000, 5000), LayerCalls((1,), 2000, 2000, 10_000)
+    assert timer.seconds(model, small, True) == pytest.approx(9.0)  # one timing: taken as it is
+    assert timer.seconds(model, large, True) == pytest.approx(4.0)
+    timer.settle()
+    # by rounds over all the kinds (small 9, 1, 2; large 4, 5, 3), not one kind thrice and then the
+    # other (small 9, 1, 5; large 4, 2, 3)
+    assert timer.seconds(model, small, True) == pytest.approx(2.0)
+    assert timer.seconds(model, large, True) == pytest.approx(4.0)
+    timer.settle()  # every kind has its rounds: nothing is timed again (``runs`` is spent)
+    assert timer.seconds(model, small, True) == pytest.approx(2.0)
