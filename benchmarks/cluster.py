@@ -135,11 +135,17 @@ def estimate(graph, base: dict, layout: dict, nprocs: int, network, timers: dict
                        core_efficiency=efficiency)
 
 
-def measured_epoch(out: Path) -> float:
-    """The median over epochs 2.. of training plus evaluation (the plan's epoch evaluates too)."""
+TIMES = ("epoch_time_s", "eval_time_s", "comm_time_s", "compute_time_s", "stage_compute_s", "stage_wait_s",
+         "stage_bubble_s")  # what each epoch's record says of where its time went, kept with the cell
+
+
+def measured_epoch(out: Path) -> tuple[float, list[dict]]:
+    """The median over epochs 2.. of training plus evaluation (the plan's epoch evaluates too), and each
+    epoch's time split as the run recorded it (``TIMES``)."""
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
     times = [r["epoch_time_s"] + r.get("eval_time_s", 0.0) for r in records]
-    return statistics.median(times[1:] if len(times) > 1 else times)
+    split = [{k: r[k] for k in TIMES if k in r} for r in records]
+    return statistics.median(times[1:] if len(times) > 1 else times), split
 
 
 def cell(graph, name: str, root: str, model: str, depth: int, layout: str, network, a, cluster,
@@ -155,7 +161,7 @@ def cell(graph, name: str, root: str, model: str, depth: int, layout: str, netwo
         summary = cluster.run_ranks(argv, Path(out), a.timeout)
         wall = time.perf_counter() - t0
         if "error" not in summary:
-            summary["epoch_s"] = measured_epoch(Path(out))
+            summary["epoch_s"], summary["epochs"] = measured_epoch(Path(out))
     est = estimate(graph, base, LAYOUTS[layout], a.nprocs, network, timers, efficiency)
     row = {"graph": name, "model": model, "depth": depth, "layout": layout, "precision": precision,
            "rate_gbit": cluster.rate,
@@ -164,7 +170,7 @@ def cell(graph, name: str, root: str, model: str, depth: int, layout: str, netwo
            "estimate_s": est["epoch_s"], "plan_bytes": est["bytes_per_epoch"], "wall_s": wall}
     if "error" in summary:
         return row | {"error": summary["error"]}
-    return row | {"epoch_s": summary["epoch_s"], "train_s": summary["epoch_time_s"],
+    return row | {"epoch_s": summary["epoch_s"], "train_s": summary["epoch_time_s"], "epochs": summary["epochs"],
                   "bytes": sum(summary["comm_bytes_per_epoch"].values()), "ratio": est["epoch_s"] / summary["epoch_s"]}
 
 
