@@ -56,12 +56,17 @@ def broadcast_rows(comm: Comm, x: torch.Tensor | None, n: int, like: torch.Tenso
     return RowsInFlight(comm.broadcast(buf, root, category, async_op=True), buf, finish)
 
 
+def _offsets(counts: list[int]) -> list[int]:
+    """Where each rank's rows start in a block grouped by rank, and (last) where they all end."""
+    return [0, *accumulate(int(c) for c in counts)]
+
+
 def reduce_scatter_rows(comm: Comm, x: torch.Tensor, counts: list[int], category: str, precision: str, *,
                         rows=None, site=None, key=None, col0: int = 0) -> torch.Tensor:
     """The sum over ``comm``'s group of the partial rows ``x`` (``[sum(counts), w]``, grouped by the
     group rank that owns them), of my ``counts[me]`` rows only: my own partial exact, each peer's
     encoded at ``precision`` before it leaves (``exchange_rows``). Peers are added in rank order."""
-    me, b, n = comm.rank, [0, *accumulate(int(c) for c in counts)], len(counts)
+    me, b, n = comm.rank, _offsets(counts), len(counts)
     keys = None if rows is None else [rows[b[r]:b[r + 1]] for r in range(n)]
     parts = exchange_rows(comm, [x[b[r]:b[r + 1]] for r in range(n)], [(counts[me], x.shape[1])] * n, category,
                           precision, rows=keys, site=site, key=key, col0=[col0] * n)
@@ -76,9 +81,10 @@ def all_gather_rows(comm: Comm, piece: torch.Tensor, counts: list[int], category
                     rows=None, site=None, key=None, col0: int = 0) -> torch.Tensor:
     """Every group rank's ``piece`` (``counts[r]`` rows from rank r), concatenated in rank order, at
     ``precision``; my own piece is decoded from what I sent, so that every rank holds the same rows."""
-    me, b = comm.rank, [0, *accumulate(int(c) for c in counts)]
+    me, b = comm.rank, _offsets(counts)
     width = piece.shape[1]
-    sent = encode_rows(piece, precision, rows=None if rows is None else rows[b[me]:b[me + 1]], site=site, key=key, col0=col0)
+    mine = None if rows is None else rows[b[me]:b[me + 1]]
+    sent = encode_rows(piece, precision, rows=mine, site=site, key=key, col0=col0)
     nothing = _empty(0, width, precision, piece)
     send = [nothing if r == me else sent for r in range(len(counts))]
     recv = [nothing if r == me else _empty(counts[r], width, precision, piece) for r in range(len(counts))]

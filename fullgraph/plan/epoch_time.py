@@ -172,8 +172,8 @@ class LayerTimer:
         n = self._sample_rows(rows, max(layer.in_width, out) * max(1.0, src_ratio))
         chunked = chunked and i > 0 and train  # a chunk's first layer reads features, as any call does
         key = (kind, n, round(src_ratio, 1), round(degree), train, chunked)
-        return self._per_row(key, lambda: self._timed(self.layer_step(i, n, src_ratio, degree, train, chunked)) / n) \
-            * rows
+        per_row = self._per_row(key, lambda: self._timed(self.layer_step(i, n, src_ratio, degree, train, chunked)) / n)
+        return per_row * rows
 
     def _timed(self, fn, runs: int = 7, budget_s: float = 1.0, span_s: float = 0.2, most: int = 200) -> float:
         """The median of the runs after a warm-up: ``runs`` of them, more (up to ``most``) until they
