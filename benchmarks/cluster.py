@@ -337,6 +337,8 @@ def main() -> int:
                             cells[i] = add_run(row, a, cluster)
                             print(json.dumps({k: v for k, v in cells[i].items() if k != "runs"}), flush=True)
                             write_json(a.out, {"rows": rows + cells})
+                    for timer in timers.values():  # the layer timings, taken in the same minutes as the runs
+                        timer.sample()
                 rows += cells
     rows = reestimate(rows, a, graphs, timers)  # the timings settled (the first estimate: as run)
     write_json(a.out, {"rows": rows})

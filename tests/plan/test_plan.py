@@ -195,7 +195,7 @@ def test_the_layer_timer_settles_on_the_median_of_timings_taken_in_rounds(shared
     model = build_model("gcn", graph.num_features, graph.num_classes, layers=3, hidden=16, dropout=0.5)
     timer = LayerTimer(model, graph.x, threads=1, rounds=3)
     # seconds per run, in the order the timings are taken: small, large, then the rounds
-    runs = iter([9.0, 4.0, 1.0, 5.0, 2.0, 3.0])
+    runs = iter([9.0, 4.0, 1.0, 5.0, 2.0, 3.0, 0.1, 0.2])
     monkeypatch.setattr(LayerTimer, "_timed", lambda self, fn: next(runs))
     small, large = LayerCalls((1,), 1000, 1000, 5000), LayerCalls((1,), 2000, 2000, 10_000)
     assert timer.seconds(model, small, True) == pytest.approx(9.0)  # one timing: taken as it is
@@ -205,5 +205,8 @@ def test_the_layer_timer_settles_on_the_median_of_timings_taken_in_rounds(shared
     # other (small 9, 1, 5; large 4, 2, 3)
     assert timer.seconds(model, small, True) == pytest.approx(2.0)
     assert timer.seconds(model, large, True) == pytest.approx(4.0)
-    timer.settle()  # every kind has its rounds: nothing is timed again (``runs`` is spent)
+    timer.settle()  # every kind has its rounds: nothing is timed again
     assert timer.seconds(model, small, True) == pytest.approx(2.0)
+    timer.sample()  # one more timing of every kind, in the order they were met
+    assert timer.seconds(model, small, True) == pytest.approx(1.5)  # 9, 1, 2, 0.1
+    assert timer.seconds(model, large, True) == pytest.approx(3.5)  # 4, 5, 3, 0.2
