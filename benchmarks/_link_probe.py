@@ -2,8 +2,10 @@
 a rank): rank 0 and rank 1 time a one-float ping-pong (the per-message latency, half the round trip)
 and a large one-way send answered by one float (the bandwidth, the round trip taken off); the other
 ranks only join the group. Then every rank sends the same amount to all others at once
-(``all_to_all_single``, a halo exchange's pattern), which a link carries more slowly. Rank 0 prints
-``{"gbps": .., "latency_us": .., "exchange_gbps": ..}``.
+(``all_to_all_single``, a halo exchange's pattern), which a link carries more slowly; the machine's
+busy CPU time over it (``/proc/stat``: every namespace shares the cores) per byte moved is what the
+emulated link costs the cores the ranks compute on. Rank 0 prints ``{"gbps": .., "latency_us": ..,
+"exchange_gbps": .., "cpu_ns_per_byte": ..}``.
 
     python benchmarks/_link_probe.py NOMINAL_GBIT
 """
@@ -11,12 +13,20 @@ ranks only join the group. Then every rank sends the same amount to all others a
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
+
+
+def busy_seconds() -> float:
+    """CPU seconds this machine's cores have spent busy since boot (neither idle nor waiting on disk)."""
+    ticks = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (sum(ticks[:8]) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:
@@ -50,6 +60,7 @@ def main() -> int:
             dist.send(one, 0)
     P = dist.get_world_size()
     out, slowest = torch.empty(big.numel() // P * P), 0.0
+    busy = busy_seconds()
     for _ in range(2):
         dist.barrier()
         t0 = time.perf_counter()
@@ -57,8 +68,10 @@ def main() -> int:
         dt = torch.tensor([time.perf_counter() - t0])
         dist.all_reduce(dt, op=dist.ReduceOp.MAX)
         slowest = dt.item() if not slowest else min(slowest, dt.item())
+    busy = busy_seconds() - busy
     if rank == 0:
         link["exchange_gbps"] = out.numel() * 4 * (P - 1) / P * 8 / slowest / 1e9
+        link["cpu_ns_per_byte"] = busy / (2 * P * out.numel() * 4 * (P - 1) / P) * 1e9  # two all-to-alls
         print(json.dumps(link), flush=True)
     dist.barrier()
     dist.destroy_process_group()

@@ -14,6 +14,11 @@ All ranks share this machine's cores, so an emulated node computes as one proces
 on ``os.cpu_count()`` cores: the estimate is the plan's with ``cores`` set (no faster than all ranks'
 compute over the cores), so that it predicts this emulation, not a real cluster. Measured and
 estimated epochs both include the evaluation (``--eval-every 1``), as the plan's bytes do.
+
+This VM's speed drifts by up to a quarter over minutes, the same run measured minutes apart included.
+``--repeats N`` runs every cell of a rate once, then all of them again, N times, and measures each
+cell's median; between the rounds the plan's layer timings are taken once more (``LayerTimer.sample``),
+so the estimate's medians stand for the same minutes as the measured ones.
 """
 
 from __future__ import annotations
@@ -156,8 +161,9 @@ def cell(graph, name: str, root: str, model: str, depth: int, layout: str, netwo
     return {"graph": name, "model": model, "depth": depth, "layout": layout, "precision": precision,
             "rate_gbit": cluster.rate,
             "link_gbps": network.bandwidth_gbps, "link_exchange_gbps": network.exchange_gbps,
-            "link_latency_us": network.latency_us, "core_efficiency": efficiency,
-            "estimate_s": est["epoch_s"], "plan_bytes": est["bytes_per_epoch"], "runs": []}
+            "link_latency_us": network.latency_us, "link_cpu_ns_per_byte": network.cpu_ns_per_byte,
+            "core_efficiency": efficiency, "estimate_s": est["epoch_s"], "plan_bytes": est["bytes_per_epoch"],
+            "runs": []}
 
 
 def add_run(row: dict, a, cluster) -> dict:
@@ -200,7 +206,8 @@ def reestimate(rows: list[dict], a, graphs: dict | None = None, timers: dict | N
         if "core_efficiency" not in r and key not in efficiencies:  # cells run before it was measured
             efficiencies[key] = model_core_efficiency(graphs[r["graph"]], base, a.nprocs)
         efficiency = r.get("core_efficiency", efficiencies.get(key))
-        network = Network(r["link_gbps"], r["link_latency_us"], r["link_exchange_gbps"])
+        network = Network(r["link_gbps"], r["link_latency_us"], r["link_exchange_gbps"],
+                          r.get("link_cpu_ns_per_byte", 0.0))  # not measured before 2026-11-24: none
         est = estimate(graphs[r["graph"]], base, LAYOUTS[r["layout"]], a.nprocs, network, timers, efficiency)
         new = r | {"core_efficiency": efficiency, "estimate_as_run_s": r.get("estimate_as_run_s", r["estimate_s"]),
                    "estimate_s": est["epoch_s"]}
@@ -239,7 +246,8 @@ def model_core_efficiency(graph, base: dict, nprocs: int) -> float:
 
 def link_network(cluster):
     """The plan's network for this cluster: the link as measured (a tbf-limited veth delivers less than
-    its nominal rate, and gloo adds its own cost to every message), the nominal rate if the probe fails."""
+    its nominal rate, gloo adds its own cost to every message, and the kernel moves every byte on the
+    cores the ranks compute on), the nominal rate if the probe fails."""
     from fullgraph.plan.epoch_time import Network
 
     link = cluster.probe()
@@ -247,8 +255,9 @@ def link_network(cluster):
         print(f"* link probe failed ({link['error'][:200]}); planning with the nominal {cluster.rate} Gbit/s")
         return Network(cluster.rate)
     print(f"* link at a nominal {cluster.rate:g} Gbit/s: measured {link['gbps']:.3g} Gbit/s point to point, "
-          f"{link['exchange_gbps']:.3g} Gbit/s in an all-to-all, {link['latency_us']:.0f} us per message", flush=True)
-    return Network(link["gbps"], link["latency_us"], link["exchange_gbps"])
+          f"{link['exchange_gbps']:.3g} Gbit/s in an all-to-all, {link['latency_us']:.0f} us per message, "
+          f"{link['cpu_ns_per_byte']:.2g} ns of the cores' time per byte", flush=True)
+    return Network(link["gbps"], link["latency_us"], link["exchange_gbps"], link["cpu_ns_per_byte"])
 
 
 def print_cells(rows: list[dict]) -> None:

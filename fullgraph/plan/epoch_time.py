@@ -44,11 +44,15 @@ __all__ = ["Network", "Kernels", "LayerTimer", "LayerCalls", "Traffic", "RankWor
 class Network:
     """Links between the processes: ``bandwidth_gbps`` Gbit/s each way, ``latency_us`` per message,
     and ``exchange_gbps`` what a link carries when every rank sends to every other at once (an
-    all-to-all; the same as the bandwidth unless measured lower)."""
+    all-to-all; the same as the bandwidth unless measured lower). ``cpu_ns_per_byte``: the CPU time
+    moving a byte takes from the cores the ranks compute on, which counts where ranks share cores
+    (``estimate_layout``'s ``cores``): on one machine emulating a cluster the kernel carries every
+    byte through veths, a bridge and queues on those cores; on real machines it is their own."""
 
     bandwidth_gbps: float = 10.0
     latency_us: float = 50.0
     exchange_gbps: float | None = None
+    cpu_ns_per_byte: float = 0.0
 
     def seconds(self, nbytes: float, messages: float, exchange_bytes: float = 0.0) -> float:
         """``nbytes`` point to point and ``exchange_bytes`` all-to-all, in ``messages`` transfers."""
@@ -379,9 +383,9 @@ def estimate_layout(works: list[RankWork], model, kernels, network: Network, *, 
     (each stage as slow as its slowest rank, plus the hand-over to the next).
 
     When the ranks share ``cores`` cores (``threads`` each), neither can be faster than the compute
-    of the ranks running at once divided by the cores (while one rank waits for the network, the
-    others use its core), each core doing ``core_efficiency`` of a solo core's work: the difference
-    is ``contention_s``."""
+    of the ranks running at once, and the CPU their bytes take (``Network.cpu_ns_per_byte``), divided
+    by the cores (while one rank waits for the network, the others use its core), each core doing
+    ``core_efficiency`` of a solo core's work: the difference is ``contention_s``."""
     if not 0 < core_efficiency <= 1:
         raise ValueError(f"core_efficiency must be in (0, 1], got {core_efficiency}")
     ests = [estimate_epoch(w, model, kernels, network) for w in works]
@@ -389,16 +393,18 @@ def estimate_layout(works: list[RankWork], model, kernels, network: Network, *, 
     shared = cores is not None and len(works) * threads > cores
     contention = 0.0
     if shared:
-        floor = sum(e.compute_s for e in ests) * threads / (cores * core_efficiency)  # waits: others' core time
+        moved = sum(w.train_traffic.stream + w.train_traffic.exchange for w in works) * network.cpu_ns_per_byte * 1e-9
+        floor = (sum(e.compute_s for e in ests) * threads + moved) / (cores * core_efficiency)  # waits: others' cores
         contention = max(0.0, floor - slowest.total_s)
     eval_s = 0.0
     for s in range(max(w.stage for w in works) + 1 if evaluate else 0):
         stage = [w for w in works if w.stage == s]
         busy = [_compute(w, model, kernels, False) for w in stage]
+        moved = sum(w.eval_traffic.stream + w.eval_traffic.exchange for w in stage) * network.cpu_ns_per_byte * 1e-9
         waits = [network.seconds(w.eval_traffic.stream, w.eval_traffic.messages, w.eval_traffic.exchange)
                  for w in stage]
         step = max(b + x for b, x in zip(busy, waits))
         if shared and len(stage) * threads > cores:
-            step = max(step, sum(busy) * threads / (cores * core_efficiency))
+            step = max(step, (sum(busy) * threads + moved) / (cores * core_efficiency))
         eval_s += step
     return EpochEstimate(slowest.compute_s, slowest.comm_s, slowest.bubble_s, contention, eval_s)

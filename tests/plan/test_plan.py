@@ -111,6 +111,11 @@ def test_the_epoch_model_adds_the_bubble_the_unhidden_communication_and_the_stag
     # cores shared at half their solo speed: the bound doubles, the training step's and the evaluation's
     slow = estimate_layout(four, model, k, net, cores=2, core_efficiency=0.5)
     assert slow.contention_s == pytest.approx(3 * flat.compute_s) and slow.eval_s == pytest.approx(4 * 2 * per_layer)
+    # moving a byte takes the shared cores' time too (an emulated link): 4 ranks × 1 MB at 1 ns each
+    costly = Network(bandwidth_gbps=8.0, latency_us=0.0, exchange_gbps=4.0, cpu_ns_per_byte=1.0)
+    emulated = estimate_layout(waiting, model, k, costly, cores=2)
+    assert emulated.contention_s == pytest.approx(flat.compute_s - 1e-3 + 4 * 1e6 * 1e-9 / 2)
+    assert estimate_layout(waiting, model, k, costly).contention_s == 0.0  # own cores: the kernel's own
     with pytest.raises(ValueError, match="core_efficiency"):
         estimate_layout(four, model, k, net, cores=2, core_efficiency=1.5)
 
