@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fullgraph.cli_plan import build_planned_model  # noqa: E402
 from fullgraph.config import TrainConfig  # noqa: E402
 from fullgraph.data.load import load_graph  # noqa: E402
-from fullgraph.plan.epoch_time import LayerTimer  # noqa: E402
+from fullgraph.plan.layer_timer import LayerTimer  # noqa: E402
 
 
 def steps_until(end: float, step) -> float:

@@ -130,7 +130,7 @@ def estimate(graph, base: dict, layout: dict, nprocs: int, network, timers: dict
     """``fullgraph plan``'s row for this layout, its ranks (one thread each) sharing this machine's cores,
     which deliver ``efficiency`` of their solo speed so shared (``core_efficiency``)."""
     from fullgraph.cli_plan import build_planned_model, plan_layout
-    from fullgraph.plan.epoch_time import LayerTimer
+    from fullgraph.plan.layer_timer import LayerTimer
 
     key = (base["dataset"], base["model"], base["layers"])  # the precision changes bytes, not layers
     if key not in timers:  # one timer per model: its layer timings serve every layout and rate
@@ -282,6 +282,8 @@ def print_cells(rows: list[dict]) -> None:
             measured = f"{r['epoch_s']:.3g}" if "epoch_s" in r else f"failed: {r['error'][:60]}"
             if len(runs) > 1:
                 measured += f" ({min(runs):.3g}-{max(runs):.3g})"
+            if "epoch_s" in r and "error" in r:  # a later repeat failed: the runs before it stand
+                measured += f" (run {len(runs) + 1} failed)"
             ratio = f"{r['ratio']:.2f}" if "ratio" in r else "-"
             close += "ratio" in r and abs(r["ratio"] - 1) <= 0.25
             label = r["layout"] + (f" {key[4]}" if key[4] != "fp32" else "")

@@ -75,7 +75,8 @@ def label(o: dict) -> str:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from fullgraph.data.load import load_graph
-    from fullgraph.plan.epoch_time import LayerTimer, Network
+    from fullgraph.plan.epoch_time import Network
+    from fullgraph.plan.layer_timer import LayerTimer
 
     if args.nprocs < 2:
         raise InputError(f"expected --nprocs >= 2 to plan a layout (got {args.nprocs})")

@@ -4,15 +4,17 @@
 * :mod:`fullgraph.plan.rank_memory`: what each rank must hold (peak bytes), and the check that
   refuses a run that would not fit.
 * :mod:`fullgraph.plan.epoch_time`: what an epoch takes on a given network (a model, calibrated by
-  timing the model's own layers on this machine); :mod:`fullgraph.plan.rank_work`: each rank's share of
-  the work and of the traffic, which that model is applied to.
+  :mod:`fullgraph.plan.layer_timer`, which times the model's own layers on this machine);
+  :mod:`fullgraph.plan.rank_work`: each rank's share of the work and of the traffic, which that model
+  is applied to.
 
 ``fullgraph plan`` (:mod:`fullgraph.cli_plan`) puts them together for every layout of P processes.
 """
 
 from fullgraph.plan.epoch_time import (
-    EpochEstimate, Kernels, LayerCalls, LayerTimer, Network, RankWork, estimate_epoch, estimate_layout,
+    EpochEstimate, Kernels, LayerCalls, Network, RankWork, estimate_epoch, estimate_layout,
 )
+from fullgraph.plan.layer_timer import LayerTimer
 from fullgraph.plan.rank_memory import (
     GIB, MIB, PROCESS_BYTES, check_memory, estimate_peak_bytes, graph_memory_stats, kept_activation_bytes,
     memory_breakdown, model_memory_options, part_memory_stats, partition_memory_stats, variable_bytes,

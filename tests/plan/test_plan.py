@@ -11,8 +11,9 @@ from fullgraph.cli_plan import candidates
 from fullgraph.comm.mesh import Mesh
 from fullgraph.models import build_model
 from fullgraph.plan.epoch_time import (
-    EpochEstimate, Kernels, LayerCalls, LayerTimer, Network, RankWork, Traffic, estimate_epoch, estimate_layout,
+    EpochEstimate, Kernels, LayerCalls, Network, RankWork, Traffic, estimate_epoch, estimate_layout,
 )
+from fullgraph.plan.layer_timer import LayerTimer
 from fullgraph.plan.volumes import ModelShape, layout_volume
 
 
@@ -174,7 +175,7 @@ def test_the_layer_timer_samples_small_calls_over_a_span(monkeypatch, run_s, cal
     """How many runs a timing takes, on a fake clock: seven at least; a fast call until its runs span
     0.2 s (at most 200), so that one busy moment cannot fill every sample; a slow one until 1 s has
     passed (at least three); one that alone exceeds the budget, once."""
-    from fullgraph.plan import epoch_time
+    from fullgraph.plan import layer_timer
 
     clock = {"t": 0.0, "runs": 0}
 
@@ -182,7 +183,7 @@ def test_the_layer_timer_samples_small_calls_over_a_span(monkeypatch, run_s, cal
         clock["t"] += run_s
         clock["runs"] += 1
 
-    monkeypatch.setattr(epoch_time.time, "perf_counter", lambda: clock["t"])
+    monkeypatch.setattr(layer_timer.time, "perf_counter", lambda: clock["t"])
     timer = LayerTimer.__new__(LayerTimer)
     timer.threads, timer.seed = 1, 0
     assert timer._timed(run) == pytest.approx(run_s)
