@@ -183,10 +183,9 @@ def add_run(row: dict, a, cluster) -> dict:
             return row | {"error": summary["error"]}
         epoch_s, epochs = measured_epoch(Path(out))
     runs = row["runs"] + [{"epoch_s": epoch_s, "train_s": summary["epoch_time_s"], "wall_s": wall, "epochs": epochs}]
-    return row | {"runs": runs, "epoch_s": statistics.median(r["epoch_s"] for r in runs),
-                  "train_s": statistics.median(r["train_s"] for r in runs),
-                  "bytes": sum(summary["comm_bytes_per_epoch"].values()),
-                  "ratio": row["estimate_s"] / statistics.median(r["epoch_s"] for r in runs)}
+    median = statistics.median(r["epoch_s"] for r in runs)
+    return row | {"runs": runs, "epoch_s": median, "train_s": statistics.median(r["train_s"] for r in runs),
+                  "bytes": sum(summary["comm_bytes_per_epoch"].values()), "ratio": row["estimate_s"] / median}
 
 
 def reestimate(rows: list[dict], a, graphs: dict | None = None, timers: dict | None = None) -> list[dict]:

@@ -110,6 +110,11 @@ class Traffic:
     messages: float = 0.0
     overlapped: float = 0.0
 
+    @property
+    def bytes(self) -> float:
+        """All that crosses the link, point to point and many-to-many."""
+        return self.stream + self.exchange
+
 
 @dataclass(frozen=True)
 class RankWork:
@@ -187,14 +192,14 @@ def estimate_layout(works: list[RankWork], model, kernels, network: Network, *, 
     shared = cores is not None and len(works) * threads > cores
     contention = 0.0
     if shared:
-        moved = network.cpu_seconds(sum(w.train_traffic.stream + w.train_traffic.exchange for w in works))
+        moved = network.cpu_seconds(sum(w.train_traffic.bytes for w in works))
         floor = (sum(e.compute_s for e in ests) * threads + moved) / (cores * core_efficiency)  # waits: others' cores
         contention = max(0.0, floor - slowest.total_s)
     eval_s = 0.0
     for s in range(max(w.stage for w in works) + 1 if evaluate else 0):
         stage = [w for w in works if w.stage == s]
         busy = [_compute(w, model, kernels, False) for w in stage]
-        moved = network.cpu_seconds(sum(w.eval_traffic.stream + w.eval_traffic.exchange for w in stage))
+        moved = network.cpu_seconds(sum(w.eval_traffic.bytes for w in stage))
         waits = [network.seconds(w.eval_traffic.stream, w.eval_traffic.messages, w.eval_traffic.exchange)
                  for w in stage]
         step = max(b + x for b, x in zip(busy, waits))

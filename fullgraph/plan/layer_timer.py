@@ -62,19 +62,19 @@ class LayerTimer:
         n = self._sample_rows(rows, out_width(self.model))
         return self._per_row(("post", n, train), lambda: self._timed(lambda: self._run_post(n, train)) / n) * rows
 
-    def sample(self) -> None:
-        """Time every kind met so far once more. A caller that measures over a long time (the cluster
-        benchmark) samples between its runs, so that the medians stand for the same minutes as them."""
+    def sample(self, fewer_than: int | None = None) -> None:
+        """Time every kind met so far once more (those with fewer than ``fewer_than`` timings, if
+        given). A caller that measures over a long time (the cluster benchmark) samples between its
+        runs, so that the medians stand for the same minutes as them."""
         for key, measure in self._measure.items():
-            self._samples[key].append(measure())
+            if fewer_than is None or len(self._samples[key]) < fewer_than:
+                self._samples[key].append(measure())
 
     def settle(self) -> None:
         """Time every kind met so far again until each has ``rounds`` timings: one round over all the
         kinds at a time, so that a kind's timings lie far apart (see the class docstring)."""
         for _ in range(self.rounds - 1):
-            for key, measure in self._measure.items():
-                if len(self._samples[key]) < self.rounds:
-                    self._samples[key].append(measure())
+            self.sample(fewer_than=self.rounds)
 
     # -- internals
 
