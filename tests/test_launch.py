@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from fullgraph.comm.ledger import CATEGORIES
+
 
 def env(tmp_path) -> dict:
     return os.environ | {"FULLGRAPH_CACHE": str(tmp_path / "cache"), "PYTHONWARNINGS": "ignore"}
@@ -55,6 +57,10 @@ def test_spmm_ranks_read_block_rows_the_launcher_cut(tmp_path):
     assert meta["blocks"] == 2 and sorted(f["path"] for f in meta["files"]) == ["row-0.pt", "row-1.pt"]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["comm_bytes_per_epoch"]["spmm/bcast"] > 0 and summary["test_acc"] > 0.3
+    # every epoch counts its own metrics all-reduce (the loss, a float64 per category, two times) on both
+    # ranks: the first too, none carried into the next
+    records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["comm_bytes"].get("meta/metrics") for r in records] == [2 * (len(CATEGORIES) + 3) * 8] * 3
 
 
 def _children(pid: int) -> list[int]:

@@ -268,7 +268,9 @@ class Trainer:
         nbytes, secs = e.ledger.take()
         train_secs = sum(v for c, v in secs.items() if not c.startswith(("eval/", "meta/")))
         vec = [loss] + [float(nbytes.get(c, 0)) for c in CATEGORIES] + [train_secs, dt]
+        vec[1 + CATEGORIES.index("meta/metrics")] += len(vec) * 8  # this all-reduce's float64s: this epoch's
         vec = e.reduce_sum(vec, "meta/metrics")
+        e.ledger.take()  # that all-reduce, counted above (not in the next epoch's totals)
         comm = {c: int(v) for c, v in zip(CATEGORIES, vec[1:-2]) if v}
         comm_time = vec[-2] / e.world_size
         return {"loss": vec[0], "comm_bytes": comm, "comm_time_s": comm_time,
