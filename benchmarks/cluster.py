@@ -19,6 +19,11 @@ This VM's speed drifts by up to a quarter over minutes, the same run measured mi
 ``--repeats N`` runs every cell of a rate once, then all of them again, N times, and measures each
 cell's median; between the rounds the plan's layer timings are taken once more (``LayerTimer.sample``),
 so the estimate's medians stand for the same minutes as the measured ones.
+
+``--sync-probe`` measures what an exchange between ranks busy computing costs beyond its bytes
+(``_sync_probe.py``; the link probe's latency is taken with idle cores), and ``--nprocs`` equal to the
+cores (with ``--layouts graph,pipeline``: the hybrid 2x2 needs 4) runs the cells where every rank has a
+core of its own, as on a real cluster.
 """
 
 from __future__ import annotations
@@ -95,6 +100,11 @@ class Cluster:
     def probe(self) -> dict:
         """The link's measured bandwidth and per-message latency (``_link_probe.py``)."""
         outputs = self._run([str(Path(__file__).with_name("_link_probe.py")), str(self.rate)], 120)
+        return outputs if isinstance(outputs, dict) else json.loads(outputs[0].strip().splitlines()[-1])
+
+    def sync_cost(self) -> dict:
+        """What an exchange between computing ranks costs beyond its bytes (``_sync_probe.py``)."""
+        outputs = self._run([str(Path(__file__).with_name("_sync_probe.py"))], 600)
         return outputs if isinstance(outputs, dict) else json.loads(outputs[0].strip().splitlines()[-1])
 
     def _run(self, args: list[str], timeout: float) -> list[str] | dict:
@@ -308,6 +318,8 @@ def main() -> int:
                     help="runs of each cell, interleaved (all cells once, then again); the median is measured")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--out", default="runs/bench_cluster.json")
+    ap.add_argument("--sync-probe", action="store_true",
+                    help="only measure, per rate, what an exchange between ranks busy computing costs (_sync_probe.py)")
     ap.add_argument("--table", nargs="+", metavar="JSON", help="only print the table of earlier runs' JSON files")
     ap.add_argument("--reestimate", action="store_true",
                     help="with --table: estimate those cells again with this code, on the links they measured "
@@ -324,6 +336,12 @@ def main() -> int:
         print("cluster.py needs root and the ip and tc commands (network namespaces, veth pairs, tbf): not here")
         return 2
     print_header()
+    if a.sync_probe:
+        for rate in [float(r) for r in a.rates.split(",")]:
+            with Cluster(a.nprocs, rate) as cluster:
+                cost = cluster.sync_cost()
+                print(f"* {a.nprocs} ranks on {os.cpu_count()} cores, {rate:g} Gbit/s: {json.dumps(cost)}", flush=True)
+        return 0
     print(f"* configuration: {a.nprocs} ranks, one network namespace each; graphs {a.graphs}, models {a.models}, "
           f"depths {a.depths}, rates {a.rates} Gbit/s, {a.epochs} epochs (median epoch after the first)")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the finally below removes the namespaces
