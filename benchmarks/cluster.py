@@ -99,12 +99,15 @@ class Cluster:
 
     def probe(self) -> dict:
         """The link's measured bandwidth and per-message latency (``_link_probe.py``)."""
-        outputs = self._run([str(Path(__file__).with_name("_link_probe.py")), str(self.rate)], 120)
-        return outputs if isinstance(outputs, dict) else json.loads(outputs[0].strip().splitlines()[-1])
+        return self._probe("_link_probe.py", [str(self.rate)], 120)
 
     def sync_cost(self) -> dict:
         """What an exchange between computing ranks costs beyond its bytes (``_sync_probe.py``)."""
-        outputs = self._run([str(Path(__file__).with_name("_sync_probe.py"))], 600)
+        return self._probe("_sync_probe.py", [], 600)
+
+    def _probe(self, script: str, args: list[str], timeout: float) -> dict:
+        """A probe beside this file run in every namespace: the JSON rank 0 prints last, or ``{"error": ..}``."""
+        outputs = self._run([str(Path(__file__).with_name(script)), *args], timeout)
         return outputs if isinstance(outputs, dict) else json.loads(outputs[0].strip().splitlines()[-1])
 
     def _run(self, args: list[str], timeout: float) -> list[str] | dict:
@@ -319,7 +322,7 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--out", default="runs/bench_cluster.json")
     ap.add_argument("--sync-probe", action="store_true",
-                    help="only measure, per rate, what an exchange between ranks busy computing costs (_sync_probe.py)")
+                    help="only measure, per rate, what an exchange between busy ranks costs (_sync_probe.py)")
     ap.add_argument("--table", nargs="+", metavar="JSON", help="only print the table of earlier runs' JSON files")
     ap.add_argument("--reestimate", action="store_true",
                     help="with --table: estimate those cells again with this code, on the links they measured "
