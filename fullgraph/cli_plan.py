@@ -43,6 +43,9 @@ def add_plan_command(sub) -> None:
     p.add_argument("--latency-us", type=float, default=50.0, help="per-message latency, microseconds (default 50)")
     p.add_argument("--threads", type=int, default=0, help="CPU threads of one rank, for timing the kernels "
                                                           "(default: this machine's cores / --nprocs, at least 1)")
+    p.add_argument("--release-memory", action="store_true",
+                   help="plan runs that will use train's --release-memory: time the kernels and estimate the "
+                        "peak memory as they will run (slower, leaner)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -123,7 +126,8 @@ def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | N
     est = estimate_layout(works, timer.model, timer, network, cores=cores, threads=timer.threads,
                           core_efficiency=core_efficiency)
     return {"layout": label(o), "options": o, "bytes_per_epoch": sum(volume.values()), "by_category": volume,
-            "peak_bytes_per_rank": _peak_per_rank(cfg, graph, parts), "epoch_s": est.total_s,
+            "peak_bytes_per_rank": _peak_per_rank(cfg, graph, parts, getattr(args, "release_memory", False)),
+            "epoch_s": est.total_s,
             "compute_s": est.compute_s + est.contention_s, "comm_s": est.comm_s, "bubble_s": est.bubble_s,
             "eval_s": est.eval_s}
 
@@ -203,13 +207,17 @@ def _chunk_sources(cfg, graph, partition_dir: str | None) -> list[int] | None:
                          cfg.parallel.num_chunks)
 
 
-def _peak_per_rank(cfg, graph, parts) -> int:
+def _peak_per_rank(cfg, graph, parts, release_memory: bool = False) -> int:
     """The largest rank's estimated peak bytes: its part (graph, hybrid: the stage's share of the
-    layers), the whole graph for a pipeline stage, a block row for the SpMM layouts."""
+    layers), the whole graph for a pipeline stage, a block row for the SpMM layouts. The ranks' glibc
+    threshold is the one ``fullgraph train`` will run with (fixed with ``--release-memory``, else
+    glibc's own), not this process's."""
+    from fullgraph.memory import GLIBC_MMAP_THRESHOLD_MAX, MMAP_THRESHOLD_BYTES
     from fullgraph.plan.rank_memory import estimate_peak_bytes, model_memory_options
 
     mesh, opts = cfg.parallel.mesh, model_memory_options(cfg)
-    common = dict(features=graph.num_features, classes=graph.num_classes, distributed=True)
+    threshold = MMAP_THRESHOLD_BYTES if release_memory else GLIBC_MMAP_THRESHOLD_MAX
+    common = dict(features=graph.num_features, classes=graph.num_classes, distributed=True, mmap_threshold=threshold)
     if mesh.spmm:
         rows = math.ceil(graph.num_nodes / mesh.block_rows)
         return estimate_peak_bytes(**opts, **common, nodes=rows, edges=math.ceil(graph.num_edges / mesh.block_rows),

@@ -216,3 +216,21 @@ def test_the_layer_timer_settles_on_the_median_of_timings_taken_in_rounds(shared
     timer.sample()  # one more timing of every kind, in the order they were met
     assert timer.seconds(model, small, True) == pytest.approx(1.5)  # 9, 1, 2, 0.1
     assert timer.seconds(model, large, True) == pytest.approx(3.5)  # 4, 5, 3, 0.2
+
+
+def test_plan_times_and_sizes_runs_as_train_will_run_them(shared_data, capsys, monkeypatch):
+    """The plan keeps glibc's own allocation threshold, as ``fullgraph train`` does (a fixed 1 MiB one
+    page-faults every large tensor in afresh and timed wide layers 40 % slower than training runs
+    them), and estimates the ranks' peak for that threshold; ``--release-memory`` plans such runs."""
+    import fullgraph.memory
+
+    fixed = []
+    monkeypatch.setattr(fullgraph.memory, "return_freed_memory", lambda: fixed.append(True) or True)
+    common = ("--dataset", "cora", "--root", str(shared_data), "--nprocs", "2", "--layers", "2", "--hidden", "256",
+              "--layout", "graph")  # a rank's activations (1354 x 256 floats) pass 1 MiB
+    default = _plan(capsys, *common)["layouts"][0]
+    assert fixed == []
+    lean = _plan(capsys, *common, "--release-memory")["layouts"][0]
+    assert fixed == [True]
+    assert lean["by_category"] == default["by_category"]
+    assert lean["peak_bytes_per_rank"] < default["peak_bytes_per_rank"]  # mmapped activations: less overhead
