@@ -2,7 +2,8 @@
 a rank): rank 0 and rank 1 time a one-float ping-pong (the per-message latency, half the round trip)
 and a large one-way send answered by one float (the bandwidth, the round trip taken off); the other
 ranks only join the group. Then every rank sends the same amount to all others at once
-(``all_to_all_single``, a halo exchange's pattern), which a link carries more slowly; the machine's
+(``Comm.all_to_all_rows``, a halo exchange as fullgraph runs it, each direction of a pair on a gloo
+connection of its own), which a link carries more slowly; the machine's
 busy CPU time over it (``/proc/stat``: every namespace shares the cores) per byte moved is what the
 emulated link costs the cores the ranks compute on. Rank 0 prints ``{"gbps": .., "latency_us": ..,
 "exchange_gbps": .., "cpu_ns_per_byte": ..}``.
@@ -16,11 +17,14 @@ import json
 import os
 import sys
 import time
-from datetime import timedelta
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fullgraph.comm.context import Comm, DistEnv  # noqa: E402
 
 
 def busy_seconds() -> float:
@@ -31,7 +35,7 @@ def busy_seconds() -> float:
 
 def main() -> int:
     nominal = float(sys.argv[1])
-    dist.init_process_group("gloo", timeout=timedelta(seconds=120))
+    comm = Comm(DistEnv.from_env(), timeout_s=120, device="cpu")
     rank, one = dist.get_rank(), torch.zeros(1)
     big = torch.zeros(max(1 << 18, min(1 << 24, int(nominal * 1e9 / 8 / 4))))  # about 1 s at the nominal rate
     if rank == 0:
@@ -59,16 +63,16 @@ def main() -> int:
             dist.recv(big, 0)
             dist.send(one, 0)
     P = dist.get_world_size()
-    out, slowest = torch.empty(big.numel() // P * P), 0.0
+    n, slowest = big.numel() // P * P, 0.0
     busy = busy_seconds()
     for _ in range(2):
         dist.barrier()
         t0 = time.perf_counter()
-        dist.all_to_all_single(out, big[:out.numel()])
+        comm.all_to_all_rows(big[:n].view(P, -1), [1] * P, [1] * P, "halo/fwd")
         dt = torch.tensor([time.perf_counter() - t0])
         dist.all_reduce(dt, op=dist.ReduceOp.MAX)
         slowest = dt.item() if not slowest else min(slowest, dt.item())
-    busy, sent = busy_seconds() - busy, out.numel() * 4 * (P - 1) / P  # bytes a rank sends per all-to-all
+    busy, sent = busy_seconds() - busy, n * 4 * (P - 1) / P  # bytes a rank sends per all-to-all
     if rank == 0:
         link["exchange_gbps"] = sent * 8 / slowest / 1e9
         link["cpu_ns_per_byte"] = busy / (2 * P * sent) * 1e9  # two all-to-alls, every rank sending
