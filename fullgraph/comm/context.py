@@ -130,8 +130,8 @@ class Comm:
     # ------------------------------------------------------------------ point to point
     def post(self, sends: list[tuple[torch.Tensor, int, int]], recvs: list[tuple[torch.Tensor, int, int]],
              category: str) -> "Pending":
-        """Start sends and receives of whole tensors, each ``(tensor, global peer rank, tag)``, as one
-        ``batch_isend_irecv``; returns the handles to wait on. The bytes sent are recorded now, the
+        """Start sends and receives of whole tensors, each ``(tensor, global peer rank, tag)`` (NCCL: as
+        one ``batch_isend_irecv``; gloo: on the lanes); returns the handles to wait on. The bytes sent are recorded now, the
         time spent waiting when ``Pending.wait`` is called."""
         self.ledger.record(category, sum(t.numel() * t.element_size() for t, _, _ in sends))
         return Pending(self._start(sends, recvs), [t for t, _, _ in sends] + [t for t, _, _ in recvs], self, category)
