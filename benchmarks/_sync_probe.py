@@ -3,8 +3,9 @@ namespace, as torchrun would start a rank).
 
 Every rank computes in bursts (a fixed count of 256 × 256 matrix products, calibrated to ``B`` ms with
 the rank alone on the machine) and, between bursts, either does nothing, exchanges a small payload with
-its partner (``all_to_all_single`` over a group of two, the hybrid's halo exchange), or with every rank
-(the graph layout's). The rounds' extra time over bursts alone is what one exchange between ranks busy
+its partner (``all_to_all_single`` over a group of two, the pattern of the hybrid's halo exchange), or
+with every rank (the graph layout's). It calls gloo's all-to-all, not fullgraph's lanes: for its small
+payload the two directions taking turns (``Comm.lanes``) costs next to nothing. The rounds' extra time over bursts alone is what one exchange between ranks busy
 computing costs beyond its bytes: the link's latency, the wake-ups of processes and of the kernel's
 network work on cores that are all busy, and any drift between the partners' bursts; with more ranks
 than cores, also the wait for a partner that is runnable but not running. ``_link_probe.py`` measures
