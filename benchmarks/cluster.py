@@ -5,15 +5,21 @@ plan``'s estimate (issue 14 §2; GNNPipe Table 3's claim: fewer bytes win where 
 Needs root (``ip netns``, ``tc``). Every rank's namespace gets one veth, its peer on a bridge in the
 root namespace; ``tc tbf`` limits both directions of every veth to ``--rates`` Gbit/s (``netem`` is
 not available here, so latency is the kernel's own). The namespaces, veths and bridge are removed at
-the end, also on failure or Ctrl-C.
+the end, also on failure or Ctrl-C, and so are the cgroups (``_netns.py``).
 
     sudo .venv/bin/python benchmarks/cluster.py                                # default grid
     .venv/bin/python benchmarks/cluster.py --graphs squirrel --models gcn --depths 16 --rates 0.1,1
 
-All ranks share this machine's cores, so an emulated node computes as one process among ``--nprocs``
-on ``os.cpu_count()`` cores: the estimate is the plan's with ``cores`` set (no faster than all ranks'
-compute over the cores), so that it predicts this emulation, not a real cluster. Measured and
-estimated epochs both include the evaluation (``--eval-every 1``), as the plan's bytes do.
+The ranks run on this machine's cores. Where they outnumber the cores, each runs in a CPU cgroup of
+its own capped at ``--cpu-share`` of a core (default: the cores over the ranks): a cluster of equal
+machines, each slower than this one's core, which do not lend each other their cores (a rank waiting
+for the network leaves its own idle). The plan then models a cluster whose machines compute at the
+speed the capped ranks measured (``_corun_probe.py`` in the same cgroups: their share, less what they
+cost each other through caches and memory bandwidth). ``--cpu-share 0`` leaves them time-sliced, as the
+scheduler likes: a rank's idle core serves the others and the critical path runs at whatever share it
+gets, and the estimate is the plan's with ``cores`` set (no faster than all ranks' compute over the
+cores). Either way it predicts this emulation, not a real cluster. Measured and estimated epochs both
+include the evaluation (``--eval-every 1``), as the plan's bytes do.
 
 This VM's speed drifts by up to a quarter over minutes, the same run measured minutes apart included.
 ``--repeats N`` runs every cell of a rate once, then all of them again, N times, and measures each
@@ -41,6 +47,7 @@ import time
 from pathlib import Path
 
 from _harness import REPO, print_header, write_json
+from _netns import Cluster, CpuQuota
 
 sys.path.insert(0, str(REPO))
 
@@ -48,89 +55,9 @@ from fullgraph.config import TrainConfig  # noqa: E402
 from fullgraph.data.load import load_graph  # noqa: E402
 from fullgraph.parallel.setup import prepare_run  # noqa: E402
 
-PREFIX, BRIDGE, SUBNET, PORT = "fgc", "fgcbr0", "10.77.0", 29533
 HIDDEN = {"squirrel": 1000, "coauthor-physics": 100}
 LAYOUTS = {"graph": dict(parallel="graph"), "pipeline": dict(parallel="pipeline"),
            "hybrid 2x2": dict(parallel="hybrid", stages=2, graph_ways=2)}
-
-
-def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, check=check, capture_output=True, text=True)
-
-
-class Cluster:
-    """``n`` namespaces on a bridge, every link limited to ``rate_gbit``; removed on exit."""
-
-    def __init__(self, n: int, rate_gbit: float):
-        self.n, self.rate = n, rate_gbit
-
-    def __enter__(self) -> "Cluster":
-        self.remove()  # leftovers of an interrupted run
-        sh("ip", "link", "add", BRIDGE, "type", "bridge")
-        sh("ip", "link", "set", BRIDGE, "up")
-        for i in range(self.n):
-            ns, host, inner = f"{PREFIX}{i}", f"{PREFIX}h{i}", f"{PREFIX}n{i}"
-            sh("ip", "netns", "add", ns)
-            sh("ip", "link", "add", host, "type", "veth", "peer", "name", inner)
-            sh("ip", "link", "set", inner, "netns", ns)
-            sh("ip", "link", "set", host, "master", BRIDGE)
-            sh("ip", "link", "set", host, "up")
-            sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{SUBNET}.{i + 1}/24", "dev", inner)
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", inner, "up")
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-            for prefix, dev in ((["ip", "netns", "exec", ns], inner), ([], host)):  # both directions
-                sh(*prefix, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{self.rate}gbit",
-                   "burst", f"{max(64, int(self.rate * 1e9 / 8 / 250 / 1024))}kb", "latency", "200ms")
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.remove()
-
-    def remove(self) -> None:
-        for i in range(self.n):
-            sh("ip", "netns", "del", f"{PREFIX}{i}", check=False)
-            sh("ip", "link", "del", f"{PREFIX}h{i}", check=False)
-        sh("ip", "link", "del", BRIDGE, check=False)
-
-    def run_ranks(self, argv: list[str], out: Path, timeout: float) -> dict:
-        """``fullgraph train ARGV`` with one rank per namespace (torchrun's environment variables)."""
-        outputs = self._run(["-m", "fullgraph", "train", *argv, "--out", str(out), "--overwrite"], timeout)
-        return outputs if isinstance(outputs, dict) else json.loads((out / "summary.json").read_text())
-
-    def probe(self) -> dict:
-        """The link's measured bandwidth and per-message latency (``_link_probe.py``)."""
-        return self._probe("_link_probe.py", [str(self.rate)], 120)
-
-    def sync_cost(self) -> dict:
-        """What an exchange between computing ranks costs beyond its bytes (``_sync_probe.py``)."""
-        return self._probe("_sync_probe.py", [], 600)
-
-    def _probe(self, script: str, args: list[str], timeout: float) -> dict:
-        """A probe beside this file run in every namespace: the JSON rank 0 prints last, or ``{"error": ..}``."""
-        outputs = self._run([str(Path(__file__).with_name(script)), *args], timeout)
-        return outputs if isinstance(outputs, dict) else json.loads(outputs[0].strip().splitlines()[-1])
-
-    def _run(self, args: list[str], timeout: float) -> list[str] | dict:
-        """``python ARGS`` in every namespace at once: their outputs, or ``{"error": ..}``."""
-        procs = []
-        for i in range(self.n):
-            env = dict(os.environ, RANK=str(i), WORLD_SIZE=str(self.n), LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
-                       MASTER_ADDR=f"{SUBNET}.1", MASTER_PORT=str(PORT), GLOO_SOCKET_IFNAME=f"{PREFIX}n{i}",
-                       OMP_NUM_THREADS="1")
-            procs.append(subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}{i}", sys.executable, *args], env=env,
-                                          cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-        try:
-            outputs = [p.communicate(timeout=timeout)[0] for p in procs]
-        except subprocess.TimeoutExpired:
-            return {"error": f"timed out after {timeout:.0f} s"}
-        finally:  # a timeout, a failed rank or Ctrl-C: no rank outlives the run
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-        if any(p.returncode for p in procs):
-            bad = next(i for i, p in enumerate(procs) if p.returncode)
-            return {"error": f"rank {bad} exited {procs[bad].returncode}: {outputs[bad][-400:]}"}
-        return outputs
 
 
 def base_options(name: str, root: str, model: str, depth: int, precision: str = "fp32") -> dict:
@@ -139,9 +66,10 @@ def base_options(name: str, root: str, model: str, depth: int, precision: str = 
     return dict(dataset=name, root=root, model=model, layers=depth, hidden=HIDDEN.get(name, 64), **extra)
 
 
-def estimate(graph, base: dict, layout: dict, nprocs: int, network, timers: dict, efficiency: float) -> dict:
-    """``fullgraph plan``'s row for this layout, its ranks (one thread each) sharing this machine's cores,
-    which deliver ``efficiency`` of their solo speed so shared (``core_efficiency``)."""
+def estimate(graph, base: dict, layout: dict, nprocs: int, network, timers: dict, cpu: dict) -> dict:
+    """``fullgraph plan``'s row for this layout, its ranks (one thread each) as ``cpu`` says (``cpu_speed``):
+    sharing this machine's cores at ``core_efficiency`` of their solo speed, or each capped at a share of
+    a core that computes at ``node_speed`` of a solo core."""
     from fullgraph.cli_plan import build_planned_model, plan_layout
     from fullgraph.plan.layer_timer import LayerTimer
 
@@ -149,8 +77,8 @@ def estimate(graph, base: dict, layout: dict, nprocs: int, network, timers: dict
     if key not in timers:  # one timer per model: its layer timings serve every layout and rate
         timers[key] = LayerTimer(build_planned_model(TrainConfig.of(**base), graph), graph.x, threads=1)
     args = argparse.Namespace(nprocs=nprocs, chunks=0, partition_dir=None)
-    return plan_layout(graph, base, layout, args, timers[key], network, cores=os.cpu_count() or 1,
-                       core_efficiency=efficiency)
+    cores = (os.cpu_count() or 1) if "core_efficiency" in cpu else None
+    return plan_layout(graph, base, layout, args, timers[key], network, cores=cores, **cpu)
 
 
 TIMES = ("epoch_time_s", "eval_time_s", "comm_time_s", "compute_time_s", "stage_compute_s", "stage_wait_s",
@@ -167,15 +95,16 @@ def measured_epoch(out: Path) -> tuple[float, list[dict]]:
 
 
 def cell(graph, name: str, root: str, model: str, depth: int, layout: str, network, a, cluster,
-         timers: dict, efficiency: float, precision: str = "fp32") -> dict:
+         timers: dict, cpu: dict, precision: str = "fp32") -> dict:
     """The cell's row: the plan's estimate and what it moves, before any run (``add_run`` adds those)."""
     base = base_options(name, root, model, depth, precision)
-    est = estimate(graph, base, LAYOUTS[layout], a.nprocs, network, timers, efficiency)
+    est = estimate(graph, base, LAYOUTS[layout], a.nprocs, network, timers, cpu)
     return {"graph": name, "model": model, "depth": depth, "layout": layout, "precision": precision,
             "rate_gbit": cluster.rate,
             "link_gbps": network.bandwidth_gbps, "link_exchange_gbps": network.exchange_gbps,
             "link_latency_us": network.latency_us, "link_cpu_ns_per_byte": network.cpu_ns_per_byte,
-            "core_efficiency": efficiency, "estimate_s": est["epoch_s"], "plan_bytes": est["bytes_per_epoch"],
+            "cpu_share": cluster.quota.share, **cpu, "estimate_s": est["epoch_s"],
+            "plan_bytes": est["bytes_per_epoch"],
             "runs": []}
 
 
@@ -208,20 +137,22 @@ def reestimate(rows: list[dict], a, graphs: dict | None = None, timers: dict | N
     already loaded and timed."""
     from fullgraph.plan.epoch_time import Network
 
-    graphs, timers, efficiencies = {} if graphs is None else graphs, {} if timers is None else timers, {}
+    graphs, timers, cpus = {} if graphs is None else graphs, {} if timers is None else timers, {}
 
     def again(r: dict) -> dict:
         if r["graph"] not in graphs:
             graphs[r["graph"]] = load_graph(TrainConfig.of(dataset=r["graph"], root=a.root))
         base = base_options(r["graph"], a.root, r["model"], r["depth"], r.get("precision", "fp32"))
         key = (r["graph"], r["model"], r["depth"])
-        if "core_efficiency" not in r and key not in efficiencies:  # cells run before it was measured
-            efficiencies[key] = model_core_efficiency(graphs[r["graph"]], base, a.nprocs)
-        efficiency = r.get("core_efficiency", efficiencies.get(key))
+        cpu = {k: r[k] for k in ("core_efficiency", "node_speed") if k in r}
+        if not cpu and key not in cpus:  # cells run before it was measured: the cores shared, as they were then
+            with CpuQuota(a.nprocs, 0) as quota:
+                cpus[key] = model_cpu_speed(graphs[r["graph"]], base, quota)
+        cpu = cpu or cpus[key]
         network = Network(r["link_gbps"], r["link_latency_us"], r["link_exchange_gbps"],
                           r.get("link_cpu_ns_per_byte", 0.0))  # not measured before 2026-11-24: none
-        est = estimate(graphs[r["graph"]], base, LAYOUTS[r["layout"]], a.nprocs, network, timers, efficiency)
-        new = r | {"core_efficiency": efficiency, "estimate_as_run_s": r.get("estimate_as_run_s", r["estimate_s"]),
+        est = estimate(graphs[r["graph"]], base, LAYOUTS[r["layout"]], a.nprocs, network, timers, cpu)
+        new = r | cpu | {"estimate_as_run_s": r.get("estimate_as_run_s", r["estimate_s"]),
                    "estimate_s": est["epoch_s"]}
         if "epoch_s" in r:
             new["ratio"] = est["epoch_s"] / r["epoch_s"]
@@ -234,26 +165,37 @@ def reestimate(rows: list[dict], a, graphs: dict | None = None, timers: dict | N
     return [again(r) for r in rows]
 
 
-def core_efficiency(base: dict, rows: int, n: int, seconds: float = 2.0, rounds: int = 5) -> float:
-    """The throughput of ``n`` processes running the model's middle layer at once (``_corun_probe.py``)
-    over that of one alone times the cores they can use, the median over ``rounds`` interleaved
-    windows: 1 when sharing costs nothing, lower when time-slicing and shared caches and memory
-    bandwidth slow each one down."""
-    probe, cores = str(Path(__file__).with_name("_corun_probe.py")), os.cpu_count() or 1
+def cpu_speed(base: dict, rows: int, quota: CpuQuota, seconds: float = 2.0, rounds: int = 5) -> dict:
+    """How fast ``quota.n`` processes running the model's middle layer at once compute (``_corun_probe.py``),
+    the median over ``rounds`` interleaved windows, against one process alone and uncapped.
+
+    Capped (``quota.share``): ``{"node_speed": s}``, each process's throughput over the uncapped one's, its
+    share of a core less what the others cost it through shared caches and memory bandwidth. Time-sliced:
+    ``{"core_efficiency": e}``, all processes' throughput over that of one alone times the cores they can
+    use: 1 when sharing costs nothing, lower when time-slicing, caches and memory bandwidth slow them."""
+    probe, cores, n = str(Path(__file__).with_name("_corun_probe.py")), os.cpu_count() or 1, quota.n
     start = time.time() + 15.0  # every process has loaded the graph and warmed up by then
+    cgroups = [quota.procs(i) for i in range(n)]
     procs = [subprocess.Popen([sys.executable, probe, json.dumps(base), str(rows), str(start), str(seconds),
-                               str(rounds), str(i)], stdout=subprocess.PIPE, text=True) for i in range(n)]
+                               str(rounds), str(i), *([cgroups[i], quota.lobby()] if cgroups[i] else [])],
+                              stdout=subprocess.PIPE, text=True, preexec_fn=quota.join(i)) for i in range(n)]
     outs = [json.loads(p.communicate(timeout=120 + 2 * rounds * seconds)[0].strip().splitlines()[-1]) for p in procs]
-    ratios = [sum(o["together"][r] for o in outs) / (min(n, cores) * outs[0]["alone"][r]) for r in range(rounds)]
-    return min(1.0, statistics.median(ratios))
+    alone = outs[0]["alone"]
+    if quota.share:
+        return {"node_speed": statistics.median(statistics.mean(o["together"][r] for o in outs) / alone[r]
+                                                for r in range(rounds))}
+    ratios = [sum(o["together"][r] for o in outs) / (min(n, cores) * alone[r]) for r in range(rounds)]
+    return {"core_efficiency": min(1.0, statistics.median(ratios))}
 
 
-def model_core_efficiency(graph, base: dict, nprocs: int) -> float:
-    """``core_efficiency`` of ``nprocs`` ranks running this model's layers on their share of the graph."""
-    efficiency = core_efficiency(base, max(1, graph.num_nodes // nprocs), nprocs)
-    print(f"* {nprocs} processes on {os.cpu_count()} cores run a {base['model']} layer of width {base['hidden']} at "
-          f"{efficiency:.2f} of the cores' solo speed", flush=True)
-    return efficiency
+def model_cpu_speed(graph, base: dict, quota: CpuQuota) -> dict:
+    """``cpu_speed`` of the ranks running this model's layers on their share of the graph, printed."""
+    cpu = cpu_speed(base, max(1, graph.num_nodes // quota.n), quota)
+    how = (f"each capped at {quota.share:.2g} of a core, at {cpu['node_speed']:.2f} of a solo core's speed"
+           if quota.share else f"at {cpu['core_efficiency']:.2f} of the cores' solo speed")
+    print(f"* {quota.n} processes on {os.cpu_count()} cores run a {base['model']} layer of width {base['hidden']} "
+          f"{how}", flush=True)
+    return cpu
 
 
 def link_network(cluster):
@@ -306,6 +248,33 @@ def print_cells(rows: list[dict]) -> None:
           f"10 % of it: {picks} of {len(groups)} settings")
 
 
+def run_grid(a, quota: CpuQuota) -> tuple[list[dict], dict, dict]:
+    """Every cell of ``a``'s grid measured and estimated: its rows, the graphs loaded and the layer timers."""
+    rows, graphs, timers, cpus = [], {}, {}, {}
+    for name in a.graphs.split(","):
+        graph = graphs[name] = load_graph(TrainConfig.of(dataset=name, root=a.root))
+        for model in a.models.split(","):  # before the links exist: the probe's processes share the cores only
+            for depth in [int(d) for d in a.depths.split(",")]:
+                cpus[name, model, depth] = model_cpu_speed(graph, base_options(name, a.root, model, depth), quota)
+        for rate in [float(r) for r in a.rates.split(",")]:
+            with Cluster(a.nprocs, rate, quota) as cluster:
+                network = link_network(cluster)
+                cells = [cell(graph, name, a.root, model, depth, layout, network, a, cluster, timers,
+                              cpus[name, model, depth], precision)
+                         for model in a.models.split(",") for depth in [int(d) for d in a.depths.split(",")]
+                         for layout in a.layouts.split(",") for precision in a.precisions.split(",")]
+                for repeat in range(a.repeats):  # every cell once, then again: each sees the VM's slow minutes
+                    for i, row in enumerate(cells):
+                        if "error" not in row:
+                            cells[i] = add_run(row, a, cluster)
+                            print(json.dumps({k: v for k, v in cells[i].items() if k != "runs"}), flush=True)
+                            write_json(a.out, {"rows": rows + cells})
+                    for timer in timers.values():  # the layer timings, taken in the same minutes as the runs
+                        timer.sample()
+                rows += cells
+    return rows, graphs, timers
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", default=str(REPO.parent / "shared" / "data"))
@@ -319,6 +288,9 @@ def main() -> int:
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=1,
                     help="runs of each cell, interleaved (all cells once, then again); the median is measured")
+    ap.add_argument("--cpu-share", type=float, default=None,
+                    help="cap each rank at this share of a core, in a CPU cgroup of its own (default: the cores "
+                         "over --nprocs where the ranks outnumber the cores, else 0: no cap)")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--out", default="runs/bench_cluster.json")
     ap.add_argument("--sync-probe", action="store_true",
@@ -335,42 +307,24 @@ def main() -> int:
             write_json(a.out, {"rows": rows})
         print_cells(rows)
         return 0
+    cores = os.cpu_count() or 1
     if os.geteuid() != 0 or not (shutil.which("ip") and shutil.which("tc")):
         print("cluster.py needs root and the ip and tc commands (network namespaces, veth pairs, tbf): not here")
         return 2
     print_header()
-    if a.sync_probe:
-        for rate in [float(r) for r in a.rates.split(",")]:
-            with Cluster(a.nprocs, rate) as cluster:
-                cost = cluster.sync_cost()
-                print(f"* {a.nprocs} ranks on {os.cpu_count()} cores, {rate:g} Gbit/s: {json.dumps(cost)}", flush=True)
-        return 0
-    print(f"* configuration: {a.nprocs} ranks, one network namespace each; graphs {a.graphs}, models {a.models}, "
-          f"depths {a.depths}, rates {a.rates} Gbit/s, {a.epochs} epochs (median epoch after the first)")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the finally below removes the namespaces
-    rows, graphs, timers, efficiencies = [], {}, {}, {}
-    for name in a.graphs.split(","):
-        graph = graphs[name] = load_graph(TrainConfig.of(dataset=name, root=a.root))
-        for model in a.models.split(","):  # before the links exist: the probe's processes share the cores only
-            for depth in [int(d) for d in a.depths.split(",")]:
-                base = base_options(name, a.root, model, depth)
-                efficiencies[name, model, depth] = model_core_efficiency(graph, base, a.nprocs)
-        for rate in [float(r) for r in a.rates.split(",")]:
-            with Cluster(a.nprocs, rate) as cluster:
-                network = link_network(cluster)
-                cells = [cell(graph, name, a.root, model, depth, layout, network, a, cluster, timers,
-                              efficiencies[name, model, depth], precision)
-                         for model in a.models.split(",") for depth in [int(d) for d in a.depths.split(",")]
-                         for layout in a.layouts.split(",") for precision in a.precisions.split(",")]
-                for repeat in range(a.repeats):  # every cell once, then again: each sees the VM's slow minutes
-                    for i, row in enumerate(cells):
-                        if "error" not in row:
-                            cells[i] = add_run(row, a, cluster)
-                            print(json.dumps({k: v for k, v in cells[i].items() if k != "runs"}), flush=True)
-                            write_json(a.out, {"rows": rows + cells})
-                    for timer in timers.values():  # the layer timings, taken in the same minutes as the runs
-                        timer.sample()
-                rows += cells
+    share = a.cpu_share if a.cpu_share is not None else (cores / a.nprocs if a.nprocs > cores else 0.0)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the with blocks' exits remove namespaces and cgroups
+    with CpuQuota(a.nprocs, share) as quota:
+        if a.sync_probe:
+            for rate in [float(r) for r in a.rates.split(",")]:
+                with Cluster(a.nprocs, rate, quota) as cluster:
+                    cost = cluster.sync_cost()
+                    print(f"* {a.nprocs} ranks on {cores} cores, {rate:g} Gbit/s: {json.dumps(cost)}", flush=True)
+            return 0
+        print(f"* configuration: {a.nprocs} ranks, one network namespace each"
+              f"{f', each capped at {share:.2g} of a core' if share else ''}; graphs {a.graphs}, models {a.models}, "
+              f"depths {a.depths}, rates {a.rates} Gbit/s, {a.epochs} epochs (median epoch after the first)")
+        rows, graphs, timers = run_grid(a, quota)
     rows = reestimate(rows, a, graphs, timers)  # the timings settled (the first estimate: as run)
     write_json(a.out, {"rows": rows})
     print_cells(rows)

@@ -110,10 +110,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | None = None,
-                core_efficiency: float = 1.0) -> dict:
+                core_efficiency: float = 1.0, node_speed: float = 1.0) -> dict:
     """One layout's bytes by category, memory per rank and epoch-time estimate (``timer``: a
     ``LayerTimer`` of the planned model; ``cores``: the cores all ranks share, when they share them,
-    each doing ``core_efficiency`` of a solo core's work)."""
+    each doing ``core_efficiency`` of a solo core's work; ``node_speed``: each rank's machine's speed
+    as a fraction of this one's core)."""
     from fullgraph.plan.epoch_time import estimate_layout
     from fullgraph.plan.rank_work import rank_works
 
@@ -124,7 +125,7 @@ def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | N
     chunk_src = _chunk_sources(cfg, graph, args.partition_dir) if mesh.stages > 1 else None
     works = rank_works(cfg, graph, timer.model, shape, _bounds(cfg), parts, volume, chunk_src)
     est = estimate_layout(works, timer.model, timer, network, cores=cores, threads=timer.threads,
-                          core_efficiency=core_efficiency)
+                          core_efficiency=core_efficiency, node_speed=node_speed)
     return {"layout": label(o), "options": o, "bytes_per_epoch": sum(volume.values()), "by_category": volume,
             "peak_bytes_per_rank": _peak_per_rank(cfg, graph, parts, getattr(args, "release_memory", False)),
             "epoch_s": est.total_s,

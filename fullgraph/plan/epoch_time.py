@@ -22,7 +22,10 @@ hand-over to the next stage.
 Ranks that share one machine's cores (``cores``; ``benchmarks/cluster.py`` emulates a cluster on one
 machine) cannot finish before the compute of all those running at once, divided by the cores, is done;
 and cores shared that way deliver less than their solo speed (time-slicing, shared caches and memory
-bandwidth): ``core_efficiency``, measured by the caller, divides that bound.
+bandwidth): ``core_efficiency``, measured by the caller, divides that bound. Machines slower or faster
+than this one (``node_speed``: the fraction of a solo core of this machine each rank computes at; on
+one machine, a CPU quota per rank emulates them) take the compute of each rank over that speed. A rank
+with a core of its own also spends it on its bytes (``Network.cpu_ns_per_byte``), overlapped or not.
 
 It is a model, not a measurement: ``benchmarks/cluster.py`` is where it meets measured epochs.
 """
@@ -40,9 +43,10 @@ class Network:
     """Links between the processes: ``bandwidth_gbps`` Gbit/s each way, ``latency_us`` per message,
     and ``exchange_gbps`` what a link carries when every rank sends to every other at once (an
     all-to-all; the same as the bandwidth unless measured lower). ``cpu_ns_per_byte``: the CPU time
-    moving a byte takes from the cores the ranks compute on, which counts where ranks share cores
-    (``estimate_layout``'s ``cores``): on one machine emulating a cluster the kernel carries every
-    byte through veths, a bridge and queues on those cores; on real machines it is their own."""
+    moving a byte takes (its sender's and its receiver's together) from the cores the ranks compute
+    on: on one machine emulating a cluster the kernel carries every byte through veths, a bridge and
+    queues. Where ranks share cores (``estimate_layout``'s ``cores``) it loads them all; where each
+    has its own, each pays for its own bytes. 0 (the default): a network whose cost is its links'."""
 
     bandwidth_gbps: float = 10.0
     latency_us: float = 50.0
@@ -156,17 +160,36 @@ class EpochEstimate:
         return self.compute_s + self.comm_s + self.bubble_s + self.contention_s + self.eval_s
 
 
+@dataclass(frozen=True)
+class _AtSpeed:
+    """``kernels`` on a machine that computes at ``speed`` of this one's (``estimate_layout``'s
+    ``node_speed``)."""
+
+    kernels: object
+    speed: float
+
+    def seconds(self, model, calls: LayerCalls, train: bool) -> float:
+        return self.kernels.seconds(model, calls, train) / self.speed
+
+    def post_seconds(self, model, rows: int, train: bool) -> float:
+        return self.kernels.post_seconds(model, rows, train) / self.speed
+
+
 def _compute(work: RankWork, model, kernels, train: bool) -> float:
     calls = work.train if train else work.evaluate
     return sum(kernels.seconds(model, c, train) for c in calls) + kernels.post_seconds(model, work.post_rows, train)
 
 
-def estimate_epoch(work: RankWork, model, kernels, network: Network) -> EpochEstimate:
+def estimate_epoch(work: RankWork, model, kernels, network: Network, byte_cpu: float = 0.0) -> EpochEstimate:
     """The training step of the rank doing ``work`` (see the module docstring), without evaluation.
 
     A pipeline's bubble: each of the forward and the backward idles ``S - 1`` chunk-times, and as
-    many chunk transfers, while the stages fill and drain."""
-    compute, t = _compute(work, model, kernels, True), work.train_traffic
+    many chunk transfers, while the stages fill and drain. ``byte_cpu``: how much of the CPU time its
+    point-to-point bytes take (``Network.cpu_seconds``) the rank's own core spends, in its compute:
+    overlapping a transfer hides its wire time, not the core's work on it. (A many-to-many exchange's
+    rate is measured with that work in it.)"""
+    t = work.train_traffic
+    compute = _compute(work, model, kernels, True) + byte_cpu * network.cpu_seconds(t.stream)
     bubble = 0.0
     if work.stages > 1:
         per_chunk_hop = network.seconds(t.overlapped / (2 * work.chunks), 0)
@@ -177,19 +200,27 @@ def estimate_epoch(work: RankWork, model, kernels, network: Network) -> EpochEst
 
 
 def estimate_layout(works: list[RankWork], model, kernels, network: Network, *, evaluate: bool = True,
-                    cores: int | None = None, threads: int = 1, core_efficiency: float = 1.0) -> EpochEstimate:
+                    cores: int | None = None, threads: int = 1, core_efficiency: float = 1.0,
+                    node_speed: float = 1.0) -> EpochEstimate:
     """The layout's epoch: the slowest rank's training step, then the evaluation, stage after stage
     (each stage as slow as its slowest rank, plus the hand-over to the next).
 
     When the ranks share ``cores`` cores (``threads`` each), neither can be faster than the compute
     of the ranks running at once, and the CPU their bytes take (``Network.cpu_ns_per_byte``), divided
     by the cores (while one rank waits for the network, the others use its core), each core doing
-    ``core_efficiency`` of a solo core's work: the difference is ``contention_s``."""
+    ``core_efficiency`` of a solo core's work: the difference is ``contention_s``. ``node_speed``:
+    every rank on a machine of its own that computes at that fraction of this machine's solo core
+    (``kernels`` time the layers here)."""
     if not 0 < core_efficiency <= 1:
         raise ValueError(f"core_efficiency must be in (0, 1], got {core_efficiency}")
-    ests = [estimate_epoch(w, model, kernels, network) for w in works]
-    slowest = max(ests, key=lambda e: e.total_s)
+    if not node_speed > 0:
+        raise ValueError(f"node_speed must be positive, got {node_speed}")
+    if node_speed != 1.0:
+        kernels = _AtSpeed(kernels, node_speed)
     shared = cores is not None and len(works) * threads > cores
+    byte_cpu = 0.0 if shared else 1.0 / node_speed  # a core of its own moves the rank's bytes, at its speed
+    ests = [estimate_epoch(w, model, kernels, network, byte_cpu) for w in works]
+    slowest = max(ests, key=lambda e: e.total_s)
     contention = 0.0
     if shared:
         moved = network.cpu_seconds(sum(w.train_traffic.bytes for w in works))
@@ -198,7 +229,8 @@ def estimate_layout(works: list[RankWork], model, kernels, network: Network, *, 
     eval_s = 0.0
     for s in range(max(w.stage for w in works) + 1 if evaluate else 0):
         stage = [w for w in works if w.stage == s]
-        busy = [_compute(w, model, kernels, False) for w in stage]
+        busy = [_compute(w, model, kernels, False) + byte_cpu * network.cpu_seconds(w.eval_traffic.stream)
+                for w in stage]
         moved = network.cpu_seconds(sum(w.eval_traffic.bytes for w in stage))
         waits = [network.seconds(w.eval_traffic.stream, w.eval_traffic.messages, w.eval_traffic.exchange)
                  for w in stage]

@@ -116,9 +116,20 @@ def test_the_epoch_model_adds_the_bubble_the_unhidden_communication_and_the_stag
     costly = Network(bandwidth_gbps=8.0, latency_us=0.0, exchange_gbps=4.0, cpu_ns_per_byte=1.0)
     emulated = estimate_layout(waiting, model, k, costly, cores=2)
     assert emulated.contention_s == pytest.approx(flat.compute_s - 1e-3 + 4 * 1e6 * 1e-9 / 2)
-    assert estimate_layout(waiting, model, k, costly).contention_s == 0.0  # own cores: the kernel's own
+    own = estimate_layout(waiting, model, k, costly)  # a core each: no contention, each pays for its own bytes
+    assert own.contention_s == 0.0 and own.compute_s == pytest.approx(flat.compute_s + 1e6 * 1e-9)
+    assert estimate_layout(waiting, model, k, costly, node_speed=0.5).compute_s == pytest.approx(2 * own.compute_s)
     with pytest.raises(ValueError, match="core_efficiency"):
         estimate_layout(four, model, k, net, cores=2, core_efficiency=1.5)
+    # each rank on a machine of its own at half this core's speed: compute, bubble and evaluation double,
+    # the bytes' time does not
+    halves = [RankWork(s, (chunked,), (one,), stages=2, chunks=8, train_traffic=Traffic(stream=1e9)) for s in (0, 1)]
+    full, half = estimate_layout(halves, model, k, net), estimate_layout(halves, model, k, net, node_speed=0.5)
+    assert (half.compute_s, half.bubble_s, half.eval_s) == pytest.approx((2 * full.compute_s, 2 * full.bubble_s,
+                                                                         2 * full.eval_s))
+    assert half.comm_s == pytest.approx(full.comm_s) == pytest.approx(1.0) and half.contention_s == 0.0
+    with pytest.raises(ValueError, match="node_speed"):
+        estimate_layout(four, model, k, net, node_speed=0.0)
 
 
 def test_the_layer_timer_times_the_models_own_layers_and_scales_with_rows(shared_data):
