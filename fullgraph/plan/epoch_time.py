@@ -7,7 +7,8 @@ An epoch is a training step and an evaluation. The training step is its slowest 
               the real model timed by ``LayerTimer`` on a block of the rank's shape: rows per call,
               source rows, non-zeros per row and input kind, so that the product order, sparse input
               features, dropout masks and per-call costs are all in it; a chunked engine's training
-              call with the history-table copies around it)
+              call with the history-table copies around it; then Adam's step over the parameters it
+              trains)
   + bubble   (a pipeline of S stages and K chunks idles S - 1 chunk-times and chunk transfers while
               it fills and drains, forward and backward)
   + exposed communication (the bytes over its link, the busier direction, over the bandwidth, plus
@@ -85,6 +86,11 @@ class Kernels:
 
     spmm_s: float
     gemm_s: float
+    step_s: float = 0.0
+
+    def step_seconds(self, params: int) -> float:
+        """The optimizer's step over ``params`` parameters."""
+        return params * self.step_s
 
     def seconds(self, model, calls: LayerCalls, train: bool) -> float:
         widths = [*model.layer_input_widths(), out_width(model)]
@@ -128,6 +134,7 @@ class RankWork:
         stage: its pipeline stage (0 without one).
         train, evaluate: its graph layers' calls (``LayerCalls``; the first layer's include ``pre``) in
             the training step (chunked in a pipeline) and in the evaluation (one exact pass).
+        params: the parameters its optimizer steps (its stage's; all where the weights are replicated).
         post_rows: the rows it runs the node-wise output map over (the last stage's).
         stages, chunks: the pipeline's S and K (1, 1 without one).
         train_traffic, eval_traffic: what crosses its link; the evaluation's ``stream`` is what it
@@ -142,6 +149,7 @@ class RankWork:
     chunks: int = 1
     train_traffic: Traffic = Traffic()
     eval_traffic: Traffic = Traffic()
+    params: int = 0
 
 
 @dataclass(frozen=True)
@@ -174,6 +182,9 @@ class _AtSpeed:
     def post_seconds(self, model, rows: int, train: bool) -> float:
         return self.kernels.post_seconds(model, rows, train) / self.speed
 
+    def step_seconds(self, params: int) -> float:
+        return self.kernels.step_seconds(params) / self.speed
+
 
 def _compute(work: RankWork, model, kernels, train: bool) -> float:
     calls = work.train if train else work.evaluate
@@ -194,6 +205,7 @@ def estimate_epoch(work: RankWork, model, kernels, network: Network, byte_cpu: f
     if work.stages > 1:
         per_chunk_hop = network.seconds(t.overlapped / (2 * work.chunks), 0)
         bubble = (work.stages - 1) * (compute / work.chunks + 2 * per_chunk_hop)
+    compute += kernels.step_seconds(work.params)  # after the last chunk: not in the bubble
     waited = network.seconds(t.stream - t.overlapped, t.messages, t.exchange)
     hidden = network.seconds(t.overlapped, 0)
     return EpochEstimate(compute, waited + max(0.0, hidden - compute), bubble)

@@ -62,6 +62,15 @@ class LayerTimer:
         n = self._sample_rows(rows, out_width(self.model))
         return self._per_row(("post", n, train), lambda: self._timed(lambda: self._run_post(n, train)) / n) * rows
 
+    def step_seconds(self, params: int) -> float:
+        """Adam's step over ``params`` parameters, as the trainer's optimizer takes it (weight decay
+        on), timed on at most ``max_entries`` of them (two significant digits) and scaled."""
+        if params == 0:
+            return 0.0
+        n = max(1, min(params, self.max_entries))
+        n = n // 10 ** max(0, len(str(n)) - 2) * 10 ** max(0, len(str(n)) - 2)
+        return self._per_row(("adam", n), lambda: self._timed(_adam_step(n)) / n) * params
+
     def sample(self, fewer_than: int | None = None) -> None:
         """Time every kind met so far once more (those with fewer than ``fewer_than`` timings, if
         given). A caller that measures over a long time (the cluster benchmark) samples between its
@@ -212,6 +221,14 @@ class LayerTimer:
             if train:
                 out.sum().backward()
         model.zero_grad(set_to_none=True)
+
+
+def _adam_step(n: int):
+    """One optimizer step over ``n`` parameters with gradients, ready to run (its state built by the
+    warm-up step)."""
+    p = torch.zeros(n, requires_grad=True)
+    p.grad = torch.rand(n)
+    return torch.optim.Adam([p], lr=0.01, weight_decay=5e-4).step
 
 
 def _feature_rows(features, n: int):

@@ -72,7 +72,7 @@ def rank_works(cfg, graph, model, shape, bounds: list[tuple[int, int]], parts: l
             works.append(RankWork(s, (LayerCalls(tuple(range(a, b)), inner, src, nnz, K),),
                                   (LayerCalls(tuple(range(a, b)), inner, inner + halo, nnz, 1),),
                                   post_rows=inner if s == S - 1 else 0, stages=S, chunks=K, train_traffic=train,
-                                  eval_traffic=evaluation))
+                                  eval_traffic=evaluation, params=params))
     return works
 
 
@@ -91,4 +91,6 @@ def _spmm_works(cfg, graph, model, volume: dict[str, int]) -> list[RankWork]:
     train = Traffic(stream=per_rank(False), messages=2 * messages,
                     overlapped=per_rank(False, "spmm/bcast") if cfg.parallel.overlap else 0.0)
     evaluation = Traffic(stream=per_rank(True), messages=messages)
-    return [RankWork(0, calls, calls, post_rows=rows, train_traffic=train, eval_traffic=evaluation)] * P
+    params = sum(p.numel() for p in model.parameters())  # the weights are replicated: every rank steps them all
+    return [RankWork(0, calls, calls, post_rows=rows, train_traffic=train, eval_traffic=evaluation,
+                     params=params)] * P

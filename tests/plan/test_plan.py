@@ -91,6 +91,10 @@ def test_the_epoch_model_adds_the_bubble_the_unhidden_communication_and_the_stag
     chunked = LayerCalls((0, 1), 1000, 1000, 10_000, calls=8)
     piped = estimate_epoch(RankWork(0, (chunked,), (one,), stages=4, chunks=8), model, k, net)
     assert piped.bubble_s == pytest.approx(flat.compute_s * 3 / 8)  # nothing streamed: no transfer in it
+    # Adam's step over the rank's parameters: compute, after the last chunk (not in the bubble)
+    stepped = estimate_epoch(RankWork(0, (chunked,), (one,), stages=4, chunks=8, params=1000), model,
+                             Kernels(spmm_s=1e-9, gemm_s=1e-10, step_s=1e-6), net)
+    assert stepped.compute_s == pytest.approx(piped.compute_s + 1e-3) and stepped.bubble_s == piped.bubble_s
     sent = estimate_epoch(RankWork(0, (one,), (one,), train_traffic=Traffic(stream=1e9, exchange=1e9)), model, k, net)
     assert sent.comm_s == pytest.approx(1.0 + 2.0)  # 1 GB point to point at 8 Gbit/s, 1 GB all-to-all at 4
     hidden = estimate_epoch(RankWork(0, (one,), (one,), train_traffic=Traffic(stream=1e3, overlapped=1e3)),
@@ -151,6 +155,9 @@ def test_the_layer_timer_times_the_models_own_layers_and_scales_with_rows(shared
         2 * timer.seconds(model, LayerCalls((1,), 1000, 1500, 10_000, calls=2), True))
     chunked = [key[-1] for key in timer._samples if key[0] != "post"]  # layer timings: chunked or not
     assert any(chunked) and not all(chunked)
+    # Adam's step: timed on at most the sample's entries, scaled to the parameters it stands for
+    assert timer.step_seconds(0) == 0.0 < timer.step_seconds(1 << 16)
+    assert timer.step_seconds(1 << 18) == pytest.approx(4 * timer.step_seconds(1 << 16), rel=0.02)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
@@ -179,6 +186,9 @@ def test_each_ranks_traffic_adds_up_to_the_layouts_volume(shared_data, layout, p
     pipe = volume.get("pipe/fwd", 0) + volume.get("pipe/bwd", 0)
     assert sum(w.train_traffic.overlapped for w in works) == pytest.approx(pipe)
     assert sum(w.eval_traffic.stream for w in works) == pytest.approx(volume.get("eval/pipe/fwd", 0))
+    # each stage's ranks step its parameters: the stages' shares add up to the model's
+    params = sum(p.numel() for p in model.parameters())
+    assert sum(w.params for w in works) == params * cfg.parallel.mesh.graph_ways
 
 
 @pytest.mark.parametrize("run_s, calls", [(1e-4, 200), (0.01, 20), (0.3, 4), (2.0, 1)])
