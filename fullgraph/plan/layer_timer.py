@@ -67,8 +67,7 @@ class LayerTimer:
         on), timed on at most ``max_entries`` of them (two significant digits) and scaled."""
         if params == 0:
             return 0.0
-        n = max(1, min(params, self.max_entries))
-        n = n // 10 ** max(0, len(str(n)) - 2) * 10 ** max(0, len(str(n)) - 2)
+        n = _two_digits(min(params, self.max_entries))
         return self._per_row(("adam", n), lambda: self._timed(_adam_step(n)) / n) * params
 
     def sample(self, fewer_than: int | None = None) -> None:
@@ -96,9 +95,7 @@ class LayerTimer:
     def _sample_rows(self, rows: float, width: float) -> int:
         """Rows to time: all of them up to ``max_entries`` entries, at two significant digits (so that
         parts of nearly the same size share one timing), no more than the graph has."""
-        n = max(1, min(int(rows), int(self.max_entries // max(1.0, width)), self.num_rows))
-        step = 10 ** max(0, len(str(n)) - 2)
-        return max(1, n // step * step)
+        return _two_digits(min(int(rows), int(self.max_entries // max(1.0, width)), self.num_rows))
 
     def _layer(self, i: int, rows: float, src_ratio: float, degree: float, train: bool,
                chunked: bool = False) -> float:
@@ -221,6 +218,13 @@ class LayerTimer:
             if train:
                 out.sum().backward()
         model.zero_grad(set_to_none=True)
+
+
+def _two_digits(n: int) -> int:
+    """``n`` (at least 1) cut to two significant digits: sizes that nearly agree share one timing."""
+    n = max(1, n)
+    step = 10 ** max(0, len(str(n)) - 2)
+    return n // step * step
 
 
 def _adam_step(n: int):
