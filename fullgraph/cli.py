@@ -18,7 +18,7 @@ from pathlib import Path
 
 from fullgraph.comm.launch import report_worker_error
 from fullgraph.config import ModelOptions, TrainConfig, load_toml
-from fullgraph.options import choices, options_of
+from fullgraph.options import choices, key_value, options_of
 from fullgraph.cli_data import add_data_commands, cmd_convert, cmd_datasets, cmd_generate
 from fullgraph.cli_plan import add_plan_command, cmd_plan
 from fullgraph.cli_report import add_report_command, cmd_report
@@ -46,12 +46,19 @@ def add_train_options(parser: argparse.ArgumentParser) -> None:
         if opt.hidden:
             group.add_argument(opt.flag, type=opt.type, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
             continue
-        shown = opt.type is not bool and opt.default not in (None, "")
+        shown = opt.type not in (bool, dict) and opt.default not in (None, "")
         help_ = (opt.doc + (f" (default {opt.default})" if shown else "")).replace("%", "%%")
-        if opt.type is bool:
+        if opt.type is dict:  # one key=value per flag, repeatable
+            group.add_argument(opt.flag, type=_key_value, action="append", dest=opt.name, default=argparse.SUPPRESS,
+                               help=help_, metavar="KEY=VALUE")
+        elif opt.type is bool:
             group.add_argument(opt.flag, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_)
         else:  # choices are checked by TrainConfig, with the same message as from a TOML file
             metavar = "{" + ",".join(opt.choices) + "}" if opt.choices else opt.name.upper()
+            if opt.name == "model":  # a built-in name, or a user's builder
+                from fullgraph.models import MODELS
+
+                metavar = "{" + ",".join(MODELS) + "}|FILE.py:FUNCTION"
             group.add_argument(opt.flag, type=opt.type, default=argparse.SUPPRESS, help=help_, metavar=metavar)
 
 
@@ -105,12 +112,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _key_value(text: str) -> tuple[str, object]:
+    try:
+        return key_value(text)
+    except InputError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def given_options(args: argparse.Namespace) -> dict:
-    """The options of ``fullgraph train`` a user gave: the TOML file's, overridden by the flags."""
+    """The options of ``fullgraph train`` a user gave: the TOML file's, overridden by the flags (a
+    ``--model-arg`` overrides the same key of ``[model.args]``)."""
     options = load_toml(args.config) if args.config else {}
     for name in TrainConfig.field_names():
         if hasattr(args, name):
-            options[name] = getattr(args, name)
+            value = getattr(args, name)
+            if isinstance(value, list):  # the pairs of a repeatable key=value flag
+                value = dict(options.get(name) or {}) | dict(value)
+            options[name] = value
     return options
 
 

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
 import tomllib
+import types
+import typing
 from dataclasses import MISSING, Field, dataclass, fields
 from pathlib import Path
 from typing import get_type_hints
 
 from fullgraph.errors import InputError
 
-__all__ = ["METRICS", "FEATURE_NORMS", "CHUNK_EDGES", "Option", "option_name", "choices", "options_of", "load_toml"]
+__all__ = ["METRICS", "FEATURE_NORMS", "CHUNK_EDGES", "Option", "option_name", "choices", "options_of", "load_toml",
+           "key_value"]
 
 METRICS = ("auto", "acc", "rocauc", "micro-f1")  # --metric (fullgraph.train.metrics computes them)
 FEATURE_NORMS = ("auto", "row", "none")
@@ -36,11 +40,11 @@ def choices() -> dict[str, tuple[str, ...]]:
     from fullgraph.comm.mesh import PARALLEL_MODES
     from fullgraph.comm.precision import PRECISIONS
     from fullgraph.device import DEVICES
-    from fullgraph.models import MODELS
     from fullgraph.ops.norm import NORMS
     from fullgraph.partition import PARTITIONERS
 
-    return {"model": tuple(MODELS), "parallel": PARALLEL_MODES, "partitioner": PARTITIONERS, "norm": NORMS,
+    # --model is checked by ModelOptions: a built-in name, or a user's builder by reference
+    return {"parallel": PARALLEL_MODES, "partitioner": PARTITIONERS, "norm": NORMS,
             "device": DEVICES, "metric": METRICS, "feature_norm": FEATURE_NORMS, "chunk_edges": CHUNK_EDGES,
             "chunker": ("metis", "random"), "gcn_kernel": ("fused", "autograd"), "select": ("acc", "loss"),
             "progress": ("auto", "bar", "lines", "none"), "comm_precision": PRECISIONS}
@@ -61,10 +65,12 @@ class Option:
     choices: tuple[str, ...] | None = None
     hidden: bool = False
     """Set by the launcher for its ranks: no user option."""
+    each: str | None = None
+    """For a table of values (``model_args``): the repeatable flag that gives one ``key=value``."""
 
     @property
     def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
+        return "--" + (self.each or self.name).replace("_", "-")
 
 
 def field_docs(cls) -> dict[str, str]:
@@ -93,10 +99,12 @@ def options_of(cls) -> list[Option]:
             raise RuntimeError(f"every option of {kind_of.__name__} needs a docstring (undocumented: {undocumented})")
         for f in fields(kind_of):
             kind = hints[f.name]
-            kind = next((a for a in getattr(kind, "__args__", ()) if a is not type(None)), kind)  # X | None -> X
+            if typing.get_origin(kind) in (typing.Union, types.UnionType):  # X | None -> X
+                kind = next(a for a in kind.__args__ if a is not type(None))
+            kind = typing.get_origin(kind) or kind  # dict[str, object] -> dict
             name = option_name(f)
             out.append(Option(name, f.name, kind, None if f.default is MISSING else f.default, docs[f.name],
-                              section.name, listed.get(name), f.metadata.get("hidden", False)))
+                              section.name, listed.get(name), f.metadata.get("hidden", False), f.metadata.get("each")))
     return out
 
 
@@ -115,7 +123,8 @@ def load_toml(path: str | Path, known: list[str], sections: tuple[str, ...]) -> 
     flat = {}
     for key, value in data.items():
         if (key in sections or key == "train") and isinstance(value, dict):  # a table (`model = "gcn"` is a key)
-            flat.update(value)
+            for inner, v in value.items():  # a table in a table: [model.args] is the option model_args
+                flat[f"{key}_{inner}" if isinstance(v, dict) and key in sections else inner] = v
         else:
             flat[key] = value
     out = {}
@@ -125,3 +134,16 @@ def load_toml(path: str | Path, known: list[str], sections: tuple[str, ...]) -> 
             raise InputError(f"unknown option {key!r} in {path} (expected one of {', '.join(sorted(known))})")
         out[name] = value
     return out
+
+
+def key_value(text: str) -> tuple[str, object]:
+    """One ``--model-arg``: ``key=value``, the value parsed as JSON where it parses (``3``, ``0.5``,
+    ``true``, ``[64, 32]``, ``null``), else kept as a string."""
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key.isidentifier():
+        raise InputError(f"expected --model-arg as key=value with a Python name for key (got {text!r})")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value

@@ -1,54 +1,70 @@
-"""Models as stacks of block layers. No distributed code lives here."""
+"""Models as stacks of block layers. No distributed code lives here.
+
+The extension API is :class:`GNN` (``pre``, ``layers``, ``post``) and :class:`GraphLayer`
+(``compute(block, h, h0)``); ``docs/your-model.md`` says what a layer may rely on and what it must
+not do. PyG convolutions become such layers through :func:`from_pyg`. Every model, built-in or the
+user's, is described by one :class:`ModelSpec`; the built-in ones register theirs in their own
+module, and every module of this package is imported here, so a new model is one new file.
+"""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from fullgraph.errors import InputError
-from fullgraph.models.base import GNN
-from fullgraph.models.gat import GAT
-from fullgraph.models.gcn import GCN
-from fullgraph.models.gcnii import GCNII
-from fullgraph.models.resgcn import ResGCNPlus
-from fullgraph.models.sage import GraphSAGE
+from fullgraph.models.base import GNN, GraphLayer, Linear
+from fullgraph.models.spec import SPECS, MemoryModel, ModelSpec
 
-MODELS = {"gcn": GCN, "sage": GraphSAGE, "gat": GAT, "gcnii": GCNII, "resgcn+": ResGCNPlus}
-NORM_MODELS = ("gcn", "sage", "gat")
-"""The models ``--norm`` applies to (ResGCN+ has its own LayerNorm; GCNII none, as its paper)."""
-SPMM_MODELS = ("gcn", "sage", "gcnii", "resgcn+")
-"""The models whose aggregation is one plain sparse product, which the SpMM layouts distribute (GAT's
-attention weighs each edge by both its ends: no fixed matrix)."""
+for _mod in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+    importlib.import_module(f"{__name__}.{_mod}")  # each model module registers its spec
 
-__all__ = ["GNN", "GCN", "GraphSAGE", "GAT", "GCNII", "ResGCNPlus", "MODELS", "NORM_MODELS", "SPMM_MODELS",
-           "build_model"]
+from fullgraph.models.gat import GAT  # noqa: E402 - the classes, for callers that build them directly
+from fullgraph.models.gcn import GCN  # noqa: E402
+from fullgraph.models.gcnii import GCNII  # noqa: E402
+from fullgraph.models.pyg import from_pyg  # noqa: E402
+from fullgraph.models.resgcn import ResGCNPlus  # noqa: E402
+from fullgraph.models.sage import GraphSAGE  # noqa: E402
+from fullgraph.models.user import is_reference, user_spec  # noqa: E402
+
+MODELS: dict[str, ModelSpec] = SPECS
+"""The built-in models' specs by name (``--model`` also takes a user's reference: ``model_spec``)."""
+NORM_MODELS = tuple(name for name, s in SPECS.items() if s.takes_norm)
+"""The models ``--norm`` applies to."""
+SPMM_MODELS = tuple(name for name, s in SPECS.items() if s.spmm is not None)
+"""The models whose aggregation is one plain sparse product, which the SpMM layouts distribute."""
+
+__all__ = ["GNN", "GraphLayer", "Linear", "GCN", "GraphSAGE", "GAT", "GCNII", "ResGCNPlus", "MODELS", "NORM_MODELS",
+           "SPMM_MODELS", "ModelSpec", "MemoryModel", "build_model", "model_spec", "from_pyg", "is_reference"]
 
 
-def build_model(name: str, in_dim: int, out_dim: int, *, layers: int, hidden: int, dropout: float,
-                heads: int = 8, gcnii_alpha: float = 0.1, gcnii_lambda: float = 0.5, gcn_kernel: str = "fused",
-                recompute: bool = False, norm: str = "none") -> GNN:
-    """The model called ``name`` with its own keyword set; unknown names are an ``InputError``.
+def model_spec(name: str) -> ModelSpec:
+    """The spec of a built-in model, or of the user's model named by reference (``file.py:build``,
+    ``package.module:build``; its module is imported, once). Anything else is an ``InputError``."""
+    if name in SPECS:
+        return SPECS[name]
+    if is_reference(name):
+        return user_spec(name)
+    raise InputError(f"expected model to be one of {', '.join(SPECS)}, or a builder as path/to/file.py:function or "
+                     f"package.module:function (got {name!r})")
+
+
+def build_model(name: str, in_dim: int, out_dim: int, *, recompute: bool = False, model_args: dict | None = None,
+                **options) -> GNN:
+    """The model called ``name``: a built-in one from its options by name (``layers``, ``hidden``,
+    ``dropout``, ``heads``, ``norm``, ...; those it does not read are ignored), or a user's from
+    ``model_args`` (its builder's keywords).
 
     ``recompute``: the graph layers keep only their inputs and recompute the rest in backward
-    (``GraphLayer``); same numbers, less activation memory. ``norm``: ``none``, ``layer`` or ``batch``
-    after each hidden layer (GCN, GraphSAGE and GAT; see ``ops.norm``)."""
-    if norm != "none" and name not in NORM_MODELS:
-        raise InputError(f"expected norm 'none' for model {name!r} (got {norm!r}): only {', '.join(NORM_MODELS)} "
-                         f"take one")
-    model = _build(name, in_dim, out_dim, layers=layers, hidden=hidden, dropout=dropout, heads=heads,
-                   gcnii_alpha=gcnii_alpha, gcnii_lambda=gcnii_lambda, gcn_kernel=gcn_kernel, norm=norm)
+    (``GraphLayer``); same numbers, less activation memory."""
+    spec = model_spec(name)
+    if spec.builtin:
+        norm = options.get("norm", "none")
+        if norm != "none" and not spec.takes_norm:
+            raise InputError(f"expected norm 'none' for model {name!r} (got {norm!r}): only "
+                             f"{', '.join(NORM_MODELS)} take one")
+        model = spec.build(in_dim, out_dim, **options)
+    else:
+        model = spec.build(in_dim, out_dim, **(model_args or {}))
     model.recompute = recompute
     return model
-
-
-def _build(name, in_dim, out_dim, *, layers, hidden, dropout, heads, gcnii_alpha, gcnii_lambda, gcn_kernel,
-           norm) -> GNN:
-    if name not in MODELS:
-        raise InputError(f"unknown model {name!r} (expected one of {', '.join(MODELS)})")
-    common = dict(layers=layers, dropout=dropout)
-    if name == "gat":
-        return GAT(in_dim, hidden, out_dim, heads=heads, norm_layer=norm, **common)
-    if name == "gcnii":
-        return GCNII(in_dim, hidden, out_dim, alpha=gcnii_alpha, lam=gcnii_lambda, **common)
-    if name == "gcn":
-        return GCN(in_dim, hidden, out_dim, kernel=gcn_kernel, norm_layer=norm, **common)
-    if name == "sage":
-        return GraphSAGE(in_dim, hidden, out_dim, norm_layer=norm, **common)
-    return MODELS[name](in_dim, hidden, out_dim, **common)

@@ -17,6 +17,7 @@ from torch.nn import functional as F
 
 from fullgraph.errors import InputError
 from fullgraph.models.base import GNN, GraphLayer, glorot_
+from fullgraph.models.spec import MemoryModel, ModelSpec, register
 from fullgraph.ops import Block, dropout, matmul
 from fullgraph.ops.norm import BatchNorm, apply_norm, make_norm
 
@@ -72,3 +73,42 @@ class GAT(GNN):
                 for i in range(layers - 1)]
         mods.append(GATLayer(dims[-1], out_dim, 1, last=True, dropout=dropout))
         self.layers = nn.ModuleList(mods)
+
+
+def _params(F: int, H: int, C: int, L: int, heads: int = 8) -> int:
+    dims = [F] + [H] * (L - 1)
+    return sum(a * H + 3 * H for a in dims[:-1]) + dims[-1] * C + 3 * C
+
+
+def _kept(*, nodes, halo, block_nnz, classes, hidden, layers, heads, dropped_x, recompute, **_):
+    n, m, E, C, H, L, k = nodes, nodes + halo, block_nnz, classes, hidden, layers, heads
+    between = (L - 1) * 4 * (m if halo else n) * H
+    if recompute:
+        return between
+    total = 0
+    for i in range(L):
+        last = i == L - 1
+        width, hk = (C, 1) if last else (H, k)
+        inp = dropped_x if i == 0 else 5 * m * H  # X', or mask and dropped input
+        edge = 2 * 4 * E * width + 5 * 4 * E * hk  # messages twice; five [E', heads] score tensors
+        total += inp + 4 * m * width + edge + (0 if last else 4 * n * width)  # Wh; ELU output
+    return total  # (a fetched copy is dropped out at once: its mask and copy are counted)
+
+
+def _check(opts) -> str | None:
+    if opts.hidden % opts.heads:
+        return f"expected hidden to be a multiple of heads for gat (got hidden={opts.hidden}, heads={opts.heads})"
+    return None
+
+
+def _build(in_dim: int, out_dim: int, *, layers: int, hidden: int, dropout: float, heads: int = 8,
+           norm: str = "none", **_) -> GAT:
+    return GAT(in_dim, hidden, out_dim, layers=layers, heads=heads, dropout=dropout, norm_layer=norm)
+
+
+SPEC = register(ModelSpec(
+    "gat", _build, norm="self-loops", spmm=None, options=("layers", "hidden", "dropout", "heads", "norm"),
+    takes_norm=True, memory=MemoryModel(_params, _kept, heap_overhead=(1.2, 1.35), transient=(1.7, 4.5),
+                                        per_edge=True),
+    hidden_step=lambda opts: opts.heads, check=_check,
+    about="GAT: multi-head attention over in-neighbours; each edge weighed by both its ends (no SpMM layouts)"))

@@ -13,6 +13,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from fullgraph.models.base import GNN, GraphLayer, glorot_
+from fullgraph.models.spec import MemoryModel, ModelSpec, register
 from fullgraph.ops import Block, dropout, gcn_layer, matmul, spmm
 from fullgraph.ops.norm import BatchNorm, apply_norm, make_norm
 
@@ -61,3 +62,44 @@ class GCN(GNN):
 
     def pre(self, x, rows=None):
         return dropout(x, self.dropout, self.training, rows=rows, site=self.PRE_SITE)
+
+
+def stack_params(F: int, H: int, C: int, L: int, heads: int = 1, *, maps: int = 1) -> int:
+    """Parameters of ``L`` layers in -> hidden -> ... -> classes, each ``maps`` weight matrices and
+    one bias (GCN: one map; GraphSAGE: two)."""
+    dims = [F] + [H] * (L - 1) + [C]
+    return sum(maps * a * b + b for a, b in zip(dims, dims[1:]))
+
+
+def plain_kept_bytes(*, nodes: int, halo: int, features: int, hidden: int, layers: int, sparse: bool,
+                     dropped_x: int, recompute: bool, sage: bool, fused: bool) -> int:
+    """Bytes kept for backward by GCN or GraphSAGE layers (``plan.kept_activation_bytes``)."""
+    n, m, F, H, L = nodes, nodes + halo, features, hidden, layers
+    between = (L - 1) * 4 * (m if halo else n) * H  # the input of layers 2..L (the fetched copy, with a halo)
+    if recompute:
+        return dropped_x + between
+    first = dropped_x
+    if not sparse and F < H:  # the first layer aggregates first: keeps Â X'
+        first = 4 * n * F + (4 * n * F if sage else 0)  # + SAGE's X' dst rows (a copy)
+    per_layer = 4 * n * H  # fused GCN: its output, from which ReLU and dropout derive
+    if sage or not fused:
+        # ReLU output, bool mask, dropped output (which the next layer keeps, unless it reads the
+        # fetched copy)
+        per_layer = (5 if halo else 9) * n * H
+    return first + (L - 1) * per_layer + ((L - 1) * 4 * m * H if halo else 0)
+
+
+def _kept(*, nodes, halo, features, hidden, layers, sparse, dropped_x, recompute, gcn_kernel="fused", **_):
+    return plain_kept_bytes(nodes=nodes, halo=halo, features=features, hidden=hidden, layers=layers, sparse=sparse,
+                            dropped_x=dropped_x, recompute=recompute, sage=False, fused=gcn_kernel == "fused")
+
+
+def _build(in_dim: int, out_dim: int, *, layers: int, hidden: int, dropout: float, gcn_kernel: str = "fused",
+           norm: str = "none", **_) -> GCN:
+    return GCN(in_dim, hidden, out_dim, layers=layers, dropout=dropout, kernel=gcn_kernel, norm_layer=norm)
+
+
+SPEC = register(ModelSpec(
+    "gcn", _build, norm="gcn", spmm="narrower", options=("layers", "hidden", "dropout", "gcn_kernel", "norm"),
+    takes_norm=True, memory=MemoryModel(stack_params, _kept, heap_overhead=(1.85, 2.0), transient=(4.0, 4.0)),
+    about="GCN (Kipf & Welling): symmetric-normalized aggregation, one weight per layer"))

@@ -17,6 +17,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from fullgraph.models.base import GNN, GraphLayer, Linear
+from fullgraph.models.spec import MemoryModel, ModelSpec, register
 from fullgraph.ops import Block, dropout, spmm
 
 
@@ -64,3 +65,24 @@ class GCNII(GNN):
         dense = list(self.fc_in.parameters()) + list(self.fc_out.parameters())
         cwd = weight_decay if conv_weight_decay is None else conv_weight_decay
         return [{"params": conv, "weight_decay": cwd}, {"params": dense, "weight_decay": weight_decay}]
+
+
+def _kept(*, nodes, halo, hidden, layers, dropped_x, recompute, **_):
+    n, m, H, L = nodes, nodes + halo, hidden, layers
+    pre = dropped_x + 4 * m * H  # fc_in's input and H0
+    post = n * H + 4 * n * H  # dropout mask and fc_out's input
+    if recompute:
+        return pre + (L - 1) * 4 * (m if halo else n) * H + post
+    return pre + L * (m * H + 8 * n * H) + post  # mask, support, ReLU output (fetched copies: dropped)
+
+
+def _build(in_dim: int, out_dim: int, *, layers: int, hidden: int, dropout: float, gcnii_alpha: float = 0.1,
+           gcnii_lambda: float = 0.5, **_) -> GCNII:
+    return GCNII(in_dim, hidden, out_dim, layers=layers, dropout=dropout, alpha=gcnii_alpha, lam=gcnii_lambda)
+
+
+SPEC = register(ModelSpec(
+    "gcnii", _build, norm="gcn", spmm="hidden", options=("layers", "hidden", "dropout", "gcnii_alpha", "gcnii_lambda"),
+    memory=MemoryModel(lambda F, H, C, L, heads=1: F * H + H + L * H * H + H * C + C, _kept,
+                       heap_overhead=(3.0, 4.25), transient=(2.0, 4.0)),
+    about="GCNII: initial residual and identity mapping, for deep models (no --norm, as its paper)"))

@@ -17,6 +17,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from fullgraph.models.base import GNN, GraphLayer, Linear, glorot_
+from fullgraph.models.spec import MemoryModel, ModelSpec, register
 from fullgraph.ops import Block, dropout, gcn_layer
 
 
@@ -54,3 +55,25 @@ class ResGCNPlus(GNN):
     def post(self, h, rows=None):
         return self.decoder(dropout(F.relu(self.final_norm(h)), self.dropout, self.training, rows=rows,
                                     site=self.post_site))
+
+
+def _kept(*, nodes, halo, hidden, layers, recompute, **_):
+    n, m, H, L = nodes, nodes + halo, hidden, layers
+    pre = 4 * m * H  # the encoder output (it reads X itself)
+    post = 4 * n * H + 4 * n * H + n * H + 4 * n * H  # norm input, ReLU output, mask, decoder input
+    if recompute:
+        return pre + (L - 1) * 4 * (m if halo else n) * H + post
+    outputs = (L - 1) * 4 * m * H if halo else 4 * n * H * (L - 1)  # each layer's input but the first
+    later = (L - 1) * 9 * m * H  # ReLU output, mask, dropped conv input
+    return pre + outputs + later + post
+
+
+def _build(in_dim: int, out_dim: int, *, layers: int, hidden: int, dropout: float, **_) -> ResGCNPlus:
+    return ResGCNPlus(in_dim, hidden, out_dim, layers=layers, dropout=dropout)
+
+
+SPEC = register(ModelSpec(
+    "resgcn+", _build, norm="gcn", spmm="hidden",
+    memory=MemoryModel(lambda F, H, C, L, heads=1: F * H + H + L * (H * H + H) + (L - 1) * 2 * H + 2 * H + H * C + C,
+                       _kept, heap_overhead=(2.3, 4.5), transient=(2.0, 2.0)),
+    about="ResGCN+ (DeepGCNs): pre-activation residual blocks with their own LayerNorm (no --norm)"))

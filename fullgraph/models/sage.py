@@ -15,6 +15,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from fullgraph.models.base import GNN, GraphLayer, Linear
+from fullgraph.models.gcn import plain_kept_bytes, stack_params
+from fullgraph.models.spec import MemoryModel, ModelSpec, register
 from fullgraph.ops import Block, SparseOp, dropout, matmul, spmm
 from fullgraph.ops.norm import BatchNorm, apply_norm, make_norm
 
@@ -64,3 +66,20 @@ class GraphSAGE(GNN):
 
     def pre(self, x, rows=None):
         return dropout(x, self.dropout, self.training, rows=rows, site=self.PRE_SITE)
+
+
+def _kept(*, nodes, halo, features, hidden, layers, sparse, dropped_x, recompute, **_):
+    return plain_kept_bytes(nodes=nodes, halo=halo, features=features, hidden=hidden, layers=layers, sparse=sparse,
+                            dropped_x=dropped_x, recompute=recompute, sage=True, fused=False)
+
+
+def _build(in_dim: int, out_dim: int, *, layers: int, hidden: int, dropout: float, norm: str = "none",
+           **_) -> GraphSAGE:
+    return GraphSAGE(in_dim, hidden, out_dim, layers=layers, dropout=dropout, norm_layer=norm)
+
+
+SPEC = register(ModelSpec(
+    "sage", _build, norm="mean", spmm="narrower", options=("layers", "hidden", "dropout", "norm"), takes_norm=True,
+    memory=MemoryModel(lambda F, H, C, L, heads=1: stack_params(F, H, C, L, maps=2), _kept,
+                       heap_overhead=(2.5, 4.5), transient=(3.2, 5.5)),
+    about="GraphSAGE with mean aggregation: a self map and a neighbour map per layer"))

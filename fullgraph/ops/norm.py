@@ -27,7 +27,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-__all__ = ["NORMS", "BatchNorm", "make_norm", "apply_norm"]
+__all__ = ["NORMS", "BatchNorm", "batch_norm_over", "make_norm", "apply_norm"]
 
 NORMS = ("none", "layer", "batch")
 
@@ -36,25 +36,34 @@ class BatchNorm(nn.BatchNorm1d):
     """``torch.nn.BatchNorm1d`` whose training statistics may be summed over processes (``reduce``)."""
 
     def forward(self, x: torch.Tensor, reduce: Callable[[torch.Tensor], torch.Tensor] | None = None):
-        if not self.training:
-            return super().forward(x)
-        s = torch.cat([x.sum(0), x.new_full((1,), x.shape[0])])
-        if reduce is not None:
-            s = reduce(s)
-        count = s[-1]
-        mean = s[:-1] / count
-        d = x - mean
-        v = (d * d).sum(0)
-        if reduce is not None:
-            v = reduce(v)
-        var = v / count
+        return batch_norm_over(self, x, reduce)
+
+
+def batch_norm_over(bn: nn.BatchNorm1d, x: torch.Tensor,
+                    reduce: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
+    """What ``bn`` (any ``torch.nn.BatchNorm1d``: ours, or one inside a PyG model) computes on ``x``,
+    with its training statistics summed by ``reduce`` over the processes that hold the other rows."""
+    if not bn.training and bn.track_running_stats:
+        return nn.functional.batch_norm(x, bn.running_mean, bn.running_var, bn.weight, bn.bias, False, 0.0, bn.eps)
+    s = torch.cat([x.sum(0), x.new_full((1,), x.shape[0])])
+    if reduce is not None:
+        s = reduce(s)
+    count = s[-1]
+    mean = s[:-1] / count
+    d = x - mean
+    v = (d * d).sum(0)
+    if reduce is not None:
+        v = reduce(v)
+    var = v / count
+    if bn.training and bn.track_running_stats:
         with torch.no_grad():
             n = float(count)
             unbiased = var * (n / max(n - 1.0, 1.0))
-            self.running_mean.lerp_(mean.detach(), self.momentum)
-            self.running_var.lerp_(unbiased.detach(), self.momentum)
-            self.num_batches_tracked += 1
-        return d * torch.rsqrt(var + self.eps) * self.weight + self.bias
+            bn.running_mean.lerp_(mean.detach(), bn.momentum)
+            bn.running_var.lerp_(unbiased.detach(), bn.momentum)
+            bn.num_batches_tracked += 1
+    out = d * torch.rsqrt(var + bn.eps)
+    return out * bn.weight + bn.bias if bn.affine else out
 
 
 def make_norm(kind: str, width: int) -> nn.Module | None:

@@ -366,9 +366,9 @@ class ChunkedEngine(Engine):
             self.comm.close()
 
 
-def chunked_engine(cfg, norm: str, comm: Comm | None = None) -> ChunkedEngine:
+def chunked_engine(cfg, norm: str, comm: Comm | None = None, layers: int | None = None) -> ChunkedEngine:
     """This rank's engine of a pipeline / hybrid run, from the torchrun environment, the partition
-    folder and the chunk file. Ranks ``s·W .. s·W+W-1`` form stage s's group (consecutive ranks, so a
+    folder and the chunk file; ``layers``: the model's depth (default ``cfg.model.layers``). Ranks ``s·W .. s·W+W-1`` form stage s's group (consecutive ranks, so a
     group shares a machine); rank ``s·W + w`` holds part w."""
     from fullgraph.comm.context import DistEnv
     from fullgraph.parallel.graph import check_parts
@@ -391,7 +391,7 @@ def chunked_engine(cfg, norm: str, comm: Comm | None = None) -> ChunkedEngine:
     node_chunk = load_chunks(p.chunk_file, int(part.global_num_nodes), p.num_chunks)
     return ChunkedEngine(
         part, node_chunk[part.local_nodes], p.num_chunks, norm, stage=stage,
-        bounds=stage_bounds(cfg.model.layers, S, p.stage_layer_list), comm=comm, group=group,
+        bounds=stage_bounds(layers or cfg.model.layers, S, p.stage_layer_list), comm=comm, group=group,
         prev_rank=env.rank - W if stage > 0 else None, next_rank=env.rank + W if stage < S - 1 else None,
         shuffle=p.shuffle, history_refresh=p.history_refresh, induced=p.chunk_edges == "induced",
         seed=cfg.optimization.seed, replication_factor=meta.get("replication_factor") if W > 1 else None,

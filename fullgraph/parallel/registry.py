@@ -16,7 +16,7 @@ from fullgraph.parallel.engine import Engine
 __all__ = ["ENGINES", "build_engine"]
 
 
-def _single(cfg, norm: str, graph=None) -> Engine:
+def _single(cfg, norm: str, graph=None, layers=None) -> Engine:
     from fullgraph.data.load import load_graph
     from fullgraph.device import resolve_device
     from fullgraph.parallel.engine import SingleEngine
@@ -24,19 +24,19 @@ def _single(cfg, norm: str, graph=None) -> Engine:
     return SingleEngine(load_graph(cfg) if graph is None else graph, norm, resolve_device(cfg.run.device))
 
 
-def _graph(cfg, norm: str, graph=None) -> Engine:
+def _graph(cfg, norm: str, graph=None, layers=None) -> Engine:
     from fullgraph.parallel.graph import graph_engine
 
     return graph_engine(cfg, norm)
 
 
-def _chunked(cfg, norm: str, graph=None) -> Engine:
+def _chunked(cfg, norm: str, graph=None, layers=None) -> Engine:
     from fullgraph.parallel.pipeline import chunked_engine
 
-    return chunked_engine(cfg, norm)
+    return chunked_engine(cfg, norm, layers=layers)
 
 
-def _spmm(cfg, norm: str, graph=None) -> Engine:
+def _spmm(cfg, norm: str, graph=None, layers=None) -> Engine:
     from fullgraph.parallel.spmm import spmm_engine
 
     return spmm_engine(cfg, norm, graph=graph)
@@ -52,7 +52,8 @@ ENGINES: dict[str, Callable[..., Engine]] = {
 assert set(ENGINES) == set(PARALLEL_MODES), "every layout needs a builder"
 
 
-def build_engine(cfg, norm: str, graph=None) -> Engine:
+def build_engine(cfg, norm: str, graph=None, layers: int | None = None) -> Engine:
     """This rank's engine for ``cfg.parallel.mode``; ``graph`` (already loaded) is used by the layouts that
-    hold the whole graph (single process, and SpMM when tests pass one in)."""
-    return ENGINES[cfg.parallel.mode](cfg, norm, graph=graph)
+    hold the whole graph (single process, and SpMM when tests pass one in); ``layers``: the model's
+    depth, where the layout splits its layers (default: ``cfg.model.layers``; a user's builder decides it)."""
+    return ENGINES[cfg.parallel.mode](cfg, norm, graph=graph, layers=layers)

@@ -14,7 +14,7 @@ from fullgraph.data.load import load_graph
 from fullgraph.plan import model_memory_options, variable_bytes
 
 __all__ = ["prepare_partition_dir", "prepare_block_rows_dir", "prepare_chunk_file", "node_parts", "prepare_run",
-           "RunInputs"]
+           "RunInputs", "input_widths"]
 
 log = logging.getLogger("fullgraph")
 
@@ -104,12 +104,12 @@ def prepare_block_rows_dir(cfg, out: str | Path | None = None, graph=None) -> Pa
     """The block rows of ``cfg``'s SpMM grid (:mod:`fullgraph.partition.blockrows`), written to ``out``,
     or once under the cache folder, keyed by the graph's fingerprint, the normalization, the grid and
     the seed."""
-    from fullgraph.models import MODELS
+    from fullgraph.models import model_spec
     from fullgraph.partition import cache_root
     from fullgraph.partition.blockrows import load_block_rows_meta, save_block_rows
 
     graph = load_graph(cfg) if graph is None else graph
-    norm = MODELS[cfg.model.name].norm
+    norm = model_spec(cfg.model.name).norm  # the SpMM layouts take only models whose spec names it
     R = cfg.parallel.mesh.block_rows
     order = "perm" if cfg.parallel.permute else "order"
     key = f"{graph.fingerprint()[:20]}-{norm}-r{R}-{order}-s{cfg.optimization.seed}"
@@ -162,3 +162,17 @@ def prepare_run(cfg) -> RunInputs:
         pdir = str(prepare_partition_dir(cfg, layout.graph_ways, graph=graph))
     chunk_file = str(prepare_chunk_file(cfg, pdir, graph=graph)) if chunked else None
     return RunInputs(pdir, chunk_file)
+
+
+def input_widths(cfg, graph=None) -> tuple[int, int]:
+    """The feature width and class count of ``cfg``'s graph, as this rank can read them cheaply:
+    from ``graph`` when it is loaded, else from the partition folder's ``partition.json`` (a rank of
+    a distributed run), else by loading the graph."""
+    if graph is None and cfg.parallel.partition_dir is not None and cfg.parallel.mesh.distributed \
+            and not cfg.parallel.mesh.spmm:
+        from fullgraph.partition.store import load_meta
+
+        meta = load_meta(cfg.parallel.partition_dir)
+        return int(meta["num_features"]), int(meta["num_classes"])
+    graph = load_graph(cfg) if graph is None else graph
+    return graph.num_features, graph.num_classes

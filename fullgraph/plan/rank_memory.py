@@ -11,7 +11,7 @@ sum of
 * activations: what the forward pass keeps for backward (:func:`kept_activation_bytes`, counted
   from what each layer's autograd saves: within 2% of the live heap for every model, one process
   and one part, with and without recompute), plus the temporaries of the peak moment of a step
-  (:data:`TRANSIENT`), times the allocator's overhead.
+  (each model spec's ``MemoryModel.transient``), times the allocator's overhead.
 
 That overhead is glibc's. Allocations from its mmap threshold up are mapped on their own and
 unmapped when freed; smaller ones come from the heap, where the tensors kept for backward sit
@@ -20,7 +20,7 @@ the live bytes. ``fullgraph train --release-memory`` fixes the threshold at 1 Mi
 (``fullgraph.memory.return_freed_memory``), where activations of any real graph are mmapped and the peak RSS is within ~10% of the live bytes
 (:data:`MMAP_OVERHEAD`). A library caller keeps glibc's dynamic threshold, which rises with the
 first freed blocks up to 32 MiB: activations under that come from the heap, and the peak RSS is
-1.6-5x the live bytes depending on the model's order of allocations (:data:`HEAP_OVERHEAD`, measured
+1.6-5x the live bytes depending on the model's order of allocations (``MemoryModel.heap_overhead``, measured
 per model; recompute's many short-lived temporaries fare worst there). ``mmap_threshold`` selects the
 case; by default the estimate asks this process.
 
@@ -41,22 +41,16 @@ __all__ = ["estimate_peak_bytes", "memory_breakdown", "check_memory", "model_mem
            "graph_memory_stats", "part_memory_stats", "partition_memory_stats", "kept_activation_bytes"]
 
 
-def _param_count(model: str, F: int, H: int, C: int, L: int, heads: int) -> int:
-    """Trainable parameters of ``model`` (the same numbers ``build_model`` creates)."""
-    if model == "gcn":
-        dims = [F] + [H] * (L - 1) + [C]
-        return sum(a * b + b for a, b in zip(dims, dims[1:]))
-    if model == "sage":
-        dims = [F] + [H] * (L - 1) + [C]
-        return sum(2 * a * b + b for a, b in zip(dims, dims[1:]))
-    if model == "gat":
-        dims = [F] + [H] * (L - 1)
-        return sum(a * H + 3 * H for a in dims[:-1]) + dims[-1] * C + 3 * C
-    if model == "gcnii":
-        return F * H + H + L * H * H + H * C + C
-    if model == "resgcn+":
-        return F * H + H + L * (H * H + H) + (L - 1) * 2 * H + 2 * H + H * C + C
-    raise ValueError(f"no memory model for {model!r}")
+def _memory_model(model: str):
+    """The memory model of ``model``'s spec; an ``InputError`` where it has none (a user's model:
+    its memory is measured, ``fullgraph.plan.measured_memory``)."""
+    from fullgraph.models import model_spec
+
+    spec = model_spec(model)
+    if spec.memory is None:
+        raise InputError(f"expected a model with a memory model for this estimate (got {model}, whose memory "
+                         f"is measured, not derived)")
+    return spec
 
 
 def kept_activation_bytes(model: str, *, nodes: int, halo: int, block_nnz: int, features: int, classes: int,
@@ -66,55 +60,17 @@ def kept_activation_bytes(model: str, *, nodes: int, halo: int, block_nnz: int, 
 
     ``nodes`` dst rows (n), ``halo`` extra src rows (m = n + halo: a layer after the first reads the
     fetched copy ``cat(h, halo rows)``, which backward keeps), ``block_nnz`` stored entries of the
-    block (E'), ``feature_nnz`` stored entries of sparse input features (None: dense). Counted from
-    what each layer's autograd saves; tests/plan/test_memory.py checks it against
-    ``torch.autograd.graph.saved_tensors_hooks``. With ``recompute`` a graph layer keeps only its
-    inputs (``pre`` and ``post`` are not recomputed).
+    block (E'), ``feature_nnz`` stored entries of sparse input features (None: dense). Each model's
+    count is its spec's (``MemoryModel.kept``, counted from what its layers' autograd saves);
+    tests/plan/test_memory.py checks it against ``torch.autograd.graph.saved_tensors_hooks``. With
+    ``recompute`` a graph layer keeps only its inputs (``pre`` and ``post`` are not recomputed).
     """
-    n, m, E, F, C, H, L, k = nodes, nodes + halo, block_nnz, features, classes, hidden, layers, heads
     sparse = feature_nnz is not None
-    dropped_x = 4 * feature_nnz if sparse else 4 * m * F  # dropout(X): a dense copy, or new sparse values
-    # the input of layers 2..L: the previous layer's output (one process) or its fetched copy
-    between = (L - 1) * 4 * (m if halo else n) * H
-    fetched = (L - 1) * 4 * m * H if halo else 0
-    if model in ("gcn", "sage"):
-        if recompute:
-            return dropped_x + between
-        first = dropped_x
-        if not sparse and F < H:  # the first layer aggregates first: keeps Â X'
-            first = 4 * n * F + (4 * n * F if model == "sage" else 0)  # + SAGE's X' dst rows (a copy)
-        per_layer = 4 * n * H  # fused GCN: its output, from which ReLU and dropout derive
-        if model == "sage" or gcn_kernel == "autograd":
-            # ReLU output, bool mask, dropped output (which the next layer keeps, unless it reads
-            # the fetched copy)
-            per_layer = (5 if halo else 9) * n * H
-        return first + (L - 1) * per_layer + fetched
-    if model == "gcnii":
-        pre = dropped_x + 4 * m * H  # fc_in's input and H0
-        post = n * H + 4 * n * H  # dropout mask and fc_out's input
-        if recompute:
-            return pre + between + post
-        return pre + L * (m * H + 8 * n * H) + post  # mask, support, ReLU output (fetched copies: dropped)
-    if model == "resgcn+":
-        pre = 4 * m * H  # the encoder output (it reads X itself)
-        post = 4 * n * H + 4 * n * H + n * H + 4 * n * H  # norm input, ReLU output, mask, decoder input
-        if recompute:
-            return pre + between + post
-        outputs = fetched or 4 * n * H * (L - 1)  # each layer's input but the first (its norm keeps it)
-        later = (L - 1) * 9 * m * H  # ReLU output, mask, dropped conv input
-        return pre + outputs + later + post
-    if model == "gat":
-        if recompute:
-            return between
-        total = 0
-        for i in range(L):
-            last = i == L - 1
-            width, hk = (C, 1) if last else (H, k)
-            inp = dropped_x if i == 0 else 5 * m * H  # X', or mask and dropped input
-            edge = 2 * 4 * E * width + 5 * 4 * E * hk  # messages twice; five [E', heads] score tensors
-            total += inp + 4 * m * width + edge + (0 if last else 4 * n * width)  # Wh; ELU output
-        return total  # (a fetched copy is dropped out at once: its mask and copy are counted)
-    raise ValueError(f"no memory model for {model!r}")
+    m = nodes + halo
+    dropped_x = 4 * feature_nnz if sparse else 4 * m * features  # dropout(X): a dense copy, or new sparse values
+    return int(_memory_model(model).memory.kept(
+        nodes=nodes, halo=halo, block_nnz=block_nnz, features=features, classes=classes, layers=layers,
+        hidden=hidden, heads=heads, sparse=sparse, dropped_x=dropped_x, recompute=recompute, gcn_kernel=gcn_kernel))
 
 
 GIB = 1 << 30
@@ -125,26 +81,16 @@ libraries and first-use allocations (a tiny graph's peak, one process or a graph
 327-344 MiB with torch 2.13's CPU build). A CUDA build of PyTorch maps its GPU libraries too, even
 for a run on the CPU: 341-371 MiB more in every host-memory case measured with torch 2.11+cu130 on
 an H100 machine (import alone: 546 MiB against ~200)."""
-HEAP_OVERHEAD = {
-    ("gcn", False): 1.85, ("gcn", True): 2.0, ("gcnii", False): 3.0, ("gcnii", True): 4.25,
-    ("sage", False): 2.5, ("sage", True): 4.5, ("resgcn+", False): 2.3, ("resgcn+", True): 4.5,
-    ("gat", False): 1.2, ("gat", True): 1.35,
-}
-"""Peak RSS over live bytes of the training step when activations come from the heap (measured with
-glibc's dynamic threshold)."""
 MMAP_OVERHEAD = 1.1
 """The same ratio when activations are mmapped (measured: 1.02-1.2)."""
-TRANSIENT = {
-    ("gcn", False): 4.0, ("gcn", True): 4.0, ("gcnii", False): 2.0, ("gcnii", True): 4.0,
-    ("sage", False): 3.2, ("sage", True): 5.5, ("resgcn+", False): 2.0, ("resgcn+", True): 2.0,
-    ("gat", False): 1.7, ("gat", True): 4.5,
-}
-"""Temporaries of the peak moment of a training step, in activations ``[n, hidden]`` of the rank's
-own rows (GAT: in messages ``[E', hidden]``); with recompute they include one layer's recomputed
-internals. Halo rows add no temporaries of their own at that moment: the received rows are consumed
-by the aggregation (what backward keeps of them is in :func:`kept_activation_bytes`). Measured on
-the 22.7M-edge R-MAT graph, SAGE 3 x 128, P = 4 (halo 0.04-1.3 times the inner rows): counting them
-put the four ranks 10-30% over their measured peaks, growing with the halo."""
+# Each model's heap overhead (peak RSS over live bytes of the training step when activations come
+# from the heap, measured with glibc's dynamic threshold) and transient (the temporaries of the peak
+# moment of a step, in activations [n, hidden] of the rank's own rows, or messages [E', hidden] for
+# attention; with recompute they include one layer's recomputed internals) are in its spec's
+# MemoryModel. Halo rows add no temporaries of their own at that moment: the received rows are
+# consumed by the aggregation (what backward keeps of them is in kept_activation_bytes). Measured on
+# the 22.7M-edge R-MAT graph, SAGE 3 x 128, P = 4 (halo 0.04-1.3 times the inner rows): counting them
+# put the four ranks 10-30% over their measured peaks, growing with the halo.
 
 
 def _graph_bytes(*, nodes: int, halo: int, edges: int, features: int, feature_nnz: int | None, norm: str,
@@ -178,23 +124,20 @@ def memory_breakdown(*, nodes: int, edges: int, features: int, classes: int, mod
                      recompute: bool = False, gcn_kernel: str = "fused", distributed: bool = False,
                      mmap_threshold: int | None = None) -> dict[str, int]:
     """The parts of :func:`estimate_peak_bytes`: ``process``, ``graph``, ``weights``, ``activations``."""
-    from fullgraph.models import MODELS
     from fullgraph.memory import mmap_threshold as this_process_threshold
 
-    if model not in MODELS:
-        raise InputError(f"unknown model {model!r} (expected one of {', '.join(MODELS)})")
-    n, H = nodes, hidden
-    norm = MODELS[model].norm
+    spec = _memory_model(model)
+    n, H, mem = nodes, hidden, spec.memory
+    norm = spec.norm
     E = edges if norm == "mean" else edges + nodes
-    params = _param_count(model, features, H, classes, layers, heads)
+    params = mem.params(features, H, classes, layers, heads)
     kept = kept_activation_bytes(model, nodes=n, halo=halo, block_nnz=E, features=features, classes=classes,
                                  layers=layers, hidden=H, heads=heads, feature_nnz=feature_nnz, recompute=recompute,
                                  gcn_kernel=gcn_kernel)
-    key = (model, bool(recompute))
-    unit = 4 * E * H if model == "gat" else 4 * n * H
-    step = kept + TRANSIENT[key] * unit + 3 * 4 * params  # + gradients and Adam's moments
+    unit = 4 * E * H if mem.per_edge else 4 * n * H
+    step = kept + mem.transient[bool(recompute)] * unit + 3 * 4 * params  # + gradients and Adam's moments
     threshold = this_process_threshold() if mmap_threshold is None else mmap_threshold
-    overhead = MMAP_OVERHEAD if 4 * n * H >= threshold else HEAP_OVERHEAD[key]
+    overhead = MMAP_OVERHEAD if 4 * n * H >= threshold else mem.heap_overhead[bool(recompute)]
     return {
         "process": PROCESS_BYTES,
         "graph": _graph_bytes(nodes=n, halo=halo, edges=edges, features=features, feature_nnz=feature_nnz,
@@ -343,7 +286,9 @@ def check_memory(cfg, stats: list[dict], *, available_bytes: int | None = None, 
         if guess <= limit:
             fits.append(f"--parallel graph --nprocs {p} (~{_gib(guess)} per rank, on machines with that much each)")
             break
-    step = m.heads if m.name == "gat" else 1
+    from fullgraph.models import model_spec
+
+    step = model_spec(m.name).hidden_step(m)
     h = m.hidden // 2
     while h >= step:
         h -= h % step

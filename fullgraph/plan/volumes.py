@@ -106,12 +106,14 @@ class ModelShape:
     @classmethod
     def of(cls, name: str, model, features: int, classes: int, sparse_input: bool) -> "ModelShape":
         """The shape of a built model (``fullgraph.models.build_model(name, ...)``)."""
-        from fullgraph.ops.norm import BatchNorm
+        from torch.nn import BatchNorm1d  # ours, and those between a PyG model's convolutions
+
+        from fullgraph.models import model_spec
 
         widths = tuple(model.layer_input_widths())
         params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        norms = tuple(m.num_features for m in model.modules() if isinstance(m, BatchNorm))
-        if name in ("gcn", "sage"):  # the product order follows the layer's widths
+        norms = tuple(m.num_features for m in model.modules() if isinstance(m, BatchNorm1d))
+        if model_spec(name).spmm == "narrower":  # the product order follows the layer's widths
             dims = [features, *widths[1:], classes]
             products, forward = gcn_product_widths(dims, sparse_input), _forward_widths(dims, sparse_input)
         else:  # GCNII, ResGCN+: every layer aggregates hidden rows, and each input needs its gradient

@@ -31,14 +31,13 @@ def _config(run: str, dataset: str | None, root: str | None, **layout) -> tuple[
     opts = {k: saved[k] for k in ("dataset", "root", "split", "feature_norm", "metric", "select", "seed",
                                   "partitioner", "metis_sample")}
     opts |= {k: v for k, v in (("dataset", dataset), ("root", root)) if v is not None}
-    keep = ("model", "layers", "hidden", "heads", "norm", "gcn_kernel", "gcnii_alpha", "gcnii_lambda")
-    return TrainConfig.of(**opts, **{k: saved[k] for k in keep}, **layout), saved
+    keep = ("model", "model_args", "layers", "hidden", "heads", "norm", "gcn_kernel", "gcnii_alpha", "gcnii_lambda")
+    return TrainConfig.of(**opts, **{k: saved[k] for k in keep if k in saved}, **layout), saved
 
 
 def _setup(run: str, dataset: str | None, root: str | None, device: str):
     from fullgraph.data.load import load_graph
     from fullgraph.device import resolve_device
-    from fullgraph.models import MODELS
     from fullgraph.parallel.engine import SingleEngine
 
     dev = resolve_device(device)
@@ -46,7 +45,7 @@ def _setup(run: str, dataset: str | None, root: str | None, device: str):
     cfg, _ = _config(run, dataset, root)
     graph = load_graph(cfg)
     check_graph(info, graph.num_features, graph.num_classes, graph.name, run)
-    engine = SingleEngine(graph, MODELS[cfg.model.name].norm, dev)
+    engine = SingleEngine(graph, model.norm, dev)
     return cfg, model, engine, info
 
 
@@ -119,13 +118,13 @@ def predict_rank(cfg: TrainConfig, run: str, out: str, embeddings: bool = False)
     """One rank of ``predict --parallel graph``: the exact forward of its part, every part's rows
     gathered on rank 0 and put in node order there (the same numbers as one process, within the
     order of floating-point sums). Returns the paths on rank 0."""
-    from fullgraph.models import MODELS
     from fullgraph.parallel.graph import graph_engine
 
     folder = _check_out(out)
-    engine = graph_engine(cfg, MODELS[cfg.model.name].norm)
+    model, info = load_model(Path(run))
+    engine = graph_engine(cfg, model.norm)
     try:
-        model, info = load_model(Path(run), engine.device)
+        model.to(engine.device)
         check_graph(info, engine.in_dim, engine.num_classes, engine.name, run)
         arrays = _outputs(engine, model, embeddings)
         ids = engine.gather_rows(engine.part.inner.to(engine.device, torch.float64)[:, None], "eval/reduce")

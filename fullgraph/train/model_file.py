@@ -24,7 +24,11 @@ MODEL_FILE = "model.pt"
 
 def model_args(cfg, in_dim: int, num_classes: int) -> dict:
     """``build_model``'s arguments for the model ``cfg`` trains (one source for trainer and loader)."""
+    from fullgraph.models import is_reference
+
     m = cfg.model
+    if is_reference(m.name):  # a user's builder: its reference and its keywords
+        return dict(name=m.name, in_dim=in_dim, out_dim=num_classes, model_args=dict(m.args))
     return dict(name=m.name, in_dim=in_dim, out_dim=num_classes, layers=m.layers, hidden=m.hidden, dropout=m.dropout,
                 heads=m.heads, gcnii_alpha=m.gcnii_alpha, gcnii_lambda=m.gcnii_lambda, gcn_kernel=m.gcn_kernel,
                 norm=m.norm)

@@ -23,7 +23,8 @@ from fullgraph.data.graph import Graph
 from fullgraph.data.load import load_graph
 from fullgraph.comm.ledger import CATEGORIES
 from fullgraph.errors import InputError
-from fullgraph.models import GNN, MODELS, build_model
+from fullgraph.models import GNN, build_model, model_spec
+from fullgraph.models.contract import check_model
 from fullgraph.ops.dropout import keyed_dropout
 from fullgraph.parallel.engine import Engine
 from fullgraph.parallel.registry import build_engine
@@ -144,7 +145,6 @@ class Trainer:
 
             env = DistEnv.from_env()
             torch.set_num_threads(threads_per_process(env.local_world_size if env else cfg.parallel.nprocs))
-        norm = MODELS[cfg.model.name].norm
         if cfg.model.recompute and cfg.parallel.mode.startswith("spmm"):
             # their sparse products communicate inside the layer: recomputing would repeat them
             raise InputError(f"expected --recompute only with --parallel single, graph, pipeline or hybrid (got "
@@ -153,13 +153,13 @@ class Trainer:
         if self.engine is None:
             if cfg.parallel.mode == "single" and self.graph is None:
                 self.graph = load_graph(cfg)
-            self.engine = build_engine(cfg, norm, graph=self.graph)
+            norm, layers = self._model_shape()
+            self.engine = build_engine(cfg, norm, graph=self.graph, layers=layers)
         e = self.engine
         self.estimated_peak = self._check_memory()
         torch.manual_seed(cfg.optimization.seed)  # the same initial weights on every rank
-        args = model_args(cfg, e.in_dim, e.num_classes)
-        self.model = build_model(args.pop("name"), args.pop("in_dim"), args.pop("out_dim"),
-                                 recompute=cfg.model.recompute, **args)
+        self.model = self._build_model(e.in_dim, e.num_classes)
+        check_model(self.model, distributed=e.world_size > 1)
         reset_peak(e.device)  # the peak reported is this run's, from the model on
         self.model.to(e.device)
         opt = cfg.optimization
@@ -167,9 +167,35 @@ class Trainer:
         self.writer = RunWriter(cfg.run.out if e.is_main else None, resume=self.resume)
         if e.is_main:
             m, p = cfg.model, cfg.parallel
-            log.info("%s; model %s, %d layers, hidden %d, %s", e.describe(), m.name, m.layers, m.hidden,
-                     p.mode if p.nprocs == 1 else f"{p.mode} x{p.nprocs}")
+            log.info("%s; model %s, %d layers, hidden %d, %s", e.describe(), m.name, self.model.num_layers,
+                     self.hidden, p.mode if p.nprocs == 1 else f"{p.mode} x{p.nprocs}")
         return self
+
+    @property
+    def hidden(self) -> int:
+        """The hidden width: the option's, or for a user's model the widest input of a graph layer after the first."""
+        if model_spec(self.cfg.model.name).builtin:
+            return self.cfg.model.hidden
+        return max(self.model.layer_input_widths()[1:], default=self.model.layer_input_widths()[0])
+
+    def _build_model(self, in_dim: int, num_classes: int) -> GNN:
+        args = model_args(self.cfg, in_dim, num_classes)
+        return build_model(args.pop("name"), args.pop("in_dim"), args.pop("out_dim"),
+                           recompute=self.cfg.model.recompute, **args)
+
+    def _model_shape(self) -> tuple[str, int]:
+        """The block normalization and depth the engine is built for: the spec's, or, for a user's
+        model (whose builder decides both), those of the model built once for the graph's widths."""
+        cfg = self.cfg
+        spec = model_spec(cfg.model.name)
+        if spec.norm is not None:
+            return spec.norm, cfg.model.layers
+        from fullgraph.parallel.setup import input_widths
+
+        probe = self._build_model(*input_widths(cfg, self.graph))
+        if cfg.parallel.mesh.parallel in ("pipeline", "hybrid"):
+            cfg.check_depth(probe.num_layers)
+        return probe.norm, probe.num_layers
 
     def _check_memory(self) -> int | None:
         """This rank's estimated peak RSS, checked against ``--memory-limit`` (or what this machine has
@@ -183,7 +209,7 @@ class Trainer:
         from fullgraph.memory import available_memory_bytes, current_rss_bytes
 
         e, cfg = self.engine, self.cfg
-        if torch.device(e.device).type != "cpu":
+        if torch.device(e.device).type != "cpu" or model_spec(cfg.model.name).memory is None:
             return None
         if isinstance(e, SingleEngine):
             stats = graph_memory_stats(e.graph)
@@ -348,7 +374,7 @@ class Trainer:
         rss = e.gather(float(peak_rss_bytes()), "eval/reduce")
         gpu = e.gather(float(peak_device_bytes(e.device) or 0), "eval/reduce")
         result = RunResult(
-            dataset=e.name, model=cfg.model.name, layers=cfg.model.layers, hidden=cfg.model.hidden,
+            dataset=e.name, model=cfg.model.name, layers=self.model.num_layers, hidden=self.hidden,
             parallel=cfg.parallel.mode, nprocs=cfg.parallel.nprocs, epochs_run=epoch, best_epoch=best["epoch"],
             val_acc=best["val_acc"], test_acc=best["test_acc"], train_acc=best["train_acc"],
             val_loss=best["val_loss"], metric=self.metric, val_metric=best["val_metric"],

@@ -1,0 +1,133 @@
+"""A user's model, named by reference: ``path/to/file.py:build`` or ``package.module:build``.
+
+``build(in_dim, out_dim, **model_args)`` returns a fullgraph ``GNN``, a PyG convolution, a list of
+them, or a PyG ``BasicGNN`` (the last three through ``from_pyg``). The builder is imported in every
+process that needs the model — the launcher's ranks and torchrun's re-run the command line, which
+names it — so a model known only to the user's file reaches every rank. Its spec says nothing
+fixed: the normalization is the built model's own (``GNN.norm``), its aggregation is not taken as
+one sparse product (the SpMM layouts refuse it), and its memory is measured, not derived.
+
+Every way this can go wrong — no such file, no such module or function, a builder that raises,
+returns something else, or does not take a ``--model-arg`` — is one ``InputError`` naming the
+reference.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import re
+import sys
+from pathlib import Path
+
+from fullgraph.errors import InputError
+from fullgraph.models.spec import ModelSpec
+
+__all__ = ["is_reference", "absolute_reference", "user_spec", "load_builder", "check_model_args"]
+
+_FUNCTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def is_reference(name: str) -> bool:
+    """Whether ``--model`` names a builder (``something:function``) rather than a built-in model."""
+    return ":" in name
+
+
+def _split(ref: str) -> tuple[str, str]:
+    where, _, fn = ref.rpartition(":")
+    if not where or not _FUNCTION.match(fn):
+        raise InputError(f"expected --model as path/to/file.py:function or package.module:function (got {ref!r})")
+    return where, fn
+
+
+def _is_path(where: str) -> bool:
+    return where.endswith(".py") or "/" in where or "\\" in where
+
+
+def absolute_reference(ref: str) -> str:
+    """The reference with a file path made absolute, so that a run folder's ``config.json`` still
+    finds the builder from another working directory (``evaluate``, ``predict``, ``--resume``)."""
+    where, fn = _split(ref)
+    return f"{Path(where).expanduser().resolve()}:{fn}" if _is_path(where) else ref
+
+
+@functools.lru_cache(maxsize=None)
+def load_builder(ref: str):
+    """The builder function a reference names, its module imported once per process."""
+    where, fn = _split(ref)
+    if _is_path(where):
+        path = Path(where).expanduser().resolve()
+        if not path.is_file():
+            raise InputError(f"expected a Python file at {path} for --model {ref} (got no such file)")
+        name = "fullgraph_user_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # pickling and dataclasses look a class's module up here
+        try:
+            spec.loader.exec_module(module)
+        except Exception as e:  # noqa: BLE001 - the user's module: whatever it raises is reported
+            sys.modules.pop(name, None)
+            raise InputError(f"expected {path} to import for --model {ref} (it raised {_one_line(e)})") from None
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ModuleNotFoundError as e:
+            raise InputError(f"expected an importable module {where!r} for --model {ref} (got {_one_line(e)})") \
+                from None
+        except Exception as e:  # noqa: BLE001
+            raise InputError(f"expected module {where!r} to import for --model {ref} (it raised {_one_line(e)})") \
+                from None
+    builder = getattr(module, fn, None)
+    if not callable(builder):
+        raise InputError(f"expected a function {fn!r} in {where} for --model {ref} (got "
+                         f"{'nothing by that name' if builder is None else type(builder).__name__})")
+    return builder
+
+
+def check_model_args(ref: str, model_args: dict) -> None:
+    """Refuse a ``--model-arg`` the builder does not take (unless it takes ``**kwargs``)."""
+    params = inspect.signature(load_builder(ref)).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    named = [n for n, p in list(params.items())[2:] if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    unknown = sorted(set(model_args) - set(named))
+    if unknown:
+        raise InputError(f"unknown --model-arg {', '.join(unknown)} for {ref} (it takes "
+                         f"{', '.join(named) if named else 'none beyond in_dim and out_dim'})")
+
+
+def _build(ref: str, in_dim: int, out_dim: int, **model_args):
+    from fullgraph.models.base import GNN
+    from fullgraph.models.pyg import adaptable, from_pyg
+
+    check_model_args(ref, model_args)
+    try:
+        made = load_builder(ref)(in_dim, out_dim, **model_args)
+    except InputError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's builder
+        raise InputError(f"expected {ref}(in_dim={in_dim}, out_dim={out_dim}"
+                         + "".join(f", {k}={v!r}" for k, v in model_args.items())
+                         + f") to build a model (it raised {_one_line(e)})") from None
+    if isinstance(made, GNN):
+        return made
+    if adaptable(made):
+        return from_pyg(made)
+    raise InputError(f"expected {ref} to return a fullgraph GNN, a PyG convolution, a list of them or a PyG "
+                     f"BasicGNN (got {type(made).__module__}.{type(made).__name__})")
+
+
+@functools.lru_cache(maxsize=None)
+def user_spec(ref: str) -> ModelSpec:
+    """The spec of a user's model: its builder, and nothing assumed (see the module docstring)."""
+    load_builder(ref)  # a missing file or function is reported now, before any graph is read
+    return ModelSpec(ref, functools.partial(_build, ref), norm=None, spmm=None, options=(), memory=None,
+                     about=f"the model {ref} builds")
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text[:300]}" if text else type(e).__name__
