@@ -9,10 +9,18 @@ import torch
 
 from fullgraph.comm.context import Comm, DistEnv
 from fullgraph.config import TrainConfig
-from fullgraph.models import MODELS
+from fullgraph.models import norm_and_depth
 from fullgraph.parallel.graph import GraphEngine
 from fullgraph.partition.store import load_part
 from fullgraph.train.trainer import Trainer
+
+
+def shape(cfg) -> tuple[str, int]:
+    """The block normalization and depth of ``cfg``'s model (a user's builder decides both; its
+    widths come from the partition folder's metadata)."""
+    from fullgraph.parallel.setup import input_widths
+
+    return norm_and_depth(cfg.model.name, cfg.model.layers, cfg.model.args, lambda: input_widths(cfg))
 
 
 def train_runs(payload: dict, comm: Comm) -> dict:
@@ -22,7 +30,8 @@ def train_runs(payload: dict, comm: Comm) -> dict:
     for run in payload["runs"]:
         part = load_part(run["partition_dir"], comm.rank)
         cfg = TrainConfig.of(**run["config"], parallel="graph", nprocs=comm.world_size, progress="none", threads=1)
-        engine = GraphEngine(part, comm, MODELS[cfg.model.name].norm, boundary_rate=cfg.parallel.boundary_rate,
+        norm, _ = shape(cfg)
+        engine = GraphEngine(part, comm, norm, boundary_rate=cfg.parallel.boundary_rate,
                              seed=cfg.optimization.seed, owns_comm=False, precision=cfg.parallel.comm_precision)
         trainer = Trainer(cfg, engine=engine)
         result = trainer.build().train()
@@ -42,7 +51,7 @@ def chunked_steps(payload: dict, comm: Comm) -> dict:
     from fullgraph.parallel.pipeline import chunked_engine
 
     cfg = TrainConfig.of(**payload["config"], nprocs=comm.world_size, progress="none", threads=1)
-    engine = chunked_engine(cfg, MODELS[cfg.model.name].norm, comm=comm)
+    engine = chunked_engine(cfg, shape(cfg)[0], comm=comm)
     torch.manual_seed(0)
     model = build_model(cfg.model.name, engine.in_dim, engine.num_classes, layers=cfg.model.layers,
                         hidden=cfg.model.hidden, dropout=0.0)
@@ -71,7 +80,8 @@ def chunked_runs(payload: dict, comm: Comm) -> dict:
     out = {}
     for run in payload["runs"]:
         cfg = TrainConfig.of(**run["config"], nprocs=comm.world_size, progress="none", threads=1)
-        engine = chunked_engine(cfg, MODELS[cfg.model.name].norm, comm=comm)
+        norm, layers = shape(cfg)
+        engine = chunked_engine(cfg, norm, comm=comm, layers=layers)
         trainer = Trainer(cfg, engine=engine)
         result = trainer.build().train()
         trainer.close()
@@ -105,7 +115,7 @@ def spmm_runs(payload: dict, comm: Comm) -> dict:
         comm.barrier()
         # the ranks never parse the raw dataset
         cfg = cfg.with_options(partition_dir=str(folder), root=str(folder / "no-raw-dataset-here"))
-        engine = spmm_engine(cfg, MODELS[cfg.model.name].norm, comm=comm)
+        engine = spmm_engine(cfg, shape(cfg)[0], comm=comm)
         trainer = Trainer(cfg, engine=engine)
         result = trainer.build().train()
         # every rank holds all weights: how far apart they ended (0 unless replicas saw different rows)

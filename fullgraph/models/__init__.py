@@ -13,7 +13,7 @@ import importlib
 import pkgutil
 
 from fullgraph.errors import InputError
-from fullgraph.models.base import GNN, GraphLayer, Linear
+from fullgraph.models.base import GNN, GraphLayer, Linear, dst_rows
 from fullgraph.models.spec import SPECS, MemoryModel, ModelSpec
 
 for _mod in sorted(m.name for m in pkgutil.iter_modules(__path__)):
@@ -34,8 +34,9 @@ NORM_MODELS = tuple(name for name, s in SPECS.items() if s.takes_norm)
 SPMM_MODELS = tuple(name for name, s in SPECS.items() if s.spmm is not None)
 """The models whose aggregation is one plain sparse product, which the SpMM layouts distribute."""
 
-__all__ = ["GNN", "GraphLayer", "Linear", "GCN", "GraphSAGE", "GAT", "GCNII", "ResGCNPlus", "MODELS", "NORM_MODELS",
-           "SPMM_MODELS", "ModelSpec", "MemoryModel", "build_model", "model_spec", "from_pyg", "is_reference"]
+__all__ = ["GNN", "GraphLayer", "Linear", "dst_rows", "GCN", "GraphSAGE", "GAT", "GCNII", "ResGCNPlus", "MODELS", "NORM_MODELS",
+           "SPMM_MODELS", "ModelSpec", "MemoryModel", "build_model", "model_spec", "norm_and_depth", "from_pyg",
+           "is_reference"]
 
 
 def model_spec(name: str) -> ModelSpec:
@@ -68,3 +69,15 @@ def build_model(name: str, in_dim: int, out_dim: int, *, recompute: bool = False
         model = spec.build(in_dim, out_dim, **(model_args or {}))
     model.recompute = recompute
     return model
+
+
+def norm_and_depth(name: str, layers: int, model_args: dict, widths) -> tuple[str, int]:
+    """The block normalization and the number of graph layers of model ``name``, which a layout needs
+    before the model is built: the spec's and ``layers`` for a built-in model; for a user's model,
+    whose builder decides both, those of the model built once for ``widths()`` (feature width,
+    classes: a callable, so that a built-in model never reads them)."""
+    spec = model_spec(name)
+    if spec.norm is not None:
+        return spec.norm, layers
+    probe = build_model(name, *widths(), model_args=model_args)
+    return probe.norm, probe.num_layers

@@ -18,7 +18,7 @@ from torch.utils.checkpoint import checkpoint
 
 from fullgraph.ops import Block, SparseOp, matmul
 
-__all__ = ["GNN", "GraphLayer", "Linear", "glorot_", "INITS"]
+__all__ = ["GNN", "GraphLayer", "Linear", "glorot_", "INITS", "dst_rows"]
 
 INITS = ("glorot", "torch")
 """How :class:`Linear` draws its parameters: ``glorot`` (Glorot & Bengio: weights U(±√(6 / (fan_in +
@@ -57,6 +57,13 @@ class Linear(nn.Module):
     def forward(self, x: torch.Tensor | SparseOp) -> torch.Tensor:
         out = matmul(x, self.weight)
         return out + self.bias if self.bias is not None else out
+
+
+def dst_rows(h: torch.Tensor | SparseOp, block: Block) -> torch.Tensor | SparseOp:
+    """The dst rows of a layer's input ``h``: its first ``block.num_dst`` rows, whether ``h`` is dense
+    or the constant sparse input features a first layer may receive (a ``SparseOp``, which
+    :class:`Linear` and ``ops.matmul`` multiply as they are)."""
+    return h.rows(block.num_dst) if isinstance(h, SparseOp) else h[: block.num_dst]
 
 
 class GraphLayer(nn.Module):

@@ -23,7 +23,7 @@ from fullgraph.data.graph import Graph
 from fullgraph.data.load import load_graph
 from fullgraph.comm.ledger import CATEGORIES
 from fullgraph.errors import InputError
-from fullgraph.models import GNN, build_model, model_spec
+from fullgraph.models import GNN, build_model, model_spec, norm_and_depth
 from fullgraph.models.contract import check_model
 from fullgraph.ops.dropout import keyed_dropout
 from fullgraph.parallel.engine import Engine
@@ -184,18 +184,16 @@ class Trainer:
                            recompute=self.cfg.model.recompute, **args)
 
     def _model_shape(self) -> tuple[str, int]:
-        """The block normalization and depth the engine is built for: the spec's, or, for a user's
-        model (whose builder decides both), those of the model built once for the graph's widths."""
-        cfg = self.cfg
-        spec = model_spec(cfg.model.name)
-        if spec.norm is not None:
-            return spec.norm, cfg.model.layers
+        """The block normalization and depth the engine is built for (``models.norm_and_depth``),
+        checked against the pipeline's stages once a user's builder has decided the depth."""
         from fullgraph.parallel.setup import input_widths
 
-        probe = self._build_model(*input_widths(cfg, self.graph))
+        cfg = self.cfg
+        norm, layers = norm_and_depth(cfg.model.name, cfg.model.layers, cfg.model.args,
+                                      lambda: input_widths(cfg, self.graph))
         if cfg.parallel.mesh.parallel in ("pipeline", "hybrid"):
-            cfg.check_depth(probe.num_layers)
-        return probe.norm, probe.num_layers
+            cfg.check_depth(layers)
+        return norm, layers
 
     def _check_memory(self) -> int | None:
         """This rank's estimated peak RSS, checked against ``--memory-limit`` (or what this machine has
