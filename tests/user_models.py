@@ -1,0 +1,51 @@
+"""Builders of user models for the tests: ``--model tests/user_models.py:NAME`` (and by module,
+``tests.user_models:NAME``). Each is a model as a PyG user writes it, with keyed dropout between the
+layers, so that every layout draws the same masks; ``examples/gated_sage.py`` is the user-written layer."""
+
+from __future__ import annotations
+
+from torch_geometric.nn import GATConv, GCNConv, GINConv, GraphConv, SAGEConv
+from torch_geometric.nn.models import GraphSAGE
+
+from fullgraph.models import from_pyg
+
+
+def gcn(in_dim, out_dim, hidden=16, dropout=0.5):
+    return from_pyg([GCNConv(in_dim, hidden), GCNConv(hidden, out_dim)], dropout=dropout)
+
+
+def sage(in_dim, out_dim, hidden=16, layers=2, dropout=0.5, norm="batch_norm"):
+    """PyG's own BasicGNN, BatchNorm between its convolutions."""
+    return GraphSAGE(in_dim, hidden, layers, out_dim, dropout=dropout, norm=norm)
+
+
+def gat(in_dim, out_dim, hidden=8, heads=2, dropout=0.5):
+    return from_pyg([GATConv(in_dim, hidden, heads=heads), GATConv(hidden * heads, out_dim)], act="elu",
+                    dropout=dropout)
+
+
+def gin(in_dim, out_dim, hidden=16, dropout=0.5):
+    from torch import nn
+
+    def mlp(a, b):
+        return nn.Sequential(nn.Linear(a, b), nn.ReLU(), nn.Linear(b, b))
+
+    return from_pyg([GINConv(mlp(in_dim, hidden)), GINConv(mlp(hidden, out_dim))], dropout=dropout)
+
+
+def graphconv(in_dim, out_dim, hidden=16, dropout=0.5):
+    return from_pyg([GraphConv(in_dim, hidden, aggr="mean"), GraphConv(hidden, out_dim, aggr="mean")],
+                    norm="layer", dropout=dropout)
+
+
+def one_conv(in_dim, out_dim):
+    """A single convolution, returned as it is: the builder's result is adapted."""
+    return SAGEConv(in_dim, out_dim)
+
+
+def raises(in_dim, out_dim):
+    raise ValueError("no such width")
+
+
+def not_a_model(in_dim, out_dim):
+    return {"layers": 2}
