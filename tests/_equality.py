@@ -31,21 +31,45 @@ class Tol(NamedTuple):
     name: str
     rtol: float
     atol: float
+    growth: float = 1.0
+    """Per-epoch losses only: after epoch ``flat`` the bound grows by this factor per epoch."""
+    flat: int = 1
 
     def __str__(self) -> str:
-        return f"{self.name} (rtol={self.rtol:g}, atol={self.atol:g})"
+        grows = f", x{self.growth:g} per epoch after epoch {self.flat}" if self.growth != 1.0 else ""
+        return f"{self.name} (rtol={self.rtol:g}, atol={self.atol:g}{grows})"
+
+    def epoch_scale(self, epochs: int) -> torch.Tensor:
+        """``growth ** max(0, epoch - flat)`` for epochs 1..``epochs`` (float64): what multiplies the
+        bound of each epoch's loss."""
+        e = torch.arange(1, epochs + 1, dtype=torch.float64)
+        return torch.tensor(self.growth, dtype=torch.float64) ** (e - self.flat).clamp(min=0)
 
 
 # ---------------------------------------------------------------- one training, run another way
-LOSSES_REORDERED = Tol("LOSSES_REORDERED", rtol=1e-5, atol=0.0)
+LOSSES_REORDERED = Tol("LOSSES_REORDERED", rtol=1e-6, atol=0.0, growth=1.7, flat=3)
 """Per-epoch losses of the same training (same weights, same keyed dropout masks) whose float32 sums
 run in another order: a part sums a row of Â·H over its local columns (inner, then halo) where one
 process sums in global column order; a block row is summed block column by block column; weight
 gradients arrive as a sum of P partial sums; the fused GCN kernel multiplies in another order.
-Each of these changes the last bits (~6e-8 relative) of a product; over 20 Adam epochs the losses
-stay within 1e-5 relative. A real difference (a mask not matched, a halo row missed or stale, a
-gradient summed twice) moves a loss by 1e-3 or more from the second epoch on. Relative only:
-a cross-entropy loss is O(1), never near zero."""
+
+Each of these changes the last bits (~1e-7 relative) of a sum. Then ReLU's kink decides: a
+pre-activation within ~1e-9 of zero lands on either side, a weight gradient changes from ~1e-7 to
+0, and Adam, dividing by that weight's running RMS (~1e-7), turns it into a step of up to lr. Such
+events add up: on Cora the loss differences grow from ~1e-7 to 1e-5..2e-3 by epoch 20, depending on
+the seed (SAGE 3x32, METIS P = 4: 7e-5 with seed 7, 2e-3 with seed 6), and one process with its
+nodes renumbered drifts the same way. In float64 both layouts agree to 1e-13 over 30 epochs: it is
+rounding, not another computation. Hence the bound: 1e-6 relative through epoch 3 (4x the largest
+difference seen there over 84 reordered runs), then x1.7 per epoch (the fastest growth measured;
+the worst of 132 drift curves reaches 0.29 of the bound): 4e-5 at epoch 10, 8e-3 at epoch 20.
+Past ~25 epochs it says nothing: compare losses over 20 epochs or fewer.
+
+What a real difference does: a halo row left out moves the loss by 1e-7..1e-4 at epoch 2 depending
+on the row (most halo nodes reach no training node in two hops); this bound catches 12-31 of the 133
+rows of one Cora part at epoch 2 and 28-98 by epoch 4, where a flat 1e-5 caught 5-10. Every row is
+caught by the per-node comparison of a prediction with one process's (FLOAT32_REORDER): a loss
+is the wrong place to look for one row. A mask not matched or a gradient summed twice moves the
+loss by 1e-3 from epoch 1. Relative only: a cross-entropy loss is O(1), never near zero."""
 
 WEIGHTS_REORDERED = Tol("WEIGHTS_REORDERED", rtol=1e-4, atol=1e-4)
 """Final weights of those same trainings. Adam divides each step by the running RMS of that
@@ -127,7 +151,7 @@ def assert_same_losses(got, want, tol: Tol = LOSSES_REORDERED, what: str = "loss
     got, want = _losses(got), _losses(want)
     if got.shape != want.shape:
         raise AssertionError(f"{what}: {got.numel()} epochs, the reference has {want.numel()}")
-    problem = _difference(got, want, tol, what, index_name="epoch", first=1)
+    problem = _difference(got, want, tol, what, index_name="epoch", first=1, scale=tol.epoch_scale(want.numel()))
     if problem:
         raise AssertionError(f"{what} differ beyond {tol}: {problem}")
 
@@ -171,7 +195,7 @@ def _named(x) -> Mapping[str, torch.Tensor]:
 
 
 def _difference(got: torch.Tensor, want: torch.Tensor, tol: Tol, what: str, index_name: str = "index",
-                first: int = 0) -> str | None:
+                first: int = 0, scale: torch.Tensor | None = None) -> str | None:
     """None when ``got`` equals ``want`` within ``tol``; else what differs, in words."""
     for attr in ("shape", "dtype", "device", "layout"):
         if getattr(got, attr) != getattr(want, attr):
@@ -190,7 +214,10 @@ def _difference(got: torch.Tensor, want: torch.Tensor, tol: Tol, what: str, inde
         return None
     g, w = g.to(torch.float64).flatten(), w.to(torch.float64).flatten()
     diff = (g - w).abs()
-    ratio = diff / (tol.atol + tol.rtol * w.abs())  # 1.0 is the edge; 0/0 (exact, zero bound) -> nan
+    bound = tol.atol + tol.rtol * w.abs()
+    if scale is not None:  # per-entry growth of the bound (per-epoch losses)
+        bound = bound * scale
+    ratio = diff / bound  # 1.0 is the edge; 0/0 (exact, zero bound) -> nan
     ratio = torch.where(diff == 0, torch.zeros_like(ratio), ratio)
     ratio = torch.where(torch.isnan(g) | torch.isnan(w), torch.full_like(ratio, float("inf")), ratio)
     bad = ~(ratio <= 1.0)

@@ -49,3 +49,9 @@ def raises(in_dim, out_dim):
 
 def not_a_model(in_dim, out_dim):
     return {"layers": 2}
+
+
+def multi_hop(in_dim, out_dim):
+    from torch_geometric.nn import TAGConv
+
+    return [TAGConv(in_dim, 16, K=2), TAGConv(16, out_dim, K=2)]
