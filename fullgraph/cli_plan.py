@@ -86,6 +86,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     base = dict(dataset=args.dataset, root=args.root, model=args.model, layers=args.layers, hidden=args.hidden,
                 heads=args.heads, partitioner=args.partitioner)
     TrainConfig.of(**base)  # the model's options, checked before anything is read
+    from fullgraph.models import model_spec
+
+    if model_spec(args.model).memory is None:
+        raise InputError(f"expected a built-in model for fullgraph plan (got {args.model}): a user's model has no "
+                         f"memory model to plan with yet (docs/your-model.md); train it under the layout you choose")
     fits, refused = candidates(args.nprocs, args.layers, args.model)
     if args.layout is not None:
         TrainConfig.of(**base, parallel=args.layout, nprocs=args.nprocs)  # refuses with the reason
@@ -156,9 +161,9 @@ def run_volume(cfg: TrainConfig, graph, halo_rows: int, *, evaluate: bool = True
 
 
 def _aggregation(cfg) -> str:
-    from fullgraph.models import MODELS
+    from fullgraph.models import model_spec
 
-    return MODELS[cfg.model.name].norm
+    return model_spec(cfg.model.name).norm
 
 
 def _bounds(cfg) -> list[tuple[int, int]]:

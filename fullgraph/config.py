@@ -22,7 +22,7 @@ from pathlib import Path
 
 from fullgraph.comm.mesh import PARALLEL_MODES
 from fullgraph.errors import InputError
-from fullgraph.models import MODELS, NORM_MODELS, SPMM_MODELS, is_reference, model_spec
+from fullgraph.models import MODELS, NORM_MODELS, SPMM_MODELS, check_options, is_reference, model_spec
 from fullgraph.options import CHUNK_EDGES, FEATURE_NORMS, METRICS, choices, option_name
 from fullgraph.options import load_toml as _load_toml
 
@@ -125,39 +125,7 @@ class ModelOptions(_Section):
         _need(0.0 <= self.dropout < 1.0, "dropout", self.dropout, "in [0, 1)")
         _need(0.0 <= self.gcnii_alpha <= 1.0, "gcnii_alpha", self.gcnii_alpha, "in [0, 1]")
         _need(self.gcnii_lambda > 0, "gcnii_lambda", self.gcnii_lambda, "> 0")
-        if is_reference(self.name):
-            self._check_builder()
-            return
-        spec = model_spec(self.name)  # an unknown name is refused here
-        if self.args:
-            raise InputError(f"expected --model-arg only with a model's builder (path/to/file.py:build) (got "
-                             f"--model {self.name} with --model-arg {', '.join(self.args)}); the built-in models "
-                             f"take their own flags")
-        problem = spec.check(self) if spec.check else None
-        if problem:
-            raise InputError(problem)
-        if self.norm != "none" and not spec.takes_norm:
-            raise InputError(f"expected --norm none with --model {self.name} (got --norm {self.norm}); "
-                             f"--norm applies to {', '.join(NORM_MODELS)}"
-                             + ("; ResGCN+ has its own LayerNorm" if self.name == "resgcn+" else ""))
-
-    def _check_builder(self) -> None:
-        """A user's model: its builder must import and take the ``--model-arg`` given; the options the
-        builder decides are refused when set."""
-        from fullgraph.models.user import absolute_reference, check_model_args
-
-        self.name = absolute_reference(self.name)
-        model_spec(self.name)  # imports the builder: a missing file or function is refused now
-        check_model_args(self.name, self.args)
-        decided = [f"--{f.name.replace('_', '-')} {getattr(self, f.name)}" for f in fields(self)
-                   if f.name in BUILDER_DECIDES and getattr(self, f.name) != f.default]
-        if decided:
-            raise InputError(f"expected no {', '.join(decided)} with --model {self.name}: its builder decides the "
-                             f"model (pass its keywords with --model-arg key=value)")
-
-
-BUILDER_DECIDES = ("layers", "hidden", "heads", "norm", "gcnii_alpha", "gcnii_lambda", "gcn_kernel")
-"""The model options a user's builder decides instead (``--dropout`` too is the builder's: ignored)."""
+        check_options(self)  # against the model's spec (a user's builder: imported, and its keywords)
 
 
 @dataclass
@@ -348,7 +316,7 @@ class TrainConfig:
                                  f"(got {type(getattr(self, f.name)).__name__})")
         layout, model = self.parallel.mesh, self.model
         if layout.parallel in ("pipeline", "hybrid"):
-            self._check_stages(layout.stages, model.layers if not is_reference(model.name) else None)
+            self.check_depth(None if is_reference(model.name) else model.layers)
         if self.parallel.mode.startswith("spmm") and model_spec(model.name).spmm is None:
             raise InputError(f"expected a model whose aggregation is one sparse product ({', '.join(SPMM_MODELS)}) "
                              f"with --parallel {self.parallel.mode} (got {model.name}); train it with "
@@ -367,25 +335,15 @@ class TrainConfig:
                              f"at once, and chunks run it piece by piece (a pipeline of S stages needs S chunks, so "
                              f"batch norm runs in hybrid layouts of one stage); or use --norm layer")
 
-    def _check_stages(self, stages: int, layers: int | None) -> None:
-        """The stages against the model's depth (``layers``; ``None``: a user's model, whose depth its
-        builder decides: ``check_depth`` runs once it is built)."""
-        p = self.parallel
-        if layers is None:
-            if p.num_chunks < stages:
-                raise InputError(f"expected --chunks >= the number of stages {stages}, or the pipeline never fills "
-                                 f"(got --chunks {p.chunks})")
-            return
-        self.check_depth(layers)
-
-    def check_depth(self, layers: int) -> None:
-        """The pipeline's stages against a model of ``layers`` graph layers."""
+    def check_depth(self, layers: int | None) -> None:
+        """The pipeline's stages against a model of ``layers`` graph layers (``None``: a user's model,
+        whose builder decides its depth: checked again once it is built)."""
         p = self.parallel
         stages = p.mesh.stages
-        if stages > layers:
+        if layers is not None and stages > layers:
             raise InputError(f"expected at most one stage per layer (got {stages} stages for {layers} layers); "
                              f"use --parallel hybrid --stages S --graph-ways W to give each stage several processes")
-        if p.stage_layers:
+        if p.stage_layers and layers is not None:
             try:
                 sizes = [int(v) for v in p.stage_layers.split(",")]
             except ValueError:

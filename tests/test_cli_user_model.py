@@ -99,3 +99,21 @@ def test_boundary_sampling_runs_a_user_model(tmp_path, shared_data):
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((tmp_path / "bns" / "summary.json").read_text())
     assert summary["comm_bytes_per_epoch"]["sample/index"] > 0
+
+
+def test_python_api_trains_an_object_and_a_builder_in_one_process_and_across_processes(tmp_path, shared_data):
+    import fullgraph
+    from torch_geometric.nn.models import GraphSAGE
+
+    from tests.user_models import sage
+
+    common = dict(dataset="cora", root=str(shared_data), epochs=3, eval_every=3, progress="none")
+    obj = fullgraph.train_model(GraphSAGE(1433, 8, 2, 7), **common)
+    assert obj.model == "<PyGModel>" and len(obj.losses) == 3
+    one = fullgraph.train_model(sage, model_args={"hidden": 8}, **common)  # a function: by its reference
+    assert one.model == "tests.user_models:sage"
+    two = fullgraph.train_model(sage, model_args={"hidden": 8}, parallel="graph", nprocs=2, out=str(tmp_path / "two"),
+                          **common)
+    assert_same_losses(two.losses, one.losses, LOSSES_REORDERED, "fullgraph.train_model, graph P=2")
+    with pytest.raises(Exception, match="expected a builder .* to start several processes"):
+        fullgraph.train_model(GraphSAGE(1433, 8, 2, 7), parallel="graph", nprocs=2, **common)

@@ -36,7 +36,7 @@ SPMM_MODELS = tuple(name for name, s in SPECS.items() if s.spmm is not None)
 
 __all__ = ["GNN", "GraphLayer", "Linear", "dst_rows", "GCN", "GraphSAGE", "GAT", "GCNII", "ResGCNPlus", "MODELS", "NORM_MODELS",
            "SPMM_MODELS", "ModelSpec", "MemoryModel", "build_model", "model_spec", "norm_and_depth", "from_pyg",
-           "is_reference"]
+           "is_reference", "as_gnn", "check_options"]
 
 
 def model_spec(name: str) -> ModelSpec:
@@ -81,3 +81,39 @@ def norm_and_depth(name: str, layers: int, model_args: dict, widths) -> tuple[st
         return spec.norm, layers
     probe = build_model(name, *widths(), model_args=model_args)
     return probe.norm, probe.num_layers
+
+
+def as_gnn(model) -> GNN:
+    """A model object as fullgraph trains it: a ``GNN`` as it is; PyG convolutions, a list of them
+    or a PyG ``BasicGNN`` through :func:`from_pyg`; anything else is an ``InputError``."""
+    from fullgraph.models.pyg import adaptable
+
+    if isinstance(model, GNN):
+        return model
+    if adaptable(model):
+        return from_pyg(model)
+    raise InputError(f"expected a fullgraph GNN, a PyG convolution, a list of them or a PyG BasicGNN (got "
+                     f"{type(model).__module__}.{type(model).__name__})")
+
+
+def check_options(opts) -> None:
+    """``ModelOptions`` against the model they name: a user's builder imported, taking the
+    ``--model-arg`` given and deciding the rest (``user.check_options``); a built-in model's spec
+    checks (``ModelSpec.check``), and ``--norm`` only where it applies."""
+    if is_reference(opts.name):
+        from fullgraph.models.user import check_options as check_builder
+
+        check_builder(opts)
+        return
+    spec = model_spec(opts.name)  # an unknown name is refused here
+    if opts.args:
+        raise InputError(f"expected --model-arg only with a model's builder (path/to/file.py:build) (got "
+                         f"--model {opts.name} with --model-arg {', '.join(opts.args)}); the built-in models "
+                         f"take their own flags")
+    problem = spec.check(opts) if spec.check else None
+    if problem:
+        raise InputError(problem)
+    if opts.norm != "none" and not spec.takes_norm:
+        raise InputError(f"expected --norm none with --model {opts.name} (got --norm {opts.norm}); "
+                         f"--norm applies to {', '.join(NORM_MODELS)}"
+                         + ("; ResGCN+ has its own LayerNorm" if opts.name == "resgcn+" else ""))

@@ -26,7 +26,11 @@ from pathlib import Path
 from fullgraph.errors import InputError
 from fullgraph.models.spec import ModelSpec
 
-__all__ = ["is_reference", "absolute_reference", "user_spec", "load_builder", "check_model_args"]
+__all__ = ["is_reference", "absolute_reference", "user_spec", "load_builder", "check_model_args", "check_options",
+           "BUILDER_DECIDES"]
+
+BUILDER_DECIDES = ("layers", "hidden", "heads", "norm", "gcnii_alpha", "gcnii_lambda", "gcn_kernel")
+"""The model options a user's builder decides instead (``--dropout`` too is the builder's: ignored)."""
 
 _FUNCTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -99,6 +103,22 @@ def check_model_args(ref: str, model_args: dict) -> None:
                          f"{', '.join(named) if named else 'none beyond in_dim and out_dim'})")
 
 
+def check_options(opts) -> None:
+    """``ModelOptions`` naming a builder: the reference made absolute, the builder imported (a missing
+    file or function is refused now, before any graph is read), the ``--model-arg`` given taken by it,
+    and none of the options it decides set."""
+    from dataclasses import fields
+
+    opts.name = absolute_reference(opts.name)
+    load_builder(opts.name)
+    check_model_args(opts.name, opts.args)
+    decided = [f"--{f.name.replace('_', '-')} {getattr(opts, f.name)}" for f in fields(opts)
+               if f.name in BUILDER_DECIDES and getattr(opts, f.name) != f.default]
+    if decided:
+        raise InputError(f"expected no {', '.join(decided)} with --model {opts.name}: its builder decides the "
+                         f"model (pass its keywords with --model-arg key=value)")
+
+
 def _build(ref: str, in_dim: int, out_dim: int, **model_args):
     from fullgraph.models.base import GNN
     from fullgraph.models.pyg import adaptable, from_pyg
@@ -117,7 +137,7 @@ def _build(ref: str, in_dim: int, out_dim: int, **model_args):
     if adaptable(made):
         return from_pyg(made)
     raise InputError(f"expected {ref} to return a fullgraph GNN, a PyG convolution, a list of them or a PyG "
-                     f"BasicGNN (got {type(made).__module__}.{type(made).__name__})")
+                     f"BasicGNN (got {type(made).__module__}.{type(made).__name__})")  # as_gnn's, naming the builder
 
 
 @functools.lru_cache(maxsize=None)

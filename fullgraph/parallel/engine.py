@@ -101,6 +101,16 @@ class Engine:
     def sync_grads(self, model) -> None:
         """Make every rank's gradient the global one (nothing to do in one process)."""
 
+    def broadcast_state(self, model) -> None:
+        """Give every rank rank 0's parameters and buffers (a model each rank built on its own, whose
+        initial weights may differ); set-up, not an epoch's traffic: left out of the ledger's epochs."""
+        if self.comm is None:
+            return
+        with torch.no_grad():
+            for t in model.state_dict().values():
+                self.comm.broadcast(t, 0, "meta/metrics")
+        self.ledger.take()
+
     comm = None  # the world communicator of a distributed layout
 
     def reduce_sum(self, values: list[float], category: str) -> list[float]:

@@ -36,20 +36,20 @@ from __future__ import annotations
 import torch
 
 from fullgraph.errors import InputError
+from fullgraph.models import model_spec
 
 __all__ = ["estimate_peak_bytes", "memory_breakdown", "check_memory", "model_memory_options", "variable_bytes",
            "graph_memory_stats", "part_memory_stats", "partition_memory_stats", "kept_activation_bytes"]
 
 
 def _memory_model(model: str):
-    """The memory model of ``model``'s spec; an ``InputError`` where it has none (a user's model:
-    its memory is measured, ``fullgraph.plan.measured_memory``)."""
-    from fullgraph.models import model_spec
-
+    """``model``'s spec, which has a memory model; an ``InputError`` where it has none (a user's
+    model)."""
     spec = model_spec(model)
     if spec.memory is None:
-        raise InputError(f"expected a model with a memory model for this estimate (got {model}, whose memory "
-                         f"is measured, not derived)")
+        raise InputError(f"expected a model with a memory model for this estimate (got {model}, a user's model, "
+                         f"which has none; --partitioner metis-memory and fullgraph plan need one: use "
+                         f"--partitioner metis)")
     return spec
 
 
@@ -286,8 +286,6 @@ def check_memory(cfg, stats: list[dict], *, available_bytes: int | None = None, 
         if guess <= limit:
             fits.append(f"--parallel graph --nprocs {p} (~{_gib(guess)} per rank, on machines with that much each)")
             break
-    from fullgraph.models import model_spec
-
     step = model_spec(m.name).hidden_step(m)
     h = m.hidden // 2
     while h >= step:

@@ -63,6 +63,10 @@ def load_model(path: str | Path, device="cpu"):
                          f"{obj.get('format') if isinstance(obj, dict) else type(obj).__name__!r})")
     args = dict(obj["model_args"])
     name = args.pop("name")
+    if name.startswith("<"):
+        raise InputError(f"expected a model fullgraph can rebuild in {path} (got one trained from a Python object, "
+                         f"{name}): build it again and load the file's 'state_dict' (torch.load(path, "
+                         f"weights_only=True)), or train it by its builder")
     model = build_model(name, args.pop("in_dim"), args.pop("out_dim"), **args)
     try:
         model.load_state_dict(obj["state_dict"])

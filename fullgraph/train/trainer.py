@@ -23,17 +23,19 @@ from fullgraph.data.graph import Graph
 from fullgraph.data.load import load_graph
 from fullgraph.comm.ledger import CATEGORIES
 from fullgraph.errors import InputError
-from fullgraph.models import GNN, build_model, model_spec, norm_and_depth
+from fullgraph.models import GNN, as_gnn
 from fullgraph.models.contract import check_model
 from fullgraph.ops.dropout import keyed_dropout
 from fullgraph.parallel.engine import Engine
 from fullgraph.parallel.registry import build_engine
+from fullgraph.parallel.setup import input_widths
 from fullgraph.device import peak_device_bytes, reset_peak, synchronize
 from fullgraph.memory import peak_rss_bytes
 from fullgraph.ops.loss import loss_sum
 from fullgraph.train.metrics import counts, resolve_metric, roc_auc_columns, score_columns
 from fullgraph.train.checkpoint import LoopState, load_checkpoint, save_checkpoint
-from fullgraph.train.model_file import MODEL_FILE, model_args, save_model
+from fullgraph.train.model_file import MODEL_FILE, save_model
+from fullgraph.train.run_model import RunModel
 from fullgraph.train.report import Progress, RunWriter
 
 log = logging.getLogger("fullgraph")
@@ -126,12 +128,13 @@ class Trainer:
     """
 
     def __init__(self, cfg: TrainConfig, graph: Graph | None = None, engine: Engine | None = None,
-                 resume: bool = False):
+                 resume: bool = False, model=None):
         self.cfg = cfg
         self.resume = resume  # carry on from the newest checkpoint in cfg.run.out
         self.graph = graph
         self.engine = engine
         self.model: GNN | None = None
+        self.run_model = RunModel(cfg, None if model is None else as_gnn(model))  # or fullgraph.train_model's object
         self.writer: RunWriter | None = None
 
     # ------------------------------------------------------------------ build
@@ -153,47 +156,26 @@ class Trainer:
         if self.engine is None:
             if cfg.parallel.mode == "single" and self.graph is None:
                 self.graph = load_graph(cfg)
-            norm, layers = self._model_shape()
+            norm, layers = self.run_model.shape(lambda: input_widths(cfg, self.graph))
             self.engine = build_engine(cfg, norm, graph=self.graph, layers=layers)
         e = self.engine
         self.estimated_peak = self._check_memory()
         torch.manual_seed(cfg.optimization.seed)  # the same initial weights on every rank
-        self.model = self._build_model(e.in_dim, e.num_classes)
+        self.model = self.run_model.build(e.in_dim, e.num_classes)
         check_model(self.model, distributed=e.world_size > 1)
         reset_peak(e.device)  # the peak reported is this run's, from the model on
         self.model.to(e.device)
+        if self.run_model.obj is not None:  # built by the caller, in each rank: rank 0's initial weights for all
+            e.broadcast_state(self.model)
         opt = cfg.optimization
         self.optimizer = torch.optim.Adam(self.model.param_groups(opt.weight_decay, opt.conv_weight_decay), lr=opt.lr)
         self.writer = RunWriter(cfg.run.out if e.is_main else None, resume=self.resume)
         if e.is_main:
-            m, p = cfg.model, cfg.parallel
-            log.info("%s; model %s, %d layers, hidden %d, %s", e.describe(), m.name, self.model.num_layers,
-                     self.hidden, p.mode if p.nprocs == 1 else f"{p.mode} x{p.nprocs}")
+            p = cfg.parallel
+            log.info("%s; model %s, %d layers, hidden %d, %s", e.describe(), self.run_model.name,
+                     self.model.num_layers, self.run_model.hidden(self.model),
+                     p.mode if p.nprocs == 1 else f"{p.mode} x{p.nprocs}")
         return self
-
-    @property
-    def hidden(self) -> int:
-        """The hidden width: the option's, or for a user's model the widest input of a graph layer after the first."""
-        if model_spec(self.cfg.model.name).builtin:
-            return self.cfg.model.hidden
-        return max(self.model.layer_input_widths()[1:], default=self.model.layer_input_widths()[0])
-
-    def _build_model(self, in_dim: int, num_classes: int) -> GNN:
-        args = model_args(self.cfg, in_dim, num_classes)
-        return build_model(args.pop("name"), args.pop("in_dim"), args.pop("out_dim"),
-                           recompute=self.cfg.model.recompute, **args)
-
-    def _model_shape(self) -> tuple[str, int]:
-        """The block normalization and depth the engine is built for (``models.norm_and_depth``),
-        checked against the pipeline's stages once a user's builder has decided the depth."""
-        from fullgraph.parallel.setup import input_widths
-
-        cfg = self.cfg
-        norm, layers = norm_and_depth(cfg.model.name, cfg.model.layers, cfg.model.args,
-                                      lambda: input_widths(cfg, self.graph))
-        if cfg.parallel.mesh.parallel in ("pipeline", "hybrid"):
-            cfg.check_depth(layers)
-        return norm, layers
 
     def _check_memory(self) -> int | None:
         """This rank's estimated peak RSS, checked against ``--memory-limit`` (or what this machine has
@@ -207,7 +189,7 @@ class Trainer:
         from fullgraph.memory import available_memory_bytes, current_rss_bytes
 
         e, cfg = self.engine, self.cfg
-        if torch.device(e.device).type != "cpu" or model_spec(cfg.model.name).memory is None:
+        if torch.device(e.device).type != "cpu" or not self.run_model.has_memory_model:
             return None
         if isinstance(e, SingleEngine):
             stats = graph_memory_stats(e.graph)
@@ -372,7 +354,8 @@ class Trainer:
         rss = e.gather(float(peak_rss_bytes()), "eval/reduce")
         gpu = e.gather(float(peak_device_bytes(e.device) or 0), "eval/reduce")
         result = RunResult(
-            dataset=e.name, model=cfg.model.name, layers=self.model.num_layers, hidden=self.hidden,
+            dataset=e.name, model=self.run_model.name, layers=self.model.num_layers,
+            hidden=self.run_model.hidden(self.model),
             parallel=cfg.parallel.mode, nprocs=cfg.parallel.nprocs, epochs_run=epoch, best_epoch=best["epoch"],
             val_acc=best["val_acc"], test_acc=best["test_acc"], train_acc=best["train_acc"],
             val_loss=best["val_loss"], metric=self.metric, val_metric=best["val_metric"],
@@ -406,8 +389,9 @@ class Trainer:
         from pathlib import Path
 
         graph = {"name": e.name, "features": e.in_dim, "classes": e.num_classes}
-        save_model(Path(cfg.run.out) / MODEL_FILE, state=state, args=model_args(cfg, e.in_dim, e.num_classes),
-                   graph=graph, config=cfg.options(), metrics=dict(best))
+        args = self.run_model.file_args(e.in_dim, e.num_classes)
+        save_model(Path(cfg.run.out) / MODEL_FILE, state=state, args=args, graph=graph, config=cfg.options(),
+                   metrics=dict(best))
 
     def close(self) -> None:
         if self.writer is not None:

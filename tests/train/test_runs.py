@@ -61,4 +61,4 @@ def test_every_option_has_a_group_a_docstring_and_a_flag():
     flags = {s for a in train._actions for s in a.option_strings}
     assert all(o.flag in flags for o in opts)
     model = next(a for a in train._actions if "--model" in a.option_strings)
-    assert model.metavar == "{gcn,sage,gat,gcnii,resgcn+}"  # choices from the model registry
+    assert model.metavar == "{gat,gcn,gcnii,resgcn+,sage}|FILE.py:FUNCTION"  # names from the model registry

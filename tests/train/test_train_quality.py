@@ -154,7 +154,7 @@ def test_norm_layers_sit_between_hidden_layers_and_train(model, norm):
 
 
 @pytest.mark.parametrize("opts, message", [
-    (dict(model="gcnii", norm="batch"), "--norm applies to gcn, sage, gat"),
+    (dict(model="gcnii", norm="batch"), "--norm applies to gat, gcn, sage"),
     (dict(model="resgcn+", norm="layer"), r"ResGCN\+ has its own LayerNorm"),
     (dict(norm="group"), "expected norm to be one of none, layer, batch"),
     (dict(norm="batch", parallel="spmm-1d", nprocs=2), "batch statistics run with"),

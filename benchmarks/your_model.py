@@ -1,0 +1,393 @@
+"""Your own PyG model through fullgraph: a PyG ``GraphSAGE`` (``BasicGNN``) against plain PyG full-graph.
+
+The model is the one a user writes and hands to ``fullgraph train --model FILE.py:build``::
+
+    from torch_geometric.nn.models import GraphSAGE
+
+    def build(in_dim, out_dim, hidden=256, layers=3, dropout=0.5):
+        return GraphSAGE(in_dim, hidden, layers, out_dim, dropout=dropout)
+
+The script writes that builder into a temporary file, and every configuration runs in a fresh
+process of its own:
+
+* ``fullgraph``: the real command, ``python -m fullgraph train --dataset D --model FILE.py:build
+  --model-arg hidden=H --model-arg layers=L --model-arg dropout=p --weight-decay 0 --epochs E
+  --eval-every E --progress none --out RUN`` (``fullgraph.models.from_pyg`` adapts the
+  ``BasicGNN``; sparse input features stay sparse). ``RUN/summary.json`` gives ``epoch_time_s``
+  (median over the epochs after the first) and ``peak_rss_bytes_per_rank`` (each process's
+  ``VmHWM``).
+* ``fullgraph graph P=k``: the same command with ``--parallel graph --nprocs k`` (METIS parts,
+  made by the launcher before the ranks start; each rank gets cores ÷ k threads).
+* ``PyG <form>``: the same builder, called after ``torch.manual_seed(seed)``, trained by plain PyG
+  full-graph in a worker process (``--worker``): dense ``x``, ``model(x, adj)``, cross-entropy on
+  the train mask, Adam (same lr, no weight decay), training mode with the model's own dropout, one
+  evaluation forward at the end (as ``--eval-every E`` does). The adjacency in one of PyG's forms:
+  ``edge_index`` (COO ``[2, E]``, gather/scatter message passing), ``EdgeIndex`` (PyG's
+  ``EdgeIndex`` sorted by column; ``SAGEConv`` does not fuse it in PyG 2.8, so it gathers and
+  scatters too) or ``adj_t`` (a transposed ``torch.sparse_csr`` adjacency from
+  ``ToSparseTensor(layout=torch.sparse_csr)``; ``SAGEConv`` runs ``torch.sparse.mm(adj_t, x,
+  "mean")``). The graph is loaded by fullgraph's own loader (``fullgraph.data.load.load_graph``,
+  the configuration the command builds), so both sides train on the same graph, split and
+  features. Epoch time is the median wall time of the epochs after the first; peak is the
+  process's ``VmHWM`` at the end, like fullgraph's ``peak_rss_bytes``: imports and loading are
+  in both.
+
+Ratios are fullgraph over the *better* PyG form for that metric (it is named). Targets: single
+process time <= 1.1x and peak <= 1.0x; the graph-parallel rows are reported without a verdict
+(their peak is the largest rank's). Runs go one at a time; the CPU used meanwhile by processes
+outside this benchmark is recorded, and a run is marked ``CONTENDED`` above 0.2 cores.
+See ``benchmarks/README.md``. Usage::
+
+    .venv/bin/python benchmarks/your_model.py                                  # Coauthor-Physics, SAGE 3 x 256
+    .venv/bin/python benchmarks/your_model.py --dataset cora --epochs 5 --nprocs 2   # a quick check
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from _harness import (CLK_TCK, REPO, Sampler, environment, hwm_bytes, print_header, process_table, process_tree,
+                      rss_bytes, train, write_json)
+
+DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
+PYG_FORMS = ("edge_index", "EdgeIndex", "adj_t")
+TARGETS = {"time": 1.1, "memory": 1.0}  # single process: fullgraph / better PyG form
+FOREIGN_BUSY_CORES = 0.2
+RESULT_MARK = "@@result "
+MIB = 1 << 20
+
+BUILDER = '''"""The user's model (written by benchmarks/your_model.py): a PyG GraphSAGE, unchanged."""
+from torch_geometric.nn.models import GraphSAGE
+
+
+def build(in_dim, out_dim, hidden=256, layers=3, dropout=0.5):
+    return GraphSAGE(in_dim, hidden, layers, out_dim, dropout=dropout)
+'''
+
+
+# ----------------------------------------------------------------------------- the PyG worker
+EDGE_INDEX_MEMORY_SHARE = 0.6
+"""PyG's ``edge_index`` form, and ``EdgeIndex`` where the conv does not fuse it (``SAGEConv`` in PyG
+2.8: ``SUPPORTS_FUSED_EDGE_INDEX = False``, so it gathers and scatters as ``edge_index`` does), is
+skipped where its first layer's messages alone would take more than this share of the available
+memory (Coauthor-Physics: 16.7 GB; ``EdgeIndex`` was measured there once at a 19.8 GB peak)."""
+
+
+def mem_available() -> int:
+    with open("/proc/meminfo") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("MemAvailable")) * 1024
+
+
+def load_builder(path: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("your_model_builder", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.build
+
+
+def pyg_worker(cfg: dict) -> dict:
+    """Plain PyG full-graph training of the builder's model, in this (fresh) process."""
+    import torch
+
+    torch.set_num_threads(cfg["threads"])
+    import torch.nn.functional as F
+    import torch_geometric.transforms as T
+    from torch_geometric import EdgeIndex
+    from torch_geometric.data import Data
+
+    from fullgraph.config import TrainConfig
+    from fullgraph.data.load import load_graph
+
+    rss_imports = rss_bytes()
+    graph = load_graph(TrainConfig.of(dataset=cfg["dataset"], root=cfg["root"], split=0, seed=cfg["seed"]))
+    rss_loaded = rss_bytes()
+    src, dst = graph.edges()
+    data = Data(x=graph.dense_x(), edge_index=torch.stack([src, dst]), y=graph.y, train_mask=graph.train_mask,
+                test_mask=graph.test_mask, num_nodes=graph.num_nodes)
+    info = {"name": graph.name, "nodes": graph.num_nodes, "edges": int(src.numel()),
+            "features": int(data.x.shape[1]), "classes": int(graph.num_classes),
+            "train_nodes": int(graph.train_mask.sum()),
+            "x_layout": "sparse CSR" if graph.x.layout == torch.sparse_csr else "dense"}
+    n_classes = int(graph.num_classes)
+    del graph, src, dst
+    form = cfg["form"]
+    # edge_index, and EdgeIndex for a conv that does not fuse it (SAGEConv in PyG 2.8), gather the
+    # first layer's messages x_j, [E, F] float32, before the scatter
+    from torch_geometric.nn import SAGEConv
+
+    gathers = form == "edge_index" or (form == "EdgeIndex" and not SAGEConv.SUPPORTS_FUSED_EDGE_INDEX)
+    messages = info["edges"] * info["features"] * 4
+    if gathers and messages > EDGE_INDEX_MEMORY_SHARE * mem_available():
+        return {"system": f"pyg-{form}", "graph": info,
+                "skipped": f"its first layer gathers [E, F] = {info['edges']:,} x {info['features']:,} messages, "
+                           f"{messages / 2**30:.1f} GiB, over {EDGE_INDEX_MEMORY_SHARE:.0%} of the "
+                           f"{mem_available() / 2**30:.1f} GiB available"}
+    if form == "adj_t":
+        data = T.ToSparseTensor(layout=torch.sparse_csr)(data)
+        adj = data.adj_t
+    elif form == "EdgeIndex":
+        adj = EdgeIndex(data.edge_index, sparse_size=(data.num_nodes, data.num_nodes)).sort_by("col")[0]
+    else:
+        adj = data.edge_index
+
+    build = load_builder(cfg["builder"])
+    torch.manual_seed(cfg["seed"])
+    model = build(data.x.shape[1], n_classes, hidden=cfg["hidden"], layers=cfg["layers"], dropout=cfg["dropout"])
+    opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
+    x, y, mask = data.x, data.y, data.train_mask
+
+    times, losses = [], []
+    for _ in range(cfg["epochs"]):
+        t0 = time.perf_counter()
+        model.train()
+        opt.zero_grad(set_to_none=True)
+        out = model(x, adj)
+        loss = F.cross_entropy(out[mask], y[mask])
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        times.append(time.perf_counter() - t0)
+        del out, loss
+    model.eval()
+    with torch.no_grad():  # the one evaluation fullgraph's --eval-every E runs at the end
+        pred = model(x, adj).argmax(-1)
+        test_acc = float((pred[data.test_mask] == y[data.test_mask]).float().mean())
+    return {"system": f"pyg-{form}", "graph": info, "epoch_times_s": times,
+            "epoch_time_s": statistics.median(times[1:] if len(times) > 1 else times), "losses": losses,
+            "test_acc": test_acc, "peak_rss_bytes": hwm_bytes(), "rss_after_imports_bytes": rss_imports,
+            "rss_graph_loaded_bytes": rss_loaded, "threads": torch.get_num_threads()}
+
+
+# ----------------------------------------------------------------------------- running one configuration
+class ForeignLoad(Sampler):
+    """CPU used by processes outside this benchmark's process tree while a run goes, in cores."""
+
+    def __init__(self, period_s: float = 1.0):
+        self.period, self.samples = period_s, []
+        super().__init__()
+
+    def _run(self):
+        prev, t_prev = process_table(), time.monotonic()
+        while not self._stop.wait(self.period):
+            now, t_now = process_table(), time.monotonic()
+            mine = process_tree(now, os.getpid()) | process_tree(prev, os.getpid())
+            ticks = sum(row[1] - prev[p][1] for p, row in now.items() if p not in mine and p in prev)
+            self.samples.append(ticks / CLK_TCK / max(t_now - t_prev, 1e-3))
+            prev, t_prev = now, t_now
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.samples) if self.samples else 0.0
+
+
+def run_pyg(cfg: dict, timeout: float) -> dict:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(cfg)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    for line in proc.stdout.splitlines():
+        if line.startswith(RESULT_MARK):
+            return json.loads(line[len(RESULT_MARK):])
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+    return {"error": f"exit status {proc.returncode}: " + " | ".join(tail)}
+
+
+def run_fullgraph(args, builder: Path, nprocs: int, work: Path) -> dict:
+    out = work / f"fullgraph-p{nprocs}"
+    argv = ["--dataset", args.dataset, "--root", str(Path(args.root).resolve()), "--model", f"{builder}:build",
+            "--model-arg", f"hidden={args.hidden}", "--model-arg", f"layers={args.layers}",
+            "--model-arg", f"dropout={args.dropout}", "--lr", str(args.lr), "--weight-decay", "0",
+            "--seed", str(args.seed), "--epochs", str(args.epochs), "--eval-every", str(args.epochs),
+            "--progress", "none", "--overwrite"]
+    if nprocs > 1:
+        argv += ["--parallel", "graph", "--nprocs", str(nprocs)]
+    elif args.threads:
+        argv += ["--threads", str(args.threads)]
+    try:
+        r = train(argv, out, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {args.timeout:.0f} s"}
+    if "error" in r:
+        return r
+    s = r["summary"]
+    return {"system": "fullgraph" if nprocs == 1 else f"fullgraph-graph{nprocs}", "nprocs": nprocs,
+            "epoch_time_s": s["epoch_time_s"], "epoch_times_s": [m["epoch_time_s"] for m in r["metrics"]],
+            "losses": [m["loss"] for m in r["metrics"]], "test_acc": s["test_acc"],
+            "peak_rss_bytes": s["peak_rss_bytes"], "peak_rss_bytes_per_rank": s["peak_rss_bytes_per_rank"],
+            "comm_bytes_per_epoch": s.get("comm_bytes_per_epoch", {}), "threads": s["environment"].get("threads"),
+            "wall_s": r["wall_s"], "command": "python -m fullgraph train " + " ".join(argv) + f" --out {out}"}
+
+
+# ----------------------------------------------------------------------------- report
+def label(system: str) -> str:
+    if system == "fullgraph":
+        return "fullgraph (1 process)"
+    if system.startswith("fullgraph-graph"):
+        return f"fullgraph graph P={system.removeprefix('fullgraph-graph')}"
+    return f"PyG {system.removeprefix('pyg-')}"
+
+
+def best_pyg(runs: dict) -> dict:
+    """metric -> the PyG form that did best on it."""
+    ok = {s: r for s, r in runs.items() if s.startswith("pyg-") and "error" not in r and "skipped" not in r}
+    if not ok:
+        return {}
+    return {"time": min(ok, key=lambda s: ok[s]["epoch_time_s"]),
+            "memory": min(ok, key=lambda s: ok[s]["peak_rss_bytes"])}
+
+
+def print_table(runs: dict, best: dict) -> list[str]:
+    head = (f"{'configuration':<24}{'epoch s':>9}{'/ PyG':>8}{'peak MiB':>10}{'/ PyG':>8}{'load':>6}"
+            f"{'last loss':>11}{'test acc':>9}  ranks MiB")
+    lines = [head]
+    t_ref = runs[best["time"]]["epoch_time_s"] if best else None
+    m_ref = runs[best["memory"]]["peak_rss_bytes"] if best else None
+    for system, r in runs.items():
+        if "error" in r or "skipped" in r:
+            why = f"failed: {r['error']}" if "error" in r else f"skipped: {r['skipped']}"
+            lines.append(f"{label(system):<24} {why}")
+            continue
+        tr = f"{r['epoch_time_s'] / t_ref:.3f}" if t_ref else "-"
+        mr = f"{r['peak_rss_bytes'] / m_ref:.3f}" if m_ref else "-"
+        per_rank = r.get("peak_rss_bytes_per_rank", []) if r.get("nprocs", 1) > 1 else []
+        ranks = " ".join(f"{b / MIB:,.0f}" for b in per_rank)
+        busy = " C" if r["foreign_cores"] > FOREIGN_BUSY_CORES else ""
+        lines.append(f"{label(system):<24}{r['epoch_time_s']:>9.3f}{tr:>8}{r['peak_rss_bytes'] / MIB:>10,.0f}{mr:>8}"
+                     f"{r['foreign_cores']:>5.1f}{busy:<2}{r['losses'][-1]:>9.4f}{r['test_acc']:>9.4f}  {ranks}")
+    for line in lines:
+        print("   " + line)
+    return lines
+
+
+def checks(runs: dict, best: dict) -> list[dict]:
+    fg = runs.get("fullgraph", {})
+    if not best or "error" in fg or not fg:
+        return []
+    out = []
+    for metric, key in (("time", "epoch_time_s"), ("memory", "peak_rss_bytes")):
+        ratio = fg[key] / runs[best[metric]][key]
+        out.append({"check": f"single-process {metric}: fullgraph / {label(best[metric])} <= {TARGETS[metric]}",
+                    "value": ratio, "pass": ratio <= TARGETS[metric],
+                    "contended": max(fg["foreign_cores"], runs[best[metric]]["foreign_cores"]) > FOREIGN_BUSY_CORES})
+    return out
+
+
+# ----------------------------------------------------------------------------- driver
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--dataset", default="coauthor-physics", help="a fullgraph dataset name (default: coauthor-physics)")
+    p.add_argument("--root", default=None, help="data root (default: $FULLGRAPH_DATA, else <repo>/../shared/data)")
+    p.add_argument("--layers", type=int, default=3, help="GraphSAGE layers (default: 3)")
+    p.add_argument("--hidden", type=int, default=256, help="hidden width (default: 256)")
+    p.add_argument("--dropout", type=float, default=0.5, help="the BasicGNN's dropout (default: 0.5)")
+    p.add_argument("--lr", type=float, default=0.01, help="Adam learning rate, no weight decay (default: 0.01)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epochs", type=int, default=10, help="epochs per run; the first is not timed (default: 10)")
+    p.add_argument("--nprocs", default="2,4", help="graph-parallel process counts, comma-separated ('' for none)")
+    p.add_argument("--pyg-forms", default=",".join(PYG_FORMS), help=f"subset of {','.join(PYG_FORMS)}")
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch threads of the single-process runs, PyG's and fullgraph's (default 0: all cores)")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds per run before it is abandoned")
+    p.add_argument("--workdir", default=None, help="where the builder and the run folders go (default: a temp folder)")
+    p.add_argument("--out", default="runs/bench_your_model.json", help="JSON results file")
+    args = p.parse_args(argv)
+    args.nprocs = [int(v) for v in args.nprocs.split(",") if v.strip()]
+    args.pyg_forms = [f.strip() for f in args.pyg_forms.split(",") if f.strip()]
+    unknown = sorted(set(args.pyg_forms) - set(PYG_FORMS))
+    if unknown:
+        p.error(f"expected PyG forms among {', '.join(PYG_FORMS)} (got {', '.join(unknown)})")
+    if args.epochs < 2:
+        p.error("expected --epochs >= 2 (the first epoch is not timed)")
+    if args.root is None:
+        args.root = os.environ.get("FULLGRAPH_DATA") or str(DEFAULT_ROOT)
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    threads = args.threads or os.cpu_count() or 1
+    env = environment(isolated=True)
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    print(f"your model through fullgraph: a PyG GraphSAGE (BasicGNN) against plain PyG, {now}")
+    header = print_header(env, threads=threads,
+                          machine_extra=[f"1-min load average at start {os.getloadavg()[0]:.2f}"])
+    config = (f"config:   {args.dataset} (fullgraph's loader, split 0, seed {args.seed}); "
+              f"torch_geometric.nn.models.GraphSAGE(in, {args.hidden}, {args.layers}, classes, dropout={args.dropout}) "
+              f"from one builder file, seeded {args.seed}; Adam lr {args.lr}, no weight decay; cross-entropy on the "
+              f"train nodes; {args.epochs} epochs per run, epoch time = median of epochs 2..{args.epochs}; one "
+              f"evaluation at the end; single-process runs {threads} threads, graph P=k ranks cores/k each; "
+              f"peak = VmHWM of each process (imports and loading included); each run its own process, one at a time")
+    print(config, flush=True)
+
+    work_ctx = tempfile.TemporaryDirectory(prefix="your_model_") if args.workdir is None else None
+    work = Path(work_ctx.name if work_ctx else args.workdir).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    builder = work / "your_model_builder.py"
+    builder.write_text(BUILDER)
+
+    runs: dict[str, dict] = {}
+    plan = [("pyg", f) for f in args.pyg_forms] + [("fullgraph", 1)] + [("fullgraph", k) for k in args.nprocs]
+    for kind, what in plan:
+        system = f"pyg-{what}" if kind == "pyg" else ("fullgraph" if what == 1 else f"fullgraph-graph{what}")
+        print(f"  running {label(system)} ...", end="", flush=True)
+        load0 = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        with ForeignLoad() as watch:
+            if kind == "pyg":
+                r = run_pyg({"dataset": args.dataset, "root": str(Path(args.root).resolve()), "form": what,
+                             "builder": str(builder), "hidden": args.hidden, "layers": args.layers,
+                             "dropout": args.dropout, "lr": args.lr, "seed": args.seed, "epochs": args.epochs,
+                             "threads": threads}, args.timeout)
+            else:
+                r = run_fullgraph(args, builder, what, work)
+        r |= {"foreign_cores": watch.mean, "load_avg_1min": [load0, os.getloadavg()[0]],
+              "run_s": time.perf_counter() - t0}
+        runs[system] = r
+        print(f" {r['run_s']:.0f} s" + (f": {r['error']}" if "error" in r else "")
+              + (f": skipped ({r['skipped']})" if "skipped" in r else ""), flush=True)
+    if work_ctx:
+        work_ctx.cleanup()
+
+    info = next((r["graph"] for r in runs.values() if "graph" in r), None)
+    if info:
+        print(f"\n== {info['name']}: {info['nodes']:,} nodes, {info['edges']:,} directed edges, {info['features']:,} "
+              f"features ({info['x_layout']} in fullgraph, dense in PyG), {info['classes']} classes, "
+              f"{info['train_nodes']:,} train nodes")
+    best = best_pyg(runs)
+    print(f"-- GraphSAGE {args.layers} x {args.hidden}, dropout {args.dropout}; ratios against the better PyG form: "
+          + (f"time {label(best['time'])}, memory {label(best['memory'])}" if best else "none ran"))
+    table = print_table(runs, best)
+    print(f"   (peak of a graph-parallel row: its largest rank; load = cores used by other processes during the run, "
+          f"C = contended, > {FOREIGN_BUSY_CORES})")
+    result_checks = checks(runs, best)
+    print("\n=== checks ===")
+    for c in result_checks:
+        extra = " (timed under contention)" if c["contended"] else ""
+        print(f"  {'PASS' if c['pass'] else 'FAIL'}  {c['check']}: {c['value']:.3f}{extra}")
+    failed = sum("error" in r for r in runs.values())
+    out = write_json(args.out, {"date": now, "header": header, "config": config, "machine": env["machine"],
+                                "versions": env["versions"], "args": vars(args), "targets": TARGETS, "builder": BUILDER,
+                                "runs": runs, "best_pyg": best, "table": table, "checks": result_checks,
+                                "failed_runs": failed, "total_s": time.perf_counter() - started})
+    print(f"\n{failed} failed runs; total {(time.perf_counter() - started) / 60:.1f} min; wrote {out}")
+    return 1 if failed or not all(c["pass"] for c in result_checks) else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
+        print(RESULT_MARK + json.dumps(pyg_worker(json.loads(sys.argv[2]))), flush=True)
+    else:
+        sys.exit(main())

@@ -1,0 +1,69 @@
+"""``RunModel``: which model a run trains, and what a layout needs of it before it exists.
+
+A run trains the model its options name — a built-in one, or a user's builder (``--model
+FILE.py:build``) — or a model object its caller built (``fullgraph.train_model``, one process or
+torchrun). The engine is built before the model (it gives the graph's widths), yet needs the model's
+block normalization and depth: a spec says them, a builder's model is built once to learn them, an
+object has them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fullgraph.models import GNN, build_model, model_spec, norm_and_depth
+from fullgraph.train.model_file import model_args
+
+__all__ = ["RunModel"]
+
+
+@dataclass
+class RunModel:
+    cfg: object
+    """The run's ``TrainConfig``."""
+    obj: GNN | None = None
+    """A model object to train instead of the one the options name."""
+
+    @property
+    def name(self) -> str:
+        """What the run trains: ``--model``, or ``<ClassName>`` for an object."""
+        return self.cfg.model.name if self.obj is None else f"<{type(self.obj).__name__}>"
+
+    @property
+    def has_memory_model(self) -> bool:
+        """Whether the memory estimate before training applies (a built-in model's spec has one)."""
+        return self.obj is None and model_spec(self.cfg.model.name).memory is not None
+
+    def shape(self, widths) -> tuple[str, int]:
+        """The block normalization and the depth (``widths()``: the graph's feature width and classes,
+        read only for a user's builder), the depth checked against the pipeline's stages."""
+        cfg = self.cfg
+        if self.obj is not None:
+            norm, layers = self.obj.norm, self.obj.num_layers
+        else:
+            norm, layers = norm_and_depth(cfg.model.name, cfg.model.layers, cfg.model.args, widths)
+        if cfg.parallel.mesh.parallel in ("pipeline", "hybrid"):
+            cfg.check_depth(layers)
+        return norm, layers
+
+    def build(self, in_dim: int, num_classes: int) -> GNN:
+        """The model to train (the caller seeds the generator first); an object is returned as it is."""
+        if self.obj is not None:
+            self.obj.recompute = self.cfg.model.recompute
+            return self.obj
+        args = model_args(self.cfg, in_dim, num_classes)
+        return build_model(args.pop("name"), args.pop("in_dim"), args.pop("out_dim"),
+                           recompute=self.cfg.model.recompute, **args)
+
+    def hidden(self, model: GNN) -> int:
+        """The hidden width: the option's for a built-in model, else the widest input of a layer after the first."""
+        if self.obj is None and model_spec(self.cfg.model.name).builtin:
+            return self.cfg.model.hidden
+        widths = model.layer_input_widths()
+        return max(widths[1:], default=widths[0])
+
+    def file_args(self, in_dim: int, num_classes: int) -> dict:
+        """What ``model.pt`` records to rebuild the model (an object's name only: it is not rebuilt)."""
+        if self.obj is not None:
+            return {"name": self.name, "in_dim": in_dim, "out_dim": num_classes}
+        return model_args(self.cfg, in_dim, num_classes)
