@@ -28,7 +28,9 @@ def add_plan_command(sub) -> None:
                                    "network of --bandwidth-gbps and --latency-us; rank them and recommend one.")
     p.add_argument("--dataset", default="synthetic")
     p.add_argument("--root", default=None)
-    p.add_argument("--model", default="gcn")
+    p.add_argument("--model", default="gcn", help="a built-in model, or a builder: path/to/file.py:function")
+    p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE", type=_key_value,
+                   help="a builder's keyword (repeatable), as fullgraph train takes it")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--heads", type=int, default=8)
@@ -49,19 +51,34 @@ def add_plan_command(sub) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-def candidates(nprocs: int, layers: int, model: str) -> tuple[list[dict], list[str]]:
+def _key_value(text: str):
+    from fullgraph.options import key_value
+
+    try:
+        return key_value(text)
+    except InputError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def candidates(nprocs: int, layers: int, model: str, model_args: dict | None = None) -> tuple[list[dict], list[str]]:
     """The layouts of ``nprocs`` processes (``TrainConfig`` options each), and one line per layout
-    that does not fit, saying why (the configuration's own refusal)."""
+    that does not fit, saying why (the configuration's own refusal). ``layers``: the model's depth
+    (a user's builder decides it: it is checked against the stages, not given as an option)."""
     from fullgraph.comm.mesh import SPMM_MODES
+    from fullgraph.models import is_reference
 
     opts = [dict(parallel="graph"), dict(parallel="pipeline")]
     opts += [dict(parallel="hybrid", stages=s, graph_ways=nprocs // s) for s in range(2, nprocs) if nprocs % s == 0]
     opts += [dict(parallel=m) for m in SPMM_MODES if m != "spmm-1.5d"]
     opts += [dict(parallel="spmm-1.5d", replication=c) for c in range(2, math.isqrt(nprocs) + 1) if nprocs % c == 0]
     fits, refused = [], []
+    user = is_reference(model)
     for o in opts:
         try:
-            TrainConfig.of(model=model, layers=layers, nprocs=nprocs, **o)
+            cfg = TrainConfig.of(model=model, model_args=model_args or {}, nprocs=nprocs, **o,
+                                 **({} if user else {"layers": layers}))
+            if user and cfg.parallel.mesh.stages > 1:
+                cfg.check_depth(layers)
             fits.append(o)
         except InputError as e:
             refused.append(f"{label(o)}: {e}")
@@ -83,19 +100,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     if args.nprocs < 2:
         raise InputError(f"expected --nprocs >= 2 to plan a layout (got {args.nprocs})")
-    base = dict(dataset=args.dataset, root=args.root, model=args.model, layers=args.layers, hidden=args.hidden,
-                heads=args.heads, partitioner=args.partitioner)
+    base = dict(dataset=args.dataset, root=args.root, model=args.model, model_args=dict(args.model_arg),
+                layers=args.layers, hidden=args.hidden, heads=args.heads, partitioner=args.partitioner)
     TrainConfig.of(**base)  # the model's options, checked before anything is read
-    from fullgraph.models import model_spec
-
-    if model_spec(args.model).memory is None:
-        raise InputError(f"expected a built-in model for fullgraph plan (got {args.model}): a user's model has no "
-                         f"memory model to plan with yet (docs/your-model.md); train it under the layout you choose")
-    fits, refused = candidates(args.nprocs, args.layers, args.model)
-    if args.layout is not None:
-        TrainConfig.of(**base, parallel=args.layout, nprocs=args.nprocs)  # refuses with the reason
-        fits = [o for o in fits if o["parallel"] == args.layout]
     graph = load_graph(TrainConfig.of(**base))
+    depth = _depth(TrainConfig.of(**base), graph)
+    fits, refused = candidates(args.nprocs, depth, args.model, base["model_args"])
+    if args.layout is not None:
+        cfg = TrainConfig.of(**base, parallel=args.layout, nprocs=args.nprocs)  # refuses with the reason
+        if cfg.parallel.mesh.stages > 1:
+            cfg.check_depth(depth)
+        fits = [o for o in fits if o["parallel"] == args.layout]
     network = Network(args.bandwidth_gbps, args.latency_us)
     timer = LayerTimer(build_planned_model(TrainConfig.of(**base), graph), graph.x,
                        threads=args.threads or max(1, (os.cpu_count() or 1) // args.nprocs))
@@ -103,8 +118,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     timer.settle()  # ... and again, in rounds over all of them
     rows = [plan_layout(graph, base, o, args, timer, network) for o in fits]
     rows.sort(key=lambda r: r["epoch_s"])
+    from fullgraph.models import model_spec
+
+    measured = model_spec(args.model).memory is None
     result = {"graph": graph.name, "nodes": graph.num_nodes, "edges": graph.num_edges, "model": args.model,
-              "layers": args.layers, "hidden": args.hidden, "nprocs": args.nprocs,
+              "layers": depth, "hidden": max(timer.model.layer_input_widths()[1:], default=args.hidden),
+              "nprocs": args.nprocs,
+              "memory_model": "measured on probe blocks (fullgraph.plan.measured)" if measured else "derived (its spec)",
               "network": {"bandwidth_gbps": network.bandwidth_gbps, "latency_us": network.latency_us},
               "layouts": rows, "refused": refused, "recommendation": recommend(rows, network)}
     if args.json:
@@ -128,7 +148,7 @@ def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | N
     parts = _partition_stats(cfg, graph, mesh.graph_ways, args.partition_dir) if not mesh.spmm else None
     volume = run_volume(cfg, graph, sum(p["halo"] for p in parts) if parts else 0, shape=shape)
     chunk_src = _chunk_sources(cfg, graph, args.partition_dir) if mesh.stages > 1 else None
-    works = rank_works(cfg, graph, timer.model, shape, _bounds(cfg), parts, volume, chunk_src)
+    works = rank_works(cfg, graph, timer.model, shape, _bounds(cfg, graph), parts, volume, chunk_src)
     est = estimate_layout(works, timer.model, timer, network, cores=cores, threads=timer.threads,
                           core_efficiency=core_efficiency, node_speed=node_speed)
     return {"layout": label(o), "options": o, "bytes_per_epoch": sum(volume.values()), "by_category": volume,
@@ -152,7 +172,7 @@ def run_volume(cfg: TrainConfig, graph, halo_rows: int, *, evaluate: bool = True
     W-way partition having ``halo_rows`` halo rows in all; ``evaluate``: with an evaluation."""
     from fullgraph.plan.volumes import layout_volume
 
-    starts = [a for a, _ in _bounds(cfg)[1:]]
+    starts = [a for a, _ in _bounds(cfg, graph)[1:]]
     nnz = graph.num_edges + (graph.num_nodes if _aggregation(cfg) == "gcn" else 0)  # Â's self loops
     return layout_volume(cfg.parallel.mesh, shape or _shape(cfg, graph), nodes=graph.num_nodes, nnz=nnz,
                          halo_rows=halo_rows, stage_starts=starts, evaluate=evaluate,
@@ -166,10 +186,18 @@ def _aggregation(cfg) -> str:
     return model_spec(cfg.model.name).norm
 
 
-def _bounds(cfg) -> list[tuple[int, int]]:
+def _depth(cfg, graph) -> int:
+    """The model's number of graph layers: the option, or what a user's builder builds for ``graph``."""
+    from fullgraph.models import norm_and_depth
+
+    return norm_and_depth(cfg.model.name, cfg.model.layers, cfg.model.args,
+                          lambda: (graph.num_features, graph.num_classes))[1]
+
+
+def _bounds(cfg, graph) -> list[tuple[int, int]]:
     from fullgraph.parallel.schedule import stage_bounds
 
-    return stage_bounds(cfg.model.layers, cfg.parallel.mesh.stages, cfg.parallel.stage_layer_list)
+    return stage_bounds(_depth(cfg, graph), cfg.parallel.mesh.stages, cfg.parallel.stage_layer_list)
 
 
 def _shape(cfg, graph, model=None):
@@ -228,7 +256,7 @@ def _peak_per_rank(cfg, graph, parts, release_memory: bool = False) -> int:
         rows = math.ceil(graph.num_nodes / mesh.block_rows)
         return estimate_peak_bytes(**opts, **common, nodes=rows, edges=math.ceil(graph.num_edges / mesh.block_rows),
                                    halo=rows)
-    layers = max(b - a for a, b in _bounds(cfg))
+    layers = max(b - a for a, b in _bounds(cfg, graph))  # (a measured model counts all its layers: more)
     return max(estimate_peak_bytes(**(opts | {"layers": max(2, layers)}), **common, nodes=p["inner"],
                                    edges=p["edges"], halo=p["halo"]) for p in parts)
 
@@ -255,7 +283,7 @@ def render(result: dict) -> list[str]:
     net = result["network"]
     out = [f"# plan: {result['graph']} ({result['nodes']} nodes, {result['edges']} edges), {result['model']} "
            f"{result['layers']} x {result['hidden']}, {result['nprocs']} processes, {net['bandwidth_gbps']:g} Gbit/s, "
-           f"{net['latency_us']:g} us", "",
+           f"{net['latency_us']:g} us; memory model {result['memory_model']}", "",
            "| rank | layout | MiB/epoch | peak MiB/rank | epoch s | train: compute s | comm s | bubble s | eval s |",
            "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for i, r in enumerate(result["layouts"], 1):

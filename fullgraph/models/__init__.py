@@ -61,6 +61,7 @@ def build_model(name: str, in_dim: int, out_dim: int, *, recompute: bool = False
     spec = model_spec(name)
     if spec.builtin:
         norm = options.get("norm", "none")
+        options = {k: v for k, v in options.items() if k != "model_args"}
         if norm != "none" and not spec.takes_norm:
             raise InputError(f"expected norm 'none' for model {name!r} (got {norm!r}): only "
                              f"{', '.join(NORM_MODELS)} take one")

@@ -34,13 +34,14 @@ RTOL, ATOL = 1e-4, 1e-5
 """How close a permuted run must come: float32 sums in another order (tests/_equality.py, FLOAT32_CHAINED)."""
 
 
-def probe_block(norm: str, *, dst: int = DST, halo: int = HALO, seed: int = 0) -> tuple[Block, torch.Tensor]:
+def probe_block(norm: str, *, dst: int = DST, halo: int = HALO, seed: int = 0,
+                density: float = 0.3) -> tuple[Block, torch.Tensor]:
     """A random graph of ``dst + halo`` nodes cut as a part would be: the block of its first ``dst``
     rows over all columns, normalized as ``norm`` asks on the whole graph (as a part's block is).
     Returns the block and a permutation of its halo rows (the dst rows stay first)."""
     rng = np.random.default_rng(seed)
     n = dst + halo
-    a = sp.random(n, n, density=0.3, random_state=rng, format="csr")
+    a = sp.random(n, n, density=density / 2, random_state=rng, format="csr")  # symmetrized below
     a = ((a + a.T) > 0).astype(np.float32).tocsr()
     a.setdiag(0)
     a.eliminate_zeros()

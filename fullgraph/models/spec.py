@@ -28,13 +28,15 @@ class MemoryModel:
     and ``transient``: peak RSS over live bytes under glibc's heap, and the temporaries of a step's
     peak moment in units of one activation, each as (without, with ``--recompute``), measured per
     model. ``per_edge``: that unit is a message ``[E', hidden]`` rather than an activation
-    ``[n, hidden]`` (attention)."""
+    ``[n, hidden]`` (attention). ``width``: the activation's width, where it is not ``--hidden`` (a
+    measured model's widest layer)."""
 
     params: Callable[..., int]
     kept: Callable[..., int]
     heap_overhead: tuple[float, float]
     transient: tuple[float, float]
     per_edge: bool = False
+    width: int | None = None
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import logging
 import time
 from dataclasses import dataclass
@@ -41,7 +42,8 @@ def prepare_partition_dir(cfg, parts: int, out: str | Path | None = None, graph=
     if cfg.parallel.metis_sample != 1.0 and method == "metis":
         key += f"-q{cfg.parallel.metis_sample:g}"
     if weight == "memory":  # balanced for one model: another model gets its own parts
-        key += "-" + "-".join(f"{v}" for v in model_memory_options(cfg).values())
+        opts = json.dumps(model_memory_options(cfg), sort_keys=True)
+        key += "-" + hashlib.sha256(opts.encode()).hexdigest()[:12]
     target = Path(out) if out is not None else cache_root() / "parts" / key
     if out is None and (target / "partition.json").is_file():
         try:

@@ -42,20 +42,23 @@ __all__ = ["estimate_peak_bytes", "memory_breakdown", "check_memory", "model_mem
            "graph_memory_stats", "part_memory_stats", "partition_memory_stats", "kept_activation_bytes"]
 
 
-def _memory_model(model: str):
-    """``model``'s spec, which has a memory model; an ``InputError`` where it has none (a user's
-    model)."""
+def _memory_model(model: str, features: int, classes: int, sizes: dict):
+    """``model``'s memory model: its spec's, or for a model without one (a user's builder) the one
+    measured on probe blocks for these widths and options (``fullgraph.plan.measured``)."""
     spec = model_spec(model)
-    if spec.memory is None:
-        raise InputError(f"expected a model with a memory model for this estimate (got {model}, a user's model, "
-                         f"which has none; --partitioner metis-memory and fullgraph plan need one: use "
-                         f"--partitioner metis)")
-    return spec
+    if spec.memory is not None:
+        return spec.memory
+    from fullgraph.plan.measured import measured_memory
+
+    options = sizes["model_args"] or {} if not spec.builtin else {
+        "layers": sizes["layers"], "hidden": sizes["hidden"], "heads": sizes["heads"], "dropout": 0.5,
+        "gcn_kernel": sizes["gcn_kernel"]}  # a built-in model without a memory model: dropout taken as on
+    return measured_memory(model, options, features, classes, sizes["recompute"])
 
 
 def kept_activation_bytes(model: str, *, nodes: int, halo: int, block_nnz: int, features: int, classes: int,
                           layers: int, hidden: int, heads: int = 8, feature_nnz: int | None = None,
-                          recompute: bool = False, gcn_kernel: str = "fused") -> int:
+                          recompute: bool = False, gcn_kernel: str = "fused", model_args: dict | None = None) -> int:
     """Bytes a training forward pass leaves alive for backward (dropout on), beyond the graph data.
 
     ``nodes`` dst rows (n), ``halo`` extra src rows (m = n + halo: a layer after the first reads the
@@ -68,7 +71,9 @@ def kept_activation_bytes(model: str, *, nodes: int, halo: int, block_nnz: int, 
     sparse = feature_nnz is not None
     m = nodes + halo
     dropped_x = 4 * feature_nnz if sparse else 4 * m * features  # dropout(X): a dense copy, or new sparse values
-    return int(_memory_model(model).memory.kept(
+    sizes = dict(layers=layers, hidden=hidden, heads=heads, recompute=recompute, gcn_kernel=gcn_kernel,
+                 model_args=model_args)
+    return int(_memory_model(model, features, classes, sizes).kept(
         nodes=nodes, halo=halo, block_nnz=block_nnz, features=features, classes=classes, layers=layers,
         hidden=hidden, heads=heads, sparse=sparse, dropped_x=dropped_x, recompute=recompute, gcn_kernel=gcn_kernel))
 
@@ -122,22 +127,23 @@ def _graph_bytes(*, nodes: int, halo: int, edges: int, features: int, feature_nn
 def memory_breakdown(*, nodes: int, edges: int, features: int, classes: int, model: str, layers: int,
                      hidden: int, heads: int = 8, halo: int = 0, feature_nnz: int | None = None,
                      recompute: bool = False, gcn_kernel: str = "fused", distributed: bool = False,
-                     mmap_threshold: int | None = None) -> dict[str, int]:
+                     mmap_threshold: int | None = None, model_args: dict | None = None) -> dict[str, int]:
     """The parts of :func:`estimate_peak_bytes`: ``process``, ``graph``, ``weights``, ``activations``."""
     from fullgraph.memory import mmap_threshold as this_process_threshold
 
-    spec = _memory_model(model)
-    n, H, mem = nodes, hidden, spec.memory
-    norm = spec.norm
+    mem = _memory_model(model, features, classes, dict(layers=layers, hidden=hidden, heads=heads, recompute=recompute,
+                                                       gcn_kernel=gcn_kernel, model_args=model_args))
+    n, H = nodes, hidden
+    norm = model_spec(model).norm or "gcn"  # a user's model: counted with self loops, the larger case
     E = edges if norm == "mean" else edges + nodes
     params = mem.params(features, H, classes, layers, heads)
     kept = kept_activation_bytes(model, nodes=n, halo=halo, block_nnz=E, features=features, classes=classes,
                                  layers=layers, hidden=H, heads=heads, feature_nnz=feature_nnz, recompute=recompute,
-                                 gcn_kernel=gcn_kernel)
-    unit = 4 * E * H if mem.per_edge else 4 * n * H
+                                 gcn_kernel=gcn_kernel, model_args=model_args)
+    unit = 4 * (E if mem.per_edge else n) * (mem.width or H)
     step = kept + mem.transient[bool(recompute)] * unit + 3 * 4 * params  # + gradients and Adam's moments
     threshold = this_process_threshold() if mmap_threshold is None else mmap_threshold
-    overhead = MMAP_OVERHEAD if 4 * n * H >= threshold else mem.heap_overhead[bool(recompute)]
+    overhead = MMAP_OVERHEAD if 4 * n * (mem.width or H) >= threshold else mem.heap_overhead[bool(recompute)]
     return {
         "process": PROCESS_BYTES,
         "graph": _graph_bytes(nodes=n, halo=halo, edges=edges, features=features, feature_nnz=feature_nnz,
@@ -150,7 +156,7 @@ def memory_breakdown(*, nodes: int, edges: int, features: int, classes: int, mod
 def estimate_peak_bytes(*, nodes: int, edges: int, features: int, classes: int, model: str, layers: int,
                         hidden: int, heads: int = 8, halo: int = 0, feature_nnz: int | None = None,
                         recompute: bool = False, gcn_kernel: str = "fused", distributed: bool = False,
-                        mmap_threshold: int | None = None) -> int:
+                        mmap_threshold: int | None = None, model_args: dict | None = None) -> int:
     """Estimated peak RSS of one training process, in bytes (see the module docstring).
 
     Args:
@@ -172,7 +178,7 @@ def estimate_peak_bytes(*, nodes: int, edges: int, features: int, classes: int, 
     return sum(memory_breakdown(nodes=nodes, edges=edges, features=features, classes=classes, model=model,
                                 layers=layers, hidden=hidden, heads=heads, halo=halo, feature_nnz=feature_nnz,
                                 recompute=recompute, gcn_kernel=gcn_kernel, distributed=distributed,
-                                mmap_threshold=mmap_threshold).values())
+                                mmap_threshold=mmap_threshold, model_args=model_args).values())
 
 
 def variable_bytes(stats: dict, model_opts: dict) -> float:
@@ -237,7 +243,7 @@ def model_memory_options(cfg) -> dict:
     """The options of ``cfg`` (a ``TrainConfig``) that :func:`estimate_peak_bytes` takes."""
     m = cfg.model
     return dict(model=m.name, layers=m.layers, hidden=m.hidden, heads=m.heads, recompute=m.recompute,
-                gcn_kernel=m.gcn_kernel)
+                gcn_kernel=m.gcn_kernel, model_args=dict(m.args))
 
 
 def check_memory(cfg, stats: list[dict], *, available_bytes: int | None = None, local_ranks: int = 1,

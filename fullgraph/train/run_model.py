@@ -31,8 +31,9 @@ class RunModel:
 
     @property
     def has_memory_model(self) -> bool:
-        """Whether the memory estimate before training applies (a built-in model's spec has one)."""
-        return self.obj is None and model_spec(self.cfg.model.name).memory is not None
+        """Whether the memory estimate before training applies: to a model the options name (its
+        spec's memory model, or one measured: ``fullgraph.plan.measured``), not to an object."""
+        return self.obj is None
 
     def shape(self, widths) -> tuple[str, int]:
         """The block normalization and the depth (``widths()``: the graph's feature width and classes,

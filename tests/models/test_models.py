@@ -219,10 +219,39 @@ def test_models_name_each_layers_input_width(graph, name):
     itself must accept (checked by running every layer on rows of that width)."""
     model = build_model(name, graph.num_features, 5, layers=3, hidden=16, heads=4, dropout=0.0).eval()
     widths = model.layer_input_widths()
-    expected = [graph.num_features if name in ("gcn", "sage", "gat") else 16] + [16, 16]
+    expected = [graph.num_features if name in ("gcn", "sage", "gat", "gin") else 16] + [16, 16]
     assert widths == expected
     block = Block.from_graph(graph, MODELS[name].norm)
     h = model.pre(graph.dense_x())
     for i, layer in enumerate(model.layers):
         assert h.shape[1] == widths[i]
         h = layer(block, h, h if model.uses_h0 else None)
+
+
+def test_gin_is_pygs_gin_conv_with_the_same_weights(graph):
+    """GIN-0 against PyG's GINConv over the same two-layer MLP, outputs and gradients."""
+    from torch_geometric.nn import GINConv
+
+    torch.manual_seed(0)
+    model = build_model("gin", 16, graph.num_classes, layers=2, hidden=24, dropout=0.0)
+    x = graph.dense_x()
+    dst = torch.repeat_interleave(torch.arange(graph.num_nodes), graph.indptr.diff())
+    edge_index = torch.stack([graph.indices, dst])
+    convs, pairs = [], []
+    for layer in model.layers:
+        a, b = layer.lin1.weight.shape
+        conv = GINConv(torch.nn.Sequential(torch.nn.Linear(a, b), torch.nn.ReLU(), torch.nn.Linear(b, b)))
+        mlp = conv.nn  # (GINConv re-initializes its network when built: copy the weights after)
+        with torch.no_grad():
+            for theirs, mine in ((mlp[0], layer.lin1), (mlp[2], layer.lin2)):
+                theirs.weight.copy_(mine.weight.t())
+                theirs.bias.copy_(mine.bias)
+                pairs += [(mine.weight, theirs.weight, True), (mine.bias, theirs.bias, False)]
+        convs.append(conv)
+    ref = convs[1](torch.relu(convs[0](x, edge_index)), edge_index)
+    out = model(Block.from_graph(graph, model.norm), x)
+    assert_same(out, ref, FLOAT32_CHAINED, "logits")
+    torch.nn.functional.cross_entropy(out, graph.y).backward()
+    torch.nn.functional.cross_entropy(ref, graph.y).backward()
+    for i, (mine, theirs, transposed) in enumerate(pairs):
+        assert_same(mine.grad.t() if transposed else mine.grad, theirs.grad, FLOAT32_CHAINED, f"gradient {i}")

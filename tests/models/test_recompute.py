@@ -38,6 +38,7 @@ SETTINGS = {
     "gat": dict(layers=3, hidden=16, heads=2),
     "gcnii": dict(layers=4, hidden=16),
     "resgcn+": dict(layers=3, hidden=16),
+    "gin": dict(layers=3, hidden=16),
 }
 
 

@@ -30,7 +30,7 @@ from fullgraph.partition.chunks import cached_chunks, load_chunks
 from fullgraph.train.trainer import Trainer
 
 from tests._equality import assert_same_losses, assert_same_state
-from tests.distributed import run_ranks
+from tests.distributed import ledger, planned_bytes, run_ranks
 
 REPO = Path(__file__).resolve().parents[2]
 BUILDERS = {name: f"{REPO}/tests/user_models.py:{name}" for name in ("gcn", "sage", "gat", "gin", "graphconv")}
@@ -73,10 +73,11 @@ def single(cora):
 
 @pytest.mark.parametrize("nprocs", [2, 4])
 def test_graph_parallel_user_models_equal_one_process(cora, single, nprocs, tmp_path):
-    runs = []
+    runs, halo = [], {}
     for method in ("metis", "random"):
         folder = tmp_path / f"{method}-{nprocs}"
-        write_partition(cora, nprocs, method, folder)
+        node_part = write_partition(cora, nprocs, method, folder)
+        halo[method] = sum(p.num_halo for p in PartitionBook.build(cora, node_part).parts)
         runs += [{"name": f"{method}/{name}", "partition_dir": str(folder),
                   "config": config(name, partition_dir=str(folder))} for name in BUILDERS]
     got = run_ranks("train_runs", nprocs, {"runs": runs}, tmp_path)
@@ -88,7 +89,9 @@ def test_graph_parallel_user_models_equal_one_process(cora, single, nprocs, tmp_
                           what=f"P={nprocs} {run['name']} weights")
         if name not in NOISE:  # one of the 1000 test nodes may flip on a near-tie of its two top logits
             assert abs(got[run["name"]]["test_metric"] - metric) <= 1.5e-3, (run["name"], metric)
-        assert got[run["name"]]["comm"]["halo/fwd"] > 0
+        # every byte as fullgraph plan counts it for this model (its widths, parameters and norms)
+        plan = planned_bytes(dict(run["config"], parallel="graph", nprocs=nprocs), cora, halo[run["name"].split("/")[0]])
+        assert ledger(got[run["name"]]["comm"]) == plan, run["name"]
 
 
 def simulate(graph, cfg: TrainConfig, chunk_file: str, parts: int):
@@ -119,7 +122,9 @@ def test_chunked_layouts_follow_the_one_process_simulation(cora, stages, ways, t
         assert_same_losses(got[name]["losses"], losses, what=f"{stages}x{ways} {name} losses")
         assert_same_state(weights(got[name]["state"], name), weights(state, name),
                           what=f"{stages}x{ways} {name} weights")
-        assert got[name]["comm"]["pipe/fwd"] > 0
+        if ways == 1:  # the pipeline's bytes as fullgraph plan counts them for this model
+            plan = planned_bytes(dict(runs[list(BUILDERS).index(name)]["config"], nprocs=stages), cora)
+            assert ledger(got[name]["comm"]) == plan, name
 
 
 @pytest.mark.parametrize("mode", ["spmm-1d", "spmm-2d"])

@@ -179,7 +179,7 @@ def test_each_ranks_traffic_adds_up_to_the_layouts_volume(shared_data, layout, p
     parts = _partition_stats(cfg, graph, cfg.parallel.mesh.graph_ways, None)
     shape = _shape(cfg, graph, model)
     volume = run_volume(cfg, graph, sum(p["halo"] for p in parts), shape=shape)
-    works = rank_works(cfg, graph, model, shape, _bounds(cfg), parts, volume)
+    works = rank_works(cfg, graph, model, shape, _bounds(cfg, graph), parts, volume)
     assert len(works) == 4 and {w.stage for w in works} == set(range(cfg.parallel.mesh.stages))
     halo = volume.get("halo/fwd", 0) + volume.get("halo/bwd", 0)
     assert sum(w.train_traffic.exchange for w in works) == pytest.approx(halo)
