@@ -89,7 +89,7 @@ class ModelOptions(_Section):
     """The model: its kind, depth, widths, normalization, dropout and how its layers compute."""
 
     name: str = field(default="gcn", metadata={"flag": "model"})
-    """The model: a built-in one (``fullgraph.models``: GCN, GraphSAGE, GAT, GCNII, ResGCN+), or your own by its builder,
+    """The model: a built-in one (``fullgraph.models``; --help lists their names), or your own by its builder,
     path/to/file.py:build or package.module:build, where build(in_dim, out_dim, **model_args) returns a
     fullgraph GNN, PyG convolutions or a PyG BasicGNN (docs/your-model.md)."""
     args: dict = field(default_factory=dict, metadata={"flag": "model_args", "each": "model_arg"})

@@ -78,6 +78,13 @@ def test_user_model_trains_by_module_and_by_path_alike_and_graph_parallel_equals
     two = fullgraph(*common, "--model", SAGE, "--parallel", "graph", "--nprocs", "2", "--out", str(tmp_path / "two"))
     assert two.returncode == 0, two.stderr
     assert_same_losses(losses(tmp_path / "two"), losses(tmp_path / "one"), LOSSES_REORDERED, "graph P=2 via the CLI")
+    # under torchrun every rank imports the builder itself (rank 0 partitions, the others wait)
+    torchrun = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                               "-m", "fullgraph", *common, "--model", SAGE, "--parallel", "graph", "--nprocs", "2",
+                               "--out", str(tmp_path / "torchrun")], capture_output=True, text=True, timeout=300,
+                              cwd=REPO, env=os.environ | {"PYTHONWARNINGS": "ignore"})
+    assert torchrun.returncode == 0, torchrun.stderr[-3000:]
+    assert_same_losses(losses(tmp_path / "torchrun"), losses(tmp_path / "one"), LOSSES_REORDERED, "under torchrun")
     # the run folder rebuilds the model from its reference: evaluate reproduces the summary
     summary = json.loads((tmp_path / "two" / "summary.json").read_text())
     ev = fullgraph("evaluate", "--run", str(tmp_path / "two"), "--json")

@@ -80,7 +80,10 @@ def norm_and_depth(name: str, layers: int, model_args: dict, widths) -> tuple[st
     spec = model_spec(name)
     if spec.norm is not None:
         return spec.norm, layers
-    probe = build_model(name, *widths(), model_args=model_args)
+    import torch
+
+    with torch.random.fork_rng():  # built to be looked at: the caller's generator is left as it was
+        probe = build_model(name, *widths(), model_args=model_args)
     return probe.norm, probe.num_layers
 
 

@@ -45,9 +45,10 @@ def measured_rates(name: str, options: str, features: int, classes: int, recompu
     """Bytes kept per dst row, per halo row and per block entry by model ``name`` built with
     ``options`` (JSON: a builder's ``model_args``, or a built-in model's options), on blocks with a
     halo or without; its parameters and its widest activation."""
-    torch.manual_seed(0)
     opts = json.loads(options)
-    model = build_model(name, features, classes, model_args=opts, recompute=recompute, **opts)
+    with torch.random.fork_rng():  # the caller's generator is left as it was
+        torch.manual_seed(0)
+        model = build_model(name, features, classes, model_args=opts, recompute=recompute, **opts)
     model.train()
     rows, kept = [], []
     for i, (dst, extra, degree) in enumerate(PROBES[halo]):
