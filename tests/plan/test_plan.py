@@ -255,3 +255,18 @@ def test_plan_times_and_sizes_runs_as_train_will_run_them(shared_data, capsys, m
     assert fixed == [True]
     assert lean["by_category"] == default["by_category"]
     assert lean["peak_bytes_per_rank"] < default["peak_bytes_per_rank"]  # mmapped activations: less overhead
+
+
+def test_plan_takes_a_users_model_and_says_its_memory_is_measured(shared_data, capsys):
+    from pathlib import Path
+
+    model = f"{Path(__file__).resolve().parents[2]}/examples/gated_sage.py:build"
+    got = _plan(capsys, "--dataset", "cora", "--root", str(shared_data), "--nprocs", "2", "--model", model,
+                "--model-arg", "layers=3", "--model-arg", "hidden=16", "--layout", "graph")
+    assert (got["layers"], got["hidden"]) == (3, 16)  # the builder's model, not --layers' default
+    assert got["memory_model"].startswith("measured") and [r["layout"] for r in got["layouts"]] == ["graph"]
+    assert got["layouts"][0]["peak_bytes_per_rank"] > 0 and got["layouts"][0]["by_category"]["halo/fwd"] > 0
+    fits, refused = candidates(4, 2, model)  # a pipeline of four stages for the builder's two layers
+    assert "pipeline" not in [o["parallel"] for o in fits]
+    assert any(line.startswith("pipeline: expected at most one stage per layer") for line in refused)
+    assert any("spmm-1d: expected a model whose aggregation is one sparse product" in line for line in refused)
