@@ -109,8 +109,8 @@ def _check_conv(conv) -> None:
     name = _name(conv)
     if name in MULTI_HOP:
         raise InputError(f"expected one-hop convolutions (got {name}, which aggregates over several hops in one "
-                         f"layer): write each hop as a layer (e.g. K GCNConv layers without weights between them, or "
-                         f"a GNN of your own whose layers each aggregate once)")
+                         f"layer): write each hop as a layer (K layers that each aggregate once: a fullgraph GNN of your "
+                         f"own, docs/your-model.md)")
     from torch_geometric.nn import GCNConv
 
     if isinstance(conv, GCNConv) and conv.normalize and (conv.improved or not conv.add_self_loops):
@@ -268,7 +268,9 @@ class PyGModel(GNN):
             if isinstance(p, float) and p > 0:
                 raise InputError(f"expected dropout=0 inside {name} (layer {i}) in a multi-process layout (got "
                                  f"{name}(dropout={p})): its draws cannot be keyed by node id, so each process would "
-                                 f"drop differently; set dropout=0 on the conv (dropout between layers is keyed)")
+                                 f"drop differently; set dropout=0 on the conv and give the dropout between layers to "
+                                 f"from_pyg(convs, dropout=p), where it is keyed (PyG's GAT model puts its dropout "
+                                 f"into every GATConv)")
             for mod_name, mod in layer.conv.named_modules():
                 if isinstance(mod, nn.Dropout) and mod.p > 0:
                     raise InputError(f"expected no dropout inside {name} (layer {i}) in a multi-process layout (got "
