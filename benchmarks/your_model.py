@@ -35,7 +35,9 @@ process of its own:
 Ratios are fullgraph over the *better* PyG form for that metric (it is named). Targets: single
 process time <= 1.1x and peak <= 1.0x; the graph-parallel rows are reported without a verdict
 (their peak is the largest rank's). Runs go one at a time; the CPU used meanwhile by processes
-outside this benchmark is recorded, and a run is marked ``CONTENDED`` above 0.2 cores.
+outside this benchmark is recorded, and a run is marked ``C`` (contended) above 0.2 cores. Before each
+run the script waits (at most ``--wait-idle`` seconds over the whole benchmark) until no other
+process uses CPU.
 See ``benchmarks/README.md``. Usage::
 
     .venv/bin/python benchmarks/your_model.py                                  # Coauthor-Physics, SAGE 3 x 256
@@ -191,6 +193,33 @@ class ForeignLoad(Sampler):
         return statistics.fmean(self.samples) if self.samples else 0.0
 
 
+def foreign_cores(seconds: float) -> float:
+    """Cores used by processes outside this benchmark's tree over the next ``seconds``."""
+    with ForeignLoad(period_s=seconds / 3) as watch:
+        time.sleep(seconds)
+    return watch.mean
+
+
+class IdleWaiter:
+    """Before each run: wait until other processes stop using CPU, with one budget for the whole benchmark."""
+
+    def __init__(self, budget_s: float):
+        self.left = budget_s
+
+    def wait(self) -> None:
+        while True:
+            load = foreign_cores(3.0)
+            if load < FOREIGN_BUSY_CORES:
+                return
+            if self.left <= 0:
+                print(f" (machine still busy, {load:.2f} foreign cores; wait budget spent: timing anyway)", end="")
+                return
+            step = min(30.0, self.left)
+            print(f" (waiting {step:.0f} s: {load:.2f} foreign cores)", end="", flush=True)
+            time.sleep(step)
+            self.left -= step + 3.0
+
+
 def run_pyg(cfg: dict, timeout: float) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(cfg)]
     try:
@@ -299,6 +328,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--pyg-forms", default=",".join(PYG_FORMS), help=f"subset of {','.join(PYG_FORMS)}")
     p.add_argument("--threads", type=int, default=0,
                    help="torch threads of the single-process runs, PyG's and fullgraph's (default 0: all cores)")
+    p.add_argument("--wait-idle", type=float, default=600.0,
+                   help="seconds (in all) to wait before runs for other processes to stop using CPU (default: 600)")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per run before it is abandoned")
     p.add_argument("--workdir", default=None, help="where the builder and the run folders go (default: a temp folder)")
     p.add_argument("--out", default="runs/bench_your_model.json", help="JSON results file")
@@ -339,10 +370,12 @@ def main(argv=None) -> int:
     builder.write_text(BUILDER)
 
     runs: dict[str, dict] = {}
+    waiter = IdleWaiter(args.wait_idle)
     plan = [("pyg", f) for f in args.pyg_forms] + [("fullgraph", 1)] + [("fullgraph", k) for k in args.nprocs]
     for kind, what in plan:
         system = f"pyg-{what}" if kind == "pyg" else ("fullgraph" if what == 1 else f"fullgraph-graph{what}")
         print(f"  running {label(system)} ...", end="", flush=True)
+        waiter.wait()
         load0 = os.getloadavg()[0]
         t0 = time.perf_counter()
         with ForeignLoad() as watch:
