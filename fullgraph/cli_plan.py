@@ -246,19 +246,27 @@ def _peak_per_rank(cfg, graph, parts, release_memory: bool = False) -> int:
     layers), the whole graph for a pipeline stage, a block row for the SpMM layouts. The ranks' glibc
     threshold is the one ``fullgraph train`` will run with (fixed with ``--release-memory``, else
     glibc's own), not this process's."""
+    import torch
+
     from fullgraph.memory import GLIBC_MMAP_THRESHOLD_MAX, MMAP_THRESHOLD_BYTES
     from fullgraph.plan.rank_memory import estimate_peak_bytes, model_memory_options
 
     mesh, opts = cfg.parallel.mesh, model_memory_options(cfg)
     threshold = MMAP_THRESHOLD_BYTES if release_memory else GLIBC_MMAP_THRESHOLD_MAX
     common = dict(features=graph.num_features, classes=graph.num_classes, distributed=True, mmap_threshold=threshold)
+    sparse = graph.x.layout == torch.sparse_csr  # stored entries of a share of the rows: the graph's average
+
+    def nnz(rows: int) -> int | None:
+        return math.ceil(graph.x.values().numel() * rows / graph.num_nodes) if sparse else None
+
     if mesh.spmm:
         rows = math.ceil(graph.num_nodes / mesh.block_rows)
         return estimate_peak_bytes(**opts, **common, nodes=rows, edges=math.ceil(graph.num_edges / mesh.block_rows),
-                                   halo=rows)
+                                   halo=rows, feature_nnz=nnz(2 * rows))
     layers = max(b - a for a, b in _bounds(cfg, graph))  # (a measured model counts all its layers: more)
     return max(estimate_peak_bytes(**(opts | {"layers": max(2, layers)}), **common, nodes=p["inner"],
-                                   edges=p["edges"], halo=p["halo"]) for p in parts)
+                                   edges=p["edges"], halo=p["halo"], feature_nnz=nnz(p["inner"] + p["halo"]))
+               for p in parts)
 
 
 def recommend(rows: list[dict], network) -> str:

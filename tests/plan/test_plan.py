@@ -255,6 +255,19 @@ def test_plan_times_and_sizes_runs_as_train_will_run_them(shared_data, capsys, m
     assert fixed == [True]
     assert lean["by_category"] == default["by_category"]
     assert lean["peak_bytes_per_rank"] < default["peak_bytes_per_rank"]  # mmapped activations: less overhead
+    # the largest part's own estimate, as its rank will check it: sparse features counted sparse
+    from fullgraph.config import TrainConfig
+    from fullgraph.data.load import load_graph
+    from fullgraph.parallel.setup import prepare_partition_dir
+    from fullgraph.partition.store import load_meta
+    from fullgraph.plan import estimate_peak_bytes, partition_memory_stats
+    from fullgraph.memory import MMAP_THRESHOLD_BYTES
+
+    cfg = TrainConfig.of(dataset="cora", root=str(shared_data), layers=2, hidden=256)
+    meta = load_meta(prepare_partition_dir(cfg, 2, graph=load_graph(cfg)))
+    own = max(estimate_peak_bytes(**s, model="gcn", layers=2, hidden=256, mmap_threshold=MMAP_THRESHOLD_BYTES)
+              for s in partition_memory_stats(meta))
+    assert lean["peak_bytes_per_rank"] == pytest.approx(own, rel=0.002), lean["peak_bytes_per_rank"] / own
 
 
 def test_plan_takes_a_users_model_and_says_its_memory_is_measured(shared_data, capsys):
