@@ -45,7 +45,7 @@ def train_model(model="gcn", **options):
     if callable(model) and not isinstance(model, str) and not _is_module(model):
         model = _reference(model)
     elif not isinstance(model, str):
-        obj, model = model, "gcn"  # the object trains; the options' model is never built
+        obj, model = model, "gcn"  # the object trains; the options' model is never built nor recorded
     cfg = TrainConfig.of(model=model, **options)
     env = DistEnv.from_env()
     if cfg.parallel.mesh.distributed and env is None:
@@ -80,7 +80,7 @@ def _run_here(cfg, env, obj):
     from fullgraph.train.trainer import Trainer
 
     if env is None or env.rank == 0:
-        write_run_config(cfg)
+        write_run_config(cfg, model=None if obj is None else f"<{type(obj).__name__}>")
     distributed = cfg.parallel.mesh.distributed
     missing = cfg.parallel.partition_dir is None or (cfg.parallel.mode in ("pipeline", "hybrid")
                                                      and cfg.parallel.chunk_file is None)

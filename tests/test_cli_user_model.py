@@ -116,7 +116,7 @@ def test_python_api_trains_an_object_and_a_builder_in_one_process_and_across_pro
 
     common = dict(dataset="cora", root=str(shared_data), epochs=3, eval_every=3, progress="none")
     obj = fullgraph.train_model(GraphSAGE(1433, 8, 2, 7), **common)
-    assert obj.model == "<PyGModel>" and len(obj.losses) == 3
+    assert obj.model == "<GraphSAGE>" and len(obj.losses) == 3
     one = fullgraph.train_model(sage, model_args={"hidden": 8}, **common)  # a function: by its reference
     assert one.model == "tests.user_models:sage"
     two = fullgraph.train_model(sage, model_args={"hidden": 8}, parallel="graph", nprocs=2, out=str(tmp_path / "two"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fullgraph.models import GNN, build_model, model_spec, norm_and_depth
+from fullgraph.models import GNN, as_gnn, build_model, model_spec, norm_and_depth
 from fullgraph.train.model_file import model_args
 
 __all__ = ["RunModel"]
@@ -22,12 +22,19 @@ class RunModel:
     cfg: object
     """The run's ``TrainConfig``."""
     obj: GNN | None = None
-    """A model object to train instead of the one the options name."""
+    """A model object to train instead of the one the options name (adapted: ``models.as_gnn``)."""
+    obj_name: str = ""
+    """The object's class name, as its caller built it."""
+
+    @classmethod
+    def of(cls, cfg, model=None) -> "RunModel":
+        """The model ``cfg`` names, or ``model``: a fullgraph GNN, PyG convolutions or a BasicGNN."""
+        return cls(cfg) if model is None else cls(cfg, as_gnn(model), type(model).__name__)
 
     @property
     def name(self) -> str:
         """What the run trains: ``--model``, or ``<ClassName>`` for an object."""
-        return self.cfg.model.name if self.obj is None else f"<{type(self.obj).__name__}>"
+        return self.cfg.model.name if self.obj is None else f"<{self.obj_name}>"
 
     @property
     def has_memory_model(self) -> bool:
@@ -62,6 +69,10 @@ class RunModel:
             return self.cfg.model.hidden
         widths = model.layer_input_widths()
         return max(widths[1:], default=widths[0])
+
+    def options(self) -> dict:
+        """The run's options as its files record them (an object's name in place of ``--model``)."""
+        return self.cfg.options() | ({"model": self.name} if self.obj is not None else {})
 
     def file_args(self, in_dim: int, num_classes: int) -> dict:
         """What ``model.pt`` records to rebuild the model (an object's name only: it is not rebuilt)."""

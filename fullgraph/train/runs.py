@@ -32,7 +32,7 @@ RUN_FILES = (CONFIG_FILE, "metrics.jsonl", "summary.json", MODEL_FILE)
 """What a run writes in its folder besides ``checkpoint/``: an earlier run is recognized by them."""
 
 
-def write_run_config(cfg: TrainConfig, *, replace: bool = False) -> None:
+def write_run_config(cfg: TrainConfig, *, replace: bool = False, model: str | None = None) -> None:
     """A run starts afresh in ``cfg.run.out``: its options are saved.
 
     A folder holding an earlier run is refused, so that a rerun never silently replaces results: its
@@ -40,7 +40,8 @@ def write_run_config(cfg: TrainConfig, *, replace: bool = False) -> None:
     files unless ``cfg.run.overwrite`` (or ``replace``: ``--resume auto`` restarting a run that never
     reached its first checkpoint). What is replaced is removed first, so the new run's files are never
     mixed with the old run's; other files in the folder are left alone. The leftovers of a checkpoint
-    never completed are removed (a resume must never pick up another run's state)."""
+    never completed are removed (a resume must never pick up another run's state). ``model``: what
+    the run trains where the options do not say it (a model object's ``<ClassName>``)."""
     if not cfg.run.out:
         return
     from fullgraph.train.checkpoint import CHECKPOINT_DIR, complete_checkpoints
@@ -60,7 +61,7 @@ def write_run_config(cfg: TrainConfig, *, replace: bool = False) -> None:
     for name in earlier:
         (out / name).unlink()
     shutil.rmtree(out / CHECKPOINT_DIR, ignore_errors=True)
-    write_json_atomic(out / CONFIG_FILE, cfg.options())
+    write_json_atomic(out / CONFIG_FILE, cfg.options() | ({"model": model} if model else {}))
 
 
 def read_run_config(run: str | Path) -> dict:

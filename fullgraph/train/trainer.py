@@ -23,7 +23,7 @@ from fullgraph.data.graph import Graph
 from fullgraph.data.load import load_graph
 from fullgraph.comm.ledger import CATEGORIES
 from fullgraph.errors import InputError
-from fullgraph.models import GNN, as_gnn
+from fullgraph.models import GNN
 from fullgraph.models.contract import check_model
 from fullgraph.ops.dropout import keyed_dropout
 from fullgraph.parallel.engine import Engine
@@ -134,7 +134,7 @@ class Trainer:
         self.graph = graph
         self.engine = engine
         self.model: GNN | None = None
-        self.run_model = RunModel(cfg, None if model is None else as_gnn(model))  # or fullgraph.train_model's object
+        self.run_model = RunModel.of(cfg, model)  # what cfg names, or fullgraph.train_model's object
         self.writer: RunWriter | None = None
 
     # ------------------------------------------------------------------ build
@@ -361,7 +361,7 @@ class Trainer:
             val_loss=best["val_loss"], metric=self.metric, val_metric=best["val_metric"],
             test_metric=best["test_metric"], train_metric=best["train_metric"],
             epoch_time_s=statistics.median(times[1:] if len(times) > 1 else times),
-            peak_rss_bytes=int(max(rss)), final_loss=losses[-1], losses=losses, config=cfg.options(),
+            peak_rss_bytes=int(max(rss)), final_loss=losses[-1], losses=losses, config=self.run_model.options(),
             graph=e.summary(), environment=environment(),
         )
         result.peak_rss_bytes_per_rank = [int(r) for r in rss]
@@ -390,8 +390,8 @@ class Trainer:
 
         graph = {"name": e.name, "features": e.in_dim, "classes": e.num_classes}
         args = self.run_model.file_args(e.in_dim, e.num_classes)
-        save_model(Path(cfg.run.out) / MODEL_FILE, state=state, args=args, graph=graph, config=cfg.options(),
-                   metrics=dict(best))
+        save_model(Path(cfg.run.out) / MODEL_FILE, state=state, args=args, graph=graph,
+                   config=self.run_model.options(), metrics=dict(best))
 
     def close(self) -> None:
         if self.writer is not None:
