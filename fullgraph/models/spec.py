@@ -54,7 +54,8 @@ class ModelSpec:
             volumes: ``narrower`` (each layer multiplies the narrower of its input and output,
             GCN and GraphSAGE), ``hidden`` (every layer multiplies hidden rows, GCNII and
             ResGCN+), or ``None`` (no fixed matrix: attention, or a model that does not say).
-        options: the ``ModelOptions`` fields its builder reads (others given are an error).
+        options: the ``ModelOptions`` fields its builder reads: what the trainer passes it and
+            ``model.pt`` records to rebuild it.
         takes_norm: whether ``--norm`` (a norm between hidden layers) applies to it.
         memory: its memory model; ``None``: measured from a forward and backward on a small block.
         hidden_step: ``hidden`` must be a multiple of this (GAT: the heads), given the options.

@@ -24,14 +24,12 @@ MODEL_FILE = "model.pt"
 
 def model_args(cfg, in_dim: int, num_classes: int) -> dict:
     """``build_model``'s arguments for the model ``cfg`` trains (one source for trainer and loader)."""
-    from fullgraph.models import is_reference
+    from fullgraph.models import is_reference, model_spec
 
     m = cfg.model
     if is_reference(m.name):  # a user's builder: its reference and its keywords
         return dict(name=m.name, in_dim=in_dim, out_dim=num_classes, model_args=dict(m.args))
-    return dict(name=m.name, in_dim=in_dim, out_dim=num_classes, layers=m.layers, hidden=m.hidden, dropout=m.dropout,
-                heads=m.heads, gcnii_alpha=m.gcnii_alpha, gcnii_lambda=m.gcnii_lambda, gcn_kernel=m.gcn_kernel,
-                norm=m.norm)
+    return dict(name=m.name, in_dim=in_dim, out_dim=num_classes) | {k: getattr(m, k) for k in model_spec(m.name).options}
 
 
 def save_model(path: str | Path, *, state: dict, args: dict, graph: dict, config: dict, metrics: dict) -> None:
