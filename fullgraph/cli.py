@@ -132,22 +132,25 @@ def given_options(args: argparse.Namespace) -> dict:
     return options
 
 
-def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    return TrainConfig.of(**given_options(args))
-
-
 def cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
     from fullgraph.comm.context import DistEnv
     from fullgraph.comm.launch import ERROR_FILE_ENV
     from fullgraph.device import resolve_device
+    from fullgraph.parallel.setup import graph_of_inputs
     from fullgraph.train.runs import resume_config, write_run_config
     from fullgraph.train.trainer import Trainer
 
-    resume = getattr(args, "resume", None)
-    cfg, resuming = resume_config(given_options(args), resume) if resume else (config_from_args(args), False)
+    resume, given = getattr(args, "resume", None), given_options(args)
+    cfg, resuming = resume_config(given, resume) if resume else (TrainConfig.of(**given), False)
+    if not resume and cfg.parallel.mode != "single" and "nprocs" not in given:
+        raise InputError(f"expected --nprocs with --parallel {cfg.parallel.mode} (how many processes; got none, "
+                         f"which would run the layout in one process)")
     env = DistEnv.from_env()
     if not resuming and (env is None or (env.rank == 0 and ERROR_FILE_ENV not in os.environ)):
         # as the user gave it: by this process, not by the launcher's ranks
+        taken = graph_of_inputs(cfg, dataset_given="dataset" in given)  # the graph a given --partition-dir holds
+        if taken is not cfg:  # the ranks record the run under it too
+            cfg, argv = taken, [*argv, "--dataset", taken.data.dataset]
         write_run_config(cfg, replace=resume == "auto")
     local = env.local_world_size if env is not None else (cfg.parallel.nprocs if cfg.parallel.mesh.distributed else 1)
     resolve_device(cfg.run.device, 0, local)  # before any graph is read or process started

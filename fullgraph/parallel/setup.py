@@ -15,7 +15,7 @@ from fullgraph.data.load import load_graph
 from fullgraph.plan import model_memory_options, variable_bytes
 
 __all__ = ["prepare_partition_dir", "prepare_block_rows_dir", "prepare_chunk_file", "node_parts", "prepare_run",
-           "RunInputs", "input_widths"]
+           "RunInputs", "input_widths", "graph_of_inputs"]
 
 log = logging.getLogger("fullgraph")
 
@@ -178,3 +178,31 @@ def input_widths(cfg, graph=None) -> tuple[int, int]:
         return int(meta["num_features"]), int(meta["num_classes"])
     graph = load_graph(cfg) if graph is None else graph
     return graph.num_features, graph.num_classes
+
+
+def graph_of_inputs(cfg, dataset_given: bool):
+    """``cfg`` checked against the graph its ``--partition-dir`` (a partition or SpMM block-row
+    folder) was made from, which is what its ranks will train on: with ``--dataset`` given, that
+    dataset must be the folder's graph (the same fingerprint), else one ``InputError`` names both;
+    without it, the run takes the folder's graph, and ``cfg`` returned names it (so that
+    ``config.json``, ``evaluate`` and ``predict`` see the graph the run trained)."""
+    pdir = cfg.parallel.partition_dir
+    if pdir is None:
+        return cfg
+    from fullgraph.errors import InputError
+    from fullgraph.partition.blockrows import load_block_rows_meta
+    from fullgraph.partition.store import load_meta
+
+    meta = load_block_rows_meta(pdir) if cfg.parallel.mesh.spmm else load_meta(pdir)
+    if not dataset_given:
+        source = (meta.get("meta") or {}).get("dataset")  # what the folder was made from, as it was named then
+        if not source:
+            raise InputError(f"expected --dataset with --partition-dir {pdir} (its {meta.get('graph')!r} graph does "
+                             f"not record the dataset it came from)")
+        return cfg.with_options(dataset=source)
+    graph = load_graph(cfg)
+    if meta.get("fingerprint") != graph.fingerprint():
+        raise InputError(f"expected --partition-dir made from --dataset {cfg.data.dataset} (got {pdir}, made from "
+                         f"{meta.get('graph')!r}, another graph): give the dataset it was made from, or partition "
+                         f"{cfg.data.dataset} anew")
+    return cfg

@@ -1,0 +1,47 @@
+"""A run trains what was asked, or refuses in one line: a ``--partition-dir`` made from another graph
+than ``--dataset`` names, and a layout without ``--nprocs``. (Issue 36 §1.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from fullgraph.cli import main
+
+
+def fullgraph(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "fullgraph", *args], capture_output=True, text=True, timeout=timeout,
+                          env=os.environ | {"PYTHONWARNINGS": "ignore"})
+
+
+def one_line_error(capsys, *words) -> None:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fullgraph: error:") and all(w in err[0] for w in words), err
+
+
+def test_a_partition_of_another_graph_is_refused_and_without_dataset_its_graph_is_taken(tmp_path, shared_data, capsys):
+    parts = tmp_path / "cora-2"
+    assert main(["partition", "--dataset", "cora", "--root", str(shared_data), "--parts", "2", "--out", str(parts)]) == 0
+    capsys.readouterr()
+    run = tmp_path / "run"
+    # --dataset names another graph than the folder's: one line naming both, nothing written
+    assert main(["train", "--dataset", "synthetic", "--partition-dir", str(parts), "--parallel", "graph", "--nprocs",
+                 "2", "--out", str(run)]) == 2
+    one_line_error(capsys, "--dataset synthetic", str(parts), "'cora'")
+    assert not run.exists()
+    # without --dataset, the run is the folder's graph, and says so in every file it writes
+    proc = fullgraph("train", "--root", str(shared_data), "--partition-dir", str(parts), "--parallel", "graph",
+                     "--nprocs", "2", "--epochs", "2", "--progress", "none", "--out", str(run))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((run / "config.json").read_text())["dataset"] == "cora"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["dataset"] == "cora" and summary["config"]["dataset"] == "cora"
+    ev = fullgraph("evaluate", "--run", str(run), "--json")
+    assert ev.returncode == 0 and json.loads(ev.stdout)["test_metric"] == summary["test_metric"], ev.stderr
+
+
+def test_a_layout_without_nprocs_is_refused(capsys, tmp_path):
+    assert main(["train", "--parallel", "graph", "--epochs", "1", "--out", str(tmp_path / "run")]) == 2
+    one_line_error(capsys, "expected --nprocs with --parallel graph")
