@@ -103,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
             use.add_argument("--out", required=True, help="folder for predictions.npy, probabilities.npy "
                                                           "(and embeddings.npy)")
             use.add_argument("--embeddings", action="store_true", help="also write the last hidden layer")
+            use.add_argument("--overwrite", action="store_true",
+                             help="replace an earlier prediction in --out (its whole set of files)")
             use.add_argument("--parallel", default="single", choices=("single", "graph"),
                              help="single (default) | graph: one part per process, for graphs too big for one")
             use.add_argument("--nprocs", type=int, default=1, help="processes with --parallel graph")
@@ -247,16 +249,18 @@ def cmd_predict(args: argparse.Namespace, argv: list[str]) -> int:
         raise InputError(f"expected --parallel graph with --nprocs {args.nprocs} (one process predicts with "
                          f"--parallel single)")
     if args.parallel == "single":
-        paths = predict_run(args.run, args.out, args.dataset, args.root, args.device, args.embeddings)
+        paths = predict_run(args.run, args.out, args.dataset, args.root, args.device, args.embeddings, args.overwrite)
     else:
         cfg = predict_layout(args.run, args.dataset, args.root, nprocs=args.nprocs, device=args.device,
                              partition_dir=args.partition_dir)
         if DistEnv.from_env() is None:  # partition (cached), then start the ranks
             from fullgraph.comm.launch import launch_local
             from fullgraph.parallel.setup import prepare_run
+            from fullgraph.train.apply import check_out
 
+            check_out(args.out, args.overwrite)  # before any rank starts
             return launch_local([*argv, *prepare_run(cfg).flags()], cfg.parallel.nprocs)
-        paths = predict_rank(cfg, args.run, args.out, args.embeddings)
+        paths = predict_rank(cfg, args.run, args.out, args.embeddings, args.overwrite)
         if paths is None:
             return 0
     print("wrote " + ", ".join(str(p) for p in paths.values()))

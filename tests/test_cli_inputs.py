@@ -45,3 +45,17 @@ def test_a_partition_of_another_graph_is_refused_and_without_dataset_its_graph_i
 def test_a_layout_without_nprocs_is_refused(capsys, tmp_path):
     assert main(["train", "--parallel", "graph", "--epochs", "1", "--out", str(tmp_path / "run")]) == 2
     one_line_error(capsys, "expected --nprocs with --parallel graph")
+
+
+def test_predict_refuses_an_earlier_prediction_and_overwrite_replaces_the_whole_set(tmp_path, capsys):
+    run, out = tmp_path / "run", tmp_path / "pred"
+    assert main(["train", "--epochs", "2", "--progress", "none", "--out", str(run)]) == 0
+    assert main(["predict", "--run", str(run), "--out", str(out), "--embeddings"]) == 0
+    capsys.readouterr()
+    first = (out / "predictions.npy").read_bytes()
+    for extra in ([], ["--parallel", "graph", "--nprocs", "2"]):  # refused before any rank starts
+        assert main(["predict", "--run", str(run), "--out", str(out), *extra]) == 2
+        one_line_error(capsys, "expected --out without an earlier prediction", "embeddings.npy", "--overwrite")
+    assert (out / "embeddings.npy").exists() and (out / "predictions.npy").read_bytes() == first
+    assert main(["predict", "--run", str(run), "--out", str(out), "--overwrite"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["predictions.npy", "probabilities.npy"]  # no stale embeddings

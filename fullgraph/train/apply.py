@@ -22,7 +22,7 @@ from fullgraph.train.runs import read_run_config
 
 log = logging.getLogger("fullgraph")
 
-__all__ = ["evaluate_run", "predict_run"]
+__all__ = ["evaluate_run", "predict_run", "check_out"]
 
 
 def _config(run: str, dataset: str | None, root: str | None, **layout) -> tuple[TrainConfig, dict]:
@@ -78,8 +78,17 @@ def _outputs(engine, model, embeddings: bool) -> dict[str, torch.Tensor]:
     return arrays
 
 
+OUTPUTS = ("predictions", "probabilities", "embeddings")
+"""The files a prediction writes (``NAME.npy``): one set per folder."""
+
+
 def _write(folder: Path, arrays: dict[str, np.ndarray]) -> dict[str, Path]:
+    """The prediction's arrays, each written atomically; an earlier prediction's files that this one
+    does not write (its embeddings) are removed, so the folder holds one set."""
     folder.mkdir(parents=True, exist_ok=True)
+    for name in OUTPUTS:
+        if name not in arrays:
+            (folder / f"{name}.npy").unlink(missing_ok=True)
     paths = {}
     for name, a in arrays.items():
         path, tmp = folder / f"{name}.npy", folder / f".{name}.npy.tmp"
@@ -90,19 +99,26 @@ def _write(folder: Path, arrays: dict[str, np.ndarray]) -> dict[str, Path]:
     return paths
 
 
-def _check_out(out: str) -> Path:
+def check_out(out: str, overwrite: bool = False) -> Path:
+    """``--out``: a folder, holding no earlier prediction unless ``overwrite`` (as ``train`` refuses a
+    folder with an earlier run)."""
     folder = Path(out)
     if folder.exists() and not folder.is_dir():
         raise InputError(f"expected --out to be a folder for the .npy files (got the file {folder})")
+    earlier = [f"{n}.npy" for n in OUTPUTS if (folder / f"{n}.npy").exists()]
+    if earlier and not overwrite:
+        raise InputError(f"expected --out without an earlier prediction (got {', '.join(earlier)} in {folder}): "
+                         f"pass --overwrite to replace them")
     return folder
 
 
 def predict_run(run: str, out: str, dataset: str | None = None, root: str | None = None, device: str = "auto",
-                embeddings: bool = False) -> dict[str, Path]:
+                embeddings: bool = False, overwrite: bool = False) -> dict[str, Path]:
     """Write ``out/predictions.npy`` (a class per node; a 0/1 row per node for multi-label graphs),
     ``out/probabilities.npy`` (softmax, or sigmoid for multi-label) and, with ``embeddings``,
-    ``out/embeddings.npy`` (the last hidden representation); returns the paths."""
-    folder = _check_out(out)
+    ``out/embeddings.npy`` (the last hidden representation); returns the paths. An earlier
+    prediction in ``out`` is refused, or with ``overwrite`` replaced as a whole."""
+    folder = check_out(out, overwrite)
     _, model, engine, _ = _setup(run, dataset, root, device)
     return _write(folder, {k: v.cpu().numpy() for k, v in _outputs(engine, model, embeddings).items()})
 
@@ -114,13 +130,14 @@ def predict_layout(run: str, dataset: str | None, root: str | None, *, nprocs: i
     return cfg
 
 
-def predict_rank(cfg: TrainConfig, run: str, out: str, embeddings: bool = False) -> dict[str, Path] | None:
+def predict_rank(cfg: TrainConfig, run: str, out: str, embeddings: bool = False,
+                 overwrite: bool = False) -> dict[str, Path] | None:
     """One rank of ``predict --parallel graph``: the exact forward of its part, every part's rows
     gathered on rank 0 and put in node order there (the same numbers as one process, within the
     order of floating-point sums). Returns the paths on rank 0."""
     from fullgraph.parallel.graph import graph_engine
 
-    folder = _check_out(out)
+    folder = check_out(out, overwrite)
     model, info = load_model(Path(run))
     engine = graph_engine(cfg, model.norm)
     try:
