@@ -7,37 +7,14 @@ The model is the one a user writes and hands to ``fullgraph train --model FILE.p
     def build(in_dim, out_dim, hidden=256, layers=3, dropout=0.5):
         return GraphSAGE(in_dim, hidden, layers, out_dim, dropout=dropout)
 
-The script writes that builder into a temporary file, and every configuration runs in a fresh
-process of its own:
-
-* ``fullgraph``: the real command, ``python -m fullgraph train --dataset D --model FILE.py:build
-  --model-arg hidden=H --model-arg layers=L --model-arg dropout=p --weight-decay 0 --epochs E
-  --eval-every E --progress none --out RUN`` (``fullgraph.models.from_pyg`` adapts the
-  ``BasicGNN``; sparse input features stay sparse). ``RUN/summary.json`` gives ``epoch_time_s``
-  (median over the epochs after the first) and ``peak_rss_bytes_per_rank`` (each process's
-  ``VmHWM``).
-* ``fullgraph graph P=k``: the same command with ``--parallel graph --nprocs k`` (METIS parts,
-  made by the launcher before the ranks start; each rank gets cores ÷ k threads).
-* ``PyG <form>``: the same builder, called after ``torch.manual_seed(seed)``, trained by plain PyG
-  full-graph in a worker process (``--worker``): dense ``x``, ``model(x, adj)``, cross-entropy on
-  the train mask, Adam (same lr, no weight decay), training mode with the model's own dropout, one
-  evaluation forward at the end (as ``--eval-every E`` does). The adjacency in one of PyG's forms:
-  ``edge_index`` (COO ``[2, E]``, gather/scatter message passing), ``EdgeIndex`` (PyG's
-  ``EdgeIndex`` sorted by column; ``SAGEConv`` does not fuse it in PyG 2.8, so it gathers and
-  scatters too) or ``adj_t`` (a transposed ``torch.sparse_csr`` adjacency from
-  ``ToSparseTensor(layout=torch.sparse_csr)``; ``SAGEConv`` runs ``torch.sparse.mm(adj_t, x,
-  "mean")``). The graph is loaded by fullgraph's own loader (``fullgraph.data.load.load_graph``,
-  the configuration the command builds), so both sides train on the same graph, split and
-  features. Epoch time is the median wall time of the epochs after the first; peak is the
-  process's ``VmHWM`` at the end, like fullgraph's ``peak_rss_bytes``: imports and loading are
-  in both.
-
-Ratios are fullgraph over the *better* PyG form for that metric (it is named). Targets: single
-process time <= 1.1x and peak <= 1.0x; the graph-parallel rows are reported without a verdict
-(their peak is the largest rank's). Runs go one at a time; the CPU used meanwhile by processes
-outside this benchmark is recorded, and a run is marked ``C`` (contended) above 0.2 cores. Before each
-run the script waits (at most ``--wait-idle`` seconds over the whole benchmark) until no other
-process uses CPU.
+The script writes that builder into a temporary file and runs every configuration in a fresh
+process, one at a time: ``fullgraph`` through the real command (``--model FILE.py:build``, one process
+and ``--parallel graph --nprocs k``), and the same builder's model trained by plain PyG full-graph in a
+worker (``--worker``) in each of PyG's adjacency forms (``edge_index``, ``EdgeIndex``, a CSR ``adj_t``),
+on the graph fullgraph's loader gives. Epoch time: the median after the first; peak: each process's
+``VmHWM``. Ratios are fullgraph over the better PyG form (targets, one process: time <= 1.1x, peak
+<= 1.0x). The CPU that other processes use during a run is recorded (``C``: contended); the method
+in full is in ``benchmarks/README.md``.
 See ``benchmarks/README.md``. Usage::
 
     .venv/bin/python benchmarks/your_model.py                                  # Coauthor-Physics, SAGE 3 x 256
@@ -89,13 +66,49 @@ def mem_available() -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("MemAvailable")) * 1024
 
 
-def load_builder(path: str):
-    import importlib.util
+def _pyg_data(cfg: dict):
+    """The graph as fullgraph loads it, as a PyG ``Data`` with a dense ``x``; its description."""
+    import torch
+    from torch_geometric.data import Data
 
-    spec = importlib.util.spec_from_file_location("your_model_builder", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.build
+    from fullgraph.config import TrainConfig
+    from fullgraph.data.load import load_graph
+
+    graph = load_graph(TrainConfig.of(dataset=cfg["dataset"], root=cfg["root"], split=0, seed=cfg["seed"]))
+    src, dst = graph.edges()
+    data = Data(x=graph.dense_x(), edge_index=torch.stack([src, dst]), y=graph.y, train_mask=graph.train_mask,
+                test_mask=graph.test_mask, num_nodes=graph.num_nodes)
+    info = {"name": graph.name, "nodes": graph.num_nodes, "edges": int(src.numel()),
+            "features": int(data.x.shape[1]), "classes": int(graph.num_classes),
+            "train_nodes": int(graph.train_mask.sum()),
+            "x_layout": "sparse CSR" if graph.x.layout == torch.sparse_csr else "dense"}
+    return data, info
+
+
+def _pyg_adjacency(data, form: str):
+    import torch
+    import torch_geometric.transforms as T
+    from torch_geometric import EdgeIndex
+
+    if form == "adj_t":
+        return T.ToSparseTensor(layout=torch.sparse_csr)(data).adj_t
+    if form == "EdgeIndex":
+        return EdgeIndex(data.edge_index, sparse_size=(data.num_nodes, data.num_nodes)).sort_by("col")[0]
+    return data.edge_index
+
+
+def _too_large(form: str, info: dict) -> str | None:
+    """Why a gathering form is skipped: edge_index, and EdgeIndex for a conv that does not fuse it
+    (SAGEConv in PyG 2.8), gather the first layer's messages x_j, [E, F] float32, before the scatter."""
+    from torch_geometric.nn import SAGEConv
+
+    gathers = form == "edge_index" or (form == "EdgeIndex" and not SAGEConv.SUPPORTS_FUSED_EDGE_INDEX)
+    messages = info["edges"] * info["features"] * 4
+    if gathers and messages > EDGE_INDEX_MEMORY_SHARE * mem_available():
+        return (f"its first layer gathers [E, F] = {info['edges']:,} x {info['features']:,} messages, "
+                f"{messages / 2**30:.1f} GiB, over {EDGE_INDEX_MEMORY_SHARE:.0%} of the "
+                f"{mem_available() / 2**30:.1f} GiB available")
+    return None
 
 
 def pyg_worker(cfg: dict) -> dict:
@@ -104,68 +117,35 @@ def pyg_worker(cfg: dict) -> dict:
 
     torch.set_num_threads(cfg["threads"])
     import torch.nn.functional as F
-    import torch_geometric.transforms as T
-    from torch_geometric import EdgeIndex
-    from torch_geometric.data import Data
 
-    from fullgraph.config import TrainConfig
-    from fullgraph.data.load import load_graph
+    from fullgraph.models.user import load_builder
 
     rss_imports = rss_bytes()
-    graph = load_graph(TrainConfig.of(dataset=cfg["dataset"], root=cfg["root"], split=0, seed=cfg["seed"]))
+    data, info = _pyg_data(cfg)
     rss_loaded = rss_bytes()
-    src, dst = graph.edges()
-    data = Data(x=graph.dense_x(), edge_index=torch.stack([src, dst]), y=graph.y, train_mask=graph.train_mask,
-                test_mask=graph.test_mask, num_nodes=graph.num_nodes)
-    info = {"name": graph.name, "nodes": graph.num_nodes, "edges": int(src.numel()),
-            "features": int(data.x.shape[1]), "classes": int(graph.num_classes),
-            "train_nodes": int(graph.train_mask.sum()),
-            "x_layout": "sparse CSR" if graph.x.layout == torch.sparse_csr else "dense"}
-    n_classes = int(graph.num_classes)
-    del graph, src, dst
-    form = cfg["form"]
-    # edge_index, and EdgeIndex for a conv that does not fuse it (SAGEConv in PyG 2.8), gather the
-    # first layer's messages x_j, [E, F] float32, before the scatter
-    from torch_geometric.nn import SAGEConv
-
-    gathers = form == "edge_index" or (form == "EdgeIndex" and not SAGEConv.SUPPORTS_FUSED_EDGE_INDEX)
-    messages = info["edges"] * info["features"] * 4
-    if gathers and messages > EDGE_INDEX_MEMORY_SHARE * mem_available():
-        return {"system": f"pyg-{form}", "graph": info,
-                "skipped": f"its first layer gathers [E, F] = {info['edges']:,} x {info['features']:,} messages, "
-                           f"{messages / 2**30:.1f} GiB, over {EDGE_INDEX_MEMORY_SHARE:.0%} of the "
-                           f"{mem_available() / 2**30:.1f} GiB available"}
-    if form == "adj_t":
-        data = T.ToSparseTensor(layout=torch.sparse_csr)(data)
-        adj = data.adj_t
-    elif form == "EdgeIndex":
-        adj = EdgeIndex(data.edge_index, sparse_size=(data.num_nodes, data.num_nodes)).sort_by("col")[0]
-    else:
-        adj = data.edge_index
-
-    build = load_builder(cfg["builder"])
+    if (why := _too_large(cfg["form"], info)) is not None:
+        return {"system": f"pyg-{cfg['form']}", "graph": info, "skipped": why}
+    adj = _pyg_adjacency(data, cfg["form"])
     torch.manual_seed(cfg["seed"])
-    model = build(data.x.shape[1], n_classes, hidden=cfg["hidden"], layers=cfg["layers"], dropout=cfg["dropout"])
+    model = load_builder(f"{cfg['builder']}:build")(info["features"], info["classes"], hidden=cfg["hidden"],
+                                                    layers=cfg["layers"], dropout=cfg["dropout"])
     opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
     x, y, mask = data.x, data.y, data.train_mask
-
     times, losses = [], []
     for _ in range(cfg["epochs"]):
         t0 = time.perf_counter()
         model.train()
         opt.zero_grad(set_to_none=True)
-        out = model(x, adj)
-        loss = F.cross_entropy(out[mask], y[mask])
+        loss = F.cross_entropy(model(x, adj)[mask], y[mask])
         loss.backward()
         opt.step()
         losses.append(loss.item())
         times.append(time.perf_counter() - t0)
-        del out, loss
+        del loss
     model.eval()
     with torch.no_grad():  # the one evaluation fullgraph's --eval-every E runs at the end
-        pred = model(x, adj).argmax(-1)
-        test_acc = float((pred[data.test_mask] == y[data.test_mask]).float().mean())
-    return {"system": f"pyg-{form}", "graph": info, "epoch_times_s": times,
+        test_acc = float((model(x, adj).argmax(-1)[data.test_mask] == y[data.test_mask]).float().mean())
+    return {"system": f"pyg-{cfg['form']}", "graph": info, "epoch_times_s": times,
             "epoch_time_s": statistics.median(times[1:] if len(times) > 1 else times), "losses": losses,
             "test_acc": test_acc, "peak_rss_bytes": hwm_bytes(), "rss_after_imports_bytes": rss_imports,
             "rss_graph_loaded_bytes": rss_loaded, "threads": torch.get_num_threads()}
@@ -346,6 +326,54 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
+def report(args, runs: dict) -> tuple[dict, list[str], list[dict]]:
+    """The graph, the table against the better PyG form, and the checks against the targets, printed."""
+    info = next((r["graph"] for r in runs.values() if "graph" in r), None)
+    if info:
+        print(f"\n== {info['name']}: {info['nodes']:,} nodes, {info['edges']:,} directed edges, {info['features']:,} "
+              f"features ({info['x_layout']} in fullgraph, dense in PyG), {info['classes']} classes, "
+              f"{info['train_nodes']:,} train nodes")
+    best = best_pyg(runs)
+    print(f"-- GraphSAGE {args.layers} x {args.hidden}, dropout {args.dropout}; ratios against the better PyG form: "
+          + (f"time {label(best['time'])}, memory {label(best['memory'])}" if best else "none ran"))
+    table = print_table(runs, best)
+    print(f"   (peak of a graph-parallel row: its largest rank; load = cores used by other processes during the run, "
+          f"C = contended, > {FOREIGN_BUSY_CORES})")
+    result_checks = checks(runs, best)
+    print("\n=== checks ===")
+    for c in result_checks:
+        extra = " (timed under contention)" if c["contended"] else ""
+        print(f"  {'PASS' if c['pass'] else 'FAIL'}  {c['check']}: {c['value']:.3f}{extra}")
+    return best, table, result_checks
+
+
+def run_all(args, threads: int, builder: Path, work: Path) -> dict[str, dict]:
+    """Every configuration, one at a time, each waiting for an idle machine and watched for foreign load."""
+    runs: dict[str, dict] = {}
+    waiter = IdleWaiter(args.wait_idle)
+    plan = [("pyg", f) for f in args.pyg_forms] + [("fullgraph", 1)] + [("fullgraph", k) for k in args.nprocs]
+    for kind, what in plan:
+        system = f"pyg-{what}" if kind == "pyg" else ("fullgraph" if what == 1 else f"fullgraph-graph{what}")
+        print(f"  running {label(system)} ...", end="", flush=True)
+        waiter.wait()
+        load0 = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        with ForeignLoad() as watch:
+            if kind == "pyg":
+                r = run_pyg({"dataset": args.dataset, "root": str(Path(args.root).resolve()), "form": what,
+                             "builder": str(builder), "hidden": args.hidden, "layers": args.layers,
+                             "dropout": args.dropout, "lr": args.lr, "seed": args.seed, "epochs": args.epochs,
+                             "threads": threads}, args.timeout)
+            else:
+                r = run_fullgraph(args, builder, what, work)
+        r |= {"foreign_cores": watch.mean, "load_avg_1min": [load0, os.getloadavg()[0]],
+              "run_s": time.perf_counter() - t0}
+        runs[system] = r
+        print(f" {r['run_s']:.0f} s" + (f": {r['error']}" if "error" in r else "")
+              + (f": skipped ({r['skipped']})" if "skipped" in r else ""), flush=True)
+    return runs
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
@@ -369,47 +397,11 @@ def main(argv=None) -> int:
     builder = work / "your_model_builder.py"
     builder.write_text(BUILDER)
 
-    runs: dict[str, dict] = {}
-    waiter = IdleWaiter(args.wait_idle)
-    plan = [("pyg", f) for f in args.pyg_forms] + [("fullgraph", 1)] + [("fullgraph", k) for k in args.nprocs]
-    for kind, what in plan:
-        system = f"pyg-{what}" if kind == "pyg" else ("fullgraph" if what == 1 else f"fullgraph-graph{what}")
-        print(f"  running {label(system)} ...", end="", flush=True)
-        waiter.wait()
-        load0 = os.getloadavg()[0]
-        t0 = time.perf_counter()
-        with ForeignLoad() as watch:
-            if kind == "pyg":
-                r = run_pyg({"dataset": args.dataset, "root": str(Path(args.root).resolve()), "form": what,
-                             "builder": str(builder), "hidden": args.hidden, "layers": args.layers,
-                             "dropout": args.dropout, "lr": args.lr, "seed": args.seed, "epochs": args.epochs,
-                             "threads": threads}, args.timeout)
-            else:
-                r = run_fullgraph(args, builder, what, work)
-        r |= {"foreign_cores": watch.mean, "load_avg_1min": [load0, os.getloadavg()[0]],
-              "run_s": time.perf_counter() - t0}
-        runs[system] = r
-        print(f" {r['run_s']:.0f} s" + (f": {r['error']}" if "error" in r else "")
-              + (f": skipped ({r['skipped']})" if "skipped" in r else ""), flush=True)
+    runs = run_all(args, threads, builder, work)
     if work_ctx:
         work_ctx.cleanup()
 
-    info = next((r["graph"] for r in runs.values() if "graph" in r), None)
-    if info:
-        print(f"\n== {info['name']}: {info['nodes']:,} nodes, {info['edges']:,} directed edges, {info['features']:,} "
-              f"features ({info['x_layout']} in fullgraph, dense in PyG), {info['classes']} classes, "
-              f"{info['train_nodes']:,} train nodes")
-    best = best_pyg(runs)
-    print(f"-- GraphSAGE {args.layers} x {args.hidden}, dropout {args.dropout}; ratios against the better PyG form: "
-          + (f"time {label(best['time'])}, memory {label(best['memory'])}" if best else "none ran"))
-    table = print_table(runs, best)
-    print(f"   (peak of a graph-parallel row: its largest rank; load = cores used by other processes during the run, "
-          f"C = contended, > {FOREIGN_BUSY_CORES})")
-    result_checks = checks(runs, best)
-    print("\n=== checks ===")
-    for c in result_checks:
-        extra = " (timed under contention)" if c["contended"] else ""
-        print(f"  {'PASS' if c['pass'] else 'FAIL'}  {c['check']}: {c['value']:.3f}{extra}")
+    best, table, result_checks = report(args, runs)
     failed = sum("error" in r for r in runs.values())
     out = write_json(args.out, {"date": now, "header": header, "config": config, "machine": env["machine"],
                                 "versions": env["versions"], "args": vars(args), "targets": TARGETS, "builder": BUILDER,

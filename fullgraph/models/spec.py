@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-__all__ = ["MemoryModel", "ModelSpec", "register", "registered", "SPECS"]
+__all__ = ["MemoryModel", "ModelSpec", "register", "SPECS"]
 
 
 @dataclass(frozen=True)
@@ -93,10 +93,3 @@ def register(spec: ModelSpec) -> ModelSpec:
         raise ValueError(f"spec {spec.name!r}: spmm must be one of {SPMM_KINDS} or None (got {spec.spmm!r})")
     SPECS[spec.name] = spec
     return spec
-
-
-def registered() -> dict[str, ModelSpec]:
-    """The built-in models (the package's modules are all imported first)."""
-    import fullgraph.models  # noqa: F401 - imports every model module, which registers its spec
-
-    return SPECS
