@@ -101,6 +101,11 @@ class Engine:
     def sync_grads(self, model) -> None:
         """Make every rank's gradient the global one (nothing to do in one process)."""
 
+    def memory_stats(self) -> dict | None:
+        """The sizes the memory estimate takes for this rank (``fullgraph.plan.estimate_peak_bytes``),
+        or ``None`` where the layout has no memory model."""
+        return None
+
     def broadcast_state(self, model) -> None:
         """Give every rank rank 0's parameters and buffers (a model each rank built on its own, whose
         initial weights may differ); set-up, not an epoch's traffic: left out of the ledger's epochs."""
@@ -167,6 +172,11 @@ class Engine:
 
 class SingleEngine(Engine):
     """The whole graph in one process: the reference every layout is checked against."""
+
+    def memory_stats(self) -> dict:
+        from fullgraph.plan import graph_memory_stats
+
+        return graph_memory_stats(self.graph)
 
     def __init__(self, graph: Graph, norm: str, device: torch.device | str = "cpu"):
         self.graph = graph

@@ -53,6 +53,11 @@ def feature_rows(x: torch.Tensor | SparseOp, idx: torch.Tensor):
 class GraphEngine(Engine):
     """One part of a graph-parallel run."""
 
+    def memory_stats(self) -> dict:
+        from fullgraph.plan import part_memory_stats
+
+        return part_memory_stats(self.part)
+
     def __init__(self, part, comm: Comm, norm: str, *, boundary_rate: float = 1.0, seed: int = 0,
                  replication_factor: float | None = None, owns_comm: bool = True, precision: str = "fp32"):
         self.part, self.comm, self.norm, self.owns_comm = part, comm, norm, owns_comm

@@ -183,19 +183,14 @@ class Trainer:
         says what would fit when it is over. ``None`` where there is no memory model: pipeline,
         hybrid and SpMM layouts, and devices other than the CPU (their activations are not host
         memory)."""
-        from fullgraph.parallel.engine import SingleEngine
-        from fullgraph.parallel.graph import GraphEngine
-        from fullgraph.plan import check_memory, graph_memory_stats, part_memory_stats
+        from fullgraph.plan import check_memory
         from fullgraph.memory import available_memory_bytes, current_rss_bytes
 
         e, cfg = self.engine, self.cfg
         if torch.device(e.device).type != "cpu" or not self.run_model.has_memory_model:
             return None
-        if isinstance(e, SingleEngine):
-            stats = graph_memory_stats(e.graph)
-        elif isinstance(e, GraphEngine):
-            stats = part_memory_stats(e.part)
-        else:
+        stats = e.memory_stats()
+        if stats is None:
             return None
         local = 1
         if cfg.parallel.mesh.distributed:
