@@ -59,3 +59,35 @@ def test_predict_refuses_an_earlier_prediction_and_overwrite_replaces_the_whole_
     assert (out / "embeddings.npy").exists() and (out / "predictions.npy").read_bytes() == first
     assert main(["predict", "--run", str(run), "--out", str(out), "--overwrite"]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["predictions.npy", "probabilities.npy"]  # no stale embeddings
+
+
+def test_a_failed_download_leaves_nothing_behind(tmp_path, monkeypatch, capsys):
+    import urllib.error
+    import zipfile
+
+    from fullgraph.data import datasets
+
+    def offline(url, dest):
+        raise urllib.error.URLError("no network")
+
+    monkeypatch.setattr(datasets, "_fetch", offline)
+    root = tmp_path / "new" / "data"
+    assert main(["train", "--dataset", "cora", "--root", str(root), "--epochs", "1", "--out", str(tmp_path / "run")]) == 2
+    one_line_error(capsys, "download failed", "no network")
+    assert not (tmp_path / "new").exists()  # not even the folders the download made
+
+    def broken_archive(url, dest):  # the first member extracts, the second is corrupt
+        with zipfile.ZipFile(dest, "w") as zf:
+            zf.writestr("arxiv/raw/edge.csv.gz", b"x" * 64)
+            zf.writestr("arxiv/raw/node-feat.csv.gz", b"y" * 64)
+        data = bytearray(dest.read_bytes())
+        at = data.rindex(b"y" * 64)
+        data[at:at + 64] = b"z" * 64  # the member's CRC no longer matches
+        dest.write_bytes(bytes(data))
+
+    monkeypatch.setattr(datasets, "_fetch", broken_archive)
+    kept = tmp_path / "kept"
+    kept.mkdir()  # a root that existed before is kept, and holds nothing of the download
+    assert main(["train", "--dataset", "ogbn-arxiv", "--root", str(kept), "--epochs", "1"]) == 2
+    one_line_error(capsys, "download failed")
+    assert list(kept.iterdir()) == []

@@ -242,6 +242,8 @@ def _where_to_get(spec: DatasetSpec, root: Path, missing: list[str]) -> str:
 
 
 def _extract(archive: Path, prefix: str, dest: Path) -> None:
+    """The ``prefix`` folder of ``archive`` written under ``dest`` (a staging folder: the caller moves
+    it into place once every member is out, so that a failed extraction leaves no half dataset)."""
     dest_resolved = dest.resolve()
     with zipfile.ZipFile(archive) as zf:
         for member in zf.infolist():
@@ -255,9 +257,31 @@ def _extract(archive: Path, prefix: str, dest: Path) -> None:
                 shutil.copyfileobj(src, out, 1 << 20)
 
 
+def _move_into(staged: Path, dest: Path) -> None:
+    """Every file under ``staged`` moved to the same place under ``dest`` (the same file system)."""
+    for path in sorted(p for p in staged.rglob("*") if p.is_file()):
+        target = dest / path.relative_to(staged)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` that does not exist yet (what a failed download must remove)."""
+    missing = None
+    for folder in (path, *path.parents):
+        if folder.exists():
+            break
+        missing = folder
+    return missing
+
+
 def _download(spec: DatasetSpec, root: Path, missing: list[str]) -> None:
+    """The ``missing`` files of ``spec`` fetched under ``root``. Each file (or the archive's whole folder)
+    is staged in a temporary folder and moved into place only when complete and checked; a failure
+    leaves nothing behind, not even the data root when this call created it."""
     if spec.manual or not (spec.archive or all(rel in spec.urls for rel in missing)):
         raise InputError(_where_to_get(spec, root, missing))
+    created = _first_missing(root)
     try:
         root.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=root, prefix=".download-") as tmp:
@@ -266,7 +290,8 @@ def _download(spec: DatasetSpec, root: Path, missing: list[str]) -> None:
                 log.warning("downloading %s (%s) into %s", spec.name, url, root / spec.path)
                 zpath = Path(tmp) / "archive.zip"
                 _fetch(url, zpath)
-                _extract(zpath, prefix, root / spec.path)
+                _extract(zpath, prefix, Path(tmp) / "extracted")
+                _move_into(Path(tmp) / "extracted", root / spec.path)
                 return
             for rel in missing:
                 log.warning("downloading %s to %s", spec.urls[rel], root / rel)
@@ -277,10 +302,11 @@ def _download(spec: DatasetSpec, root: Path, missing: list[str]) -> None:
                     raise InputError(f"expected sha256 {want} for {spec.urls[rel]} (the download differs)")
                 (root / rel).parent.mkdir(parents=True, exist_ok=True)
                 os.replace(part, root / rel)
-    except InputError as e:
-        raise InputError(f"{_where_to_get(spec, root, missing)}; download failed: {e}") from None
-    except (OSError, ValueError, zipfile.BadZipFile) as e:  # URLError, timeouts and HTTP errors are OSErrors
-        raise InputError(f"{_where_to_get(spec, root, missing)}; download failed: {type(e).__name__}: {e}") from None
+    except (InputError, OSError, ValueError, zipfile.BadZipFile) as e:  # URLError, timeouts, HTTP errors: OSErrors
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        got = str(e) if isinstance(e, InputError) else f"{type(e).__name__}: {e}"
+        raise InputError(f"{_where_to_get(spec, root, missing)}; download failed: {got}") from None
 
 
 def _verify(spec: DatasetSpec, root: Path) -> None:
