@@ -18,7 +18,7 @@ from pathlib import Path
 
 from fullgraph.comm.launch import report_worker_error
 from fullgraph.config import ModelOptions, TrainConfig, load_toml
-from fullgraph.options import choices, key_value, options_of
+from fullgraph.options import key_value, options_of
 from fullgraph.cli_data import add_data_commands, cmd_convert, cmd_datasets, cmd_generate
 from fullgraph.cli_plan import add_plan_command, cmd_plan
 from fullgraph.cli_report import add_report_command, cmd_report
@@ -72,46 +72,80 @@ def build_parser() -> argparse.ArgumentParser:
                                         "--epochs may be raised); auto: the same with --out, or start afresh when it "
                                         "has no checkpoint yet (for torchrun --max-restarts)")
     add_train_options(train)
-    part = sub.add_parser("partition", help="partition a graph and write one folder per part",
-                          description="Partition a graph for --parallel graph and write it to disk.")
-    part.add_argument("--dataset", default="synthetic")
-    part.add_argument("--root", default=None)
-    part.add_argument("--split", type=int, default=0)
-    part.add_argument("--parts", type=int, required=True)
-    part.add_argument("--partitioner", default="metis", help=" | ".join(choices()["partitioner"]))
-    part.add_argument("--metis-sample", type=float, default=1.0,
-                      help="METIS sees each undirected edge with this probability, in (0, 1]: "
-                           "~150 bytes per edge it sees (default 1: every edge)")
-    part.add_argument("--seed", type=int, default=0)
-    part.add_argument("--feature-norm", default="auto")
-    for flag, kind, attr in (("--model", str, "name"), ("--layers", int, "layers"), ("--hidden", int, "hidden"),
-                             ("--heads", int, "heads")):
-        part.add_argument(flag, type=kind, default=getattr(ModelOptions, attr),
-                          help="metis-memory: the model whose per-rank memory the parts balance")
-    part.add_argument("--out", required=True, help="a new folder, or one holding an earlier partition")
+    add_partition_command(sub)
     add_data_commands(sub, _Parser)
     add_plan_command(sub)
     add_report_command(sub)
+    add_model_commands(sub)
+    return parser
+
+
+HIDDEN_FLAGS = {"predict": ("--partition-dir",)}
+"""Flags outside ``fullgraph train`` that only the launcher passes to its ranks: no user option, so their
+help is ``SUPPRESS`` (train's own are ``Option.hidden``; tests/test_cli_help.py allows just these)."""
+
+
+def _as_train(name: str) -> str:
+    """The help ``fullgraph train`` shows for its option ``name``: a flag another command shares with
+    train means the same there, so it is described in the same words."""
+    opt = next(o for o in options_of(TrainConfig) if o.name == name)
+    return (opt.doc + (f" (default {opt.default})" if opt.default not in (None, "") else "")).replace("%", "%%")
+
+
+def add_partition_command(sub) -> None:
+    """``fullgraph partition``: the options of train that decide a partition, with train's words."""
+    from fullgraph.data.datasets import ROOT_HELP
+
+    part = sub.add_parser("partition", help="partition a graph and write one folder per part",
+                          description="Partition a graph for --parallel graph and write it to disk: one folder "
+                                      "per part, for 'fullgraph train --partition-dir' (on storage every machine "
+                                      "of a torchrun reads).")
+    part.add_argument("--dataset", default="synthetic", help=_as_train("dataset"))
+    part.add_argument("--root", default=None, help=ROOT_HELP)
+    part.add_argument("--split", type=int, default=0, help=_as_train("split"))
+    part.add_argument("--parts", type=int, required=True,
+                      help="number of parts: one per process of the run (its --nprocs)")
+    part.add_argument("--partitioner", default="metis", help=_as_train("partitioner"))
+    part.add_argument("--metis-sample", type=float, default=1.0,
+                      help="METIS sees each undirected edge with this probability, in (0, 1]: "
+                           "~150 bytes per edge it sees (default 1: every edge)")
+    part.add_argument("--seed", type=int, default=0,
+                      help="seed of the partitioner (METIS's own, random's and permuted's draws; default 0)")
+    part.add_argument("--feature-norm", default="auto", help=_as_train("feature_norm"))
+    for flag, kind, attr, what in (("--model", str, "name", "the model whose per-rank memory the parts balance"),
+                                   ("--layers", int, "layers", "its graph layers"),
+                                   ("--hidden", int, "hidden", "its hidden width"),
+                                   ("--heads", int, "heads", "its attention heads (GAT)")):
+        part.add_argument(flag, type=kind, default=getattr(ModelOptions, attr),
+                          help=f"metis-memory only: {what} (default {getattr(ModelOptions, attr)})")
+    part.add_argument("--out", required=True, help="a new folder, or one holding an earlier partition")
+
+
+def add_model_commands(sub) -> None:
+    """``fullgraph evaluate`` and ``fullgraph predict``: a trained run's model applied to a graph."""
+    from fullgraph.data.datasets import ROOT_DEFAULT
+
     for name, what in (("evaluate", "the split metrics of a trained run's model, recomputed from RUN/model.pt"),
                        ("predict", "class predictions, probabilities and embeddings of a trained run's model")):
         use = sub.add_parser(name, help=what, description=what[0].upper() + what[1:] + ".")
         use.add_argument("--run", required=True, help="a run folder (fullgraph train --out) holding model.pt")
         use.add_argument("--dataset", default=None, help="another graph like the run's (default: the run's own)")
-        use.add_argument("--root", default=None, help="data root of --dataset (default: the run's)")
+        use.add_argument("--root", default=None, help=f"data root of --dataset (default: the run's; where it gave "
+                                                      f"none, {ROOT_DEFAULT})")
         use.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
-        if name == "predict":
-            use.add_argument("--out", required=True, help="folder for predictions.npy, probabilities.npy "
-                                                          "(and embeddings.npy)")
-            use.add_argument("--embeddings", action="store_true", help="also write the last hidden layer")
-            use.add_argument("--overwrite", action="store_true",
-                             help="replace an earlier prediction in --out (its whole set of files)")
-            use.add_argument("--parallel", default="single", choices=("single", "graph"),
-                             help="single (default) | graph: one part per process, for graphs too big for one")
-            use.add_argument("--nprocs", type=int, default=1, help="processes with --parallel graph")
-            use.add_argument("--partition-dir", default=None, help=argparse.SUPPRESS)
-        else:
+        if name == "evaluate":
             use.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    return parser
+            continue
+        use.add_argument("--out", required=True, help="folder for predictions.npy, probabilities.npy "
+                                                      "(and embeddings.npy)")
+        use.add_argument("--embeddings", action="store_true", help="also write the last hidden layer")
+        use.add_argument("--overwrite", action="store_true",
+                         help="replace an earlier prediction in --out (its whole set of files)")
+        use.add_argument("--parallel", default="single", choices=("single", "graph"),
+                         help="single (default) | graph: one part per process, for graphs too big for one")
+        use.add_argument("--nprocs", type=int, default=1, help="processes with --parallel graph (default 1)")
+        for flag in HIDDEN_FLAGS[name]:  # the partition the launcher made
+            use.add_argument(flag, default=None, help=argparse.SUPPRESS)
 
 
 def _key_value(text: str) -> tuple[str, object]:

@@ -20,6 +20,8 @@ __all__ = ["add_data_commands", "cmd_generate", "cmd_convert", "cmd_datasets"]
 
 def add_data_commands(sub, parser_class) -> None:
     """The ``generate``, ``convert`` and ``datasets`` subcommands, on the ``fullgraph`` parser's ``sub``."""
+    from fullgraph.data.datasets import ROOT_HELP
+
     gen = sub.add_parser("generate", help="write a synthetic graph as a native dataset folder",
                          description="Generate a synthetic graph and write it as a native dataset folder.")
     kinds = gen.add_subparsers(dest="kind", required=True, parser_class=parser_class)
@@ -45,11 +47,14 @@ def add_data_commands(sub, parser_class) -> None:
                           description="Load a dataset (a known name or a path, as 'train --dataset' takes) "
                                       "and write it as a native dataset folder.")
     conv.add_argument("--dataset", required=True, help="a known dataset name, or a path to a dataset folder or file")
-    conv.add_argument("--root", default=None, help="data root for named datasets (default: $FULLGRAPH_DATA, then ./data)")
+    conv.add_argument("--root", default=None, help=ROOT_HELP)
     conv.add_argument("--split", type=int, default=0, help="which fixed split, or the seed of a made one (default 0)")
     conv.add_argument("--out", required=True, help="a new or empty folder, or an earlier dataset folder")
-    ds = sub.add_parser("datasets", help="list known datasets and which are present")
-    ds.add_argument("--root", default=None, help="data root (default: $FULLGRAPH_DATA, then ./data)")
+    ds = sub.add_parser("datasets", help="list known datasets and which are present",
+                        description="List the datasets --dataset takes by name, the files each needs under the "
+                                    "data root, and which are present there (a missing one is downloaded on first "
+                                    "use where a direct public URL exists).")
+    ds.add_argument("--root", default=None, help=ROOT_HELP)
     ds.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -111,7 +116,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_datasets(args: argparse.Namespace) -> int:
-    from fullgraph.data.datasets import dataset_status, resolve_root
+    from fullgraph.data.datasets import ROOT_DEFAULT, dataset_status, resolve_root
 
     root = resolve_root(args.root)
     rows = dataset_status(root)
@@ -119,7 +124,7 @@ def cmd_datasets(args: argparse.Namespace) -> int:
         out = [{"name": r.name, "present": r.present, "paths": [str(p) for p in r.paths]} for r in rows]
         print(json.dumps({"root": str(root), "datasets": out}, indent=2))
         return 0
-    print(f"data root: {root}  (--root, or ${'{'}FULLGRAPH_DATA{'}'})")
+    print(f"data root: {root}  (--root; default: {ROOT_DEFAULT})")
     width = max(len(r.name) for r in rows)
     print(f"  {'synthetic':<{width}}  {'built-in':<9}  (the default: a planted-partition graph, no files)")
     for r in rows:

@@ -73,7 +73,7 @@ class DataOptions(_Section):
     file in any format fullgraph reads (recognized from its files); ``synthetic`` is the built-in graph."""
     root: str | None = None
     """Data root of named datasets; default: ``$FULLGRAPH_DATA``, else the first of ``./data`` and
-    ``../shared/data`` that exists, else ``./data`` (``fullgraph.data.datasets.resolve_root``)."""
+    ``../shared/data`` that exists (relative to the working directory), else ``./data``."""
     split: int = 0
     """Which of a dataset's fixed splits (the heterophilous graphs have 10), or the seed of a made one."""
     feature_norm: str = "auto"

@@ -41,7 +41,7 @@ from fullgraph.errors import InputError
 
 __all__ = [
     "DatasetSpec", "DatasetStatus", "known_datasets", "get_spec", "resolve_root", "load_dataset",
-    "dataset_status", "preprocess", "ENV_VAR",
+    "dataset_status", "preprocess", "ENV_VAR", "ROOT_DEFAULT", "ROOT_HELP",
 ]
 
 log = logging.getLogger(__name__)
@@ -185,6 +185,15 @@ def get_spec(name: str) -> DatasetSpec:
     if key not in _SPECS:
         raise InputError(f"expected a known dataset name, one of {', '.join(_SPECS)} (got {name!r})")
     return _SPECS[key]
+
+
+ROOT_DEFAULT = (f"${ENV_VAR}, else the first of ./data and ../shared/data that exists (relative to the working "
+                "directory), else ./data")
+"""Where :func:`resolve_root` looks when no root is given, in words: the one description every command's
+help uses, so that ``--root`` reads the same in all of them."""
+ROOT_HELP = f"Data root of named datasets; default: {ROOT_DEFAULT}."
+"""The help of a ``--root`` flag. ``DataOptions.root``'s docstring (``fullgraph.config``), which ``fullgraph
+train --help`` shows, cannot import it and says the same words (tests/test_cli_help.py checks)."""
 
 
 def resolve_root(root: str | os.PathLike | None = None) -> Path:
