@@ -92,5 +92,5 @@ def test_the_data_root_reads_the_same_everywhere():
              for name, parser in parsers.items() if any("--root" in a.option_strings for a in parser._actions)}
     assert {"train", "partition", "convert", "datasets", "evaluate", "predict"} <= set(roots)
     for name, text in roots.items():
-        assert ROOT_DEFAULT in text, f"fullgraph {name} --root: {text!r}"
+        assert text and ROOT_DEFAULT in text, f"fullgraph {name} --root: {text!r} (expected data.datasets.ROOT_HELP)"
     assert roots["train"] == ROOT_HELP  # DataOptions.root's docstring, word for word
