@@ -1,5 +1,7 @@
-"""A run trains what was asked, or refuses in one line: a ``--partition-dir`` made from another graph
-than ``--dataset`` names, and a layout without ``--nprocs``. (Issue 36 §1.)"""
+"""A run trains what was asked, or refuses in one line (issue 36 §1): a ``--partition-dir`` or chunk
+file made from another graph than ``--dataset`` names, a layout without ``--nprocs``, a resume on a
+graph changed since its checkpoint, an edge list with a weight column; a failed download leaves
+nothing behind, and ``predict`` never mixes two predictions in one folder."""
 
 from __future__ import annotations
 
@@ -91,3 +93,51 @@ def test_a_failed_download_leaves_nothing_behind(tmp_path, monkeypatch, capsys):
     assert main(["train", "--dataset", "ogbn-arxiv", "--root", str(kept), "--epochs", "1"]) == 2
     one_line_error(capsys, "download failed")
     assert list(kept.iterdir()) == []
+
+
+def _edge_list_folder(folder, edges: str):
+    import numpy as np
+
+    folder.mkdir()
+    (folder / "edges.txt").write_text(edges)
+    np.save(folder / "features.npy", np.eye(8, dtype=np.float32))
+    (folder / "labels.txt").write_text("0\n1\n0\n1\n0\n1\n0\n1\n")
+    for split, ids in (("train", "0\n1\n2\n3\n"), ("val", "4\n5\n"), ("test", "6\n7\n")):
+        (folder / f"{split}.txt").write_text(ids)
+
+
+RING = "".join(f"{i} {(i + 1) % 8}\n" for i in range(8))
+
+
+def test_an_edge_weight_column_is_refused(tmp_path, capsys):
+    _edge_list_folder(tmp_path / "g", "".join(f"{i} {(i + 1) % 8} 0.5\n" for i in range(8)))
+    assert main(["train", "--dataset", "edgelist", "--root", str(tmp_path / "g"), "--epochs", "1"]) == 2
+    one_line_error(capsys, "got a third column", "edges.txt", "drop the column")
+
+
+def test_resume_refuses_a_graph_changed_on_disk(tmp_path, capsys):
+    for extra in ([], ["--parallel", "graph", "--nprocs", "2"]):
+        graph, run = tmp_path / f"g{len(extra)}", tmp_path / f"run{len(extra)}"
+        _edge_list_folder(graph, RING)
+        assert main(["train", "--dataset", "edgelist", "--root", str(graph), "--epochs", "2", "--checkpoint-every", "1",
+                     "--progress", "none", "--out", str(run), *extra]) == 0
+        (graph / "edges.txt").write_text(RING + "0 4\n")  # one more edge: another graph under the same name
+        capsys.readouterr()
+        assert main(["train", "--resume", str(run), "--epochs", "3"]) == 2
+        one_line_error(capsys, "expected the graph checkpoint", "the dataset changed on disk since")
+        assert json.loads((run / "summary.json").read_text())["epochs_run"] == 2  # the run is left as it was
+
+
+def test_a_chunk_file_of_another_graph_is_refused(tmp_path):
+    import pytest
+    import torch
+
+    from fullgraph.data.synthetic import planted_partition
+    from fullgraph.errors import InputError
+    from fullgraph.partition.chunks import cached_chunks, load_chunks
+
+    one, other = (planted_partition(num_nodes=60, num_classes=3, avg_degree=4, num_features=4, seed=s) for s in (1, 2))
+    path = cached_chunks(one, torch.zeros(60, dtype=torch.int64), 1, 4, "random", 0, tmp_path)
+    assert load_chunks(path, 60, 4, one.fingerprint()).shape == (60,)
+    with pytest.raises(InputError, match=r"expected the chunk file .* to be of this run's graph"):
+        load_chunks(path, 60, 4, other.fingerprint())

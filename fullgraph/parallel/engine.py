@@ -70,6 +70,9 @@ class Engine:
     replication_factor: float | None = None
     replicates_weights: bool = True
     """Whether every rank holds the same weights, bit for bit (a checkpoint then saves them once)."""
+    fingerprint: str | None = None
+    """``Graph.fingerprint()`` of the graph trained (read from the partition or block-row folder a
+    rank reads): a checkpoint records it, and a resume refuses a graph that has changed since."""
 
     @property
     def is_main(self) -> bool:

@@ -388,7 +388,7 @@ def chunked_engine(cfg, norm: str, comm: Comm | None = None, layers: int | None 
     meta, (stage, w) = load_meta(p.partition_dir), divmod(env.rank, W)
     check_parts(meta, W, p.partition_dir)
     part = load_part(p.partition_dir, w, features=stage == 0)  # later stages never read features
-    node_chunk = load_chunks(p.chunk_file, int(part.global_num_nodes), p.num_chunks)
+    node_chunk = load_chunks(p.chunk_file, int(part.global_num_nodes), p.num_chunks, meta.get("fingerprint"))
     return ChunkedEngine(
         part, node_chunk[part.local_nodes], p.num_chunks, norm, stage=stage,
         bounds=stage_bounds(layers or cfg.model.layers, S, p.stage_layer_list), comm=comm, group=group,

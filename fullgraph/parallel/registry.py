@@ -56,4 +56,23 @@ def build_engine(cfg, norm: str, graph=None, layers: int | None = None) -> Engin
     """This rank's engine for ``cfg.parallel.mode``; ``graph`` (already loaded) is used by the layouts that
     hold the whole graph (single process, and SpMM when tests pass one in); ``layers``: the model's
     depth, where the layout splits its layers (default: ``cfg.model.layers``; a user's builder decides it)."""
-    return ENGINES[cfg.parallel.mode](cfg, norm, graph=graph, layers=layers)
+    engine = ENGINES[cfg.parallel.mode](cfg, norm, graph=graph, layers=layers)
+    if engine.fingerprint is None:
+        engine.fingerprint = _fingerprint(cfg, getattr(engine, "graph", graph))
+    return engine
+
+
+def _fingerprint(cfg, graph) -> str | None:
+    """The trained graph's fingerprint: the loaded graph's, or the one its rank's folder records."""
+    if graph is not None:
+        return graph.fingerprint()
+    pdir = cfg.parallel.partition_dir
+    if pdir is None:
+        return None
+    if cfg.parallel.mesh.spmm:
+        from fullgraph.partition.blockrows import load_block_rows_meta
+
+        return load_block_rows_meta(pdir).get("fingerprint")
+    from fullgraph.partition.store import load_meta
+
+    return load_meta(pdir).get("fingerprint")

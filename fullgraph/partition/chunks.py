@@ -95,11 +95,18 @@ def cached_chunks(graph, node_part: torch.Tensor, num_parts: int, chunks: int, m
     return path
 
 
-def load_chunks(path, num_nodes: int, chunks: int) -> torch.Tensor:
+def load_chunks(path, num_nodes: int, chunks: int, fingerprint: str | None = None) -> torch.Tensor:
+    """The node → chunk map written by :func:`cached_chunks`; ``fingerprint``, when given, must be the
+    graph's it was cut from (a chunk file of another graph would train with a meaningless chunking)."""
     try:
-        node_chunk = torch.load(path, weights_only=True)["node_chunk"]
+        state = torch.load(path, weights_only=True)
+        node_chunk = state["node_chunk"]
     except Exception as e:  # noqa: BLE001
         raise InputError(f"expected a chunk file written by fullgraph at {path} (got: {e})") from None
+    made_from = (state.get("key") or {}).get("fingerprint")
+    if fingerprint is not None and made_from != fingerprint:
+        raise InputError(f"expected the chunk file {path} to be of this run's graph (got one made from the graph "
+                         f"with fingerprint {str(made_from)[:12]}…, not {fingerprint[:12]}…); let the launcher make it")
     if node_chunk.shape != (num_nodes,) or int(node_chunk.min()) < 0 or int(node_chunk.max()) >= chunks:
         raise InputError(f"expected {num_nodes} chunk ids in [0, {chunks}) in {path} (got {tuple(node_chunk.shape)} "
                          f"ids in [{int(node_chunk.min())}, {int(node_chunk.max())}])")

@@ -133,10 +133,10 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _write_manifest(folder: Path, epoch: int) -> None:
+def _write_manifest(folder: Path, epoch: int, fingerprint: str | None) -> None:
     files = {p.name: _sha256(p) for p in sorted(folder.iterdir()) if p.is_file()}
     tmp = folder / "manifest.json.tmp"
-    tmp.write_text(json.dumps({"epoch": epoch, "files": files}, indent=1))
+    tmp.write_text(json.dumps({"epoch": epoch, "graph_fingerprint": fingerprint, "files": files}, indent=1))
     with open(tmp, "rb+") as f:
         os.fsync(f.fileno())
     tmp.rename(folder / "manifest.json")
@@ -234,7 +234,7 @@ def save_checkpoint(run: str | Path, epoch: int, *, model, optimizer, engine, lo
         dcp.save(state, storage_writer=dcp.FileSystemWriter(tmp), no_dist=not distributed,
                  process_group=engine.comm.world_group if distributed else None)
     if engine.is_main:  # torch.distributed.checkpoint has gathered every rank's files by now
-        _write_manifest(tmp, epoch)
+        _write_manifest(tmp, epoch, engine.fingerprint)
         size = sum(f.stat().st_size for f in tmp.iterdir())
         log.info("checkpoint of epoch %d: %.1f MiB in %.2f s", epoch, size / 2**20, time.perf_counter() - t0)
         shutil.rmtree(final, ignore_errors=True)
@@ -257,9 +257,19 @@ def load_checkpoint(run: str | Path, *, model, optimizer, engine) -> tuple[LoopS
             problems.append(str(err))
             log.warning("%s; using the one before it", err)
             continue
+        _check_graph(folder, engine.fingerprint)
         return (*_restore(folder, model=model, optimizer=optimizer, engine=engine), folder)
     raise InputError(f"expected a complete checkpoint in {Path(run) / CHECKPOINT_DIR} to resume from (got "
                      + ("; ".join(problems) if problems else "none") + ")")
+
+
+def _check_graph(folder: Path, fingerprint: str | None) -> None:
+    """A checkpoint resumes only on the graph it was trained on: a dataset changed on disk since (new
+    edges, features or splits) would carry trained weights and optimizer state into another problem."""
+    made_on = json.loads((folder / "manifest.json").read_text()).get("graph_fingerprint")
+    if made_on and fingerprint and made_on != fingerprint:
+        raise InputError(f"expected the graph checkpoint {folder} was trained on (fingerprint {made_on[:12]}…; got "
+                         f"{fingerprint[:12]}…: the dataset changed on disk since): restore it, or start a new run")
 
 
 def _restore(folder: Path, *, model, optimizer, engine) -> tuple[LoopState, dict | None]:

@@ -3,7 +3,8 @@
 This is the way in for data that no benchmark loader knows. The files:
 
 * edges: text, one ``src dst`` pair per line (whitespace or comma separated; a third column, e.g.
-  a weight, is accepted and ignored), ``#`` starts a comment, a non-numeric first line (a header
+  a weight, is refused: every edge weighs 1 in Â, and a weight silently dropped would train
+  another graph than the user's), ``#`` starts a comment, a non-numeric first line (a header
   such as ``node_id<TAB>node_id``) is skipped; or a ``.npy`` int array [E, 2];
 * features: ``.npy`` [N, F], ``.npz`` as written by ``scipy.sparse.save_npz`` (stays sparse), or
   text with one row of numbers per node;
@@ -51,13 +52,16 @@ def read_edges(path: str | Path, *, header: bool | None = None) -> np.ndarray:
     try:
         edges = read_table(path, dtype=np.int64, what="edge list", header=header)
     except InputError:  # perhaps a float weight column: read as floats, ids still checked as integers
-        edges = read_table(path, dtype=np.float64, what="edge list", header=header, int_columns=2).astype(np.int64)
-    if edges.shape[0] and edges.shape[1] not in (2, 3):
-        raise InputError(
-            f"expected 'src dst' (and optionally a weight) per line in {path} (got {edges.shape[1]} values per line)"
-        )
+        edges = read_table(path, dtype=np.float64, what="edge list", header=header, int_columns=2)
+    if edges.shape[0] and edges.shape[1] == 3:
+        raise InputError(f"expected 'src dst' per line in {path} (got a third column, e.g. {edges[0, 2]:g} on the first "
+                         f"edge: fullgraph trains every edge with weight 1, so edge weights are not read); drop the "
+                         f"column to train the unweighted graph, e.g. cut -d' ' -f1,2")
+    if edges.shape[0] and edges.shape[1] != 2:
+        raise InputError(f"expected 'src dst' per line in {path} (got {edges.shape[1]} values per line)")
     if edges.shape[0] == 0:
         raise InputError(f"expected at least one edge in {path} (got none)")
+    edges = edges.astype(np.int64)
     return np.ascontiguousarray(edges[:, :2])
 
 
