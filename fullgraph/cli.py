@@ -85,10 +85,9 @@ HIDDEN_FLAGS = {"predict": ("--partition-dir",)}
 help is ``SUPPRESS`` (train's own are ``Option.hidden``; tests/test_cli_help.py allows just these)."""
 
 
-def _as_train(name: str) -> str:
-    """The help ``fullgraph train`` shows for its option ``name``: a flag another command shares with
+def _as_train(opt) -> str:
+    """The help ``fullgraph train`` shows for its option ``opt``: a flag another command shares with
     train means the same there, so it is described in the same words."""
-    opt = next(o for o in options_of(TrainConfig) if o.name == name)
     return (opt.doc + (f" (default {opt.default})" if opt.default not in (None, "") else "")).replace("%", "%%")
 
 
@@ -96,22 +95,23 @@ def add_partition_command(sub) -> None:
     """``fullgraph partition``: the options of train that decide a partition, with train's words."""
     from fullgraph.data.datasets import ROOT_HELP
 
+    train = {o.name: o for o in options_of(TrainConfig)}
     part = sub.add_parser("partition", help="partition a graph and write one folder per part",
                           description="Partition a graph for --parallel graph and write it to disk: one folder "
                                       "per part, for 'fullgraph train --partition-dir' (on storage every machine "
                                       "of a torchrun reads).")
-    part.add_argument("--dataset", default="synthetic", help=_as_train("dataset"))
+    part.add_argument("--dataset", default="synthetic", help=_as_train(train["dataset"]))
     part.add_argument("--root", default=None, help=ROOT_HELP)
-    part.add_argument("--split", type=int, default=0, help=_as_train("split"))
+    part.add_argument("--split", type=int, default=0, help=_as_train(train["split"]))
     part.add_argument("--parts", type=int, required=True,
                       help="number of parts: one per process of the run (its --nprocs)")
-    part.add_argument("--partitioner", default="metis", help=_as_train("partitioner"))
+    part.add_argument("--partitioner", default="metis", help=_as_train(train["partitioner"]))
     part.add_argument("--metis-sample", type=float, default=1.0,
                       help="METIS sees each undirected edge with this probability, in (0, 1]: "
                            "~150 bytes per edge it sees (default 1: every edge)")
     part.add_argument("--seed", type=int, default=0,
                       help="seed of the partitioner (METIS's own, random's and permuted's draws; default 0)")
-    part.add_argument("--feature-norm", default="auto", help=_as_train("feature_norm"))
+    part.add_argument("--feature-norm", default="auto", help=_as_train(train["feature_norm"]))
     for flag, kind, attr, what in (("--model", str, "name", "the model whose per-rank memory the parts balance"),
                                    ("--layers", int, "layers", "its graph layers"),
                                    ("--hidden", int, "hidden", "its hidden width"),
