@@ -23,7 +23,9 @@ from pathlib import Path
 from fullgraph.comm.mesh import PARALLEL_MODES
 from fullgraph.errors import InputError
 from fullgraph.models import MODELS, NORM_MODELS, SPMM_MODELS, check_options, is_reference, model_spec
-from fullgraph.options import CHUNK_EDGES, FEATURE_NORMS, METRICS, choices, option_name
+from fullgraph.options import CHUNK_EDGES, FEATURE_NORMS, METRICS, option_name
+from fullgraph.options import Section as _Section
+from fullgraph.options import need as _need
 from fullgraph.options import load_toml as _load_toml
 
 __all__ = ["TrainConfig", "DataOptions", "ModelOptions", "OptimizationOptions", "ParallelOptions", "RunOptions",
@@ -32,36 +34,6 @@ __all__ = ["TrainConfig", "DataOptions", "ModelOptions", "OptimizationOptions", 
 # the registries' lists, under the names callers know
 MODEL_NAMES = tuple(MODELS)
 __all__ += ["MODEL_NAMES", "NORM_MODELS", "SPMM_MODELS", "PARALLEL_MODES", "METRICS", "FEATURE_NORMS", "CHUNK_EDGES"]
-
-
-class _Section:
-    """What every section does on construction: each value has its field's type (an int is a fine
-    float), each option with a fixed set of values holds one of them (``fullgraph.options.choices``,
-    the registries' lists), then the section's own ``_check``."""
-
-    def __post_init__(self) -> None:
-        listed = choices()
-        for f in fields(self):
-            name = option_name(f)
-            value, default = getattr(self, f.name), f.default
-            expected = str if default is None else dict if f.default_factory is dict else type(default)
-            if value is None and default is None:
-                continue
-            if expected is float and isinstance(value, int) and not isinstance(value, bool):
-                setattr(self, f.name, float(value))
-            elif not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-                raise InputError(f"expected {name} to be a {expected.__name__} (got {type(value).__name__} {value!r})")
-            if name in listed:
-                _need(value in listed[name], name, value, f"to be one of {', '.join(listed[name])}")
-        self._check()
-
-    def _check(self) -> None:
-        pass
-
-
-def _need(ok, name: str, value, expected: str) -> None:
-    if not ok:
-        raise InputError(f"expected {name} {expected} (got {value!r})")
 
 
 @dataclass
@@ -130,14 +102,34 @@ class ModelOptions(_Section):
 
 @dataclass
 class OptimizationOptions(_Section):
-    """How the model is trained and selected: Adam's settings, epochs, the metric, the seed."""
+    """How the model is trained and selected: Adam's settings, the schedule, clipping, the precision,
+    epochs, the metric, the seed."""
 
     lr: float = 0.01
-    """Adam learning rate."""
+    """Adam learning rate (the schedule's peak)."""
     weight_decay: float = 5e-4
     """Adam weight decay (for GCNII: of its dense input and output layers)."""
     conv_weight_decay: float = 0.01
     """GCNII only: weight decay of the graph-layer weights."""
+    lr_schedule: str = "constant"
+    """How the learning rate moves after the warm-up: ``constant``; ``cosine`` (down to ``lr_min`` at the
+    last epoch); ``step`` (times ``lr_gamma`` every ``lr_step`` epochs); ``plateau`` (times ``lr_gamma``
+    after ``lr_step`` evaluations without a lower validation loss) (``fullgraph.optim.schedule``)."""
+    warmup_epochs: int = 0
+    """Epochs over which the learning rate rises linearly to ``lr`` before the schedule starts."""
+    lr_min: float = 0.0
+    """The cosine schedule's last learning rate."""
+    lr_step: int = 50
+    """The step schedule's period in epochs; the plateau schedule's patience in evaluations."""
+    lr_gamma: float = 0.5
+    """The factor of each step (``step``) or reduction (``plateau``)."""
+    clip_grad_norm: float = 0.0
+    """Scale the gradient down to this 2-norm when it is larger (0: never). The norm is the whole
+    model's, summed over the ranks that hold different parameters, so every layout clips alike."""
+    precision: str = "fp32"
+    """Compute precision: ``fp32``; ``bf16`` or ``fp16`` (autocast of the dense products with fp32 master
+    weights; fp16 with a dynamic loss scale). Sparse products and reductions stay fp32
+    (``fullgraph.optim.precision`` says which op runs in which)."""
     epochs: int = 200
     """Maximum number of epochs."""
     patience: int = 0
@@ -159,6 +151,11 @@ class OptimizationOptions(_Section):
         _need(self.lr > 0, "lr", self.lr, "> 0")
         _need(self.weight_decay >= 0, "weight_decay", self.weight_decay, ">= 0")
         _need(self.conv_weight_decay >= 0, "conv_weight_decay", self.conv_weight_decay, ">= 0")
+        _need(self.warmup_epochs >= 0, "warmup_epochs", self.warmup_epochs, ">= 0")
+        _need(0 <= self.lr_min <= self.lr, "lr_min", self.lr_min, f"in [0, lr = {self.lr}]")
+        _need(self.lr_step >= 1, "lr_step", self.lr_step, ">= 1")
+        _need(0 < self.lr_gamma <= 1, "lr_gamma", self.lr_gamma, "in (0, 1]")
+        _need(self.clip_grad_norm >= 0, "clip_grad_norm", self.clip_grad_norm, ">= 0 (0: no clipping)")
         _need(self.epochs >= 1, "epochs", self.epochs, ">= 1")
         _need(self.patience >= 0, "patience", self.patience, ">= 0")
         _need(self.eval_every >= 1, "eval_every", self.eval_every, ">= 1")

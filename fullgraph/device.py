@@ -9,12 +9,13 @@ runs then use gloo); ``cuda`` insists, and is refused with one line where no GPU
 from __future__ import annotations
 
 import os
+import platform
 
 import torch
 
 from fullgraph.errors import InputError
 
-__all__ = ["DEVICES", "resolve_device", "synchronize", "reset_peak", "peak_device_bytes"]
+__all__ = ["DEVICES", "resolve_device", "synchronize", "reset_peak", "peak_device_bytes", "environment"]
 
 
 DEVICES = ("auto", "cpu", "cuda")  # --device
@@ -60,3 +61,14 @@ def peak_device_bytes(device: torch.device) -> int | None:
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device))
     return None
+
+
+def environment() -> dict:
+    """The machine and versions a run's numbers came from (``summary.json``'s ``environment``)."""
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "machine": platform.machine(),
+        "processor": platform.processor() or platform.machine(),
+        "threads": torch.get_num_threads(),
+    }

@@ -21,8 +21,8 @@ from typing import get_type_hints
 
 from fullgraph.errors import InputError
 
-__all__ = ["METRICS", "FEATURE_NORMS", "CHUNK_EDGES", "Option", "option_name", "choices", "options_of", "load_toml",
-           "key_value"]
+__all__ = ["METRICS", "FEATURE_NORMS", "CHUNK_EDGES", "Option", "Section", "need", "option_name", "choices",
+           "options_of", "load_toml", "key_value"]
 
 METRICS = ("auto", "acc", "rocauc", "micro-f1")  # --metric (fullgraph.train.metrics computes them)
 FEATURE_NORMS = ("auto", "row", "none")
@@ -42,12 +42,46 @@ def choices() -> dict[str, tuple[str, ...]]:
     from fullgraph.device import DEVICES
     from fullgraph.ops.norm import NORMS
     from fullgraph.partition import PARTITIONERS
+    from fullgraph.optim.precision import COMPUTE_PRECISIONS
+    from fullgraph.optim.schedule import SCHEDULES
 
     # --model is checked by ModelOptions: a built-in name, or a user's builder by reference
     return {"parallel": PARALLEL_MODES, "partitioner": PARTITIONERS, "norm": NORMS,
             "device": DEVICES, "metric": METRICS, "feature_norm": FEATURE_NORMS, "chunk_edges": CHUNK_EDGES,
             "chunker": ("metis", "random"), "gcn_kernel": ("fused", "autograd"), "select": ("acc", "loss"),
-            "progress": ("auto", "bar", "lines", "none"), "comm_precision": PRECISIONS}
+            "progress": ("auto", "bar", "lines", "none"), "comm_precision": PRECISIONS,
+            "lr_schedule": SCHEDULES, "precision": COMPUTE_PRECISIONS}
+
+
+class Section:
+    """What every section of options does on construction: each value has its field's type (an int
+    is a fine float), each option with a fixed set of values holds one of them (``choices``, the
+    registries' lists), then the section's own ``_check``."""
+
+    def __post_init__(self) -> None:
+        listed = choices()
+        for f in fields(self):
+            name = option_name(f)
+            value, default = getattr(self, f.name), f.default
+            expected = str if default is None else dict if f.default_factory is dict else type(default)
+            if value is None and default is None:
+                continue
+            if expected is float and isinstance(value, int) and not isinstance(value, bool):
+                setattr(self, f.name, float(value))
+            elif not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+                raise InputError(f"expected {name} to be a {expected.__name__} (got {type(value).__name__} {value!r})")
+            if name in listed:
+                need(value in listed[name], name, value, f"to be one of {', '.join(listed[name])}")
+        self._check()
+
+    def _check(self) -> None:
+        pass
+
+
+def need(ok, name: str, value, expected: str) -> None:
+    """The one form of a refused option value: ``expected NAME EXPECTED (got VALUE)``."""
+    if not ok:
+        raise InputError(f"expected {name} {expected} (got {value!r})")
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,18 @@ caught by the per-node comparison of a prediction with one process's (FLOAT32_RE
 is the wrong place to look for one row. A mask not matched or a gradient summed twice moves the
 loss by 1e-3 from epoch 1. Relative only: a cross-entropy loss is O(1), never near zero."""
 
+LOSSES_LOW_PRECISION = Tol("LOSSES_LOW_PRECISION", rtol=4e-6, atol=0.0, growth=4.0, flat=2)
+"""Per-epoch losses of the same training under ``--precision bf16`` or ``fp16`` whose float32 sums run
+in another order (as for LOSSES_REORDERED). The dense products round their float32 results to 8
+(bf16) or 11 (fp16) bits: a last-bit change of the float32 sum flips a rounding now and then, and one
+flip moves an activation by 2^-8 relative, where float32 moved it by 2^-24. Measured on Cora (GCN
+3x16, METIS P = 2, cosine schedule, clipping every epoch): 3e-8 and 2e-7 in epochs 1-2, 4e-6 at
+epoch 3, 8e-6 at epoch 4, then up to 1.2e-4 (no further growth: bf16's jitter, not drift). Hence
+4e-6 relative through epoch 2 (20x the measured), x4 per epoch after (4x the measured at epoch 3,
+8x at 4): past epoch 6 it says nothing. What it catches: a layout that computed in another
+precision than the reference differs by 1e-5 at epoch 1 already (bf16 against fp32, 2.5x the bound),
+and a mask or gradient error by 1e-3."""
+
 WEIGHTS_REORDERED = Tol("WEIGHTS_REORDERED", rtol=1e-4, atol=1e-4)
 """Final weights of those same trainings. Adam divides each step by the running RMS of that
 weight's gradient, so the gradients' last-bit differences reach the weights amplified: 1e-4

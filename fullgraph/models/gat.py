@@ -53,7 +53,7 @@ class GATLayer(GraphLayer):
         scores = F.leaky_relu(s_src[src] + s_dst[dst], 0.2)
         alpha = edge_softmax(scores, dst, block.num_dst)
         msg = wh[src] * alpha.unsqueeze(-1)
-        out = wh.new_zeros((block.num_dst, self.heads, self.d_head)).index_add_(0, dst, msg)
+        out = msg.new_zeros((block.num_dst, self.heads, self.d_head)).index_add_(0, dst, msg)  # msg's precision
         out = out.reshape(block.num_dst, -1)
         out = out if self.bias is None else out + self.bias
         return out if self.last else F.elu(apply_norm(self.norm, out, block.reduce))

@@ -7,18 +7,46 @@ global count, so that P ranks together compute exactly the single-process gradie
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch.nn import functional as F
 
-__all__ = ["loss_sum", "masked_loss", "correct_count", "accuracy"]
+__all__ = ["loss_sum", "masked_loss", "correct_count", "accuracy", "loss_scale"]
+
+_SCALE = [1.0]
+
+
+@contextlib.contextmanager
+def loss_scale(scale: float):
+    """Within: the gradients of ``loss_sum`` are ``scale`` times the true ones (fp16's loss scaling),
+    while the loss values stay true. Every layout forms its loss here, so none needs to know."""
+    _SCALE.append(float(scale))
+    try:
+        yield
+    finally:
+        _SCALE.pop()
+
+
+class _ScaledGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, loss, scale: float):
+        ctx.scale = scale
+        return loss.view_as(loss)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.scale, None
 
 
 def loss_sum(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Summed cross-entropy (single-label ``y [n]``) or summed binary cross-entropy per node
     (multi-label ``y [n, C]``, averaged over the ``C`` labels of a node)."""
     if y.dim() == 2:
-        return F.binary_cross_entropy_with_logits(logits, y, reduction="none").mean(1).sum()
-    return F.cross_entropy(logits, y, reduction="sum")
+        loss = F.binary_cross_entropy_with_logits(logits, y, reduction="none").mean(1).sum()
+    else:
+        loss = F.cross_entropy(logits, y, reduction="sum")
+    return _ScaledGrad.apply(loss, _SCALE[-1]) if _SCALE[-1] != 1.0 and loss.requires_grad else loss
 
 
 def masked_loss(logits: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, count: int | None = None):

@@ -43,7 +43,14 @@ def _csr(indptr: torch.Tensor, indices: torch.Tensor, values: torch.Tensor, shap
 
 def csr_mm(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """``a @ x`` for a CSR ``a`` and a dense ``x``, into a new tensor (not differentiable itself:
-    the autograd functions of this package call it in their forward and backward)."""
+    the autograd functions of this package call it in their forward and backward). PyTorch's CSR
+    kernels take fp32 only: under autocast (``--precision bf16|fp16``) the product runs in fp32, on
+    ``x`` cast up (``fullgraph.optim.precision``)."""
+    if torch.is_autocast_enabled(x.device.type):
+        with torch.autocast(x.device.type, enabled=False):
+            return csr_mm(a, x.to(a.dtype))
+    if x.dtype in (torch.bfloat16, torch.float16):  # a gradient of an autocast product, in the backward
+        x = x.to(a.dtype)
     if torch.is_grad_enabled() and x.requires_grad:
         return a @ x
     out = x.new_empty((a.shape[0], x.shape[1]))

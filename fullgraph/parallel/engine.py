@@ -9,6 +9,8 @@ graph as one block, no communication.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from fullgraph.comm.ledger import Ledger
@@ -48,6 +50,11 @@ def sum_grads(params: list[torch.nn.Parameter], reduce_) -> None:
             p.grad = torch.zeros_like(p)
     for p, total in zip(params, sum_flat([p.grad for p in params], reduce_)):
         p.grad.copy_(total)
+
+
+def squared_norm(params) -> float:
+    """Σ‖grad‖² of ``params`` (those with a gradient), summed in float64."""
+    return float(sum(p.grad.detach().double().square().sum() for p in params if p.grad is not None))
 
 
 class Engine:
@@ -103,6 +110,17 @@ class Engine:
 
     def sync_grads(self, model) -> None:
         """Make every rank's gradient the global one (nothing to do in one process)."""
+
+    def grad_norm_share(self, model) -> float:
+        """This rank's share of the whole model's squared gradient norm: the shares sum over the ranks
+        to the norm one process would compute. Where every rank holds the same gradient (after
+        ``sync_grads``), rank 0 holds it all."""
+        return squared_norm(model.parameters()) if self.is_main else 0.0
+
+    def grad_norm(self, model) -> float:
+        """The whole model's gradient 2-norm (``--clip-grad-norm``, fp16's overflow check): one sum
+        over the ranks, the same value on each."""
+        return math.sqrt(self.reduce_sum([self.grad_norm_share(model)], "grad/norm")[0])
 
     def memory_stats(self) -> dict | None:
         """The sizes the memory estimate takes for this rank (``fullgraph.plan.estimate_peak_bytes``),

@@ -10,12 +10,10 @@ Before layer i the group exchanges, for chunk k only, the rows of ``H[i]`` its p
 A layer's source rows are the chunk's own rows (current) and its *others*, read from a per-layer
 **table** of every local node: a row in the table was overwritten with its current value when its
 chunk was processed (or its halo rows received) earlier in this epoch, and still holds the
-history otherwise. That is exactly the chunked-stale rule. GCNII's ``H[0]`` rows travel with the
-chunk.
+history otherwise. That is exactly the chunked-stale rule. GCNII's ``H[0]`` rows travel along.
 
 **History** (``history.py``): the tables start from one exact forward pass with the initial weights;
-with a refresh period a > 1, epoch t reads epoch a·⌊(t-1)/a⌋. ``transport.py`` moves the rows,
-``schedule.py`` orders the chunks and bounds the stages.
+with a refresh period a > 1, epoch t reads epoch a·⌊(t-1)/a⌋. ``transport.py`` moves the rows.
 
 **Backward**, chunks in reverse order, layer by layer. A layer's backward gives gradients for its
 own input rows (passed down), for GCNII's ``H[0]`` rows (carried back with the chunk) and for its
@@ -41,7 +39,7 @@ import torch
 from fullgraph.comm.context import Comm
 from fullgraph.comm.halo import HaloPlan
 from fullgraph.comm.stats import sum_over
-from fullgraph.parallel.engine import Engine, input_features, sum_flat, sum_grads
+from fullgraph.parallel.engine import Engine, squared_norm, input_features, sum_flat, sum_grads
 from fullgraph.parallel.graph import feature_rows
 from fullgraph.parallel.history import History
 from fullgraph.parallel.schedule import bubble_summary, chunk_order, stage_bounds
@@ -206,6 +204,10 @@ class ChunkedEngine(Engine):
         mine_or_zeros = [v if lead and k in mine else torch.zeros_like(v) for k, v in state.items()]
         summed = sum_flat(mine_or_zeros, lambda flat: self.comm.all_reduce_(flat, "meta/checkpoint"))
         return dict(zip(state, summed))
+
+    def grad_norm_share(self, model) -> float:
+        """Each stage's own layers, from its first graph way (its other ways hold the same gradient)."""
+        return squared_norm(self._owned(model)) if self.group is None or self.group.rank == 0 else 0.0
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
         return self.history.state_tensors()

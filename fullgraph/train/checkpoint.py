@@ -66,6 +66,8 @@ class LoopState:
     times: list = field(default_factory=list)
     comm_per_epoch: list = field(default_factory=list)
     bubbles: list = field(default_factory=list)
+    update: dict = field(default_factory=dict)
+    """The learning-rate schedule's and fp16 loss scale's state (``WeightUpdate.state``)."""
 
     def record(self, epoch_record: dict) -> None:
         """Keep what the summary needs of an epoch's record (its time, loss, bytes moved, bubble)."""

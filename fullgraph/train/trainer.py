@@ -11,7 +11,6 @@ import copy
 import logging
 import os
 import signal
-import platform
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -29,13 +28,14 @@ from fullgraph.ops.dropout import keyed_dropout
 from fullgraph.parallel.engine import Engine
 from fullgraph.parallel.registry import build_engine
 from fullgraph.parallel.setup import input_widths
-from fullgraph.device import peak_device_bytes, reset_peak, synchronize
+from fullgraph.device import environment, peak_device_bytes, reset_peak, synchronize
 from fullgraph.memory import peak_rss_bytes
 from fullgraph.ops.loss import loss_sum
 from fullgraph.train.metrics import counts, resolve_metric, roc_auc_columns, score_columns
 from fullgraph.train.checkpoint import LoopState, load_checkpoint, save_checkpoint
 from fullgraph.train.model_file import MODEL_FILE, save_model
 from fullgraph.train.run_model import RunModel
+from fullgraph.optim.update import WeightUpdate
 from fullgraph.train.report import Progress, RunWriter
 
 log = logging.getLogger("fullgraph")
@@ -95,16 +95,6 @@ class RunResult:
         return d
 
 
-def environment() -> dict:
-    return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "machine": platform.machine(),
-        "processor": platform.processor() or platform.machine(),
-        "threads": torch.get_num_threads(),
-    }
-
-
 def _fault(epoch: int, rank: int) -> None:
     """A testing hook: ``FULLGRAPH_FAULT=kill:RANK:EPOCH[:ONCE_FILE]`` makes that rank SIGKILL itself as
     the epoch starts, as a lost machine would; with ``ONCE_FILE``, only if that file does not exist
@@ -136,6 +126,7 @@ class Trainer:
         self.model: GNN | None = None
         self.run_model = RunModel.of(cfg, model)  # what cfg names, or fullgraph.train_model's object
         self.writer: RunWriter | None = None
+        self.stepped: dict = {}  # what the last weight update said (its learning rate, gradient norm)
 
     # ------------------------------------------------------------------ build
     def build(self) -> "Trainer":
@@ -167,8 +158,7 @@ class Trainer:
         self.model.to(e.device)
         if self.run_model.obj is not None:  # built by the caller, in each rank: rank 0's initial weights for all
             e.broadcast_state(self.model)
-        opt = cfg.optimization
-        self.optimizer = torch.optim.Adam(self.model.param_groups(opt.weight_decay, opt.conv_weight_decay), lr=opt.lr)
+        self.update = WeightUpdate(self.model, e, cfg.optimization)
         self.writer = RunWriter(cfg.run.out if e.is_main else None, resume=self.resume)
         if e.is_main:
             p = cfg.parallel
@@ -207,10 +197,10 @@ class Trainer:
         """One epoch; returns this rank's share of the loss (the global loss is the sum over ranks)."""
         model, e = self.model, self.engine
         model.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        with keyed_dropout(self.cfg.optimization.seed, epoch):  # masks by node id, alike in every layout
+        self.update.zero_grad()
+        with keyed_dropout(self.cfg.optimization.seed, epoch), self.update.compute():  # masks by node id
             loss = e.step(model, epoch)
-        self.optimizer.step()
+        self.stepped = self.update.step()
         return loss
 
     @property
@@ -225,7 +215,8 @@ class Trainer:
         loss summed over ranks; ROC-AUC from every rank's scores, gathered (``train.metrics``)."""
         model, e = self.model, self.engine
         model.eval()
-        logits = e.forward(model, 0, training=False)
+        with self.update.precision.compute():
+            logits = e.forward(model, 0, training=False).float()
         sums = []
         masks = e.eval_masks()
         for mask in masks:
@@ -296,7 +287,9 @@ class Trainer:
         e = self.engine
         if not self.resume:
             return LoopState(best={k: 0.0 for k in SELECTED} | {"val_loss": float("inf"), "epoch": 0}), None
-        s, best_state, folder = load_checkpoint(self.cfg.run.out, model=self.model, optimizer=self.optimizer, engine=e)
+        s, best_state, folder = load_checkpoint(self.cfg.run.out, model=self.model, optimizer=self.update.optimizer,
+                                               engine=e)
+        self.update.load_state(s.update)
         if e.is_main:
             log.info("resuming after epoch %d from %s", s.epoch, folder)
         self.writer.keep_epochs(s.epoch)
@@ -314,11 +307,12 @@ class Trainer:
                 s.record(record)
                 if "eval_time_s" in record and self._select(record, s):
                     best_state = copy.deepcopy(self.model.state_dict())
+                self.update.after_epoch(record)
                 self.writer.epoch(record)
                 progress.update(record)
-                s.epoch = epoch
+                s.epoch, s.update = epoch, self.update.state()
                 if cfg.run.checkpoint_every and cfg.run.out and epoch % cfg.run.checkpoint_every == 0:
-                    save_checkpoint(cfg.run.out, epoch, model=self.model, optimizer=self.optimizer, engine=e, loop=s,
+                    save_checkpoint(cfg.run.out, epoch, model=self.model, optimizer=self.update.optimizer, engine=e, loop=s,
                                     best_state=best_state)
                 if cfg.optimization.patience and s.bad_evals >= cfg.optimization.patience:
                     if e.is_main:
@@ -340,7 +334,8 @@ class Trainer:
         if epoch % cfg.optimization.eval_every == 0 or epoch == cfg.optimization.epochs:
             t1 = time.perf_counter()
             evaluated = self.evaluate() | {"eval_time_s": time.perf_counter() - t1}
-        return {"epoch": epoch} | e.epoch_extras() | self._epoch_totals(loss, dt) | {"epoch_time_s": dt} | evaluated
+        return ({"epoch": epoch} | e.epoch_extras() | self._epoch_totals(loss, dt) | self.stepped | {"epoch_time_s": dt}
+                | evaluated)
 
     def _result(self, s: LoopState, epoch: int) -> RunResult:
         """The run's summary: the selected epoch's metrics, times, peaks (measured and estimated), bytes."""

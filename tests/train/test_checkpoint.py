@@ -38,6 +38,11 @@ LAYOUTS = {
     "spmm-1d-int8": ["--parallel", "spmm-1d", "--nprocs", "2", "--comm-precision", "int8"],
     "graph-int8": ["--parallel", "graph", "--nprocs", "2", "--comm-precision", "int8"],
     "pipeline-int8": ["--parallel", "pipeline", "--nprocs", "2", "--layers", "4", "--comm-precision", "int8"],
+    # the learning rate, the plateau's count and fp16's loss scale come back with the weights
+    "single-plateau-fp16-clip": ["--lr-schedule", "plateau", "--lr-step", "1", "--precision", "fp16",
+                                 "--clip-grad-norm", "0.05"],
+    "pipeline-step-bf16-clip": ["--parallel", "pipeline", "--nprocs", "2", "--layers", "4", "--lr-schedule", "step",
+                                "--lr-step", "1", "--warmup-epochs", "1", "--precision", "bf16", "--clip-grad-norm", "0.05"],
 }
 
 
@@ -105,7 +110,7 @@ def newest_state(run: Path) -> dict[str, torch.Tensor]:
 def test_a_killed_run_resumes_bit_for_bit(tmp_path, shared_data, layout):
     args = ["--dataset", "cora", "--root", str(shared_data), *ROOT_ARGS, *LAYOUTS[layout]]
     train(*args, "--out", str(tmp_path / "whole"))
-    if layout == "single":  # the process itself dies
+    if layout.startswith("single"):  # the process itself dies
         killed = cli("train", *args, "--out", str(tmp_path / "cut"), env={"FULLGRAPH_FAULT": "kill:0:3"}, ok=False)
     else:  # rank 1 dies; the launcher stops the others and fails
         killed = train(*args, "--out", str(tmp_path / "cut"), env={"FULLGRAPH_FAULT": "kill:1:3"}, ok=False)
