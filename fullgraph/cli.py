@@ -210,7 +210,7 @@ def cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
     if env is not None and env.rank != 0:
         return 0
     print(
-        f"{result.dataset} {result.model} x{result.layers}: test {METRIC_NAMES[result.metric]} "
+        f"{result.dataset} {result.model}, {result.layers} layers: test {METRIC_NAMES[result.metric]} "
         f"{result.test_metric:.4f} (val {result.val_metric:.4f} at epoch {result.best_epoch}; {result.epochs_run} epochs, "
         f"{result.epoch_time_s * 1000:.1f} ms/epoch, peak RSS {result.peak_rss_bytes / 2**20:.0f} MiB"
         + (f", {result.device} peak {result.peak_cuda_bytes / 2**20:.0f} MiB)" if result.peak_cuda_bytes else ")")
@@ -226,7 +226,12 @@ def launch(cfg: TrainConfig, argv: list[str]) -> int:
     from fullgraph.comm.launch import launch_local
     from fullgraph.parallel.setup import prepare_run
 
-    return launch_local([*argv, *prepare_run(cfg).flags()], cfg.parallel.nprocs, threads=cfg.run.threads)
+    from fullgraph.progress import resolve_mode
+
+    flags = prepare_run(cfg).flags()
+    bar = resolve_mode(cfg.run.progress) == "bar"  # drawn here, on the terminal, from every rank's epoch
+    return launch_local([*argv, *flags, *(["--progress", "none"] if bar else [])], cfg.parallel.nprocs,
+                        threads=cfg.run.threads, progress=(cfg.optimization.epochs, 0) if bar else None)
 
 
 def shared_inputs(cfg: TrainConfig, env) -> None:

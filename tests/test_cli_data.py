@@ -55,7 +55,7 @@ def test_train_and_partition_a_native_folder(small, tmp_path, capsys):
     write_native(small, tmp_path / "g")
     assert main(["train", "--dataset", str(tmp_path / "g"), "--epochs", "2", "--progress", "none",
                  "--out", str(tmp_path / "run")]) == 0
-    assert "small gcn x2: test accuracy" in capsys.readouterr().out
+    assert "small gcn, 2 layers: test accuracy" in capsys.readouterr().out
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["epochs_run"] == 2
     assert main(["partition", "--dataset", str(tmp_path / "g"), "--parts", "2", "--partitioner", "random",
                  "--out", str(tmp_path / "parts")]) == 0

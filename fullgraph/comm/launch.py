@@ -115,13 +115,27 @@ def _stop(ranks: list[_Rank], grace_s: float = 5.0) -> None:
             r.proc.wait()
 
 
+def _start_rank(rank: int, module: str, argv: list[str], env: dict, logs: Path) -> _Rank:
+    (logs / f"rank-{rank}.error.json").unlink(missing_ok=True)  # an earlier run's report in a reused --log-dir
+    env = env | {"RANK": str(rank), "LOCAL_RANK": str(rank), ERROR_FILE_ENV: str(logs / f"rank-{rank}.error.json")}
+    log = logs / f"rank-{rank}.log"
+    # rank 0 speaks to the user; every rank's stderr is also kept in its log file
+    out = None if rank == 0 else open(log, "w")
+    err = open(log, "a") if rank == 0 else out
+    proc = subprocess.Popen([sys.executable, "-m", module, *argv], env=env, stdout=out, stderr=err,
+                            preexec_fn=_die_with_parent)
+    return _Rank(rank, proc, logs / f"rank-{rank}.error.json", log)
+
+
 def launch_local(argv: list[str], nprocs: int, *, threads: int = 0, log_dir: str | None = None,
-                 module: str = "fullgraph", timeout_s: float | None = None) -> int:
+                 module: str = "fullgraph", timeout_s: float | None = None,
+                 progress: tuple[int, int] | None = None) -> int:
     """Run ``python -m <module> <argv>`` as ``nprocs`` ranks on this machine; returns the exit status.
 
     ``timeout_s`` bounds the whole run (tests use it): past it every rank is stopped and the
     launcher reports a failure. The ranks' logs go to ``log_dir``, or to a temporary folder that is
-    removed when every rank succeeds and kept (and named) when one fails."""
+    removed when every rank succeeds and kept (and named) when one fails. ``progress``: ``(epochs,
+    done)`` to draw one bar of the ranks' epochs here (``fullgraph.progress``)."""
     from torch.distributed import TCPStore
 
     store = TCPStore("127.0.0.1", 0, world_size=nprocs + 1, is_master=True, wait_for_workers=False)
@@ -134,18 +148,12 @@ def launch_local(argv: list[str], nprocs: int, *, threads: int = 0, log_dir: str
         "LOCAL_WORLD_SIZE": str(nprocs), "TORCHELASTIC_USE_AGENT_STORE": "True",
         "OMP_NUM_THREADS": str(nthreads), "FULLGRAPH_THREADS": str(nthreads),
     })
-    ranks: list[_Rank] = []
-    for rank in range(nprocs):
-        (logs / f"rank-{rank}.error.json").unlink(missing_ok=True)  # an earlier run's report in a reused --log-dir
-        env = base | {"RANK": str(rank), "LOCAL_RANK": str(rank),
-                      ERROR_FILE_ENV: str(logs / f"rank-{rank}.error.json")}
-        log = logs / f"rank-{rank}.log"
-        # rank 0 speaks to the user; every rank's stderr is also kept in its log file
-        out = None if rank == 0 else open(log, "w")
-        err = open(log, "a") if rank == 0 else out
-        proc = subprocess.Popen([sys.executable, "-m", module, *argv], env=env, stdout=out, stderr=err,
-                                preexec_fn=_die_with_parent)
-        ranks.append(_Rank(rank, proc, logs / f"rank-{rank}.error.json", log))
+    watch = None
+    if progress is not None:
+        from fullgraph.progress import RankProgress
+
+        watch = RankProgress(logs, nprocs, *progress)
+    ranks = [_start_rank(rank, module, argv, base | (watch.env(rank) if watch else {}), logs) for rank in range(nprocs)]
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
         while True:
@@ -158,11 +166,15 @@ def launch_local(argv: list[str], nprocs: int, *, threads: int = 0, log_dir: str
                 time.sleep(0.5)  # let the peers that fail because of it fail too, then name the first
                 failed = _first_failure([r for r in ranks if r.proc.poll() not in (None, 0) or r.error_file.exists()])
                 _stop(ranks)
+                watch and watch.close()  # the error on a line of its own
                 reason, input_error = _reason(failed)
                 print(f"fullgraph: error: rank {failed.rank} of {nprocs} failed: {reason} "
                       f"(rank logs in {logs})", file=sys.stderr)
                 return 2 if input_error else 1
+            if watch is not None:
+                watch.poll()
             if all(r.proc.poll() == 0 for r in ranks):
+                watch and watch.close()  # the ranks' last epochs, before their files go
                 if not log_dir:  # the logs of a run that succeeded are not worth a folder in /tmp
                     shutil.rmtree(logs, ignore_errors=True)
                 return 0
@@ -172,4 +184,5 @@ def launch_local(argv: list[str], nprocs: int, *, threads: int = 0, log_dir: str
         print("fullgraph: interrupted; stopped all ranks", file=sys.stderr)
         return 130
     finally:
+        watch and watch.close()
         del store

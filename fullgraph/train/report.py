@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 from pathlib import Path
 
 from tqdm import tqdm
 
+from fullgraph.progress import PROGRESS_FILE_ENV, postfix, resolve_mode, write_rank_progress
 from fullgraph.train.metrics import METRIC_NAMES
 
 log = logging.getLogger("fullgraph")
@@ -29,21 +29,22 @@ def write_json_atomic(path: Path, obj) -> None:
 
 
 class Progress:
+    """This process's progress: a bar, a line per evaluation, or nothing. Under the launcher each
+    rank also writes its epoch where the launcher's bar reads it (``fullgraph.progress``)."""
+
     def __init__(self, total: int, mode: str = "auto", desc: str = "train", done: int = 0):
-        if mode == "auto":
-            mode = "bar" if sys.stderr.isatty() else "lines"
-        self.mode = mode
+        self.mode = resolve_mode(mode)
         self.bar = (tqdm(total=total, initial=done, desc=desc, unit="epoch", dynamic_ncols=True)
-                    if mode == "bar" else None)
+                    if self.mode == "bar" else None)
         self.line_every = max(1, total // 20)  # plain lines: about twenty per run, whatever its length
         self.total = total
+        self.report = os.environ.get(PROGRESS_FILE_ENV)
 
     def update(self, record: dict) -> None:
+        if self.report:
+            write_rank_progress(self.report, record)
         if self.bar is not None:
-            post = {"loss": f"{record['loss']:.4f}"}
-            if "val_metric" in record:
-                post["val"] = f"{record['val_metric']:.4f}"
-            self.bar.set_postfix(post, refresh=False)
+            self.bar.set_postfix(postfix(record), refresh=False)
             self.bar.update(1)
         elif self.mode == "lines" and "val_metric" in record and (
             record["epoch"] % self.line_every == 0 or record["epoch"] == self.total

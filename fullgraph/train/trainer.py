@@ -164,7 +164,7 @@ class Trainer:
             p = cfg.parallel
             log.info("%s; model %s, %d layers, hidden %d, %s", e.describe(), self.run_model.name,
                      self.model.num_layers, self.run_model.hidden(self.model),
-                     p.mode if p.nprocs == 1 else f"{p.mode} x{p.nprocs}")
+                     p.mode if p.nprocs == 1 else f"{p.mode}, {p.nprocs} processes")
         return self
 
     def _check_memory(self) -> int | None:
