@@ -130,7 +130,9 @@ def test_pipeline_clips_on_the_norm_of_every_stage(cora, tmp_path):
     got = run_ranks("chunked_runs", 2, {"runs": runs}, tmp_path)["pipe"]
     assert_same_losses(got["losses"], want, what="pipeline losses")
     assert got["comm"]["grad/norm"] == 2 * 8  # one float64 from each rank, every epoch
-    from fullgraph.cli_plan import run_volume  # as the planner counts it
+    from fullgraph.comm.mesh import Mesh  # as the planner counts it
+    from fullgraph.plan.volumes import ModelShape, layout_volume
 
-    cfg = TrainConfig.of(**runs[0]["config"], nprocs=2)
-    assert run_volume(cfg, cora, 0, evaluate=False)["grad/norm"] == 2 * 8
+    shape = ModelShape((cora.num_features, 16, 16, 16), 1000)
+    assert layout_volume(Mesh.for_mode("pipeline", 2), shape, nodes=cora.num_nodes, stage_starts=[2],
+                         grad_norm=True)["grad/norm"] == 2 * 8
