@@ -15,8 +15,11 @@ where every rank builds its own (they are then made equal: rank 0's initial weig
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
+import logging
+import sys
 import tempfile
 from pathlib import Path
 
@@ -25,7 +28,7 @@ from fullgraph.errors import InputError
 __all__ = ["train_model"]
 
 
-def train_model(model="gcn", **options):
+def train_model(model="gcn", *, callbacks=(), **options):
     """Train ``model`` with ``fullgraph train``'s options; returns the run's ``RunResult``.
 
     Args:
@@ -33,8 +36,14 @@ def train_model(model="gcn", **options):
             ``"package.module:build"``), a builder function defined at module level (its reference is
             taken), or a model object: a fullgraph ``GNN``, PyG convolutions or a PyG ``BasicGNN``
             (one process, or every ``torchrun`` rank).
+        callbacks: functions called with each epoch's record (the line ``metrics.jsonl`` gets: epoch,
+            loss, learning rate, bytes moved, and the evaluation where one ran), in the process that
+            trains rank 0: one process, or rank 0 under torchrun.
         **options: ``fullgraph train``'s options by name: ``dataset="cora"``, ``parallel="graph"``,
             ``nprocs=4``, ``model_args={"hidden": 64}``, ``epochs=100``, ``out="runs/x"``, ...
+
+    It prints as the command line does (the run's header, progress lines or bar, the summary) unless
+    the caller has configured logging: then the ``fullgraph`` logger's records go where the caller said.
 
     >>> result = fullgraph.train_model(build, dataset="cora", model_args={"hidden": 64}, epochs=50)  # doctest: +SKIP
     """
@@ -48,13 +57,35 @@ def train_model(model="gcn", **options):
         obj, model = model, "gcn"  # the object trains; the options' model is never built nor recorded
     cfg = TrainConfig.of(model=model, **options)
     env = DistEnv.from_env()
-    if cfg.parallel.mesh.distributed and env is None:
-        if obj is not None:
-            raise InputError("expected a builder (a function, or FILE.py:FUNCTION) to start several processes "
-                             "(got a model object, which cannot reach processes that start afresh); or run the "
-                             "script under torchrun, where every rank builds its own")
-        return _launch(cfg)
-    return _run_here(cfg, env, obj)
+    with _printing():
+        if cfg.parallel.mesh.distributed and env is None:
+            if obj is not None or callbacks:
+                raise InputError(f"expected a builder (a function, or FILE.py:FUNCTION) and no callbacks to start "
+                                 f"several processes (got {'callbacks' if obj is None else 'a model object'}, which "
+                                 f"cannot reach processes that start afresh); or run the script under torchrun, "
+                                 f"where every rank runs it")
+            return _launch(cfg)
+        return _run_here(cfg, env, obj, callbacks)
+
+
+@contextlib.contextmanager
+def _printing():
+    """The command line's output (``logging.basicConfig`` to stdout, messages only) for the call,
+    where the caller has configured no logging of its own."""
+    logger, root = logging.getLogger("fullgraph"), logging.getLogger()
+    if logger.handlers or root.handlers:
+        yield
+        return
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def _is_module(obj) -> bool:
@@ -73,7 +104,7 @@ def _reference(fn) -> str:
     return f"{fn.__module__}:{fn.__name__}"
 
 
-def _run_here(cfg, env, obj):
+def _run_here(cfg, env, obj, callbacks=()):
     from fullgraph.cli import shared_inputs
     from fullgraph.comm.launch import report_worker_error
     from fullgraph.train.runs import write_run_config
@@ -86,7 +117,7 @@ def _run_here(cfg, env, obj):
                                                      and cfg.parallel.chunk_file is None)
     if env is not None and distributed and missing:
         shared_inputs(cfg, env)
-    trainer = Trainer(cfg, model=obj)
+    trainer = Trainer(cfg, model=obj, callbacks=callbacks)
     try:
         return trainer.build().train()
     except Exception as e:

@@ -60,3 +60,32 @@ def test_the_bar_stands_at_the_slowest_ranks_epoch(tmp_path):
         assert watch.env(2) == {"FULLGRAPH_PROGRESS_FILE": str(tmp_path / "rank-2.progress.json")}
     finally:
         watch.close()
+
+
+SCRIPT = """
+import json, logging, sys
+import fullgraph
+{setup}
+seen = []
+fullgraph.train_model("gcn", epochs=4, eval_every=2, progress="lines", callbacks=[lambda r: seen.append(r)])
+print("CALLBACKS", json.dumps([[r["epoch"], "loss" in r, "val_metric" in r, r["lr"]] for r in seen]))
+"""
+
+
+def python(setup: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", SCRIPT.format(setup=setup)], capture_output=True, text=True,
+                          timeout=240)
+
+
+def test_the_python_api_prints_like_the_cli_and_calls_back_each_epoch():
+    run = python()
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert any(line.startswith("Graph(name='synthetic'") and "model gcn, 2 layers" in line for line in lines), run.stdout
+    assert sum(line.startswith("epoch ") for line in lines) >= 2, run.stdout  # progress="lines", unconfigured
+    assert lines[-1] == 'CALLBACKS [[1, true, false, 0.01], [2, true, true, 0.01], [3, true, false, 0.01], ' \
+                        '[4, true, true, 0.01]]'
+    # a caller that configured logging gets the records where it said, and nothing on stdout
+    run = python('logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="MINE %(message)s")')
+    assert run.returncode == 0 and "MINE epoch " in run.stderr, run.stderr
+    assert not any(line.startswith("epoch ") for line in run.stdout.splitlines()), run.stdout

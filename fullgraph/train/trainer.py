@@ -118,7 +118,7 @@ class Trainer:
     """
 
     def __init__(self, cfg: TrainConfig, graph: Graph | None = None, engine: Engine | None = None,
-                 resume: bool = False, model=None):
+                 resume: bool = False, model=None, callbacks=()):
         self.cfg = cfg
         self.resume = resume  # carry on from the newest checkpoint in cfg.run.out
         self.graph = graph
@@ -126,6 +126,7 @@ class Trainer:
         self.model: GNN | None = None
         self.run_model = RunModel.of(cfg, model)  # what cfg names, or fullgraph.train_model's object
         self.writer: RunWriter | None = None
+        self.callbacks = list(callbacks)  # called with each epoch's record, on rank 0 (fullgraph.train_model)
         self.stepped: dict = {}  # what the last weight update said (its learning rate, gradient norm)
 
     # ------------------------------------------------------------------ build
@@ -310,6 +311,8 @@ class Trainer:
                 self.update.after_epoch(record)
                 self.writer.epoch(record)
                 progress.update(record)
+                for callback in self.callbacks if e.is_main else ():
+                    callback(dict(record))
                 s.epoch, s.update = epoch, self.update.state()
                 if cfg.run.checkpoint_every and cfg.run.out and epoch % cfg.run.checkpoint_every == 0:
                     save_checkpoint(cfg.run.out, epoch, model=self.model, optimizer=self.update.optimizer, engine=e, loop=s,
