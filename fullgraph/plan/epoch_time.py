@@ -20,19 +20,23 @@ The evaluation is one exact forward that goes through the stages one after the o
 evaluates unchunked): the sum over stages of the stage's slowest rank, its halo exchanges and its
 hand-over to the next stage.
 
-Ranks that share one machine's cores (``cores``; ``benchmarks/cluster.py`` emulates a cluster on one
-machine) cannot finish before the compute of all those running at once, divided by the cores, is done;
+Ranks that share one machine's cores (``cores``, and ``machines``: which machine each rank is on;
+``fullgraph plan --machines``, and ``benchmarks/cluster.py``, which emulates a cluster on one machine)
+cannot finish before the compute of all those running at once, divided by the cores, is done;
 and cores shared that way deliver less than their solo speed (time-slicing, shared caches and memory
 bandwidth): ``core_efficiency``, measured by the caller, divides that bound. Machines slower or faster
 than this one (``node_speed``: the fraction of a solo core of this machine each rank computes at; on
 one machine, a CPU quota per rank emulates them) take the compute of each rank over that speed. A rank
 with a core of its own also spends it on its bytes (``Network.cpu_ns_per_byte``), overlapped or not.
+What a rank sends to ranks of its own machine (``RankWork.train_local``, ``eval_local``) goes at the
+``local`` link's rates (``plan.machines.SHARED_MEMORY``), the rest at the network's.
 
 It is a model, not a measurement: ``benchmarks/cluster.py`` is where it meets measured epochs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = ["Network", "Kernels", "LayerCalls", "Traffic", "RankWork", "EpochEstimate", "estimate_epoch",
@@ -139,6 +143,9 @@ class RankWork:
         stages, chunks: the pipeline's S and K (1, 1 without one).
         train_traffic, eval_traffic: what crosses its link; the evaluation's ``stream`` is what it
             hands the next stage, on the evaluation's path through the stages.
+        train_local, eval_local: what it exchanges with ranks of its own machine (``plan.machines``),
+            priced at the shared-memory rate instead of the network's (nothing without machines: each
+            rank on one of its own).
     """
 
     stage: int
@@ -150,6 +157,8 @@ class RankWork:
     train_traffic: Traffic = Traffic()
     eval_traffic: Traffic = Traffic()
     params: int = 0
+    train_local: Traffic = Traffic()
+    eval_local: Traffic = Traffic()
 
 
 @dataclass(frozen=True)
@@ -191,63 +200,103 @@ def _compute(work: RankWork, model, kernels, train: bool) -> float:
     return sum(kernels.seconds(model, c, train) for c in calls) + kernels.post_seconds(model, work.post_rows, train)
 
 
-def estimate_epoch(work: RankWork, model, kernels, network: Network, byte_cpu: float = 0.0) -> EpochEstimate:
+def _tiers(remote: Traffic, local: Traffic, network: Network, shared: Network | None) -> list[tuple[Traffic, Network]]:
+    """A rank's traffic on each tier: over the network, and to ranks of its own machine at ``shared``'s rates
+    (the network's when not given)."""
+    return [(remote, network), (local, shared or network)]
+
+
+def estimate_epoch(work: RankWork, model, kernels, network: Network, byte_cpu: float = 0.0,
+                   local: Network | None = None) -> EpochEstimate:
     """The training step of the rank doing ``work`` (see the module docstring), without evaluation.
 
     A pipeline's bubble: each of the forward and the backward idles ``S - 1`` chunk-times, and as
     many chunk transfers, while the stages fill and drain. ``byte_cpu``: how much of the CPU time its
     point-to-point bytes take (``Network.cpu_seconds``) the rank's own core spends, in its compute:
     overlapping a transfer hides its wire time, not the core's work on it. (A many-to-many exchange's
-    rate is measured with that work in it.)"""
-    t = work.train_traffic
-    compute = _compute(work, model, kernels, True) + byte_cpu * network.cpu_seconds(t.stream)
+    rate is measured with that work in it.) ``local``: the links between ranks of one machine, which
+    ``work.train_local`` crosses; a rank's two tiers take their times one after the other (its core
+    drives both)."""
+    tiers = _tiers(work.train_traffic, work.train_local, network, local)
+    compute = _compute(work, model, kernels, True) + byte_cpu * sum(n.cpu_seconds(t.stream) for t, n in tiers)
     bubble = 0.0
     if work.stages > 1:
-        per_chunk_hop = network.seconds(t.overlapped / (2 * work.chunks), 0)
+        per_chunk_hop = sum(n.seconds(t.overlapped / (2 * work.chunks), 0) for t, n in tiers)
         bubble = (work.stages - 1) * (compute / work.chunks + 2 * per_chunk_hop)
     compute += kernels.step_seconds(work.params)  # after the last chunk: not in the bubble
-    waited = network.seconds(t.stream - t.overlapped, t.messages, t.exchange)
-    hidden = network.seconds(t.overlapped, 0)
+    waited = sum(n.seconds(t.stream - t.overlapped, t.messages, t.exchange) for t, n in tiers)
+    hidden = sum(n.seconds(t.overlapped, 0) for t, n in tiers)
     return EpochEstimate(compute, waited + max(0.0, hidden - compute), bubble)
+
+
+def _sharing(n: int, cores: int | None, machines: Sequence[int] | None) -> list[list[int]]:
+    """The groups of ranks (indices) that share one machine's ``cores``: all ``n`` ranks on one machine
+    (``machines`` not given) or each machine's; a machine with one rank shares nothing."""
+    if cores is None:
+        return []
+    groups: dict[int, list[int]] = {}
+    for i, m in enumerate(machines if machines is not None else [0] * n):
+        groups.setdefault(m, []).append(i)
+    return [g for g in groups.values() if len(g) > 1]
 
 
 def estimate_layout(works: list[RankWork], model, kernels, network: Network, *, evaluate: bool = True,
                     cores: int | None = None, threads: int = 1, core_efficiency: float = 1.0,
-                    node_speed: float = 1.0) -> EpochEstimate:
+                    node_speed: float = 1.0, local: Network | None = None,
+                    machines: Sequence[int] | None = None) -> EpochEstimate:
     """The layout's epoch: the slowest rank's training step, then the evaluation, stage after stage
     (each stage as slow as its slowest rank, plus the hand-over to the next).
 
-    When the ranks share ``cores`` cores (``threads`` each), neither can be faster than the compute
-    of the ranks running at once, and the CPU their bytes take (``Network.cpu_ns_per_byte``), divided
-    by the cores (while one rank waits for the network, the others use its core), each core doing
-    ``core_efficiency`` of a solo core's work: the difference is ``contention_s``. ``node_speed``:
-    every rank on a machine of its own that computes at that fraction of this machine's solo core
-    (``kernels`` time the layers here)."""
+    Ranks that share ``cores`` cores (``threads`` each): all of them, or, given ``machines`` (each rank's
+    machine, by index into ``works``), those of each machine its own ``cores``. Those of a machine cannot
+    be faster than their compute, and the CPU their bytes take (``Network.cpu_ns_per_byte``), divided by
+    its cores (while one rank waits for the network, the others use its core), each core doing
+    ``core_efficiency`` of a solo core's work: the difference is ``contention_s``. ``local``: the links
+    between ranks of one machine (``RankWork.train_local``, ``eval_local``). ``node_speed``: every rank
+    on a machine of its own that computes at that fraction of this machine's solo core (``kernels`` time
+    the layers here)."""
     if not 0 < core_efficiency <= 1:
         raise ValueError(f"core_efficiency must be in (0, 1], got {core_efficiency}")
     if not node_speed > 0:
         raise ValueError(f"node_speed must be positive, got {node_speed}")
     if node_speed != 1.0:
         kernels = _AtSpeed(kernels, node_speed)
-    shared = cores is not None and len(works) * threads > cores
-    byte_cpu = 0.0 if shared else 1.0 / node_speed  # a core of its own moves the rank's bytes, at its speed
-    ests = [estimate_epoch(w, model, kernels, network, byte_cpu) for w in works]
+    groups = _sharing(len(works), cores, machines)
+    sharing = {i for g in groups for i in g}
+    byte_cpu = [0.0 if i in sharing else 1.0 / node_speed for i in range(len(works))]  # a core of its own moves them
+    ests = [estimate_epoch(w, model, kernels, network, byte_cpu[i], local) for i, w in enumerate(works)]
     slowest = max(ests, key=lambda e: e.total_s)
-    contention = 0.0
-    if shared:
-        moved = network.cpu_seconds(sum(w.train_traffic.bytes for w in works))
-        floor = (sum(e.compute_s for e in ests) * threads + moved) / (cores * core_efficiency)  # waits: others' cores
-        contention = max(0.0, floor - slowest.total_s)
-    eval_s = 0.0
-    for s in range(max(w.stage for w in works) + 1 if evaluate else 0):
-        stage = [w for w in works if w.stage == s]
-        busy = [_compute(w, model, kernels, False) + byte_cpu * network.cpu_seconds(w.eval_traffic.stream)
-                for w in stage]
-        moved = network.cpu_seconds(sum(w.eval_traffic.bytes for w in stage))
-        waits = [network.seconds(w.eval_traffic.stream, w.eval_traffic.messages, w.eval_traffic.exchange)
-                 for w in stage]
-        step = max(b + x for b, x in zip(busy, waits))
-        if shared and len(stage) * threads > cores:
-            step = max(step, (sum(busy) * threads + moved) / (cores * core_efficiency))
-        eval_s += step
+    speed = (cores or 1) * core_efficiency / threads  # a machine's work per thread
+    floor = max((sum(ests[i].compute_s + _moved(works[i], network, local, True) / threads for i in g) / speed
+                 for g in groups), default=0.0)  # waits: the others' cores
+    contention = max(0.0, floor - slowest.total_s)
+    stages = range(max(w.stage for w in works) + 1 if evaluate else 0)
+    eval_s = sum(_eval_stage(s, works, model, kernels, network, local, byte_cpu, groups, speed, threads)
+                 for s in stages)
     return EpochEstimate(slowest.compute_s, slowest.comm_s, slowest.bubble_s, contention, eval_s)
+
+
+def _moved(work: RankWork, network: Network, local: Network | None, train: bool) -> float:
+    """The cores' time ``work``'s bytes take on both tiers (``Network.cpu_seconds``)."""
+    remote, mine = (work.train_traffic, work.train_local) if train else (work.eval_traffic, work.eval_local)
+    return sum(n.cpu_seconds(t.bytes) for t, n in _tiers(remote, mine, network, local))
+
+
+def _eval_stage(s: int, works: list[RankWork], model, kernels, network: Network, local: Network | None,
+                byte_cpu: list[float], groups: list[list[int]], speed: float, threads: int) -> float:
+    """Stage ``s``'s part of the evaluation: its slowest rank's forward and waits, or, where its ranks
+    share a machine's cores, their forwards over those cores (``speed``: the cores' work per thread)."""
+    on = [i for i, w in enumerate(works) if w.stage == s]
+    busy, waits = {}, {}
+    for i in on:
+        tiers = _tiers(works[i].eval_traffic, works[i].eval_local, network, local)
+        busy[i] = _compute(works[i], model, kernels, False) + byte_cpu[i] * sum(n.cpu_seconds(t.stream)
+                                                                               for t, n in tiers)
+        waits[i] = sum(n.seconds(t.stream, t.messages, t.exchange) for t, n in tiers)
+    step = max(busy[i] + waits[i] for i in on)
+    for g in groups:
+        together = [i for i in on if i in g]
+        if len(together) > 1:
+            step = max(step, sum(busy[i] + _moved(works[i], network, local, False) / threads
+                                 for i in together) / speed)
+    return step

@@ -5,7 +5,8 @@ What crosses a link is taken from the ledger's own volumes (``plan.volumes``), a
 rank by what it owns: the halo rows it receives and the rows others receive from it (``partition.json``'s
 ``halo`` and ``send``), its stage's boundaries (rows at ``--comm-precision``), its share of the
 gradient all-reduce (a ring sends 2 (W - 1) / W of the gradients). A link is limited each way, so a
-rank's wire bytes are those of its busier direction.
+rank's wire bytes are those of its busier direction. Where ranks share machines (``plan.machines``),
+each piece goes to the tier its peers are on: the rank's own machine (shared memory) or the network.
 
 A chunk of a pipeline reads, besides its own rows, the rows of its neighbours outside it (their
 history): ``chunk_sources`` counts them from the real chunk map, since they set both the rows a chunk
@@ -20,6 +21,7 @@ import torch
 
 from fullgraph.ops.csr import row_ids
 from fullgraph.plan.epoch_time import LayerCalls, RankWork, Traffic
+from fullgraph.plan.machines import split
 from fullgraph.plan.volumes import F32, boundary_row
 
 __all__ = ["rank_works", "chunk_sources"]
@@ -41,11 +43,13 @@ def chunk_sources(indptr: torch.Tensor, indices: torch.Tensor, node_part: torch.
 
 
 def rank_works(cfg, graph, model, shape, bounds: list[tuple[int, int]], parts: list[dict] | None,
-               volume: dict[str, int], chunk_src: list[int] | None = None) -> list[RankWork]:
-    """Every rank's ``RankWork`` (stage-major: ranks ``s·W .. s·W + W - 1`` are stage ``s``)."""
+               volume: dict[str, int], chunk_src: list[int] | None = None, machines=None) -> list[RankWork]:
+    """Every rank's ``RankWork`` (stage-major: ranks ``s·W .. s·W + W - 1`` are stage ``s``). ``machines``
+    (``plan.machines.Machines``): where the ranks run, to tell the traffic between ranks of one machine
+    from the network's (without it, each rank is on a machine of its own: all of it is the network's)."""
     mesh = cfg.parallel.mesh
     if mesh.spmm:
-        return _spmm_works(cfg, graph, model, volume)
+        return _spmm_works(cfg, graph, model, volume, machines)
     S, W = mesh.stages, mesh.graph_ways
     K = cfg.parallel.num_chunks if S > 1 else 1
     halo_row = volume.get("halo/fwd", 0) / max(1, sum(p["halo"] for p in parts))  # bytes per halo row, all layers
@@ -64,20 +68,45 @@ def rank_works(cfg, graph, model, shape, bounds: list[tuple[int, int]], parts: l
             fwd_in = boundary[s] * inner if s > 0 else 0.0  # rows in (and their gradients out)
             fwd_out = boundary[s + 1] * inner if s < S - 1 else 0.0
             exchanges = (W - 1) * (b - a) if W > 1 else 0  # one all-to-all per layer, W - 1 peers each
-            train = Traffic(stream=fwd_in + fwd_out + ring, exchange=(send + halo) * halo_row * share,
-                            messages=2 * exchanges * K + 2 * W + (2 * K if S > 1 else 0),
-                            overlapped=fwd_in + fwd_out)
-            evaluation = Traffic(stream=fwd_out, exchange=max(send, halo) * halo_row * share,
-                                 messages=exchanges + (1 if s < S - 1 else 0))
+            where = _Peers(machines, s, p["part"], S, W)
+            hops = (s > 0) + (s < S - 1)  # a stage's 2K chunk messages (its busier direction), per neighbour
+            train = split([(Traffic(stream=fwd_in, overlapped=fwd_in, messages=2 * K / hops if s > 0 else 0),
+                            where.previous),
+                           (Traffic(stream=fwd_out, overlapped=fwd_out, messages=2 * K / hops if s < S - 1 else 0),
+                            where.next),
+                           (Traffic(stream=ring, messages=2 * W), where.ring),
+                           (Traffic(exchange=(send + halo) * halo_row * share, messages=2 * exchanges * K),
+                            where.group)])
+            evaluation = split([(Traffic(stream=fwd_out, messages=1 if s < S - 1 else 0), where.next),
+                                (Traffic(exchange=max(send, halo) * halo_row * share, messages=exchanges),
+                                 where.group)])
             works.append(RankWork(s, (LayerCalls(tuple(range(a, b)), inner, src, nnz, K),),
                                   (LayerCalls(tuple(range(a, b)), inner, inner + halo, nnz, 1),),
-                                  post_rows=inner if s == S - 1 else 0, stages=S, chunks=K, train_traffic=train,
-                                  eval_traffic=evaluation, params=params))
+                                  post_rows=inner if s == S - 1 else 0, stages=S, chunks=K, train_traffic=train[0],
+                                  eval_traffic=evaluation[0], params=params, train_local=train[1],
+                                  eval_local=evaluation[1]))
     return works
 
 
-def _spmm_works(cfg, graph, model, volume: dict[str, int]) -> list[RankWork]:
-    """The SpMM layouts' ranks are alike: a block row of the products, the traffic shared evenly."""
+class _Peers:
+    """The share of each kind of a rank's traffic that stays on its machine: to the previous and the
+    next stage's rank of its part, around its stage's ring, and to its stage's other parts (all 0
+    without ``machines``). The ring all-reduce goes at its slowest link's pace: the network's as soon as
+    the stage's ranks span machines."""
+
+    def __init__(self, machines, s: int, w: int, S: int, W: int):
+        rank, group = s * W + w, range(s * W, (s + 1) * W)
+        on = (lambda peers: machines.local_share(rank, peers)) if machines is not None else (lambda peers: 0.0)
+        self.previous = on([rank - W]) if s > 0 else 0.0
+        self.next = on([rank + W]) if s < S - 1 else 0.0
+        self.group = on(group)
+        self.ring = float(machines is not None and W > 1 and not machines.spans(group))
+
+
+def _spmm_works(cfg, graph, model, volume: dict[str, int], machines=None) -> list[RankWork]:
+    """The SpMM layouts' ranks are alike: a block row of the products, the traffic shared evenly, its
+    peers taken as all the others (a broadcast or a reduction of the grid reaches ranks on every machine
+    the grid spans): the share on a rank's own machine is its machine's other ranks over P - 1."""
     mesh, P = cfg.parallel.mesh, cfg.parallel.nprocs
 
     def per_rank(evaluation: bool, match: str = "") -> float:
@@ -87,10 +116,27 @@ def _spmm_works(cfg, graph, model, volume: dict[str, int]) -> list[RankWork]:
     rows = math.ceil(graph.num_nodes / mesh.block_rows)
     L = len(model.layers)
     calls = (LayerCalls(tuple(range(L)), rows, rows, math.ceil((graph.num_edges + graph.num_nodes) / P)),)
-    messages = (L + 1) * (mesh.block_rows + 2 * P)
-    train = Traffic(stream=per_rank(False), messages=2 * messages,
+    messages = L * _spmm_steps(mesh)  # a product per layer, forward; as many backward, and the gradients' ring
+    train = Traffic(stream=per_rank(False), messages=2 * messages + 2 * (P - 1),
                     overlapped=per_rank(False, "spmm/bcast") if cfg.parallel.overlap else 0.0)
     evaluation = Traffic(stream=per_rank(True), messages=messages)
     params = sum(p.numel() for p in model.parameters())  # the weights are replicated: every rank steps them all
-    return [RankWork(0, calls, calls, post_rows=rows, train_traffic=train, eval_traffic=evaluation,
-                     params=params)] * P
+    works = []
+    for r in range(P):
+        local = machines.local_share(r, range(P)) if machines is not None else 0.0
+        (t, t_local), (e, e_local) = split([(train, local)]), split([(evaluation, local)])
+        works.append(RankWork(0, calls, calls, post_rows=rows, train_traffic=t, eval_traffic=e, params=params,
+                              train_local=t_local, eval_local=e_local))
+    return works
+
+
+def _spmm_steps(mesh) -> int:
+    """The messages one sparse product puts on a rank's path, one per collective call (a broadcast
+    reaches its ranks at once), a ring all-reduce over c ranks 2 (c - 1) and an exchange with q - 1
+    peers q - 1: 1D and 1.5D broadcast the R / c block rows of the rank's share and sum over the c
+    replicas; 2D and 3D trade column slices there and back, broadcast q dense blocks and q sparse ones
+    (row pointers, columns and values: three calls each) and sum over the d layers (``parallel.spmm``)."""
+    rows, cols, depth = mesh.grid
+    if mesh.parallel in ("spmm-1d", "spmm-1.5d"):
+        return math.ceil(rows / cols) + 2 * (cols - 1)
+    return 2 * (rows - 1) + 4 * rows + 2 * (depth - 1)
