@@ -22,29 +22,42 @@ __all__ = ["add_plan_command", "cmd_plan", "candidates", "run_volume"]
 
 
 def add_plan_command(sub) -> None:
+    from fullgraph.data.datasets import ROOT_HELP
+
     p = sub.add_parser("plan", help="which layout to use: bytes, memory and time per epoch of every layout",
                        description="Estimate, for every layout that fits --nprocs processes, the bytes per epoch "
-                                   "(by ledger category), the peak memory per rank and the epoch time on a "
-                                   "network of --bandwidth-gbps and --latency-us; rank them and recommend one.")
-    p.add_argument("--dataset", default="synthetic")
-    p.add_argument("--root", default=None)
+                                   "(by ledger category), the peak memory per rank and the epoch time, on one "
+                                   "machine (the default) or on --machines machines linked by a network of "
+                                   "--bandwidth-gbps and --latency-us; rank them and recommend one.")
+    p.add_argument("--dataset", default="synthetic", help="a dataset name (fullgraph datasets lists them) or the "
+                                                          "path of a dataset; synthetic is the built-in graph "
+                                                          "(default synthetic)")
+    p.add_argument("--root", default=None, help=ROOT_HELP)
     p.add_argument("--model", default="gcn", help="a built-in model, or a builder: path/to/file.py:function")
     p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE", type=_key_value,
                    help="a builder's keyword (repeatable), as fullgraph train takes it")
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--heads", type=int, default=8)
-    p.add_argument("--nprocs", type=int, required=True)
+    p.add_argument("--layers", type=int, default=2, help="graph layers of a built-in model (default 2)")
+    p.add_argument("--hidden", type=int, default=64, help="hidden width of a built-in model (default 64)")
+    p.add_argument("--heads", type=int, default=8, help="attention heads of gat (default 8)")
+    p.add_argument("--nprocs", type=int, required=True, help="processes (ranks) P to plan for, at least 2")
     p.add_argument("--layout", default=None,
                    help="plan only this --parallel mode (refused with the reason when it does not fit --nprocs)")
     p.add_argument("--chunks", type=int, default=0, help="pipeline / hybrid chunks K (default 4 x stages)")
-    p.add_argument("--partitioner", default="metis")
+    p.add_argument("--partitioner", default="metis", help="how graph parallelism cuts the graph, as fullgraph "
+                                                          "train's --partitioner (default metis)")
     p.add_argument("--partition-dir", default=None, help="a partition of the graph into --nprocs parts to plan "
                                                         "graph parallelism with (default: cut, and cache, one)")
-    p.add_argument("--bandwidth-gbps", type=float, default=10.0, help="link rate, Gbit/s (default 10)")
-    p.add_argument("--latency-us", type=float, default=50.0, help="per-message latency, microseconds (default 50)")
+    p.add_argument("--machines", type=int, default=None,
+                   help="machines M the ranks are spread over, --nprocs / M on each: ranks of one machine share "
+                        "its cores and talk over shared memory, the others over the network (default: 1 without "
+                        "--bandwidth-gbps or --latency-us, else one machine per rank)")
+    p.add_argument("--bandwidth-gbps", type=float, default=None,
+                   help="network link rate between machines, Gbit/s (default 10)")
+    p.add_argument("--latency-us", type=float, default=None,
+                   help="network latency per message between machines, microseconds (default 50)")
     p.add_argument("--threads", type=int, default=0, help="CPU threads of one rank, for timing the kernels "
-                                                          "(default: this machine's cores / --nprocs, at least 1)")
+                                                          "(default: this machine's cores / ranks per machine, "
+                                                          "at least 1)")
     p.add_argument("--release-memory", action="store_true",
                    help="plan runs that will use train's --release-memory: time the kernels and estimate the "
                         "peak memory as they will run (slower, leaner)")
@@ -95,11 +108,11 @@ def label(o: dict) -> str:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from fullgraph.data.load import load_graph
-    from fullgraph.plan.epoch_time import Network
     from fullgraph.plan.layer_timer import LayerTimer
 
     if args.nprocs < 2:
         raise InputError(f"expected --nprocs >= 2 to plan a layout (got {args.nprocs})")
+    machines, network = where(args)
     base = dict(dataset=args.dataset, root=args.root, model=args.model, model_args=dict(args.model_arg),
                 layers=args.layers, hidden=args.hidden, heads=args.heads, partitioner=args.partitioner)
     TrainConfig.of(**base)  # the model's options, checked before anything is read
@@ -111,22 +124,24 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if cfg.parallel.mesh.stages > 1:
             cfg.check_depth(depth)
         fits = [o for o in fits if o["parallel"] == args.layout]
-    network = Network(args.bandwidth_gbps, args.latency_us)
     timer = LayerTimer(build_planned_model(TrainConfig.of(**base), graph), graph.x,
-                       threads=args.threads or max(1, (os.cpu_count() or 1) // args.nprocs))
-    rows = [plan_layout(graph, base, o, args, timer, network) for o in fits]  # each layer kind timed once
+                       threads=args.threads or machines.threads)
+    rows = [plan_layout(graph, base, o, args, timer, network, machines=machines) for o in fits]  # each kind once
     timer.settle()  # ... and again, in rounds over all of them
-    rows = [plan_layout(graph, base, o, args, timer, network) for o in fits]
+    rows = [plan_layout(graph, base, o, args, timer, network, machines=machines) for o in fits]
     rows.sort(key=lambda r: r["epoch_s"])
     from fullgraph.models import model_spec
 
     measured = model_spec(args.model).memory is None
-    result = {"graph": graph.name, "nodes": graph.num_nodes, "edges": graph.num_edges, "model": args.model,
+    given = args.bandwidth_gbps is not None or args.latency_us is not None
+    result = {"setting": machines.describe(network, given),
+              "graph": graph.name, "nodes": graph.num_nodes, "edges": graph.num_edges, "model": args.model,
               "layers": depth, "hidden": max(timer.model.layer_input_widths()[1:], default=args.hidden),
               "nprocs": args.nprocs,
               "memory_model": "measured on probe blocks (fullgraph.plan.measured)" if measured else "derived (its spec)",
+              "machines": _machines_json(machines, network, timer.threads),
               "network": {"bandwidth_gbps": network.bandwidth_gbps, "latency_us": network.latency_us},
-              "layouts": rows, "refused": refused, "recommendation": recommend(rows, network)}
+              "layouts": rows, "refused": refused, "recommendation": recommend(rows, network, machines)}
     if args.json:
         print(json.dumps(result, indent=1))
     else:
@@ -134,13 +149,40 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _machines_json(machines, network, threads: int) -> dict:
+    """The machines as the plan priced them: their ranks, threads, and both tiers' links as the ranks see
+    them (a message's wait for a core included where the ranks outnumber the cores)."""
+    remote, local = machines.links(network, threads)
+    return {"count": machines.count, "cores": machines.cores, "ranks_each": machines.per_machine,
+            "threads_per_rank": threads, "oversubscribed": machines.oversubscribed(threads),
+            "links": {"network": vars(remote), "shared_memory": vars(local)}}
+
+
+def where(args: argparse.Namespace):
+    """The machines the ranks run on and the network between them, from the flags: one machine unless a
+    network flag or ``--machines`` says otherwise; a network flag alone, one machine per rank (``Machines``
+    refuses a count that does not fit ``--nprocs``)."""
+    from fullgraph.plan.epoch_time import Network
+    from fullgraph.plan.machines import Machines
+
+    given = args.bandwidth_gbps is not None or args.latency_us is not None
+    count = args.machines if args.machines is not None else (args.nprocs if given else 1)
+    default = Network()  # 10 Gbit/s, 50 us
+    network = Network(default.bandwidth_gbps if args.bandwidth_gbps is None else args.bandwidth_gbps,
+                      default.latency_us if args.latency_us is None else args.latency_us)
+    return Machines(count, args.nprocs, os.cpu_count() or 1), network
+
+
 def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | None = None,
-                core_efficiency: float = 1.0, node_speed: float = 1.0) -> dict:
+                core_efficiency: float = 1.0, node_speed: float = 1.0, machines=None) -> dict:
     """One layout's bytes by category, memory per rank and epoch-time estimate (``timer``: a
     ``LayerTimer`` of the planned model; ``cores``: the cores all ranks share, when they share them,
     each doing ``core_efficiency`` of a solo core's work; ``node_speed``: each rank's machine's speed
-    as a fraction of this one's core)."""
+    as a fraction of this one's core). ``machines`` (``plan.machines.Machines``, in place of ``cores``
+    and ``core_efficiency``): the ranks of each machine share its cores at ``SHARED_CORE_EFFICIENCY`` and
+    talk over ``SHARED_MEMORY``, those of different machines over ``network``."""
     from fullgraph.plan.epoch_time import estimate_layout
+    from fullgraph.plan.machines import SHARED_CORE_EFFICIENCY
     from fullgraph.plan.rank_work import rank_works
 
     cfg = TrainConfig.of(**base, nprocs=args.nprocs, chunks=args.chunks, **o)
@@ -148,9 +190,14 @@ def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | N
     parts = _partition_stats(cfg, graph, mesh.graph_ways, args.partition_dir) if not mesh.spmm else None
     volume = run_volume(cfg, graph, sum(p["halo"] for p in parts) if parts else 0, shape=shape)
     chunk_src = _chunk_sources(cfg, graph, args.partition_dir) if mesh.stages > 1 else None
-    works = rank_works(cfg, graph, timer.model, shape, _bounds(cfg, graph), parts, volume, chunk_src)
-    est = estimate_layout(works, timer.model, timer, network, cores=cores, threads=timer.threads,
-                          core_efficiency=core_efficiency, node_speed=node_speed)
+    works = rank_works(cfg, graph, timer.model, shape, _bounds(cfg, graph), parts, volume, chunk_src, machines)
+    shared = {}
+    if machines is not None:
+        network, local = machines.links(network, timer.threads)
+        shared = dict(cores=machines.cores, core_efficiency=SHARED_CORE_EFFICIENCY, local=local,
+                      machines=machines.placement())
+    est = estimate_layout(works, timer.model, timer, network, threads=timer.threads, node_speed=node_speed,
+                          **(shared or dict(cores=cores, core_efficiency=core_efficiency)))
     return {"layout": label(o), "options": o, "bytes_per_epoch": sum(volume.values()), "by_category": volume,
             "peak_bytes_per_rank": _peak_per_rank(cfg, graph, parts, getattr(args, "release_memory", False)),
             "epoch_s": est.total_s,
@@ -177,7 +224,8 @@ def run_volume(cfg: TrainConfig, graph, halo_rows: int, *, evaluate: bool = True
     return layout_volume(cfg.parallel.mesh, shape or _shape(cfg, graph), nodes=graph.num_nodes, nnz=nnz,
                          halo_rows=halo_rows, stage_starts=starts, evaluate=evaluate,
                          permute=cfg.parallel.permute, seed=cfg.optimization.seed,
-                         precision=cfg.parallel.comm_precision)
+                         precision=cfg.parallel.comm_precision,
+                         grad_norm=bool(cfg.optimization.clip_grad_norm) or cfg.optimization.precision == "fp16")
 
 
 def _aggregation(cfg) -> str:
@@ -269,14 +317,16 @@ def _peak_per_rank(cfg, graph, parts, release_memory: bool = False) -> int:
                for p in parts)
 
 
-def recommend(rows: list[dict], network) -> str:
+def recommend(rows: list[dict], network, machines=None) -> str:
     if not rows:
         return "no layout fits"
     best = rows[0]
     fewest = min(rows, key=lambda r: r["bytes_per_epoch"])
-    why = ("communication is most of an epoch at this link rate" if best["comm_s"] > best["compute_s"]
-           else "computation dominates at this link rate, and it divides its work most evenly")
-    text = (f"{best['layout']}: an estimated {best['epoch_s']:.3g} s per epoch at {network.bandwidth_gbps:g} Gbit/s, "
+    on = ("on one machine" if machines is not None and machines.count == 1
+          else f"at {network.bandwidth_gbps:g} Gbit/s")
+    why = (f"communication is most of an epoch {on}" if best["comm_s"] > best["compute_s"]
+           else f"computation dominates {on}, and it divides its work most evenly")
+    text = (f"{best['layout']}: an estimated {best['epoch_s']:.3g} s per epoch {on}, "
             f"moving {_mb(best['bytes_per_epoch'])} per epoch")
     if fewest is not best:
         text += f" ({fewest['layout']} moves least, {_mb(fewest['bytes_per_epoch'])}, but takes {fewest['epoch_s']:.3g} s)"
@@ -288,10 +338,12 @@ def _mb(b: float) -> str:
 
 
 def render(result: dict) -> list[str]:
-    net = result["network"]
-    out = [f"# plan: {result['graph']} ({result['nodes']} nodes, {result['edges']} edges), {result['model']} "
-           f"{result['layers']} x {result['hidden']}, {result['nprocs']} processes, {net['bandwidth_gbps']:g} Gbit/s, "
-           f"{net['latency_us']:g} us; memory model {result['memory_model']}", "",
+    net, machines = result["network"], result["machines"]
+    link = (f", {net['bandwidth_gbps']:g} Gbit/s, {net['latency_us']:g} us" if machines["count"] > 1 else "")
+    out = [result["setting"],
+           f"# plan: {result['graph']} ({result['nodes']} nodes, {result['edges']} edges), {result['model']} "
+           f"{result['layers']} x {result['hidden']}, {result['nprocs']} processes on {machines['count']} "
+           f"machine{'s' if machines['count'] > 1 else ''}{link}; memory model {result['memory_model']}", "",
            "| rank | layout | MiB/epoch | peak MiB/rank | epoch s | train: compute s | comm s | bubble s | eval s |",
            "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for i, r in enumerate(result["layouts"], 1):
