@@ -35,6 +35,7 @@ from fullgraph.train.metrics import counts, resolve_metric, roc_auc_columns, sco
 from fullgraph.train.checkpoint import LoopState, load_checkpoint, save_checkpoint
 from fullgraph.train.model_file import MODEL_FILE, save_model
 from fullgraph.train.run_model import RunModel
+from fullgraph.optim.precision import Precision
 from fullgraph.optim.update import WeightUpdate
 from fullgraph.train.report import Progress, RunWriter
 
@@ -216,7 +217,7 @@ class Trainer:
         loss summed over ranks; ROC-AUC from every rank's scores, gathered (``train.metrics``)."""
         model, e = self.model, self.engine
         model.eval()
-        with self.update.precision.compute():
+        with Precision(self.cfg.optimization.precision, e.device).compute():  # as trained (evaluate --run too)
             logits = e.forward(model, 0, training=False).float()
         sums = []
         masks = e.eval_masks()
