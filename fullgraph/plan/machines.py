@@ -26,18 +26,20 @@ __all__ = ["SHARED_MEMORY", "SHARED_CORE_EFFICIENCY", "SHARED_CORE_WAIT_US", "Ma
 SHARED_MEMORY = Network(bandwidth_gbps=35.0, latency_us=100.0, exchange_gbps=4.5, cpu_ns_per_byte=1.5)
 """What gloo achieves between two processes of this machine (loopback TCP), as
 ``benchmarks/_link_probe.py`` measures it under ``torchrun --nproc-per-node 2`` on the 2-core VM of
-benchmarks/README ("Planning for one machine"): 27-42 Gbit/s one way with a 64 MiB message, 3.6-5.9 Gbit/s
-per rank in an all-to-all (``Comm.all_to_all_rows``, both directions and both ranks' copies on the same
-cores), a ping-pong's 65-200 µs per message between idle processes, and 1.1-1.7 ns of the cores' time per
-byte moved. The medians, rounded; a machine with more cores moves bytes faster, so this is conservative."""
+benchmarks/README ("Planning for one machine"), 6 runs: 21-42 Gbit/s one way with a 64 MiB message,
+2.2-5.9 Gbit/s per rank in an all-to-all (``Comm.all_to_all_rows``, both directions and both ranks'
+copies on the same cores), a ping-pong's 59-200 µs per message, and 1.3-4.6 ns of the cores' time per
+byte moved (the most with the most other work on the cores). Middle values, rounded; no lower latency
+than a network's: every message goes through the kernel's TCP stack."""
 
 SHARED_CORE_WAIT_US = 800.0
 """What each message costs, beyond its link's latency, where a machine's ranks outnumber its cores: its
 partner is runnable but not running, and the exchange waits for the scheduler to give it a core.
 ``benchmarks/_sync_probe.py`` under ``torchrun --nproc-per-node 4`` on the 2 cores (ranks computing in
-1 ms bursts, then exchanging 16 KiB): 0.9 ms per exchange with one partner and 2.1 ms per all-to-all with
-three, about 0.8 ms a message, against 65-200 µs on idle cores (benchmarks/README, "Planning for one
-machine"). It grows with the compute between exchanges (3 and 10 ms at 16 ms bursts): a floor."""
+1 ms bursts, then exchanging 16 KiB), 4 runs: 0.46-0.93 ms per exchange with one partner and 1.3-3.2 ms
+per all-to-all with three, 0.4-1.1 ms a message, against 59-200 µs on idle cores (benchmarks/README,
+"Planning for one machine"). It grows with the compute between exchanges (about 1-3 ms a pair exchange
+and 6-17 ms an all-to-all at 16 ms bursts): on graphs larger than a rank's millisecond, a floor."""
 
 SHARED_CORE_EFFICIENCY = 0.85
 """The share of their solo work that the cores of one machine do when its ranks run at once (time-slicing,
