@@ -280,6 +280,10 @@ class RunOptions(_Section):
     progress: str = "auto"
     """``bar`` (a progress bar), ``lines`` (one line per evaluation), ``none``, or ``auto`` (a bar on
     a terminal, lines otherwise)."""
+    log_tensorboard: str | None = None
+    """Folder for TensorBoard event files, written by rank 0: per epoch the loss, learning rate,
+    gradient norm, times, metrics and bytes per ledger category; each rank's peak memory at the end
+    (needs the tensorboard package: ``fullgraph[tensorboard]``)."""
 
 
     def _check(self) -> None:

@@ -61,11 +61,17 @@ class Progress:
 
 
 class RunWriter:
-    """Appends one JSON object per epoch to ``metrics.jsonl`` and writes ``summary.json`` at the end."""
+    """Appends one JSON object per epoch to ``metrics.jsonl`` and writes ``summary.json`` at the end;
+    with ``tensorboard`` (a folder), the same numbers as TensorBoard scalars (``train.tensorboard``)."""
 
-    def __init__(self, out: str | None, resume: bool = False):
+    def __init__(self, out: str | None, resume: bool = False, tensorboard: str | None = None):
         self.dir = Path(out) if out else None
         self._f = None
+        self.tb = None
+        if tensorboard:
+            from fullgraph.train.tensorboard import TensorBoardLog
+
+            self.tb = TensorBoardLog(tensorboard)
         if self.dir is not None:
             if self.dir.exists() and not self.dir.is_dir():
                 from fullgraph.errors import InputError
@@ -89,11 +95,15 @@ class RunWriter:
         self._f = path.open("a")
 
     def epoch(self, record: dict) -> None:
+        if self.tb is not None:
+            self.tb.epoch(record)
         if self._f is not None:
             self._f.write(json.dumps(record) + "\n")
             self._f.flush()
 
     def summary(self, summary: dict) -> None:
+        if self.tb is not None:
+            self.tb.summary(summary)
         if self.dir is not None:
             write_json_atomic(self.dir / "summary.json", summary)
 
@@ -101,3 +111,6 @@ class RunWriter:
         if self._f is not None:
             self._f.close()
             self._f = None
+        if self.tb is not None:
+            self.tb.close()
+            self.tb = None

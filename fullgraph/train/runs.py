@@ -21,7 +21,7 @@ from fullgraph.train.report import write_json_atomic
 __all__ = ["CONFIG_FILE", "RUN_FILES", "write_run_config", "read_run_config", "resume_config"]
 
 CONFIG_FILE = "config.json"
-MAY_CHANGE = ("epochs",)
+MAY_CHANGE = ("epochs", "log_tensorboard")
 """Options a resumed run may give anew."""
 SET_BY_LAUNCHER = ("partition_dir", "chunk_file", "progress", "overwrite")
 """Options the launcher passes its ranks (and how progress is shown, and whether an earlier run may be
@@ -101,8 +101,8 @@ def resume_config(given: dict, resume: str) -> tuple[TrainConfig, bool]:
     saved = read_run_config(resume)
     extra = sorted(set(given) - set(MAY_CHANGE) - set(SET_BY_LAUNCHER))
     if extra:
-        raise InputError(f"expected only --epochs with --resume {resume}, whose options are saved (got "
-                         + ", ".join("--" + k.replace("_", "-") for k in extra) + ")")
+        raise InputError(f"expected only --epochs (and --log-tensorboard) with --resume {resume}, whose options "
+                         f"are saved (got " + ", ".join("--" + k.replace("_", "-") for k in extra) + ")")
     if given.get("epochs", saved["epochs"]) < saved["epochs"]:
         raise InputError(f"expected --epochs >= {saved['epochs']} with --resume (the run's own; got {given['epochs']})")
     if not complete_checkpoints(resume):

@@ -161,7 +161,8 @@ class Trainer:
         if self.run_model.obj is not None:  # built by the caller, in each rank: rank 0's initial weights for all
             e.broadcast_state(self.model)
         self.update = WeightUpdate(self.model, e, cfg.optimization)
-        self.writer = RunWriter(cfg.run.out if e.is_main else None, resume=self.resume)
+        self.writer = RunWriter(cfg.run.out if e.is_main else None, resume=self.resume,
+                                tensorboard=cfg.run.log_tensorboard if e.is_main else None)
         if e.is_main:
             p = cfg.parallel
             log.info("%s; model %s, %d layers, hidden %d, %s", e.describe(), self.run_model.name,
