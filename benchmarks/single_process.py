@@ -1,4 +1,4 @@
-"""Single-process epoch time and peak memory: fullgraph against PyTorch Geometric's GCN.
+"""Single-process epoch time and peak memory: fullgraph against PyTorch Geometric's GCN, and per precision.
 
 One run measures, on the same graph, split and model, three ways of training a GCN:
 
@@ -18,10 +18,18 @@ median process CPU time and the 1-min load average are reported next to it, beca
 machine inflates wall times.
 
 Ratios are fullgraph over the *better* PyG form for each metric; the targets are checked for the
-2-layer (time and memory) and 32-layer (memory) GCN. See ``benchmarks/README.md``. Usage::
+2-layer (time and memory) and 32-layer (memory) GCN. See ``benchmarks/README.md``.
+
+``--precisions fp32,bf16,fp16`` runs fullgraph's step once per compute precision, the way
+``fullgraph train --precision`` does (``Trainer.train_step``: the forward and backward under
+``Precision.compute()``, then fp16's unscale and overflow check before Adam steps), and reports each
+against fullgraph in fp32 and against the better PyG form (PyG always runs in fp32). ``--models``
+takes other fullgraph models (``sage``, ...) for fullgraph alone: PyG's forms here are GCN only. Usage::
 
     .venv/bin/python benchmarks/single_process.py                    # the full benchmark (~30 min, 2 cores)
     .venv/bin/python benchmarks/single_process.py --graphs tolokers --depths 2 --epochs 3
+    .venv/bin/python benchmarks/single_process.py --graphs coauthor-physics,amazon-computers \\
+        --models gcn,sage --depths 3 --precisions fp32,bf16,fp16
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import ctypes
 import gc
 import importlib
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -45,6 +54,7 @@ DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
 GRAPHS = ("coauthor-physics", "tolokers", "rmat")
 SYSTEMS = ("fullgraph", "pyg-edge_index", "pyg-adj_t")
 LABELS = {"fullgraph": "fullgraph", "pyg-edge_index": "PyG edge_index", "pyg-adj_t": "PyG adj_t (CSR)"}
+PRECISIONS = ("fp32", "bf16", "fp16")  # fullgraph.optim.precision.COMPUTE_PRECISIONS
 # depth -> metric -> the largest allowed ratio fullgraph / better PyG form
 TARGETS = {2: {"time": 0.6, "memory": 0.7}, 32: {"memory": 0.5}}
 RESULT_MARK = "@@result "
@@ -87,35 +97,42 @@ def describe_graph(graph) -> dict:
 
 # ----------------------------------------------------------------------------- the two systems
 def build_fullgraph(graph, cfg: dict):
-    """fullgraph's single-process step: ``SingleEngine`` + the loss of ``Trainer.train_step``."""
+    """fullgraph's single-process step: ``SingleEngine`` and what ``Trainer.train_step`` and
+    ``WeightUpdate.step`` do around it (no clipping, no schedule: Adam at a constant lr)."""
     import torch
 
     from fullgraph.models import build_model
     from fullgraph.ops import SparseOp
     from fullgraph.ops.dropout import keyed_dropout
     from fullgraph.parallel.engine import SingleEngine
-    from fullgraph.ops.loss import loss_sum
+    from fullgraph.optim.precision import Precision
 
     torch.manual_seed(cfg["seed"])
-    model = build_model("gcn", graph.num_features, graph.num_classes, layers=cfg["depth"],
+    model = build_model(cfg["model"], graph.num_features, graph.num_classes, layers=cfg["depth"],
                         hidden=cfg["hidden"], dropout=cfg["dropout"])
     engine = SingleEngine(graph, model.norm)
     opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
-    y, mask = engine.y, engine.train_mask
+    precision = Precision(cfg["precision"], engine.device)
     form = "sparse SparseOp" if isinstance(engine.x, SparseOp) else "dense tensor"
-
+    said = {"input_features": form, "adjacency_nnz": engine.block.adj.nnz, "precision": precision.name,
+            "skipped_steps": 0, "loss_scale": precision.scale}  # updated by every step
     epoch = iter(range(1, 1 << 30))
 
     def step() -> float:
         model.train()
         opt.zero_grad(set_to_none=True)
-        with keyed_dropout(cfg["seed"], next(epoch)):  # the masks `fullgraph train` draws
-            loss = loss_sum(engine.forward(model, 0, training=True)[mask], y[mask]) / engine.num_train
-        loss.backward()
-        opt.step()
-        return loss.item()
+        e = next(epoch)
+        with keyed_dropout(cfg["seed"], e), precision.compute():  # the masks and autocast of `fullgraph train`
+            loss = engine.step(model, e)  # forward, loss on the train nodes, backward
+        precision.unscale([p for p in model.parameters() if p.grad is not None])
+        if precision.dynamic and not precision.update(math.isfinite(engine.grad_norm(model))):
+            said["skipped_steps"] += 1  # fp16 overflow: the step is skipped and the scale halves
+        else:
+            opt.step()
+        said["loss_scale"] = precision.scale
+        return loss
 
-    return step, {"input_features": form, "adjacency_nnz": engine.block.adj.nnz}
+    return step, said
 
 
 def build_pyg(graph, cfg: dict, form: str):
@@ -180,7 +197,10 @@ def run_worker(cfg: dict) -> dict:
     # generated code and library pages touched on first use then belong to the baseline, not the peak.
     from fullgraph.data.synthetic import planted_partition
 
-    build(planted_partition(num_nodes=60, num_classes=3, num_features=8, seed=0), 2)[0]()
+    # bf16/fp16: features wider than hidden, so that the fused GCN layer transforms first; aggregating
+    # first (dense input narrower than hidden) fails in its backward under autocast in fullgraph/ops/gcn.py
+    width = 8 if cfg.get("precision", "fp32") == "fp32" else 2 * cfg["hidden"]
+    build(planted_partition(num_nodes=60, num_classes=3, num_features=width, seed=0), 2)[0]()
     release_free_memory()
     rss_imports = rss_bytes()
     graph = load_graph(cfg["graph"], cfg["root"], cfg["rmat_scale"], cfg["rmat_edges"])
@@ -248,17 +268,38 @@ def per_depth(spec: str, depth: int, shallow: int, deep: int) -> int:
     return table.get(depth, shallow if depth <= 4 else deep)
 
 
-def ratios(runs: dict) -> dict:
-    """fullgraph / better PyG form, per metric, with the form that was better."""
-    fg = runs.get("fullgraph", {})
+def run_key(system: str, precision: str) -> str:
+    """The name of a run in a configuration's table: fullgraph in fp32 keeps its plain name."""
+    return system if system != "fullgraph" or precision == "fp32" else f"fullgraph-{precision}"
+
+
+def ratios(runs: dict, key: str = "fullgraph") -> dict:
+    """fullgraph (run ``key``) / better PyG form, per metric, with the form that was better."""
+    fg = runs.get(key, {})
     pyg = {s: r for s, r in runs.items() if s.startswith("pyg") and "error" not in r}
     out = {}
-    for metric, key in (("time", "epoch_time_s"), ("memory", "train_peak_bytes")):
+    for metric, m in (("time", "epoch_time_s"), ("memory", "train_peak_bytes")):
         if "error" in fg or not fg or not pyg:
             continue
-        best = min(pyg, key=lambda s: pyg[s][key])
-        out[metric] = {"ratio": fg[key] / pyg[best][key], "against": best}
+        best = min(pyg, key=lambda s: pyg[s][m])
+        out[metric] = {"ratio": fg[m] / pyg[best][m], "against": best}
     return out
+
+
+def precision_rows(runs: dict) -> list[dict]:
+    """Each fullgraph precision's epoch time and train peak, over fullgraph fp32's and the better PyG form's."""
+    base = runs.get("fullgraph", {})
+    rows = []
+    for key, r in runs.items():
+        if not key.startswith("fullgraph") or "error" in r:
+            continue
+        vs_fp32 = {} if not base or "error" in base else {
+            "time": r["epoch_time_s"] / base["epoch_time_s"], "memory": r["train_peak_bytes"] / base["train_peak_bytes"]}
+        rows.append({"precision": r["precision"], "epoch_time_s": r["epoch_time_s"], "epoch_cpu_s": r["epoch_cpu_s"],
+                     "train_peak_bytes": r["train_peak_bytes"], "skipped_steps": r["skipped_steps"],
+                     "steps": len(r["losses"]), "last_loss": r["losses"][-1], "vs_fp32": vs_fp32,
+                     "vs_pyg": ratios(runs, key)})
+    return rows
 
 
 def verdict(depth: int, metric: str, ratio: float) -> str:
@@ -268,11 +309,30 @@ def verdict(depth: int, metric: str, ratio: float) -> str:
     return f"(target <= {limit:.1f}: {'PASS' if ratio <= limit else 'FAIL'})"
 
 
+def cpu_low_precision() -> str:
+    """What this CPU and torch's oneDNN offer for bf16/fp16 products (the flags decide their speed)."""
+    import torch
+
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
+    except OSError:
+        pass
+    have = [f for f in ("avx512_bf16", "avx512_fp16", "amx_bf16", "amx_fp16") if f in flags] or ["none of them"]
+    yes = lambda ok: "yes" if ok else "no"  # noqa: E731
+    return (f"low-precision CPU flags: {' '.join(have)} (of avx512_bf16 avx512_fp16 amx_bf16 amx_fp16); oneDNN bf16 "
+            f"{yes(torch.ops.mkldnn._is_mkldnn_bf16_supported())}, fp16 {yes(torch.ops.mkldnn._is_mkldnn_fp16_supported())}"
+            f"; torch CPU capability {torch.backends.cpu.get_cpu_capability()}")
+
+
 def print_setup(args, env: dict, plan: dict) -> None:
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"fullgraph single-process benchmark, {now}")
-    print_header(env, threads=args.threads, machine_extra=[f"1-min load average at start {os.getloadavg()[0]:.2f}"])
-    print("config:   GCN, hidden 256, dropout 0.5 on the input and after every hidden layer's ReLU, no residuals,")
+    print_header(env, threads=args.threads, machine_extra=[f"1-min load average at start {os.getloadavg()[0]:.2f}",
+                                                          cpu_low_precision()])
+    print(f"config:   {', '.join(m.upper() for m in args.models)}, hidden 256, dropout 0.5 on the input and after "
+          "every hidden layer's ReLU, no residuals,")
     print("          Adam lr 0.01 (no weight decay), cross-entropy averaged over the train nodes, seed 0;")
     print(f"          graphs {', '.join(args.graphs)}; depths {', '.join(map(str, args.depths))}; per run: "
           + "; ".join(f"{d} layers: {w} warm-up + up to {e} timed epochs" for d, (w, e) in plan.items()))
@@ -291,8 +351,12 @@ def print_setup(args, env: dict, plan: dict) -> None:
     print("          mark is reset (/proc/self/clear_refs 5); train peak = high-water mark after conversion to the")
     print("          system's form + model + all epochs, minus the RSS just before the reset; process peak = the")
     print("          whole process's high-water mark (imports and loading included)")
-    print("ratios:   fullgraph / the better PyG form for that metric; targets: 2 layers time <= 0.6 and memory <= 0.7,")
-    print("          32 layers memory <= 0.5", flush=True)
+    print("ratios:   fullgraph / the better PyG form for that metric; targets (GCN, fp32): 2 layers time <= 0.6 and")
+    print("          memory <= 0.7, 32 layers memory <= 0.5")
+    print(f"precision: fullgraph in {', '.join(args.precisions)} (PyG: fp32, GCN only); as `fullgraph train --precision`:"
+          " bf16/fp16 autocast the dense")
+    print("          products, sparse products (CSR) run in fp32 on inputs cast up, weights/grads/Adam stay fp32; fp16 scales")
+    print("          the loss (2^16, halved and the step skipped on overflow); each precision / fullgraph fp32", flush=True)
 
 
 def print_graph_line(info: dict) -> None:
@@ -301,19 +365,19 @@ def print_graph_line(info: dict) -> None:
           f"{info['classes']} classes, {info['train_nodes']:,} train nodes", flush=True)
 
 
-def print_table(depth: int, runs: dict, rat: dict) -> None:
-    print(f"-- GCN {depth} layers, hidden 256")
+def print_table(model: str, depth: int, runs: dict, rat: dict, prec: list[dict]) -> None:
+    print(f"-- {model.upper()} {depth} layers, hidden 256")
     print(f"   {'system':<17}{'epoch (s)':>10}{'min..max (s)':>15}{'cpu (s)':>9}{'epochs':>7}"
           f"{'train peak (MiB)':>18}{'process peak (MiB)':>20}{'load':>6}{'last loss':>11}")
-    for system in SYSTEMS:
-        r = runs.get(system)
-        if r is None:
-            continue
+    sweep = sum(key.startswith("fullgraph") for key in runs) > 1
+    for key, r in runs.items():
+        cfg = r["config"]
+        name = LABELS[cfg["system"]] + (f" {cfg['precision']}" if sweep and cfg["system"] == "fullgraph" else "")
         if "error" in r:
-            print(f"   {LABELS[system]:<17} failed: {r['error']}")
+            print(f"   {name:<17} failed: {r['error']}")
             continue
         t = r["epoch_times_s"]
-        print(f"   {LABELS[system]:<17}{r['epoch_time_s']:>10.3f}{f'{min(t):.3f}..{max(t):.3f}':>15}"
+        print(f"   {name:<17}{r['epoch_time_s']:>10.3f}{f'{min(t):.3f}..{max(t):.3f}':>15}"
               f"{r['epoch_cpu_s']:>9.3f}{len(t):>7}{r['train_peak_bytes'] / MIB:>18.1f}"
               f"{r['process_peak_bytes'] / MIB:>20.1f}{max(r['load_avg_1min']):>6.1f}{r['losses'][-1]:>11.4f}")
     for metric in ("time", "memory"):
@@ -321,19 +385,45 @@ def print_table(depth: int, runs: dict, rat: dict) -> None:
             q = rat[metric]
             print(f"   fullgraph / best PyG {metric:<6}: {q['ratio']:.3f}x vs {LABELS[q['against']]} "
                   f"{verdict(depth, metric, q['ratio'])}")
+    for row in prec if sweep else []:
+        if row["precision"] == "fp32":
+            continue
+        cells = [f"{m} {row['vs_fp32'][m]:.3f}x" for m in ("time", "memory") if m in row["vs_fp32"]]
+        cells += [f"{m} {q['ratio']:.3f}x vs best PyG" for m, q in row["vs_pyg"].items()]
+        if row["skipped_steps"]:
+            cells.append(f"{row['skipped_steps']} of {row['steps']} steps skipped (fp16 overflow)")
+        print(f"   fullgraph {row['precision']} / fullgraph fp32: " + ", ".join(cells))
     sys.stdout.flush()
 
 
 def print_summary(rows: list[dict]) -> None:
-    print("\n== summary: fullgraph / better PyG form")
-    print(f"   {'graph':<18}{'layers':>7}{'time':>9}{'':<27}{'memory':>9}")
-    for row in rows:
+    rows_pyg = [row for row in rows if row["ratios"]]
+    if rows_pyg:
+        print("\n== summary: fullgraph / better PyG form")
+        print(f"   {'graph':<18}{'layers':>7}{'time':>9}{'':<27}{'memory':>9}")
+    for row in rows_pyg:
         rat, depth = row["ratios"], row["depth"]
         cells = []
         for metric in ("time", "memory"):
             q = rat.get(metric)
             cells.append("   n/a" + " " * 27 if q is None else f"{q['ratio']:>7.3f}x {verdict(depth, metric, q['ratio']):<26}")
         print(f"   {row['graph']:<18}{depth:>7}  {cells[0]}{cells[1]}")
+    if any(len(row["precisions"]) > 1 for row in rows):
+        print_precision_summary(rows)
+
+
+def print_precision_summary(rows: list[dict]) -> None:
+    print("\n== summary: fullgraph per precision (ratios to fullgraph fp32 and to the better PyG form, fp32 GCN)")
+    print(f"   {'graph':<18}{'model':>6}{'layers':>7}{'prec':>6}{'epoch (s)':>10}{'cpu (s)':>9}{'peak (MiB)':>11}"
+          f"{'t/fp32':>8}{'m/fp32':>8}{'t/PyG':>8}{'m/PyG':>8}{'skipped':>9}")
+    ratio = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
+    for row in rows:
+        for p in row["precisions"]:
+            pyg = p["vs_pyg"]
+            print(f"   {row['graph']:<18}{row['model']:>6}{row['depth']:>7}{p['precision']:>6}{p['epoch_time_s']:>10.3f}"
+                  f"{p['epoch_cpu_s']:>9.3f}{p['train_peak_bytes'] / MIB:>11.1f}{ratio(p['vs_fp32'].get('time')):>8}"
+                  f"{ratio(p['vs_fp32'].get('memory')):>8}{ratio(pyg.get('time', {}).get('ratio')):>8}"
+                  f"{ratio(pyg.get('memory', {}).get('ratio')):>8}{p['skipped_steps']:>5} / {p['steps']}")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -350,6 +440,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="stop timing a run once its timed epochs took this long (default: 60)")
     p.add_argument("--min-epochs", type=int, default=2, help="timed epochs each run gets at least (default: 2)")
     p.add_argument("--systems", default=",".join(SYSTEMS), help=f"subset of {','.join(SYSTEMS)}")
+    p.add_argument("--models", default="gcn",
+                   help="comma-separated fullgraph models (default: gcn); PyG's forms run for gcn only")
+    p.add_argument("--precisions", default="fp32",
+                   help=f"comma-separated compute precisions of fullgraph's runs, among {','.join(PRECISIONS)} "
+                        "(default: fp32); each is also given as a ratio to fp32")
     p.add_argument("--root", default=None,
                    help="data root (default: $FULLGRAPH_DATA, else <repo>/../shared/data)")
     p.add_argument("--threads", type=int, default=None, help="torch threads per run (default: torch's default)")
@@ -362,12 +457,35 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.graphs = [g.strip() for g in args.graphs.split(",") if g.strip()]
     args.depths = [int(d) for d in args.depths.split(",") if d.strip()]
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    unknown = sorted(set(args.systems) - set(SYSTEMS))
-    if unknown:
-        p.error(f"expected systems among {', '.join(SYSTEMS)} (got {', '.join(unknown)})")
+    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
+    args.precisions = [q.strip() for q in args.precisions.split(",") if q.strip()]
+    for what, chosen, allowed in (("systems", args.systems, SYSTEMS), ("precisions", args.precisions, PRECISIONS)):
+        unknown = sorted(set(chosen) - set(allowed))
+        if unknown:
+            p.error(f"expected {what} among {', '.join(allowed)} (got {', '.join(unknown)})")
     if args.root is None:
         args.root = os.environ.get("FULLGRAPH_DATA") or str(DEFAULT_ROOT)
     return args
+
+
+def run_configuration(args, graph: str, model: str, depth: int, plan: dict, described: bool) -> tuple[dict, bool]:
+    """Every system (and fullgraph precision) of one (graph, model, depth), each in its own process."""
+    runs = {}
+    warmup, epochs = plan[depth]
+    for system in args.systems:
+        if system != "fullgraph" and model != "gcn":
+            continue  # PyG's forms here are GCN only
+        for precision in args.precisions if system == "fullgraph" else ["fp32"]:
+            cfg = {"graph": graph, "root": args.root, "system": system, "model": model, "precision": precision,
+                   "depth": depth, "hidden": 256, "dropout": 0.5, "lr": 0.01, "seed": 0, "warmup": warmup,
+                   "epochs": epochs, "min_epochs": args.min_epochs, "budget_s": args.budget_s,
+                   "threads": args.threads, "rmat_scale": args.rmat_scale, "rmat_edges": args.rmat_edges}
+            key = run_key(system, precision)
+            runs[key] = spawn(cfg, args.timeout) | {"config": cfg}
+            if not described and "graph" in runs[key]:
+                print_graph_line(runs[key]["graph"])
+                described = True
+    return runs, described
 
 
 def main(argv=None) -> int:
@@ -382,31 +500,22 @@ def main(argv=None) -> int:
     rows, records = [], []
     for graph in args.graphs:
         described = False
-        for depth in args.depths:
-            runs = {}
-            for system in args.systems:
-                warmup, epochs = plan[depth]
-                cfg = {"graph": graph, "root": args.root, "system": system, "depth": depth, "hidden": 256,
-                       "dropout": 0.5, "lr": 0.01, "seed": 0, "warmup": warmup, "epochs": epochs,
-                       "min_epochs": args.min_epochs, "budget_s": args.budget_s, "threads": args.threads,
-                       "rmat_scale": args.rmat_scale, "rmat_edges": args.rmat_edges}
-                runs[system] = spawn(cfg, args.timeout)
-                if not described and "graph" in runs[system]:
-                    print_graph_line(runs[system]["graph"])
-                    described = True
-                records.append({"config": cfg, **runs[system]})
-            if not described:
-                print(f"\n== {graph}")
-            rat = ratios(runs)
-            print_table(depth, runs, rat)
-            rows.append({"graph": graph, "depth": depth, "ratios": rat})
+        for model in args.models:
+            for depth in args.depths:
+                runs, described = run_configuration(args, graph, model, depth, plan, described)
+                records += list(runs.values())
+                if not described:
+                    print(f"\n== {graph}")
+                rat, prec = (ratios(runs) if model == "gcn" else {}), precision_rows(runs)
+                print_table(model, depth, runs, rat, prec)
+                rows.append({"graph": graph, "model": model, "depth": depth, "ratios": rat, "precisions": prec})
     print_summary(rows)
     busy = [r for r in records if "load_avg_1min" in r and max(r["load_avg_1min"]) > (mach["cores"] or 1)]
     if busy:
         print(f"\nnote: in {len(busy)} of {len(records)} runs the 1-min load average exceeded the {mach['cores']} cores "
               "(other processes were running): their wall times include waiting for a core; 'cpu' is less affected")
-    out = write_json(args.out, {"machine": mach, "versions": env["versions"], "targets": TARGETS, "args": vars(args),
-                                "runs": records, "summary": rows})
+    out = write_json(args.out, {"machine": mach, "cpu_low_precision": cpu_low_precision(), "versions": env["versions"],
+                                "targets": TARGETS, "args": vars(args), "runs": records, "summary": rows})
     print(f"\nresults written to {out}")
     return 0
 
