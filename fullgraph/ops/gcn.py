@@ -113,6 +113,8 @@ class _GCNLayer(torch.autograd.Function):
     def backward(ctx, g):
         saved, weight, out = ctx.saved_tensors
         adj = ctx.adj
+        if g.dtype != weight.dtype:  # under --precision bf16/fp16: the fused backward runs in fp32, as the weights
+            g, saved = g.to(weight.dtype), None if saved is None else saved.to(weight.dtype)
         if ctx.aggregate_first:
             return _GCNLayer._backward_aggregate_first(ctx, g, saved, weight, out)
         g = _masked(g, out, ctx.scale) if ctx.relu else g.contiguous()  # Âᵀ multiplies all of it

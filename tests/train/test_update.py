@@ -136,3 +136,39 @@ def test_pipeline_clips_on_the_norm_of_every_stage(cora, tmp_path):
     shape = ModelShape((cora.num_features, 16, 16, 16), 1000)
     assert layout_volume(Mesh.for_mode("pipeline", 2), shape, nodes=cora.num_nodes, stage_starts=[2],
                          grad_norm=True)["grad/norm"] == 2 * 8
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_fused_gcn_kernel_takes_a_low_precision_gradient(precision):
+    """Dense features narrower than the layer make the fused GCN kernel aggregate first (``(ÂH)W``);
+    under autocast its backward receives a bf16/fp16 gradient (it crashed on one). Reference: the
+    same forward written with dense PyTorch ops under the same autocast, differentiated by autograd.
+    The two round the product's gradient differently (the kernel runs its backward in fp32), so they
+    agree to the low precision's resolution: 2^-8 = 4e-3 relative for bf16; the bound, 3e-2, is
+    far below what a wrong mask, a missing Â or a transposed product moves a gradient (order 1)."""
+    from fullgraph.ops.gcn import gcn_layer
+    from fullgraph.ops.sparse import SparseOp
+
+    gen = torch.Generator().manual_seed(0)
+    n, d_in, d_out = 50, 4, 16
+    dense = (torch.rand(n, n, generator=gen) < 0.1).float() * torch.rand(n, n, generator=gen)
+    adj = SparseOp.from_tensor(dense.to_sparse_csr())
+    h = torch.randn(n, d_in, generator=gen, requires_grad=True)
+    w = torch.randn(d_in, d_out, generator=gen, requires_grad=True)
+    r = torch.randn(n, d_out, generator=gen)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    grads = []
+    for fused in (True, False):
+        with torch.autocast("cpu", dtype=dtype):
+            if fused:
+                z = gcn_layer(adj, h, w, None, relu=True)
+            else:
+                with torch.autocast("cpu", enabled=False):  # the kernel aggregates in fp32, as csr_mm does
+                    aggregated = dense @ h
+                z = torch.relu(aggregated @ w)
+        (z.float() * r).sum().backward()
+        grads.append((h.grad.clone(), w.grad.clone()))
+        h.grad, w.grad = None, None
+    for got, want in zip(*grads):
+        assert torch.isfinite(got).all()
+        assert (got - want).norm() <= 3e-2 * want.norm(), (got - want).norm() / want.norm()
