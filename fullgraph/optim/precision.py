@@ -26,7 +26,7 @@ OPS = {
     "weights, gradients, Adam's state": "fp32 (master weights)",
     "activations crossing processes": "as --comm-precision says (fp32 by default), whatever --precision",
 }
-"""Which op runs in which precision (``fullgraph train --help`` and the docs show this table)."""
+"""Which op runs in which precision (listed in this module's docstring, which the README points to)."""
 
 __doc__ += "".join(f"\n* {op}: {where}" for op, where in OPS.items()) + """
 

@@ -10,7 +10,6 @@ numbers, so the layouts train alike, and ``state()`` is all a checkpoint needs t
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch
@@ -33,12 +32,6 @@ class WeightUpdate:
 
     def zero_grad(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
-
-    @contextlib.contextmanager
-    def compute(self):
-        """The epoch's forward and backward (autocast and fp16's loss scale, when asked for)."""
-        with self.precision.compute():
-            yield
 
     def step(self) -> dict:
         """Unscale, measure, clip, step: what the epoch's record says of it (the learning rate used,

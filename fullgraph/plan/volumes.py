@@ -137,7 +137,8 @@ def boundary_row(model: ModelShape, first_layer: int, precision: str) -> int:
 
 def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_rows: int = 0,
                   stage_starts: list[int] = (), evaluate: bool = True, chunked_stats: int = 3,
-                  permute: bool = True, seed: int = 0, precision: str = "fp32", grad_norm: bool = False) -> dict[str, int]:
+                  permute: bool = True, seed: int = 0, precision: str = "fp32",
+                  grad_norm: bool = False) -> dict[str, int]:
     """Bytes per epoch (and per evaluation, when ``evaluate``) by ledger category, summed over ranks;
     an activation row costs ``row_bytes(width, precision)``, weight gradients and statistics fp32.
 
@@ -150,8 +151,7 @@ def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_row
       forward, its gradient backward; stage weights are distinct (all-reduced only across graph ways).
     * SpMM layouts: ``spmm_volume`` of the epoch's products at ``precision`` (``nnz``: Â's
       non-zeros, self loops included); every rank all-reduces the replicated weights' gradients.
-    * evaluation: one forward pass and the metric sums (ROC-AUC's gathered scores: not counted).
-      ``grad/norm`` (``grad_norm``: clipping or fp16's overflow check): one float64 per rank.
+    * evaluation: a forward pass, the metric sums (not ROC-AUC's scores); ``grad_norm``: a float64 per rank.
     * ``meta/metrics``: the per-epoch all-reduce of the loss and the ledger (one float64 per category,
       and three more), plus the chunked engines' all-gather of ``chunked_stats`` timing floats.
     """
@@ -190,10 +190,10 @@ def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_row
             add("pipe/fwd", pipe)
             add("pipe/bwd", pipe)
             add("eval/pipe/fwd", pipe if evaluate else 0)
-    add("eval/reduce", P * EVAL_SUMS * F64 if evaluate else 0), add("grad/norm", P * F64 if grad_norm else 0)
-    add("meta/metrics", P * (len(CATEGORIES) + 3) * F64)
-    if mesh.parallel in ("pipeline", "hybrid"):
-        add("meta/metrics", P * (P - 1) * chunked_stats * F64)
+    add("eval/reduce", P * EVAL_SUMS * F64 if evaluate else 0)
+    add("grad/norm", P * F64 if grad_norm else 0)
+    chunked = mesh.parallel in ("pipeline", "hybrid")  # their engines also all-gather timing floats
+    add("meta/metrics", P * (len(CATEGORIES) + 3) * F64 + (P * (P - 1) * chunked_stats * F64 if chunked else 0))
     return out
 
 

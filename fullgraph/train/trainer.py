@@ -201,7 +201,7 @@ class Trainer:
         model, e = self.model, self.engine
         model.train()
         self.update.zero_grad()
-        with keyed_dropout(self.cfg.optimization.seed, epoch), self.update.compute():  # masks by node id
+        with keyed_dropout(self.cfg.optimization.seed, epoch), self.update.precision.compute():  # masks by node id
             loss = e.step(model, epoch)
         self.stepped = self.update.step()
         return loss
