@@ -61,6 +61,9 @@ def add_plan_command(sub) -> None:
     p.add_argument("--release-memory", action="store_true",
                    help="plan runs that will use train's --release-memory: time the kernels and estimate the "
                         "peak memory as they will run (slower, leaner)")
+    p.add_argument("--prune", action="store_true",
+                   help="plan graph parallelism as train's --prune runs it: each layer only on the rows the loss "
+                        "needs (the other layouts compute every row)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -132,6 +135,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     rows.sort(key=lambda r: r["epoch_s"])
     from fullgraph.models import model_spec
 
+    from fullgraph.plan.pruned import minibatch_outlook, pruned_counts
+
+    needed = pruned_counts(graph, timer.model.norm, depth).total_rows()
     measured = model_spec(args.model).memory is None
     given = args.bandwidth_gbps is not None or args.latency_us is not None
     result = {"setting": machines.describe(network, given),
@@ -141,7 +147,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
               "memory_model": "measured on probe blocks (fullgraph.plan.measured)" if measured else "derived (its spec)",
               "machines": _machines_json(machines, network, timer.threads),
               "network": {"bandwidth_gbps": network.bandwidth_gbps, "latency_us": network.latency_us},
-              "layouts": rows, "refused": refused, "recommendation": recommend(rows, network, machines)}
+              "layouts": rows, "refused": refused, "recommendation": recommend(rows, network, machines),
+              "rows_needed_per_layer": needed,
+              "minibatch": minibatch_outlook(int(graph.train_mask.sum()), graph.num_nodes, needed)}
     if args.json:
         print(json.dumps(result, indent=1))
     else:
@@ -185,12 +193,15 @@ def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | N
     from fullgraph.plan.machines import SHARED_CORE_EFFICIENCY
     from fullgraph.plan.rank_work import rank_works
 
-    cfg = TrainConfig.of(**base, nprocs=args.nprocs, chunks=args.chunks, **o)
+    prune = getattr(args, "prune", False) and o["parallel"] == "graph"  # the one layout of P >= 2 that prunes
+    cfg = TrainConfig.of(**base, nprocs=args.nprocs, chunks=args.chunks, **o, prune=prune)
     mesh, shape = cfg.parallel.mesh, _shape(cfg, graph, timer.model)
     parts = _partition_stats(cfg, graph, mesh.graph_ways, args.partition_dir) if not mesh.spmm else None
-    volume = run_volume(cfg, graph, sum(p["halo"] for p in parts) if parts else 0, shape=shape)
+    pruned = _pruned_counts(cfg, graph, timer.model, args.partition_dir) if prune else None
+    volume = run_volume(cfg, graph, sum(p["halo"] for p in parts) if parts else 0, shape=shape, pruned=pruned)
     chunk_src = _chunk_sources(cfg, graph, args.partition_dir) if mesh.stages > 1 else None
-    works = rank_works(cfg, graph, timer.model, shape, _bounds(cfg, graph), parts, volume, chunk_src, machines)
+    works = rank_works(cfg, graph, timer.model, shape, _bounds(cfg, graph), parts, volume, chunk_src, machines,
+                       pruned=pruned)
     shared = {}
     if machines is not None:
         network, local = machines.links(network, timer.threads)
@@ -198,7 +209,9 @@ def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | N
                       machines=machines.placement())
     est = estimate_layout(works, timer.model, timer, network, threads=timer.threads, node_speed=node_speed,
                           **(shared or dict(cores=cores, core_efficiency=core_efficiency)))
-    return {"layout": label(o), "options": o, "bytes_per_epoch": sum(volume.values()), "by_category": volume,
+    return {"layout": label(o) + (" --prune" if prune else ""), "options": o | ({"prune": True} if prune else {}),
+            "bytes_per_epoch": sum(volume.values()), "by_category": volume,
+            "rows_per_layer": pruned.total_rows() if pruned else [graph.num_nodes] * len(timer.model.layers),
             "peak_bytes_per_rank": _peak_per_rank(cfg, graph, parts, getattr(args, "release_memory", False)),
             "epoch_s": est.total_s,
             "compute_s": est.compute_s + est.contention_s, "comm_s": est.comm_s, "bubble_s": est.bubble_s,
@@ -214,9 +227,11 @@ def build_planned_model(cfg, graph):
     return build_model(args.pop("name"), args.pop("in_dim"), args.pop("out_dim"), **args)
 
 
-def run_volume(cfg: TrainConfig, graph, halo_rows: int, *, evaluate: bool = True, shape=None) -> dict[str, int]:
+def run_volume(cfg: TrainConfig, graph, halo_rows: int, *, evaluate: bool = True, shape=None,
+               pruned=None) -> dict[str, int]:
     """What a run of ``cfg`` on ``graph`` moves per epoch by ledger category (``layout_volume``), its
-    W-way partition having ``halo_rows`` halo rows in all; ``evaluate``: with an evaluation."""
+    W-way partition having ``halo_rows`` halo rows in all; ``evaluate``: with an evaluation; ``pruned``:
+    the partition's ``plan.pruned.PrunedCounts``, for a run with ``--prune``."""
     from fullgraph.plan.volumes import layout_volume
 
     starts = [a for a, _ in _bounds(cfg, graph)[1:]]
@@ -225,7 +240,17 @@ def run_volume(cfg: TrainConfig, graph, halo_rows: int, *, evaluate: bool = True
                          halo_rows=halo_rows, stage_starts=starts, evaluate=evaluate,
                          permute=cfg.parallel.permute, seed=cfg.optimization.seed,
                          precision=cfg.parallel.comm_precision,
-                         grad_norm=bool(cfg.optimization.clip_grad_norm) or cfg.optimization.precision == "fp16")
+                         grad_norm=bool(cfg.optimization.clip_grad_norm) or cfg.optimization.precision == "fp16",
+                         pruned_halo=_pruned_halo(cfg, pruned))
+
+
+def _pruned_halo(cfg, pruned) -> list[int] | None:
+    """The halo rows each layer 2..L of a pruned graph-parallel run reads (``None``: not pruned)."""
+    if not cfg.parallel.prune or cfg.parallel.mesh.graph_ways == 1:
+        return None
+    if pruned is None:
+        raise ValueError("a pruned run's volume needs the partition's PrunedCounts (plan.pruned.pruned_counts)")
+    return pruned.halo_rows()
 
 
 def _aggregation(cfg) -> str:
@@ -271,6 +296,16 @@ def _partition_stats(cfg, graph, ways: int, partition_dir: str | None) -> list[d
     if partition_dir is not None and int(load_meta(partition_dir)["parts"]) == ways:
         return load_meta(partition_dir)["part_stats"]
     return load_meta(prepare_partition_dir(cfg, ways, graph=graph))["part_stats"]
+
+
+def _pruned_counts(cfg, graph, model, partition_dir: str | None):
+    """``plan.pruned.PrunedCounts`` of a pruned graph-parallel run, on the partition it would use."""
+    from fullgraph.parallel.setup import node_parts, prepare_partition_dir
+    from fullgraph.plan.pruned import pruned_counts
+
+    ways = cfg.parallel.mesh.graph_ways
+    pdir = partition_dir if partition_dir is not None else prepare_partition_dir(cfg, ways, graph=graph)
+    return pruned_counts(graph, model.norm, len(model.layers), node_parts(pdir, graph.num_nodes), ways)
 
 
 def _chunk_sources(cfg, graph, partition_dir: str | None) -> list[int] | None:
@@ -354,4 +389,4 @@ def render(result: dict) -> list[str]:
     for r in result["layouts"]:
         out.append(f"  {r['layout']}: " + ", ".join(f"{k} {v}" for k, v in r["by_category"].items()))
     out += [f"does not fit: {line}" for line in result["refused"]]
-    return out + ["", "recommended: " + result["recommendation"]]
+    return out + ["", "recommended: " + result["recommendation"], "against mini-batch: " + result["minibatch"] + "."]

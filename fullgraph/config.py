@@ -24,9 +24,7 @@ from fullgraph.comm.mesh import PARALLEL_MODES
 from fullgraph.errors import InputError
 from fullgraph.models import MODELS, NORM_MODELS, SPMM_MODELS, check_options, is_reference, model_spec
 from fullgraph.options import CHUNK_EDGES, FEATURE_NORMS, METRICS, option_name
-from fullgraph.options import Section as _Section
-from fullgraph.options import need as _need
-from fullgraph.options import load_toml as _load_toml
+from fullgraph.options import Section as _Section, load_toml as _load_toml, need as _need
 
 __all__ = ["TrainConfig", "DataOptions", "ModelOptions", "OptimizationOptions", "ParallelOptions", "RunOptions",
            "load_toml"]
@@ -209,6 +207,9 @@ class ParallelOptions(_Section):
     """SpMM layouts: broadcast the next block row while multiplying the current one (``--no-overlap``)."""
     permute: bool = True
     """SpMM layouts: cut block rows from a seeded random node permutation, for balance (``--no-permute``)."""
+    prune: bool = False
+    """Compute each layer of a training step only on the rows that reach the loss: the same loss and
+    gradients, less work on a sparse training split (--parallel single or graph; ``parallel.prune``)."""
     comm_precision: str = "fp32"
     """Precision of the activations and activation gradients that cross processes (the halo exchange,
     the pipeline's chunk stream, the hybrid's chunk halos, the SpMM layouts' broadcasts, reductions
@@ -223,6 +224,9 @@ class ParallelOptions(_Section):
         layout = self.mesh  # validates every axis of the layout against nprocs
         _need(self.history_refresh >= 1, "history_refresh", self.history_refresh, ">= 1")
         _need(self.chunks >= 0, "chunks", self.chunks, ">= 0")
+        _need(not self.prune or layout.parallel in ("single", "graph"), "prune", self.prune,
+              f"off with --parallel {self.mode}, whose chunks or block rows compute every row (--prune runs with "
+              f"--parallel single or graph)")
         if layout.parallel in ("pipeline", "hybrid"):
             if self.boundary_rate < 1.0:
                 raise InputError(f"expected --boundary-rate 1 with --parallel {self.mode} (got "
@@ -284,7 +288,6 @@ class RunOptions(_Section):
     """Folder for TensorBoard event files, written by rank 0: per epoch the loss, learning rate,
     gradient norm, times, metrics and bytes per ledger category; each rank's peak memory at the end
     (needs the tensorboard package: ``fullgraph[tensorboard]``)."""
-
 
     def _check(self) -> None:
         _need(self.threads >= 0, "threads", self.threads, ">= 0")

@@ -32,13 +32,15 @@ def train_runs(payload: dict, comm: Comm) -> dict:
         cfg = TrainConfig.of(**run["config"], parallel="graph", nprocs=comm.world_size, progress="none", threads=1)
         norm, _ = shape(cfg)
         engine = GraphEngine(part, comm, norm, boundary_rate=cfg.parallel.boundary_rate,
-                             seed=cfg.optimization.seed, owns_comm=False, precision=cfg.parallel.comm_precision)
+                             seed=cfg.optimization.seed, owns_comm=False, precision=cfg.parallel.comm_precision,
+                             prune=cfg.parallel.prune)
         trainer = Trainer(cfg, engine=engine)
         result = trainer.build().train()
         trainer.close()
         out[run["name"]] = {"losses": torch.tensor(result.losses, dtype=torch.float64),
                             "state": trainer.model.state_dict(), "comm": result.comm_bytes_per_epoch,
-                            "test_acc": result.test_acc, "test_metric": result.test_metric}
+                            "test_acc": result.test_acc, "test_metric": result.test_metric,
+                            "rows": result.rows_per_layer}
     return out
 
 
@@ -94,7 +96,8 @@ def chunked_runs(payload: dict, comm: Comm) -> dict:
             state.update(s)
         out[run["name"]] = {"losses": torch.tensor(result.losses, dtype=torch.float64), "state": state,
                             "comm": result.comm_bytes_per_epoch, "bubble": result.bubble_fraction,
-                            "test_acc": result.test_acc, "test_metric": result.test_metric}
+                            "test_acc": result.test_acc, "test_metric": result.test_metric,
+                            "rows": result.rows_per_layer}
     return out
 
 

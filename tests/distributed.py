@@ -32,14 +32,20 @@ def run_ranks(task: str, nprocs: int, payload: dict, tmp_path: Path, timeout_s: 
     return torch.load(work / "result.pt", weights_only=True)
 
 
-def planned_bytes(config: dict, graph, halo_rows: int = 0) -> dict:
+def planned_bytes(config: dict, graph, halo_rows: int = 0, node_part=None) -> dict:
     """What ``fullgraph plan`` says a run of ``config`` (options by name) moves per epoch without an
     evaluation (the multi-process tests evaluate once, after the last epoch, so the median epoch of
-    their ledger has none)."""
+    their ledger has none); a pruned run's counts come from its partition's ``node_part``."""
     from fullgraph.cli_plan import run_volume
     from fullgraph.config import TrainConfig
+    from fullgraph.models import model_spec
+    from fullgraph.plan.pruned import pruned_counts
 
-    return run_volume(TrainConfig.of(**config), graph, halo_rows, evaluate=False)
+    cfg = TrainConfig.of(**config)
+    pruned = None
+    if cfg.parallel.prune:
+        pruned = pruned_counts(graph, model_spec(cfg.model.name).norm, cfg.model.layers, node_part, cfg.parallel.nprocs)
+    return run_volume(cfg, graph, halo_rows, evaluate=False, pruned=pruned)
 
 
 def ledger(comm: dict) -> dict:

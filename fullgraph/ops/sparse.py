@@ -24,7 +24,7 @@ import torch
 # here (CSR @ dense on CPU and CUDA) are stable and covered by this package's tests.
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
 
-__all__ = ["SparseOp", "csr_mm", "spmm", "matmul"]
+__all__ = ["SparseOp", "columns_read", "csr_mm", "spmm", "matmul"]
 
 
 _INT32_MAX = 2**31 - 1
@@ -198,3 +198,11 @@ def matmul(x: torch.Tensor | SparseOp, w: torch.Tensor) -> torch.Tensor:
     if isinstance(x, SparseOp):
         return _SparseLeftMatmul.apply(w, x)
     return x @ w
+
+
+def columns_read(adj: SparseOp, rows: torch.Tensor) -> torch.Tensor:
+    """Which columns the ``rows`` (bool) of ``adj`` read: one product ``Aᵀ·1_rows`` (every value of a
+    normalized adjacency is positive), through the transpose the backward keeps anyway; memory of
+    a column vector, whatever the number of edges."""
+    with torch.no_grad(), torch.autocast(rows.device.type, enabled=False):
+        return adj.mm_t(rows.to(adj.values.dtype)[:, None])[:, 0] > 0

@@ -15,9 +15,11 @@ import torch
 
 from fullgraph.comm.ledger import Ledger
 from fullgraph.data.graph import Graph
+from fullgraph.errors import InputError
 from fullgraph.ops import Block, SparseOp
+from fullgraph.ops.csr import csr_rows
 
-__all__ = ["Engine", "SingleEngine", "input_features", "sum_grads"]
+__all__ = ["Engine", "SingleEngine", "feature_rows", "input_features", "sum_grads"]
 
 
 def input_features(x: torch.Tensor) -> torch.Tensor | SparseOp:
@@ -28,6 +30,14 @@ def input_features(x: torch.Tensor) -> torch.Tensor | SparseOp:
             return SparseOp.from_tensor(x)
         return x.to_dense()
     return x
+
+
+def feature_rows(x: torch.Tensor | SparseOp, idx: torch.Tensor):
+    """Rows ``idx`` of dense features or of a ``SparseOp``."""
+    if not isinstance(x, SparseOp):
+        return x[idx]
+    indptr, pos = csr_rows(x.indptr, idx)
+    return SparseOp(indptr, x.indices[pos], x.values[pos], (idx.numel(), x.shape[1]))
 
 
 def sum_flat(tensors: list[torch.Tensor], reduce_) -> list[torch.Tensor]:
@@ -81,12 +91,48 @@ class Engine:
     """``Graph.fingerprint()`` of the graph trained (read from the partition or block-row folder a
     rank reads): a checkpoint records it, and a resume refuses a graph that has changed since."""
 
+    prunable: bool = False
+    """Whether the layout can compute only the rows the loss reads (``--prune``, ``parallel.prune``)."""
+    prune: bool = False
+    """Whether training steps compute only those rows (evaluation computes them all)."""
+    pruning = None
+    """The rows each layer needs for the loss (``parallel.prune.Pruning``), from ``set_up_pruning``."""
+
     @property
     def is_main(self) -> bool:
         return self.rank == 0
 
     def forward(self, model, epoch: int, training: bool) -> torch.Tensor:
+        """Logits of this rank's rows: all of them, or under ``prune`` in training, the training rows
+        in node order (those of ``train_mask``)."""
         raise NotImplementedError
+
+    def set_up_pruning(self, model) -> None:
+        """Find the rows each layer of ``model`` needs for the loss (collective in a distributed
+        layout): what ``--prune`` computes, and what ``train`` tells a user who has not asked for it.
+        Set-up, not an epoch's traffic: left out of the ledger's epochs."""
+        from fullgraph.parallel.prune import receptive_field
+
+        if self.prune and any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+            raise InputError("expected a model without batch normalization with --prune (its statistics are over "
+                             "the rows computed, which pruning changes); use --norm layer or none")
+        self.pruning = receptive_field(self.block.adj, self.train_mask, model.num_layers, self._ask_owners())
+        if self.ledger is not None:
+            self.ledger.take()
+
+    def _ask_owners(self):
+        """How this layout tells the owners of its halo rows which of them a layer reads (``None``: one
+        process, no halo)."""
+        return None
+
+    def rows_needed(self) -> tuple[list[int], int]:
+        """Per graph layer, the rows the loss needs, summed over the ranks, and the graph's node count
+        (collective): ``--prune`` computes the former, full training the latter in every layer."""
+        pr = self.pruning
+        got = self.reduce_sum([float(r) for r in pr.rows[1:]] + [float(self.block.num_dst)], "meta/metrics")
+        if self.ledger is not None:
+            self.ledger.take()
+        return [int(r) for r in got[:-1]], int(got[-1])
 
     def step(self, model, epoch: int) -> float:
         """Gradients of one training epoch (the optimizer steps after); returns this rank's share of
@@ -94,7 +140,9 @@ class Engine:
         from fullgraph.ops.loss import loss_sum
 
         logits = self.forward(model, epoch, training=True)
-        loss = loss_sum(logits[self.train_mask], self.y[self.train_mask]) / self.num_train
+        if not self.prune:  # pruned, the logits are those of the training rows already
+            logits = logits[self.train_mask]
+        loss = loss_sum(logits, self.y[self.train_mask]) / self.num_train
         loss.backward()
         self.sync_grads(model)
         return loss.item()
@@ -199,8 +247,11 @@ class SingleEngine(Engine):
 
         return graph_memory_stats(self.graph)
 
-    def __init__(self, graph: Graph, norm: str, device: torch.device | str = "cpu"):
-        self.graph = graph
+    prunable = True
+
+    def __init__(self, graph: Graph, norm: str, device: torch.device | str = "cpu", prune: bool = False):
+        self.graph, self.prune = graph, prune
+        self._pruned: list[Block] | None = None
         self.device = dev = torch.device(device)
         self.block = Block.from_graph(graph, norm).to(dev)
         self.x = input_features(graph.x).to(dev)
@@ -218,4 +269,11 @@ class SingleEngine(Engine):
         return self.graph.summary()
 
     def forward(self, model, epoch: int, training: bool) -> torch.Tensor:
-        return model(self.block, self.x)
+        if not (training and self.prune):
+            return model(self.block, self.x)
+        from fullgraph.parallel.prune import pruned_block
+
+        pr = self.pruning
+        if self._pruned is None:
+            self._pruned = [pruned_block(self.block, pr, layer) for layer in range(1, pr.layers + 1)]
+        return model(self._pruned, feature_rows(self.x, pr.order[: pr.rows[0]]))

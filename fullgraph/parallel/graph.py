@@ -29,25 +29,16 @@ from fullgraph.comm.halo import HaloPlan, exchange_halo
 from fullgraph.comm.precision import check_precision
 from fullgraph.comm.stats import sum_over
 from fullgraph.errors import InputError
-from fullgraph.ops import SparseOp
-from fullgraph.ops.csr import csr_rows, indptr_from_counts
-from fullgraph.parallel.engine import Engine, input_features, sum_grads
+from fullgraph.ops.csr import indptr_from_counts
+from fullgraph.parallel.engine import Engine, feature_rows, input_features, sum_grads
 
-__all__ = ["GraphEngine", "boundary_sample", "check_parts", "feature_rows", "graph_engine"]
+__all__ = ["GraphEngine", "boundary_sample", "check_parts", "graph_engine"]
 
 
 def boundary_sample(seed: int, epoch: int, part_id: int, num_halo: int, p: float) -> torch.Tensor:
     """Which halo nodes a part keeps this epoch: independent draws keyed by (seed, epoch, part)."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, epoch, part_id, 0xB45]))
     return torch.from_numpy(rng.random(num_halo) < p)
-
-
-def feature_rows(x: torch.Tensor | SparseOp, idx: torch.Tensor):
-    """Rows ``idx`` of dense features or of a ``SparseOp``."""
-    if not isinstance(x, SparseOp):
-        return x[idx]
-    indptr, pos = csr_rows(x.indptr, idx)
-    return SparseOp(indptr, x.indices[pos], x.values[pos], (idx.numel(), x.shape[1]))
 
 
 class GraphEngine(Engine):
@@ -58,9 +49,12 @@ class GraphEngine(Engine):
 
         return part_memory_stats(self.part)
 
+    prunable = True
+
     def __init__(self, part, comm: Comm, norm: str, *, boundary_rate: float = 1.0, seed: int = 0,
-                 replication_factor: float | None = None, owns_comm: bool = True, precision: str = "fp32"):
-        self.part, self.comm, self.norm, self.owns_comm = part, comm, norm, owns_comm
+                 replication_factor: float | None = None, owns_comm: bool = True, precision: str = "fp32",
+                 prune: bool = False):
+        self.part, self.comm, self.norm, self.owns_comm, self.prune = part, comm, norm, owns_comm, prune
         self.precision = check_precision(precision)
         self.p, self.seed = boundary_rate, seed
         self.rank, self.world_size = comm.rank, comm.world_size
@@ -97,23 +91,25 @@ class GraphEngine(Engine):
         return block
 
     # ------------------------------------------------------------------ boundary sampling
-    def _sampled(self, epoch: int):
-        """This epoch's block, input rows and halo plan under boundary sampling."""
-        keep = boundary_sample(self.seed, epoch, self.part.part_id, self.n_halo, self.p)
-        kept = torch.nonzero(keep).flatten()
+    def _halo_plan(self, want: torch.Tensor, category: str, position: torch.Tensor | None = None) -> HaloPlan:
+        """The exchange of the halo rows ``want`` (bool ``[n_halo]``) only: each owner is told which
+        rows of its send list to me I want (one ``all_to_all`` of counts and one of positions, under
+        ``category``), and I learn which of mine each peer wants. ``position`` maps my inner rows to
+        the rows of the tensor I will send from (a pruned layer's output); default: the inner rows."""
+        kept = torch.nonzero(want).flatten()
         P = self.world_size
         # positions, within each owner's send list for me, of the halo rows I keep
-        want, want_counts = [], []
+        want_idx, want_counts = [], []
         for q in range(P):
             lo, hi = self._recv_off[q], self._recv_off[q + 1]
             sel = kept[(kept >= lo) & (kept < hi)] - lo
-            want.append(sel)
+            want_idx.append(sel)
             want_counts.append(sel.numel())
         dev = self.device
         counts = self.comm.all_to_all_rows(torch.tensor(want_counts, dtype=torch.int64, device=dev), [1] * P,
-                                           [1] * P, "sample/index")
+                                           [1] * P, category)
         asked_counts = [int(c) for c in counts]
-        asked = self.comm.all_to_all_rows(torch.cat(want).to(dev), want_counts, asked_counts, "sample/index")
+        asked = self.comm.all_to_all_rows(torch.cat(want_idx).to(dev), want_counts, asked_counts, category)
         # turn the positions peers asked for into my local inner ids, peer by peer
         send, start = [], 0
         for q in range(P):
@@ -121,11 +117,54 @@ class GraphEngine(Engine):
             send.append(self.plan.send_idx[int(self._send_off[q]) + pos])
             start += asked_counts[q]
         send_idx = torch.cat(send)
-        plan = HaloPlan(send_idx, asked_counts, want_counts, self.part.inner.to(dev)[send_idx], self.part.halo[kept].to(dev))
+        ids = self.part.inner.to(dev)[send_idx]
+        if position is not None:
+            send_idx = position.to(dev)[send_idx]
+        return HaloPlan(send_idx, asked_counts, want_counts, ids, self.part.halo.to(dev)[kept.to(dev)])
+
+    def _sampled(self, epoch: int):
+        """This epoch's block, input rows and halo plan under boundary sampling."""
+        keep = boundary_sample(self.seed, epoch, self.part.part_id, self.n_halo, self.p)
+        plan = self._halo_plan(keep, "sample/index")
         scale = 1.0 / self.p if self.p > 0 else 1.0  # p = 0 keeps nothing, so nothing is scaled
         block = self._own(self.part.block(self.norm, halo_keep=keep, scale=scale))
-        rows = torch.cat([torch.arange(self.n_inner), self.n_inner + kept]).to(dev)
+        kept = torch.nonzero(keep).flatten()
+        rows = torch.cat([torch.arange(self.n_inner), self.n_inner + kept]).to(self.device)
         return block, feature_rows(self.x, rows), plan
+
+    # ------------------------------------------------------------------ pruning
+    def _ask_owners(self):
+        self._prune_plans: dict[int, HaloPlan] = {}
+
+        def ask(layer: int, read: torch.Tensor) -> torch.Tensor:
+            plan = self._prune_plans[layer] = self._halo_plan(read, "sample/index")
+            asked = torch.zeros(self.n_inner, dtype=torch.bool, device=self.device)
+            asked[plan.send_idx] = True
+            return asked
+
+        return ask
+
+    def _pruned_layers(self, epoch: int):
+        """The pruned blocks, input rows and per-layer halo plans (``plans[l]`` for layers l >= 2) of
+        a training step: built once, or anew each epoch under boundary sampling."""
+        from fullgraph.parallel.prune import pruned_block
+
+        pr, p = self.pruning, self.p
+        if p == 1.0 and getattr(self, "_pruned", None) is not None:
+            return self._pruned
+        keep = None if p == 1.0 else boundary_sample(self.seed, epoch, self.part.part_id, self.n_halo, p)
+        halo = [h if keep is None else h & keep.to(h.device) for h in pr.halo]
+        scale = 1.0 / p if p > 0 else 1.0
+        blocks = [self._own(pruned_block(self.block, pr, layer + 1, halo[layer], scale)) for layer in range(pr.layers)]
+        first = torch.cat([pr.order[: pr.rows[0]], self.n_inner + halo[0].nonzero().flatten()])
+        if keep is None:
+            plans = {layer: HaloPlan(pr.position[plan.send_idx], plan.send_counts, plan.recv_counts, plan.send_ids,
+                                     plan.recv_ids) for layer, plan in self._prune_plans.items()}
+            self._pruned = (blocks, feature_rows(self.x, first), plans)
+            return self._pruned
+        plans = {} if p == 0.0 else {layer: self._halo_plan(halo[layer - 1], "sample/index", pr.position)
+                                     for layer in range(2, pr.layers + 1)}
+        return blocks, feature_rows(self.x, first), plans
 
     def _isolated_block(self):
         if not hasattr(self, "_isolated"):
@@ -135,6 +174,18 @@ class GraphEngine(Engine):
 
     # ------------------------------------------------------------------ the layout
     def forward(self, model, epoch: int, training: bool) -> torch.Tensor:
+        category, layers = ("halo" if training else "eval/halo"), model.num_layers
+        if training and self.prune:
+            blocks, x, plans = self._pruned_layers(epoch)
+            if not plans:  # p = 0: no halo columns, nothing to ask or send
+                return model(blocks, x, fetch=lambda h: h)
+            layer = iter(range(2, layers + 1))
+
+            def fetch_pruned(h: torch.Tensor) -> torch.Tensor:  # before each graph layer after the first
+                at = next(layer)
+                return torch.cat([h, exchange_halo(h, self.comm, plans[at], category, self.precision, at - 1)])
+
+            return model(blocks, x, fetch=fetch_pruned)
         if training and self.p == 0.0:  # isolated parts: no halo columns, nothing to ask or send
             inner = torch.arange(self.n_inner, device=self.device)
             return model(self._isolated_block(), feature_rows(self.x, inner), fetch=lambda h: h)
@@ -142,7 +193,7 @@ class GraphEngine(Engine):
             block, x, plan = self._sampled(epoch)
         else:
             block, x, plan = self.block, self.x, self.plan
-        category, layer = ("halo" if training else "eval/halo"), iter(range(1, model.num_layers))
+        layer = iter(range(1, layers))
 
         def fetch(h: torch.Tensor) -> torch.Tensor:  # called before each graph layer after the first
             return torch.cat([h, exchange_halo(h, self.comm, plan, category, self.precision, next(layer))])
@@ -179,4 +230,5 @@ def graph_engine(cfg, norm: str) -> GraphEngine:
     check_parts(meta, env.world_size, cfg.parallel.partition_dir)
     part = load_part(cfg.parallel.partition_dir, env.rank)
     return GraphEngine(part, comm, norm, boundary_rate=cfg.parallel.boundary_rate, seed=cfg.optimization.seed,
-                       replication_factor=meta.get("replication_factor"), precision=cfg.parallel.comm_precision)
+                       replication_factor=meta.get("replication_factor"), precision=cfg.parallel.comm_precision,
+                       prune=cfg.parallel.prune)

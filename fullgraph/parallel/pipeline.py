@@ -39,8 +39,7 @@ import torch
 from fullgraph.comm.context import Comm
 from fullgraph.comm.halo import HaloPlan
 from fullgraph.comm.stats import sum_over
-from fullgraph.parallel.engine import Engine, squared_norm, input_features, sum_flat, sum_grads
-from fullgraph.parallel.graph import feature_rows
+from fullgraph.parallel.engine import Engine, feature_rows, squared_norm, input_features, sum_flat, sum_grads
 from fullgraph.parallel.history import History
 from fullgraph.parallel.schedule import bubble_summary, chunk_order, stage_bounds
 from fullgraph.parallel.transport import StageTransport

@@ -21,7 +21,8 @@ def _single(cfg, norm: str, graph=None, layers=None) -> Engine:
     from fullgraph.device import resolve_device
     from fullgraph.parallel.engine import SingleEngine
 
-    return SingleEngine(load_graph(cfg) if graph is None else graph, norm, resolve_device(cfg.run.device))
+    return SingleEngine(load_graph(cfg) if graph is None else graph, norm, resolve_device(cfg.run.device),
+                        prune=cfg.parallel.prune)
 
 
 def _graph(cfg, norm: str, graph=None, layers=None) -> Engine:

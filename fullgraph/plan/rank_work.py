@@ -19,6 +19,7 @@ import math
 
 import torch
 
+from fullgraph.comm.precision import row_bytes
 from fullgraph.ops.csr import row_ids
 from fullgraph.plan.epoch_time import LayerCalls, RankWork, Traffic
 from fullgraph.plan.machines import split
@@ -43,17 +44,20 @@ def chunk_sources(indptr: torch.Tensor, indices: torch.Tensor, node_part: torch.
 
 
 def rank_works(cfg, graph, model, shape, bounds: list[tuple[int, int]], parts: list[dict] | None,
-               volume: dict[str, int], chunk_src: list[int] | None = None, machines=None) -> list[RankWork]:
+               volume: dict[str, int], chunk_src: list[int] | None = None, machines=None,
+               pruned=None) -> list[RankWork]:
     """Every rank's ``RankWork`` (stage-major: ranks ``s·W .. s·W + W - 1`` are stage ``s``). ``machines``
     (``plan.machines.Machines``): where the ranks run, to tell the traffic between ranks of one machine
-    from the network's (without it, each rank is on a machine of its own: all of it is the network's)."""
+    from the network's (without it, each rank is on a machine of its own: all of it is the network's).
+    ``pruned`` (``plan.pruned.PrunedCounts``, graph parallelism with ``--prune``): a training pass
+    computes, layer by layer, only the rows counted there, and exchanges only their halo rows."""
     mesh = cfg.parallel.mesh
     if mesh.spmm:
         return _spmm_works(cfg, graph, model, volume, machines)
     S, W = mesh.stages, mesh.graph_ways
     K = cfg.parallel.num_chunks if S > 1 else 1
-    halo_row = volume.get("halo/fwd", 0) / max(1, sum(p["halo"] for p in parts))  # bytes per halo row, all layers
     precision = cfg.parallel.comm_precision
+    halo_row = sum(row_bytes(w, precision) for w in shape.input_widths[1:])  # bytes per halo row, all layers
     boundary = [boundary_row(shape, a, precision) for a, _ in bounds]  # bytes per node, into stage s
     L = len(model.layers)
     works = []
@@ -80,12 +84,30 @@ def rank_works(cfg, graph, model, shape, bounds: list[tuple[int, int]], parts: l
             evaluation = split([(Traffic(stream=fwd_out, messages=1 if s < S - 1 else 0), where.next),
                                 (Traffic(exchange=max(send, halo) * halo_row * share, messages=exchanges),
                                  where.group)])
-            works.append(RankWork(s, (LayerCalls(tuple(range(a, b)), inner, src, nnz, K),),
+            calls = (LayerCalls(tuple(range(a, b)), inner, src, nnz, K),)
+            if pruned is not None:
+                calls, train = _pruned_calls(pruned, p["part"]), split(
+                    [(Traffic(stream=ring, messages=2 * W), where.ring),
+                     (Traffic(exchange=_pruned_exchange(pruned, p["part"], shape, precision),
+                              messages=2 * exchanges), where.group)])
+            works.append(RankWork(s, calls,
                                   (LayerCalls(tuple(range(a, b)), inner, inner + halo, nnz, 1),),
                                   post_rows=inner if s == S - 1 else 0, stages=S, chunks=K, train_traffic=train[0],
                                   eval_traffic=evaluation[0], params=params, train_local=train[1],
                                   eval_local=evaluation[1]))
     return works
+
+
+def _pruned_calls(pruned, part: int) -> tuple[LayerCalls, ...]:
+    """A pruned part's layers, each on its own rows (``plan.pruned``)."""
+    return tuple(LayerCalls((i,), pruned.rows[i][part], pruned.src[i][part], pruned.nnz[i][part])
+                 for i in range(pruned.layers))
+
+
+def _pruned_exchange(pruned, part: int, shape, precision: str) -> float:
+    """Bytes a pruned part sends and receives in its halo exchanges: each layer's own halo rows."""
+    return float(sum((pruned.send[i][part] + pruned.halo[i][part]) * row_bytes(shape.input_widths[i], precision)
+                     for i in range(1, pruned.layers)))
 
 
 class _Peers:

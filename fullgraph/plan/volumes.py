@@ -135,17 +135,25 @@ def boundary_row(model: ModelShape, first_layer: int, precision: str) -> int:
     return row_bytes(model.input_widths[first_layer], precision) + h0
 
 
+def _halo_bytes(rows: list[int], model: ModelShape, precision: str) -> int:
+    """Bytes of ``rows[i]`` halo rows of the input of each graph layer ``i + 1`` (layers 2..L)."""
+    from fullgraph.comm.precision import row_bytes
+
+    return sum(r * row_bytes(w, precision) for r, w in zip(rows, model.input_widths[1:], strict=True))
+
+
 def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_rows: int = 0,
                   stage_starts: list[int] = (), evaluate: bool = True, chunked_stats: int = 3,
                   permute: bool = True, seed: int = 0, precision: str = "fp32",
-                  grad_norm: bool = False) -> dict[str, int]:
+                  grad_norm: bool = False, pruned_halo: list[int] | None = None) -> dict[str, int]:
     """Bytes per epoch (and per evaluation, when ``evaluate``) by ledger category, summed over ranks;
     an activation row costs ``row_bytes(width, precision)``, weight gradients and statistics fp32.
 
     * graph (and the hybrid's stage groups, W > 1): every halo row of layers 1..L-1 once forward and
       once backward (the first layer reads its halo's features from the part itself), ``halo_rows``
       being the halo of all W parts together; batch statistics ``(2w + 1)`` floats per norm layer and
-      rank each way; each of the W ranks all-reduces its gradients (``params`` floats).
+      rank each way; each of the W ranks all-reduces its gradients (``params`` floats). Pruned, training
+      moves the halo rows each layer 2..L reads (``pruned_halo``, ``plan.pruned``); evaluation all.
     * pipeline (and the hybrid's S stages): at each stage boundary (``stage_starts``: the first layer
       of every stage but the first) every node's row of that layer's input (and of H0 for GCNII)
       forward, its gradient backward; stage weights are distinct (all-reduced only across graph ways).
@@ -156,13 +164,11 @@ def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_row
       and three more), plus the chunked engines' all-gather of ``chunked_stats`` timing floats.
     """
     from fullgraph.comm.ledger import CATEGORIES
-    from fullgraph.comm.precision import row_bytes
 
     P, S, W = mesh.nprocs, mesh.stages, mesh.graph_ways
     out: dict[str, int] = {}
     if P == 1:
         return out
-
     def add(category: str, nbytes: int) -> None:
         if nbytes:
             out[category] = out.get(category, 0) + int(nbytes)
@@ -175,9 +181,9 @@ def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_row
         add("grad/allreduce", P * model.params * F32)
     else:
         if W > 1:
-            halo = halo_rows * sum(row_bytes(w, precision) for w in model.input_widths[1:])
-            add("halo/fwd", halo)
-            add("halo/bwd", halo)
+            halo = _halo_bytes([halo_rows] * (len(model.input_widths) - 1), model, precision)
+            add("halo/fwd", train := halo if pruned_halo is None else _halo_bytes(pruned_halo, model, precision))
+            add("halo/bwd", train)
             add("eval/halo/fwd", halo if evaluate else 0)
             stats = sum(2 * w + 1 for w in model.norm_widths) * F32 * W * S
             add("norm/fwd", stats)

@@ -34,6 +34,7 @@ from fullgraph.ops.loss import loss_sum
 from fullgraph.train.metrics import counts, resolve_metric, roc_auc_columns, score_columns
 from fullgraph.train.checkpoint import LoopState, load_checkpoint, save_checkpoint
 from fullgraph.train.model_file import MODEL_FILE, save_model
+from fullgraph.train.pruning import rows_per_layer
 from fullgraph.train.run_model import RunModel
 from fullgraph.optim.precision import Precision
 from fullgraph.optim.update import WeightUpdate
@@ -88,6 +89,8 @@ class RunResult:
     comm_bytes_per_epoch: dict = field(default_factory=dict)
     replication_factor: float | None = None
     bubble_fraction: float | None = None
+    rows_per_layer: dict | None = None
+    """Per graph layer, the rows a training step computes and those the loss needs (``train.pruning``)."""
 
     def to_dict(self, with_losses: bool = False) -> dict:
         d = asdict(self)
@@ -168,6 +171,7 @@ class Trainer:
             log.info("%s; model %s, %d layers, hidden %d, %s", e.describe(), self.run_model.name,
                      self.model.num_layers, self.run_model.hidden(self.model),
                      p.mode if p.nprocs == 1 else f"{p.mode}, {p.nprocs} processes")
+        self.rows = rows_per_layer(e, self.model)  # after the header: it may say a word about --prune
         return self
 
     def _check_memory(self) -> int | None:
@@ -359,7 +363,7 @@ class Trainer:
             peak_rss_bytes=int(max(rss)), final_loss=losses[-1], losses=losses, config=self.run_model.options(),
             graph=e.summary(), environment=environment(),
         )
-        result.peak_rss_bytes_per_rank = [int(r) for r in rss]
+        result.peak_rss_bytes_per_rank, result.rows_per_layer = [int(r) for r in rss], self.rows
         if torch.device(e.device).type == "cuda":
             result.device = str(e.device)
             result.peak_cuda_bytes_per_rank = [int(v) for v in gpu]
