@@ -131,3 +131,27 @@ def test_prune_is_refused_where_it_cannot_be_exact(cora):
         TrainConfig.of(model="gcn", parallel="pipeline", nprocs=2, layers=2, prune=True)
     with pytest.raises(InputError, match="without batch normalization with --prune"):
         Trainer(TrainConfig.of(model="sage", norm="batch", layers=2, prune=True, progress="none"), cora).build()
+
+
+def test_plan_counts_the_pruned_rows_and_bytes(shared_data, cora, capsys, tmp_path):
+    """``fullgraph plan --prune``: graph parallelism planned pruned, the other layouts as they run."""
+    import json
+
+    from fullgraph.cli import main
+
+    flags = ["plan", "--dataset", "cora", "--root", str(shared_data), "--nprocs", "2", "--layers", "3", "--hidden",
+             "16", "--layout", "graph", "--json", "--partition-dir", str(tmp_path / "parts")]
+    book = write_partition(cora, 2, "metis", tmp_path / "parts")
+    plans = {}
+    for prune in (False, True):
+        assert main(flags + (["--prune"] if prune else [])) == 0
+        plans[prune] = json.loads(capsys.readouterr().out)
+    full, pruned = plans[False]["layouts"][0], plans[True]["layouts"][0]
+    need, _ = needed_rows(cora, 3)
+    assert pruned["layout"] == "graph --prune" and full["layout"] == "graph"
+    assert pruned["rows_per_layer"] == [int(need[layer].sum()) for layer in (1, 2, 3)]
+    assert full["rows_per_layer"] == [cora.num_nodes] * 3
+    halo = pruned_halo(cora, np.asarray(book.node_part), 3)
+    assert pruned["by_category"]["halo/fwd"] == sum(halo) * 16 * 4 < full["by_category"]["halo/fwd"]
+    assert pruned["by_category"]["eval/halo/fwd"] == full["by_category"]["eval/halo/fwd"]
+    assert plans[True]["minibatch"].startswith("full-graph training with --prune would likely")  # 140 nodes: 1 batch
