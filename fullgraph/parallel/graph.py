@@ -55,6 +55,8 @@ class GraphEngine(Engine):
                  replication_factor: float | None = None, owns_comm: bool = True, precision: str = "fp32",
                  prune: bool = False):
         self.part, self.comm, self.norm, self.owns_comm, self.prune = part, comm, norm, owns_comm, prune
+        self._prune_plans: dict[int, HaloPlan] = {}  # per layer >= 2, the halo rows it reads (set_up_pruning)
+        self._pruned = None  # the pruned blocks, input rows and plans, once built (boundary rate 1)
         self.precision = check_precision(precision)
         self.p, self.seed = boundary_rate, seed
         self.rank, self.world_size = comm.rank, comm.world_size
@@ -134,8 +136,6 @@ class GraphEngine(Engine):
 
     # ------------------------------------------------------------------ pruning
     def _ask_owners(self):
-        self._prune_plans: dict[int, HaloPlan] = {}
-
         def ask(layer: int, read: torch.Tensor) -> torch.Tensor:
             plan = self._prune_plans[layer] = self._halo_plan(read, "sample/index")
             asked = torch.zeros(self.n_inner, dtype=torch.bool, device=self.device)
@@ -150,7 +150,7 @@ class GraphEngine(Engine):
         from fullgraph.parallel.prune import pruned_block
 
         pr, p = self.pruning, self.p
-        if p == 1.0 and getattr(self, "_pruned", None) is not None:
+        if p == 1.0 and self._pruned is not None:
             return self._pruned
         keep = None if p == 1.0 else boundary_sample(self.seed, epoch, self.part.part_id, self.n_halo, p)
         halo = [h if keep is None else h & keep.to(h.device) for h in pr.halo]
