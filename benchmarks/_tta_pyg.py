@@ -105,7 +105,7 @@ def _step(kind, model, opt, batch) -> float | None:
     loss = F.cross_entropy(model(batch.x, batch.edge_index)[rows], y)
     loss.backward()
     opt.step()
-    return float(loss)
+    return float(loss.detach())
 
 
 def train(kind: str, data, adj_t, metric: str, *, lr: float, batch: int, seed: int, max_epochs: int,

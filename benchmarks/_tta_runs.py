@@ -146,7 +146,7 @@ def fullgraph_has(flag: str) -> bool:
     """Whether ``fullgraph train`` takes ``flag`` (``--prune`` lands on main during this work)."""
     out = subprocess.run([sys.executable, "-m", "fullgraph", "train", "--help"], cwd=REPO, capture_output=True,
                          text=True).stdout
-    return flag in out.split()
+    return any(word.strip("[],|") == flag for word in out.split())
 
 
 # ---------------------------------------------------------------- what the table reports

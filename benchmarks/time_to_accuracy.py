@@ -239,6 +239,7 @@ def summarize(graph: str, runs: list[dict], args) -> dict:
                      "time_to_target_s": med([s["time_to_target_s"] for s in stats]),
                      "setup_s": med([r["setup_s"] for r in rs]), "epochs": med([s["n_epochs"] for s in stats]),
                      "s_per_epoch": med([s["train_eval_s"] / max(1, s["n_epochs"]) for s in stats]),
+                     "load": med([r.get("load_1min", float("nan")) for r in rs]),
                      "stopped": sum(bool(r.get("stopped")) for r in rs), "errors": sum("error" in r for r in rs),
                      "metric": rs[0].get("metric")})
     return {"graph": graph, "target": target, "best_val_any": best, "rows": rows, "checks": checks(graph, rows)}
@@ -269,11 +270,11 @@ def fmt_s(t: float) -> str:
 def table(s: dict) -> list[str]:
     lines = [f"### {s['graph']}: target {s['target']:.4f} (99% of {s['best_val_any']:.4f})", "",
              "| method | lr | batch | best val | test | to best (s) | to target (s) | set-up (s) | epochs | "
-             "s/epoch | capped |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "s/epoch | capped | load |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in s["rows"]:
         lines.append(f"| {r['method']} | {r['lr']:g} | {r['batch'] or '-'} | {r['best_val']:.4f} | {r['test']:.4f} | "
                      f"{fmt_s(r['time_to_best_s'])} | {fmt_s(r['time_to_target_s'])} | {fmt_s(r['setup_s'])} | "
-                     f"{r['epochs']:.0f} | {r['s_per_epoch']:.3f} | {r['stopped']}/{len(r['seeds'])} |")
+                     f"{r['epochs']:.0f} | {r['s_per_epoch']:.3f} | {r['stopped']}/{len(r['seeds'])} | {r['load']:.1f} |")
     for c in s["checks"]:
         lines.append(f"* {'PASS' if c['pass'] else 'FAIL'} {c['check']}: {c['value']:.2f}")
     return lines + [""]
@@ -326,6 +327,19 @@ def report(args, env: dict, header: list[str]) -> dict:
     return result
 
 
+def _sampler_versions() -> list[str]:
+    """What PyG's samplers run on: torch_sparse (built here from source) or pyg_lib, where installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for pkg in ("torch_sparse", "torch_scatter", "pyg_lib"):
+        try:
+            out.append(f"{pkg} {version(pkg)}")
+        except PackageNotFoundError:
+            out.append(f"{pkg} absent")
+    return out
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.from_json:
@@ -335,7 +349,7 @@ def main(argv=None) -> int:
         return 0
     env = environment()
     print(f"# time to accuracy ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)")
-    header = print_header(env)
+    header = print_header(env, threads=args.threads or None, versions_extra=_sampler_versions())
     conf = (f"configuration: graphs {args.graphs}; methods {args.methods}; seeds {args.seeds} (search on the first "
             f"{args.search_seeds}); lrs {args.lrs}; batches neighbor {args.neighbor_batches}, cluster "
             f"{args.cluster_batches}; patience {args.patience}; max epochs {args.max_epochs}; time limit "
