@@ -81,7 +81,8 @@ def parse_args(argv=None):
     ap.add_argument("--root", default=DEFAULT_ROOT)
     ap.add_argument("--work", default="runs/tta", help="fullgraph's run folders and the written datasets")
     ap.add_argument("--out", default="benchmarks/results/time_to_accuracy", help="raw runs, summary, figures")
-    ap.add_argument("--from-json", help="a summary.json: redraw its tables and figures from its raw runs")
+    ap.add_argument("--from-json", help="a summary.json: redraw its tables and figures from its raw runs "
+                                        "(of its graphs, or of --graphs where given)")
     args = ap.parse_args(argv)
     args.seeds = [int(s) for s in args.seeds.split(",")]
     args.lrs = [float(v) for v in args.lrs.split(",")]
@@ -344,7 +345,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.from_json:
         saved = json.loads(Path(args.from_json).read_text())
-        args = argparse.Namespace(**(saved["config"] | {"out": str(Path(args.from_json).parent)}))
+        given = {"graphs": args.graphs} if "--graphs" in (argv if argv is not None else sys.argv) else {}
+        args = argparse.Namespace(**(saved["config"] | {"out": str(Path(args.from_json).parent)} | given))
         report(args, saved["environment"], saved["header"])
         return 0
     env = environment()
