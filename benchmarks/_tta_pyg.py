@@ -62,7 +62,7 @@ def to_pyg(graph):
     return data, adj_t
 
 
-def cluster_data(data, work_dir=None):
+def cluster_data(data):
     """``ClusterData`` of ``data`` (METIS into parts of ~``CLUSTER_NODES`` nodes) and its seconds."""
     from torch_geometric.loader import ClusterData
 
