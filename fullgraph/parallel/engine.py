@@ -251,7 +251,7 @@ class SingleEngine(Engine):
 
     def __init__(self, graph: Graph, norm: str, device: torch.device | str = "cpu", prune: bool = False):
         self.graph, self.prune = graph, prune
-        self._pruned: list[Block] | None = None
+        self._pruned: tuple[list[Block], torch.Tensor | SparseOp] | None = None  # blocks, input rows
         self.device = dev = torch.device(device)
         self.block = Block.from_graph(graph, norm).to(dev)
         self.x = input_features(graph.x).to(dev)
@@ -273,7 +273,10 @@ class SingleEngine(Engine):
             return model(self.block, self.x)
         from fullgraph.parallel.prune import pruned_block
 
+        if self.pruning is None:  # a caller that skipped the trainer's set-up
+            self.set_up_pruning(model)
         pr = self.pruning
         if self._pruned is None:
-            self._pruned = [pruned_block(self.block, pr, layer) for layer in range(1, pr.layers + 1)]
-        return model(self._pruned, feature_rows(self.x, pr.order[: pr.rows[0]]))
+            self._pruned = ([pruned_block(self.block, pr, layer) for layer in range(1, pr.layers + 1)],
+                            feature_rows(self.x, pr.order[: pr.rows[0]]))
+        return model(*self._pruned)

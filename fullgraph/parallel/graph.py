@@ -176,6 +176,8 @@ class GraphEngine(Engine):
     def forward(self, model, epoch: int, training: bool) -> torch.Tensor:
         category, layers = ("halo" if training else "eval/halo"), model.num_layers
         if training and self.prune:
+            if self.pruning is None:  # a caller that skipped the trainer's set-up
+                self.set_up_pruning(model)
             blocks, x, plans = self._pruned_layers(epoch)
             if not plans:  # p = 0: no halo columns, nothing to ask or send
                 return model(blocks, x, fetch=lambda h: h)
