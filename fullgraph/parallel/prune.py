@@ -18,8 +18,8 @@ so the logits line up with ``y[train_mask]``.
 Graph parallelism. A part needs its halo nodes' rows only where its needed rows read them, and
 their owners must compute those rows in the layer before: before each layer l ≥ 2 a part tells the
 owners which of its halo rows layer l reads (``ask``), and an owner adds the rows it is asked for to
-what its layer l−1 computes. That is one exchange of ids per layer, once, at the first training
-step (``meta/prune`` in the ledger); afterwards each layer's halo exchange sends only the rows asked
+what its layer l−1 computes. That is one exchange of ids per layer, once, at set-up (left out of
+the epochs' ledger, as the other set-up traffic is); afterwards each layer's halo exchange sends only the rows asked
 for, so ``halo/fwd`` and ``halo/bwd`` shrink with the pruning. The first layer reads features, which
 a part holds for its halo too. With boundary sampling the field is that of the unsampled graph and
 the sampled halo is cut from it: a few rows more than the sampled graph needs, the same loss.
@@ -60,10 +60,6 @@ class Pruning:
     @property
     def layers(self) -> int:
         return len(self.halo)
-
-    def halo_rows(self) -> list[int]:
-        """How many halo rows each layer 1..L reads."""
-        return [int(h.sum()) for h in self.halo]
 
 
 def receptive_field(adj: SparseOp, seeds: torch.Tensor, layers: int, ask: Ask | None = None) -> Pruning:
