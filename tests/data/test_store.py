@@ -99,7 +99,7 @@ def test_pyg_data_to_native(small, tmp_path):
 
 
 def test_streamed_edge_blocks_write_the_same_folder(small, tmp_path):
-    from fullgraph.data.formats.native import write_native_edges
+    from fullgraph.data.formats.native_edges import write_native_edges
 
     rng = np.random.default_rng(5)
     n, e = small.num_nodes, 3000

@@ -12,7 +12,7 @@ import gzip
 import re
 import warnings
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import numpy as np
 import scipy.sparse as sp
@@ -22,7 +22,7 @@ from fullgraph.errors import InputError
 
 __all__ = [
     "require_files", "features_to_torch", "labels_from_onehot", "mask_from_ids", "read_table",
-    "load_array",
+    "load_array", "read_table_blocks", "parse_table", "TEXT_BLOCK_BYTES",
 ]
 
 
@@ -138,9 +138,10 @@ def _tokens_per_line(data: bytes) -> np.ndarray:
     return np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
 
 
-def _bad_line_error(text: str, path: Path, ncols: int, dtype, what: str, int_columns: int) -> InputError:
+def _bad_line_error(text: str, path: Path, ncols: int, dtype, what: str, int_columns: int,
+                    first_line: int = 1) -> InputError:
     all_int = np.issubdtype(dtype, np.integer)
-    for lineno, line in enumerate(text.split("\n"), 1):
+    for lineno, line in enumerate(text.split("\n"), first_line):
         toks = line.replace(",", " ").split()
         if not toks:
             continue
@@ -171,7 +172,48 @@ def read_table(path: str | Path, *, dtype, what: str, ncols: int | None = None, 
     (an edge list with a weight column).
     """
     path = Path(path)
-    text = _read_text(path)
+    return parse_table(_read_text(path), path, dtype=dtype, what=what, ncols=ncols, header=header,
+                       comments=comments, int_columns=int_columns)
+
+
+TEXT_BLOCK_BYTES = 64 << 20
+"""Bytes of text :func:`read_table_blocks` parses at a time (its temporaries: a few times this)."""
+
+
+def read_table_blocks(path: str | Path, *, dtype, what: str, ncols: int,
+                      block_bytes: int = TEXT_BLOCK_BYTES) -> Iterator[np.ndarray]:
+    """The headerless table of ``path`` (plain or ``.gz``) as ``[rows, ncols]`` blocks of whole lines,
+    about ``block_bytes`` of text each: a multi-GB table is parsed without holding it. Errors name
+    the file and the line, as :func:`read_table`'s do."""
+    path = Path(path)
+    opener = gzip.open if str(path).endswith(".gz") else open
+    line = 1
+    try:
+        with opener(path, "rb") as f:
+            rest = b""
+            while True:
+                chunk = f.read(block_bytes)
+                data = rest + chunk
+                cut = len(data) if not chunk else data.rfind(b"\n") + 1
+                if chunk and cut == 0:  # one line longer than a block: read on
+                    rest = data
+                    continue
+                text, rest = data[:cut].decode("utf8"), data[cut:]
+                if text.strip():
+                    yield parse_table(text, path, dtype=dtype, what=what, ncols=ncols, header=False,
+                                      comments=None, first_line=line)
+                line += text.count("\n")
+                if not chunk:
+                    return
+    except FileNotFoundError:
+        raise InputError(f"expected a file at {path} (not found)") from None
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise InputError(f"expected {path} to be a readable text file (got {type(e).__name__}: {e})") from None
+
+
+def parse_table(text: str, path: Path, *, dtype, what: str, ncols: int | None = None, header: bool | None = None,
+                comments: str | None = "#", int_columns: int = 0, first_line: int = 1) -> np.ndarray:
+    """:func:`read_table` of ``text`` already read from ``path`` (whose line ``first_line`` it starts at)."""
     if comments and comments in text:
         text = re.sub(re.escape(comments) + r"[^\n]*", "", text)  # keeps the newlines: line numbers hold
     pos = 0
@@ -204,4 +246,4 @@ def read_table(path: str | Path, *, dtype, what: str, ncols: int | None = None, 
             ids = table[:, :int_columns]
             if not int_columns or bool((ids == np.round(ids)).all()):
                 return table
-    raise _bad_line_error(text, path, ncols, np.dtype(dtype), what, int_columns)
+    raise _bad_line_error(text, path, ncols, np.dtype(dtype), what, int_columns, first_line)

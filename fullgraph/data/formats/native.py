@@ -38,8 +38,9 @@ header), so that it names the numbers whatever header padding a tool writes.
 Writing (:func:`write_native`) goes into a temporary sibling folder that is renamed into place when
 complete, so a reader never sees half a dataset. It writes each array in blocks of about
 ``block_bytes`` (hashing as it goes), so writing adds no second copy of the graph. It replaces an
-earlier native folder, fills an empty one, and refuses anything else. :func:`write_native_edges`
-writes it from edges that arrive in blocks, sorting them on disk (a graph larger than memory);
+earlier native folder, fills an empty one, and refuses anything else.
+:func:`~fullgraph.data.formats.native_edges.write_native_edges` writes it from edges that arrive in
+blocks, sorting them on disk (a graph larger than memory);
 :func:`fullgraph.data.pyg.write_pyg` from a PyG ``Data``. Loading: :mod:`.native_read`.
 """
 
@@ -60,10 +61,9 @@ import torch
 from fullgraph.data.graph import Graph
 from fullgraph.data.preprocess import is_standard_structure
 from fullgraph.errors import InputError
-from fullgraph.ops.csr import indptr_from_counts, row_spans
 
-__all__ = ["NATIVE_FORMAT", "NATIVE_VERSION", "VERIFY_AUTO_MAX_BYTES", "write_native", "write_native_edges",
-           "is_preprocessed", "check_target"]
+__all__ = ["NATIVE_FORMAT", "NATIVE_VERSION", "VERIFY_AUTO_MAX_BYTES", "write_native", "is_preprocessed",
+           "check_target"]
 
 NATIVE_FORMAT = "fullgraph-native"
 NATIVE_VERSION = 1
@@ -156,7 +156,9 @@ class _FolderWriter:
         self.files[name] = _write_npy(self.tmp / name, dtype, tuple(int(s) for s in shape), blocks)
 
     def tensor(self, name: str, dtype, t) -> None:
-        self.array(name, dtype, tuple(t.shape), _blocks(t, self.block_bytes))
+        """A tensor, an array, or rows that arrive in blocks (``native_edges.Rows``)."""
+        rows = t.row_blocks(self.block_bytes) if hasattr(t, "row_blocks") else _blocks(t, self.block_bytes)
+        self.array(name, dtype, tuple(t.shape), rows)
 
     def commit(self, meta: dict) -> dict:
         meta = {**meta, "files": self.files}
@@ -244,140 +246,3 @@ def _write_nodes(w: _FolderWriter, graph: Graph) -> None:
     w.tensor("y.npy", _F4 if graph.multilabel else _I8, graph.y)
     for m in MASKS:
         w.tensor(f"{m}.npy", _B1, getattr(graph, m))
-
-
-def _edge_pairs(edge_blocks, n: int, idx: np.dtype) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    for i, block in enumerate(edge_blocks):
-        try:
-            src, dst = block
-        except (TypeError, ValueError):
-            raise InputError(f"expected each edge block to be a (src, dst) pair (got {type(block).__name__} "
-                             f"as block {i})") from None
-        src = src.numpy() if isinstance(src, torch.Tensor) else np.asarray(src)
-        dst = dst.numpy() if isinstance(dst, torch.Tensor) else np.asarray(dst)
-        if src.shape != dst.shape or src.ndim != 1 or not (np.issubdtype(src.dtype, np.integer)
-                                                           and np.issubdtype(dst.dtype, np.integer)):
-            raise InputError(f"expected edge block {i} to be two equally long 1-D integer arrays "
-                             f"(got {src.dtype} {src.shape} and {dst.dtype} {dst.shape})")
-        for what, ids in (("source", src), ("destination", dst)):
-            if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
-                raise InputError(f"expected edge {what} ids in [0, {n}) in edge block {i} "
-                                 f"(got {int(ids.min())}..{int(ids.max())})")
-        yield src.astype(idx, copy=False), dst.astype(idx, copy=False)
-
-
-def _spill_edges(path, edge_blocks, n: int, idx: np.dtype, pair: np.dtype, symmetrize: bool,
-                 drop_self_loops: bool) -> tuple[np.ndarray, int]:
-    """Pass 1 of :func:`write_native_edges`: ``(dst, src)`` pairs appended to ``path`` as they come (both
-    directions when symmetrizing); each row's edge count and the number of pairs written."""
-    counts = np.zeros(n, dtype=np.int64)
-    spilled = 0
-    with open(path, "wb") as f:
-        for src, dst in _edge_pairs(edge_blocks, n, idx):
-            if drop_self_loops:
-                keep = src != dst
-                src, dst = src[keep], dst[keep]
-            if symmetrize:
-                src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
-            block = np.empty(src.size, dtype=pair)
-            block["dst"], block["src"] = dst, src
-            f.write(memoryview(block).cast("B"))
-            counts += np.bincount(dst, minlength=n)
-            spilled += src.size
-    return counts, spilled
-
-
-def _bucket_edges(w: _FolderWriter, indptr: np.ndarray, spilled: int, pair: np.dtype, step: int) -> list[int]:
-    """Pass 2: the spill split by destination into ``bucket-i.spill`` files of whole rows, each small
-    enough to sort in memory (~32 bytes per edge; at most ~512 files); the buckets' row bounds."""
-    per_bucket = max(w.block_bytes // 32, -(-spilled // 512), 1)
-    bounds = [0] + [r1 for _, r1 in row_spans(indptr, per_bucket)]
-    bounds_arr = np.asarray(bounds[1:-1], dtype=np.int64)
-    outs = [open(w.tmp / f"bucket-{i}.spill", "wb") for i in range(len(bounds) - 1)]
-    try:
-        for a in range(0, spilled, step):
-            block = np.fromfile(w.tmp / "edges.spill", dtype=pair, count=min(step, spilled - a),
-                                offset=a * pair.itemsize)
-            which = np.searchsorted(bounds_arr, block["dst"], side="right")
-            order = np.argsort(which, kind="stable")
-            block, cuts = block[order], np.searchsorted(which[order], np.arange(1, len(outs)))
-            for out, part in zip(outs, np.split(block, cuts)):
-                if part.size:
-                    out.write(memoryview(part).cast("B"))
-    finally:
-        for out in outs:
-            out.close()
-    (w.tmp / "edges.spill").unlink()
-    return bounds
-
-
-def _sort_buckets(w: _FolderWriter, bounds: list[int], counts: np.ndarray, n: int, idx: np.dtype, pair: np.dtype,
-                  dedupe: bool) -> int:
-    """Pass 3: each bucket's rows sorted (and deduplicated, recounting ``counts`` in place) into
-    ``sorted.spill``; the number of edges stored."""
-    stored = 0
-    with open(w.tmp / "sorted.spill", "wb") as f:
-        for i, (r0, r1) in enumerate(zip(bounds[:-1], bounds[1:])):
-            path = w.tmp / f"bucket-{i}.spill"
-            part = np.fromfile(path, dtype=pair)
-            path.unlink()
-            key = (part["dst"].astype(np.int64) - r0) * n + part["src"]
-            del part
-            key.sort()
-            if dedupe and key.size:
-                key = key[np.concatenate(([True], key[1:] != key[:-1]))]
-                counts[r0:r1] = np.bincount(key // n, minlength=r1 - r0)
-            out = (key % n).astype(idx)
-            f.write(memoryview(out).cast("B"))
-            stored += out.size
-    return stored
-
-
-def write_native_edges(out_dir: str | os.PathLike, num_nodes: int, edge_blocks: Iterable, *, x, y, train_mask,
-                       val_mask, test_mask, name: str = "graph", num_classes: int | None = None,
-                       symmetrize: bool = True, dedupe: bool = True, drop_self_loops: bool = True,
-                       feature_norm: str = "none", source: str | None = None, block_bytes: int = BLOCK_BYTES) -> dict:
-    """Write a native folder from edges that arrive in blocks, without holding them all in memory.
-
-    ``edge_blocks`` yields ``(src, dst)`` pairs of integer arrays (edges ``src -> dst``, any order,
-    any block size); a generator producing a graph too large for memory writes it this way. With
-    the defaults the stored structure is what :func:`fullgraph.data.datasets.preprocess` would make
-    of the same edges (the reverse of each edge added, duplicates merged, self loops dropped), and
-    meta.json says so. ``x``, ``y`` and the masks are as :class:`Graph` takes them (an ``np.memmap``
-    of features is read block by block). Returns what :func:`write_native` returns.
-
-    Memory: two ``int64 [N]`` arrays plus a few times ``block_bytes``, whatever the edge count. Disk:
-    the edges are spilled into the temporary folder (8 or 16 bytes per edge, both directions when
-    symmetrizing), split by destination into row-range buckets small enough to sort in memory, and
-    each bucket is sorted (and deduplicated) on its way into ``indices.npy``: three sequential
-    passes over the spill, never a random write.
-    """
-    n = int(num_nodes)
-    if n < 1:
-        raise InputError(f"expected num_nodes >= 1 (got {num_nodes})")
-    # the node data is checked by Graph itself, over an edgeless structure (no copy of x or y)
-    nodes = Graph(indptr=torch.zeros(n + 1, dtype=torch.int64), indices=torch.zeros(0, dtype=torch.int64), x=x,
-                  y=y, train_mask=train_mask, val_mask=val_mask, test_mask=test_mask, name=name,
-                  num_classes=num_classes)
-    idx = _I4 if n - 1 <= INT32_MAX else _I8
-    pair = np.dtype([("dst", idx), ("src", idx)])
-    meta = _base_meta(nodes, preprocessed=symmetrize and dedupe and drop_self_loops, feature_norm=feature_norm,
-                      source=source)
-    w = _FolderWriter(out_dir, block_bytes)
-    step = max(1, w.block_bytes // pair.itemsize)  # edges per block read back from a spill
-    try:
-        counts, spilled = _spill_edges(w.tmp / "edges.spill", edge_blocks, n, idx, pair, symmetrize, drop_self_loops)
-        bounds = _bucket_edges(w, indptr_from_counts(counts), spilled, pair, step)
-        stored = _sort_buckets(w, bounds, counts, n, idx, pair, dedupe)
-        indptr = indptr_from_counts(counts)  # of the rows as stored (deduplicated)
-        w.array("indptr.npy", _I8, (n + 1,), (indptr[i:i + step] for i in range(0, n + 1, step)))
-        w.array("indices.npy", idx, (stored,), (
-            np.fromfile(w.tmp / "sorted.spill", dtype=idx, count=min(step, stored - i), offset=i * idx.itemsize)
-            for i in range(0, stored, step)))
-        (w.tmp / "sorted.spill").unlink()
-        _write_nodes(w, nodes)
-        meta["counts"]["num_edges"] = stored
-        return w.commit(meta)
-    except BaseException:
-        w.abort()
-        raise
