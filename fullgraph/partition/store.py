@@ -35,7 +35,11 @@ open file (one copy: the part itself). Only one part is made at a time when writ
 Writes are atomic: everything goes to a temporary sibling folder that is renamed into place at
 the end, so an interrupted run never leaves a half-written partition (a previous partition in
 ``out_dir`` is replaced only once the new one is complete). A folder that exists, is not empty
-and holds no ``partition.json`` is never overwritten.
+and holds no ``partition.json`` is never overwritten. Two writers make this folder: :func:`save_partition`
+from a :class:`PartitionBook` of a graph in memory, and
+:func:`fullgraph.partition.stream_store.save_partition_streaming` from a dataset folder read in
+blocks; they share the folder's commit (:class:`PartitionWriter`) and the making of
+``partition.json`` (:func:`partition_doc`), so the two folders cannot drift apart.
 
 Cache. :func:`cached_partition` keeps METIS results (``node_part``) under
 ``$FULLGRAPH_CACHE/partitions`` (default ``~/.cache/fullgraph/partitions``, or the ``cache_dir``
@@ -125,66 +129,121 @@ def _checked_state(path: Path, entry: dict, mmap: bool = False):
         raise InputError(f"expected part file {path} (got {type(e).__name__}: {e})") from None
 
 
-def save_partition(book: PartitionBook, graph: Graph, out_dir, meta: dict | None = None) -> Path:
-    """Write ``book`` (a partition of ``graph``) to ``out_dir`` in the layout above; returns the path.
-
-    ``meta`` is recorded as is (it must be JSON-serializable); its ``method``, ``seed``, ``weight``
-    and ``metis_sample`` entries are also lifted to the top level.
-    """
-    out = Path(out_dir)
+def checked_meta(meta: dict | None) -> dict:
+    """A copy of the caller's partition metadata, refused now (before any work) unless it can be
+    written as JSON."""
     meta = dict(meta or {})
-    if graph is not book.graph and graph.fingerprint() != book.graph.fingerprint():
-        raise InputError(f"expected the graph the partition book was built from (got {graph.name!r} "
-                         f"with another fingerprint)")
     try:
         json.dumps(meta)
     except (TypeError, ValueError) as e:
         raise InputError(f"expected JSON-serializable partition metadata (got {e})") from None
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / META_FILE).exists())):
-        raise InputError(f"expected {out} to be a partition folder or a new/empty folder "
-                         f"(got an existing {'folder without ' + META_FILE if out.is_dir() else 'file'}); "
-                         "refusing to overwrite it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
-        files = []
-        for i in range(book.num_parts):
-            part = book._parts.get(i) or book._make_part(i)  # not kept: one part's features at a time
-            rel = _part_file(i)
-            (tmp / rel).parent.mkdir()
-            with open(tmp / rel, "wb") as f:
-                out_file = _HashingFile(f)
-                torch.save(part.state_dict(), out_file)  # streamed: no copy of the part in memory
-                f.flush()
-                os.fsync(f.fileno())
-            files.append({"part": i, "path": rel, "bytes": out_file.bytes, "sha256": out_file.sha256.hexdigest()})
-            del part
-        summary = book.summary()
-        doc = {
-            "format": FORMAT, "version": FORMAT_VERSION, "graph": graph.name, "fingerprint": graph.fingerprint(),
-            "method": meta.get("method"), "parts": book.num_parts, "seed": meta.get("seed"),
-            "weight": meta.get("weight"), "metis_sample": meta.get("metis_sample"), "num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
-            "num_features": graph.num_features, "num_classes": int(graph.num_classes),
+    return meta
+
+
+def graph_facts(graph: Graph) -> dict:
+    """What ``partition.json`` records of the partitioned graph. A writer that never holds the
+    graph (:mod:`fullgraph.partition.stream_store`) fills the same keys from its own reading."""
+    return {"graph": graph.name, "fingerprint": graph.fingerprint(), "num_nodes": graph.num_nodes,
+            "num_edges": graph.num_edges, "num_features": graph.num_features, "num_classes": int(graph.num_classes),
             "multilabel": graph.multilabel, "sparse_features": graph.x.layout == torch.sparse_csr,
-            "global_num_train": int(graph.train_mask.sum()),
-            "replication_factor": book.replication_factor, "cut_edges": summary["cut_edges"],
-            "imbalance": summary["imbalance"], "part_stats": book.stats(), "files": files, "meta": meta,
-        }
-        with open(tmp / META_FILE, "w") as f:
+            "global_num_train": int(graph.train_mask.sum())}
+
+
+def partition_doc(facts: dict, stats: list[dict], cut_edges: int, files: list[dict], meta: dict) -> dict:
+    """The content of ``partition.json``, in its key order, from the graph's facts
+    (:func:`graph_facts`), the per-part statistics (``PartitionBook.stats()``'s rows) and the file
+    entries. The replication factor and the imbalance are derived here from the statistics, so both
+    writers compute them the same way, with the same integer sums."""
+    inner = [r["inner"] for r in stats]
+    return {
+        "format": FORMAT, "version": FORMAT_VERSION, "graph": facts["graph"], "fingerprint": facts["fingerprint"],
+        "method": meta.get("method"), "parts": len(stats), "seed": meta.get("seed"), "weight": meta.get("weight"),
+        "metis_sample": meta.get("metis_sample"),
+        **{k: facts[k] for k in ("num_nodes", "num_edges", "num_features", "num_classes", "multilabel",
+                                 "sparse_features", "global_num_train")},
+        "replication_factor": sum(r["halo"] for r in stats) / facts["num_nodes"], "cut_edges": int(cut_edges),
+        "imbalance": max(inner) / (sum(inner) / len(inner)), "part_stats": stats, "files": files, "meta": meta,
+    }
+
+
+class PartitionWriter:
+    """A partition folder being written: part files go into a temporary sibling folder, which
+    :meth:`commit` renames into place once ``partition.json`` is there, so that a reader never
+    sees half a partition. Use it as a context manager: leaving the block by an exception removes
+    the temporary folder.
+
+    Made before any long computation: it refuses at once a target that is a file, or a non-empty
+    folder holding no ``partition.json`` (someone else's files)."""
+
+    def __init__(self, out_dir):
+        self.out = Path(out_dir)
+        out = self.out
+        if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / META_FILE).exists())):
+            raise InputError(f"expected {out} to be a partition folder or a new/empty folder "
+                             f"(got an existing {'folder without ' + META_FILE if out.is_dir() else 'file'}); "
+                             "refusing to overwrite it")
+        self.files: list[dict] = []
+        self.tmp: Path | None = None
+
+    def __enter__(self) -> "PartitionWriter":
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = self.out.parent / f".{self.out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.tmp.mkdir()
+        return self
+
+    def __exit__(self, kind, value, tb) -> None:
+        if kind is not None and self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def write_part(self, part: Part) -> None:
+        """Part ``part.part_id`` (the next one: parts are written in order), streamed into its
+        file by ``torch.save`` and hashed on the way (no copy of the part's bytes in memory)."""
+        i, rel = len(self.files), _part_file(len(self.files))
+        if part.part_id != i:
+            raise ValueError(f"parts are written in order: expected part {i} (got {part.part_id})")
+        (self.tmp / rel).parent.mkdir()
+        with open(self.tmp / rel, "wb") as f:
+            out_file = _HashingFile(f)
+            torch.save(part.state_dict(), out_file)
+            f.flush()
+            os.fsync(f.fileno())
+        self.files.append({"part": i, "path": rel, "bytes": out_file.bytes, "sha256": out_file.sha256.hexdigest()})
+
+    def commit(self, doc: dict) -> Path:
+        """Write ``partition.json`` and move the folder into place (replacing an earlier partition
+        only now that the new one is complete)."""
+        with open(self.tmp / META_FILE, "w") as f:
             json.dump(doc, f, indent=2)
             f.write("\n")
         old = None
-        if out.exists():
-            old = out.parent / f".{out.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-            out.rename(old)
-        tmp.rename(out)
+        if self.out.exists():
+            old = self.out.parent / f".{self.out.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            self.out.rename(old)
+        self.tmp.rename(self.out)
+        self.tmp = None
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+        return self.out
+
+
+def save_partition(book: PartitionBook, graph: Graph, out_dir, meta: dict | None = None) -> Path:
+    """Write ``book`` (a partition of ``graph``) to ``out_dir`` in the layout above; returns the path.
+
+    ``meta`` is recorded as is (it must be JSON-serializable); its ``method``, ``seed``, ``weight``
+    and ``metis_sample`` entries are also lifted to the top level. The same folder, without the
+    graph in memory: :func:`fullgraph.partition.stream_store.save_partition_streaming`.
+    """
+    if graph is not book.graph and graph.fingerprint() != book.graph.fingerprint():
+        raise InputError(f"expected the graph the partition book was built from (got {graph.name!r} "
+                         f"with another fingerprint)")
+    meta = checked_meta(meta)
+    with PartitionWriter(out_dir) as writer:
+        for i in range(book.num_parts):
+            part = book._parts.get(i) or book._make_part(i)  # not kept: one part's features at a time
+            writer.write_part(part)
+            del part
+        doc = partition_doc(graph_facts(graph), book.stats(), book.summary()["cut_edges"], writer.files, meta)
+        return writer.commit(doc)
 
 
 def load_meta(out_dir) -> dict:
