@@ -107,12 +107,34 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     check_target(args.out)
+    meta = _convert_ogb(args)
+    if meta is not None:
+        _wrote(args.out, meta, start)
+        return 0
     cfg = TrainConfig.of(dataset=args.dataset, root=args.root, split=args.split)
     graph = load_raw_graph(cfg)  # every source comes out preprocessed
     meta = write_native(graph, args.out, preprocessed=True, feature_norm=feature_norm_of(cfg),
                         source=f"fullgraph convert --dataset {args.dataset} --split {args.split}")
     _wrote(args.out, meta, start)
     return 0
+
+
+def _convert_ogb(args: argparse.Namespace) -> dict | None:
+    """An OGB folder given as a path, streamed into the native folder in bounded memory
+    (:mod:`fullgraph.data.formats.ogb_convert`); ``None`` for any other source."""
+    from fullgraph.data.detect import detect, looks_like_path
+
+    if not looks_like_path(args.dataset):
+        return None
+    det = detect(args.dataset)
+    if det.kind != "ogb":
+        return None
+    from fullgraph.data.formats.ogb import open_ogb
+    from fullgraph.data.formats.ogb_convert import convert_ogb
+
+    _need(args.split == 0, f"expected --split 0 for {det.path} (OGB data has one published split) (got {args.split})")
+    return convert_ogb(open_ogb(det.path, det.name), args.out,
+                       source=f"fullgraph convert --dataset {args.dataset} (OGB {det.options['layout']} layout)")
 
 
 def cmd_datasets(args: argparse.Namespace) -> int:

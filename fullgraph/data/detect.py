@@ -6,8 +6,9 @@ rules, tried in this order on a folder (the first that matches wins):
 
 =============  ==================================================================================
 native         ``meta.json`` whose ``format`` is ``fullgraph-native`` (:mod:`.formats.native`)
-ogb            ``raw/edge.csv.gz`` (OGB node-property raw layout, :mod:`.formats.ogb`);
-               ``raw/data.npz`` (the ogbn-papers100M layout) is recognised and refused by name
+ogb            ``raw/data.npz`` (ogbn-papers100M's binary layout), or ``raw/edge.csv.gz`` with
+               ``raw/node-feat.csv.gz`` (arxiv, products) or ``raw/edge-feat.csv.gz`` (proteins)
+               (:mod:`.formats.ogb`)
 graphsaint     ``adj_full.npz``, or ``class_map.json`` with ``role.json`` (:mod:`.formats.graphsaint`)
 planetoid      ``ind.NAME.graph`` (with the other ``ind.NAME.*`` files; :mod:`.formats.planetoid`)
 edgelist       ``edges.txt``/``.csv``/``.tsv`` with ``features.*`` and ``labels.*``
@@ -27,7 +28,9 @@ stored, memory-mapped. ``--split`` means what it means for the named datasets: t
 heterophilous ``.npz`` (0..9), the seed of the per-class split drawn for a Shchur ``.npz`` or an edge
 list without split files, and 0 for formats with one published split. ``--feature-norm auto`` is
 ``row`` for a Planetoid folder, what ``meta.json`` says for a native folder (``convert`` records it,
-so a converted Cora trains like ``--dataset cora``), and ``none`` otherwise.
+so a converted Cora trains like ``--dataset cora``), and ``none`` otherwise. ``--metric auto`` is
+ROC-AUC for ogbn-proteins' layout and for a native folder whose ``meta.json`` names that metric
+(a converted ogbn-proteins), and the task's default otherwise (:mod:`fullgraph.train.metrics`).
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ __all__ = ["Detected", "detect", "looks_like_path", "load_path"]
 log = logging.getLogger("fullgraph")
 
 _WHAT_WE_LOOK_FOR = (
-    "meta.json of a fullgraph native folder; raw/edge.csv.gz (OGB); adj_full.npz or class_map.json + "
+    "meta.json of a fullgraph native folder; raw/data.npz or raw/edge.csv.gz (OGB); adj_full.npz or class_map.json + "
     "role.json (GraphSAINT); ind.NAME.graph (Planetoid); edges.txt|csv|tsv + features + labels (edge list); "
     "one .npz file (Shchur or heterophilous-graphs)"
 )
@@ -54,12 +57,15 @@ _WHAT_WE_LOOK_FOR = (
 
 @dataclass(frozen=True)
 class Detected:
-    """What a path holds: ``kind`` (a format name), the ``path`` its loader reads, a ``name``."""
+    """What a path holds: ``kind`` (a format name), the ``path`` its loader reads, a ``name``; what
+    ``auto`` means for it: ``feature_norm``, and ``metric``, the one its publishers report (``None``:
+    the task's default)."""
 
     kind: str
     path: Path
     name: str
     feature_norm: str = "none"
+    metric: str | None = None
     options: dict = field(default_factory=dict)
 
 
@@ -115,20 +121,15 @@ def detect(path: str | os.PathLike) -> Detected:
     if (p / "meta.json").is_file() and is_native_folder(p):
         meta = read_native_meta(p)
         norm = meta.get("feature_norm") if meta.get("feature_norm") in ("row", "none") else "none"
-        return Detected("native", p, meta.get("name") or _name_of(p), norm,
+        metric = meta.get("metric") if meta.get("metric") in ("acc", "rocauc", "micro-f1") else None
+        return Detected("native", p, meta.get("name") or _name_of(p), norm, metric,
                         {"preprocessed": bool(meta.get("preprocessed"))})
-    if (p / "raw" / "edge.csv.gz").is_file():
-        if not (p / "raw" / "node-feat.csv.gz").is_file() and (p / "raw" / "edge-feat.csv.gz").is_file():
-            raise InputError(
-                f"expected node features raw/node-feat.csv.gz in the OGB folder {p} (got only edge features, "
-                f"raw/edge-feat.csv.gz, as in ogbn-proteins; fullgraph trains on node features)"
-            )
-        return Detected("ogb", p, _name_of(p))
-    if (p / "raw" / "data.npz").is_file():
-        raise InputError(
-            f"expected the OGB csv.gz raw layout (raw/edge.csv.gz, raw/node-feat.csv.gz, ...) in {p} "
-            f"(got raw/data.npz, the ogbn-papers100M layout, which fullgraph does not read yet)"
-        )
+    from fullgraph.data.formats.ogb import ogb_layout
+
+    layout = ogb_layout(p)
+    if layout is not None:
+        multilabel = layout == "edge-feat"  # ogbn-proteins' layout: 112 binary tasks, scored by ROC-AUC
+        return Detected("ogb", p, _name_of(p), metric="rocauc" if multilabel else None, options={"layout": layout})
     if (p / "adj_full.npz").is_file() or ((p / "class_map.json").is_file() and (p / "role.json").is_file()):
         return Detected("graphsaint", p, _name_of(p))
     prefixes = sorted(f.name[len("ind."):-len(".graph")] for f in p.glob("ind.*.graph") if f.is_file())
@@ -136,7 +137,7 @@ def detect(path: str | os.PathLike) -> Detected:
         raise InputError(f"expected one Planetoid dataset in {p} (got ind.NAME.graph for {', '.join(prefixes)}; "
                          f"point --dataset at a folder holding one)")
     if prefixes:
-        return Detected("planetoid", p, prefixes[0], "row", {"prefix": prefixes[0]})
+        return Detected("planetoid", p, prefixes[0], "row", options={"prefix": prefixes[0]})
     if any((p / f"edges{ext}").is_file() for ext in (".txt", ".csv", ".tsv")):
         return Detected("edgelist", p, _name_of(p))
     npz = sorted(f for f in p.glob("*.npz") if f.is_file())

@@ -13,11 +13,13 @@ can call it without importing each other.
 
 from __future__ import annotations
 
+import functools
+
 from fullgraph.data.graph import Graph
 from fullgraph.data.preprocess import row_normalize_features
 from fullgraph.errors import InputError
 
-__all__ = ["load_graph", "ROW_NORMALIZED", "feature_norm_of"]
+__all__ = ["load_graph", "ROW_NORMALIZED", "feature_norm_of", "published_metric"]
 
 # Planetoid features are bag-of-words rows that Kipf & Welling's loader row-normalizes.
 ROW_NORMALIZED = frozenset({"cora", "citeseer", "pubmed"})
@@ -36,6 +38,19 @@ def feature_norm_of(cfg) -> str:
     from fullgraph.data.detect import detect, looks_like_path
 
     return detect(cfg.data.dataset).feature_norm if looks_like_path(cfg.data.dataset) else "none"
+
+
+@functools.lru_cache(maxsize=16)
+def _published(dataset: str) -> str | None:
+    from fullgraph.data.detect import detect, looks_like_path
+
+    return detect(dataset).metric if looks_like_path(dataset) else None
+
+
+def published_metric(cfg) -> str | None:
+    """The metric the dataset's publishers report, where the dataset records one (an OGB
+    proteins-layout folder, or a native folder converted from one): what ``--metric auto`` picks."""
+    return _published(cfg.data.dataset)
 
 
 def load_raw_graph(cfg) -> Graph:

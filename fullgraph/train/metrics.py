@@ -7,7 +7,8 @@
   (monotone in its softmax probability). Multi-label: the mean over labels that have both a
   positive and a negative node in the split (as OGB's evaluator does for ogbn-proteins). More than
   two classes: the mean of one-vs-rest AUCs over softmax probabilities.
-* ``auto``: ROC-AUC for two-class tasks (Platonov et al. report Tolokers, Minesweeper and Questions
+* ``auto``: the metric the dataset's publishers report where the dataset says (OGB's ROC-AUC for
+  ogbn-proteins); otherwise ROC-AUC for two-class tasks (Platonov et al. report Tolokers, Minesweeper and Questions
   that way), micro-F1 for multi-label, accuracy otherwise.
 
 Accuracy and micro-F1 are ratios of counts, so each rank counts its rows and the counts are summed.
@@ -29,10 +30,14 @@ METRIC_NAMES = {"acc": "accuracy", "rocauc": "ROC-AUC", "micro-f1": "micro-F1"}
 """How progress lines and the command line's last line name each metric."""
 
 
-def resolve_metric(metric: str, num_classes: int, multilabel: bool) -> str:
-    """The metric ``auto`` stands for on this task (any other choice is returned as it is)."""
+def resolve_metric(metric: str, num_classes: int, multilabel: bool, published: str | None = None) -> str:
+    """The metric ``auto`` stands for on this task (any other choice is returned as it is):
+    ``published``, the one the dataset's publishers report when it records one (ogbn-proteins:
+    ROC-AUC; ``fullgraph.data.load.published_metric``), else by the task's shape."""
     if metric != "auto":
         return metric
+    if published is not None:
+        return published
     if multilabel:
         return "micro-f1"
     return "rocauc" if num_classes == 2 else "acc"

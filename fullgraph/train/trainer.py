@@ -19,7 +19,7 @@ import torch
 
 from fullgraph.config import TrainConfig
 from fullgraph.data.graph import Graph
-from fullgraph.data.load import load_graph
+from fullgraph.data.load import load_graph, published_metric
 from fullgraph.comm.ledger import CATEGORIES
 from fullgraph.errors import InputError
 from fullgraph.models import GNN
@@ -214,7 +214,7 @@ class Trainer:
     def metric(self) -> str:
         """The metric this run reports and selects by (``--metric``, with ``auto`` resolved)."""
         e = self.engine
-        return resolve_metric(self.cfg.optimization.metric, e.num_classes, e.y.dim() == 2)
+        return resolve_metric(self.cfg.optimization.metric, e.num_classes, e.y.dim() == 2, published_metric(self.cfg))
 
     @torch.no_grad()
     def evaluate(self) -> dict:

@@ -265,7 +265,7 @@ def test_ogb_malformed_files(tmp_path):
         load_ogb(folder)
     _write_ogb(folder)
     _gz(folder / "raw" / "num-node-list.csv.gz", "7\n")
-    with pytest.raises(InputError, match="node count 5"):
+    with pytest.raises(InputError, match="7 label rows"):
         load_ogb(folder)
     _write_ogb(folder)
     _gz(folder / "split" / "time" / "test.csv.gz", "9\n")

@@ -324,13 +324,17 @@ def test_unrecognised_and_refused_folders(tmp_path, small):
     _ogb(proteins)
     (proteins / "raw" / "node-feat.csv.gz").unlink()
     _gz(proteins / "raw" / "edge-feat.csv.gz", "0.1\n")
-    with pytest.raises(InputError, match="ogbn-proteins"):
-        detect(proteins)
+    assert (detect(proteins).kind, detect(proteins).options["layout"], detect(proteins).metric) == \
+        ("ogb", "edge-feat", "rocauc")
     papers = tmp_path / "papers"
     (papers / "raw").mkdir(parents=True)
     np.savez(papers / "raw" / "data.npz", edge_index=np.zeros((2, 1), dtype=np.int64))
-    with pytest.raises(InputError, match="papers100M"):
-        detect(papers)
+    assert (detect(papers).kind, detect(papers).options["layout"], detect(papers).metric) == ("ogb", "binary", None)
+    _gz(papers / "split" / "time" / "train.csv.gz", "0\n")
+    _gz(papers / "split" / "time" / "valid.csv.gz", "0\n")
+    _gz(papers / "split" / "time" / "test.csv.gz", "0\n")
+    with pytest.raises(InputError, match="node-label.npz"):
+        load_graph(TrainConfig.of(dataset=str(papers)))
     two = tmp_path / "two"
     _hetero(two)
     shutil.copy(two / "whatever.npz", two / "other.npz")
