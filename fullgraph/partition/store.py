@@ -185,7 +185,7 @@ class PartitionWriter:
         self.files: list[dict] = []
         self.tmp: Path | None = None
 
-    def __enter__(self) -> "PartitionWriter":
+    def __enter__(self) -> PartitionWriter:
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = self.out.parent / f".{self.out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.tmp.mkdir()
