@@ -171,10 +171,10 @@ class ParallelOptions(_Section):
     nprocs: int = 1
     """Number of processes (started locally, or the torchrun world size)."""
     partitioner: str = "metis"
-    """How nodes are split into parts: metis (communication volume, balanced by node count),
-    metis-degree (balanced by degree), metis-memory (balanced by the estimated memory of each rank
-    for this run's model: ``fullgraph.partition.balance``), random, contiguous, or permuted
-    (contiguous after a seeded random permutation)."""
+    """How nodes are split into parts: metis (communication volume, balanced by node count), metis-degree
+    (by degree), metis-memory (by each rank's estimated memory for this run's model: ``partition.balance``),
+    fennel (streaming: bytes per node, not per edge, for graphs METIS cannot hold; balanced as
+    metis-memory), random, contiguous, or permuted (contiguous after a seeded random permutation)."""
     metis_sample: float = 1.0
     """METIS partitions a uniform sample of the undirected edges, each kept with this probability
     (1: every edge). METIS's memory, ~150 bytes per edge it sees, is most of partitioning's; 0.25

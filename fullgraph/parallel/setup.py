@@ -21,58 +21,143 @@ log = logging.getLogger("fullgraph")
 
 
 def _method(partitioner: str) -> tuple[str, str]:
-    """``--partitioner`` as (method, what METIS balances)."""
+    """``--partitioner`` as (method, what it balances): fennel, made for the graphs whose ranks are
+    short of memory, always balances the memory of this run's model."""
     if partitioner.startswith("metis-"):
         return "metis", partitioner.removeprefix("metis-")
-    return partitioner, "nodes"
+    return partitioner, "memory" if partitioner == "fennel" else "nodes"
 
 
-def prepare_partition_dir(cfg, parts: int, out: str | Path | None = None, graph=None) -> Path:
-    """The folder of ``cfg.data.dataset`` cut into ``parts`` parts by ``cfg.parallel.partitioner``; made once and
-    reused (keyed by the graph's fingerprint, method, parts and seed) unless ``out`` is given."""
-    from fullgraph.partition import PartitionBook, cache_root, cached_partition, save_partition
-    from fullgraph.partition.store import load_meta
-    graph = load_graph(cfg) if graph is None else graph
-    if parts > graph.num_nodes:
-        from fullgraph.errors import InputError
+def native_folder_as_stored(cfg) -> Path | None:
+    """The native dataset folder ``cfg`` names when the graph a run trains on is that folder's files
+    as they are (preprocessed, its stored split, no feature normalization), else ``None``. Such a
+    folder can be partitioned from its files, one part at a time, without loading the graph."""
+    from fullgraph.data.detect import detect, looks_like_path
+    from fullgraph.data.load import feature_norm_of
 
-        raise InputError(f"expected at most one part per node (got {parts} parts for {graph.num_nodes} nodes)")
+    if not looks_like_path(cfg.data.dataset) or cfg.data.split != 0 or feature_norm_of(cfg) != "none":
+        return None
+    det = detect(cfg.data.dataset)
+    return Path(det.path) if det.kind == "native" and det.options.get("preprocessed") else None
+
+
+def _partition_key(cfg, parts: int, identity: str) -> str:
+    """The cache key of a partition: the graph's ``identity`` (its fingerprint, or its folder's
+    checksums), the partitioner, parts, seed, METIS's sample and the model a memory balance is for."""
     method, weight = _method(cfg.parallel.partitioner)
-    key = f"{graph.fingerprint()[:20]}-{cfg.parallel.partitioner}-{parts}-{cfg.optimization.seed}"
+    key = f"{identity[:20]}-{cfg.parallel.partitioner}-{parts}-{cfg.optimization.seed}"
     if cfg.parallel.metis_sample != 1.0 and method == "metis":
         key += f"-q{cfg.parallel.metis_sample:g}"
     if weight == "memory":  # balanced for one model: another model gets its own parts
         opts = json.dumps(model_memory_options(cfg), sort_keys=True)
         key += "-" + hashlib.sha256(opts.encode()).hexdigest()[:12]
+    return key
+
+
+def _partition_meta(cfg, parts: int, key: str) -> dict:
+    """``partition.json``'s ``meta``: how the partition was made."""
+    method, weight = _method(cfg.parallel.partitioner)
+    return {"dataset": cfg.data.dataset, "method": cfg.parallel.partitioner, "parts": parts,
+            "seed": cfg.optimization.seed,
+            "weight": weight, **({"balanced_for": model_memory_options(cfg)} if weight == "memory" else {}),
+            "metis_sample": cfg.parallel.metis_sample if method == "metis" else None,
+            "feature_norm": cfg.data.feature_norm, "cache_key": hashlib.sha256(key.encode()).hexdigest()[:16]}
+
+
+def _memory_cost(cfg):
+    return functools.partial(variable_bytes, model_opts=model_memory_options(cfg))
+
+
+def _check_parts(parts: int, num_nodes: int) -> None:
+    if parts > num_nodes:
+        from fullgraph.errors import InputError
+
+        raise InputError(f"expected at most one part per node (got {parts} parts for {num_nodes} nodes)")
+
+
+def _cached(target: Path, out) -> bool:
+    """Whether ``target`` is a usable cached partition (a stale or damaged entry is rebuilt, never trusted)."""
+    from fullgraph.partition.store import load_meta
+
+    if out is not None or not (target / "partition.json").is_file():
+        return False
+    try:
+        load_meta(target)
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def prepare_partition_dir(cfg, parts: int, out: str | Path | None = None, graph=None) -> Path:
+    """The folder of ``cfg.data.dataset`` cut into ``parts`` parts by ``cfg.parallel.partitioner``; made once and
+    reused (keyed by the graph's fingerprint, method, parts and seed) unless ``out`` is given.
+
+    With ``fennel`` on a native folder used as stored (:func:`native_folder_as_stored`) and no
+    ``graph`` given, nothing is loaded: the partitioner streams the folder's structure and the parts
+    are written one at a time from its files (:func:`_stream_partition_dir`), so the memory follows
+    the nodes and the largest part, not the edges."""
+    from fullgraph.partition import cache_root, cached_partition, check_node_part, save_partition
+    from fullgraph.partition.book import PartitionBook
+
+    method, weight = _method(cfg.parallel.partitioner)
+    folder = native_folder_as_stored(cfg) if graph is None and method == "fennel" else None
+    if folder is not None:
+        return _stream_partition_dir(cfg, parts, folder, out)
+    graph = load_graph(cfg) if graph is None else graph
+    _check_parts(parts, graph.num_nodes)
+    key = _partition_key(cfg, parts, graph.fingerprint())
     target = Path(out) if out is not None else cache_root() / "parts" / key
-    if out is None and (target / "partition.json").is_file():
-        try:
-            load_meta(target)
-            return target
-        except Exception:  # a stale or damaged cache entry is rebuilt, never trusted
-            pass
+    if _cached(target, out):
+        return target
     t0 = time.perf_counter()
     if weight == "memory":
-        from fullgraph.partition.balance import metis_by_memory
+        from fullgraph.partition.balance import fennel_by_memory, metis_by_memory
 
-        cost = functools.partial(variable_bytes, model_opts=model_memory_options(cfg))
-        node_part = metis_by_memory(graph, parts, cfg.optimization.seed, cfg.parallel.metis_sample, cost)
+        if method == "fennel":
+            node_part = check_node_part(fennel_by_memory(graph, parts, cfg.optimization.seed, _memory_cost(cfg)),
+                                        graph.num_nodes, parts)
+        else:
+            node_part = metis_by_memory(graph, parts, cfg.optimization.seed, cfg.parallel.metis_sample,
+                                        _memory_cost(cfg))
     else:
         node_part = cached_partition(graph, parts, method, cfg.optimization.seed, weight=weight,
                                      sample=cfg.parallel.metis_sample if method == "metis" else 1.0)
     t1 = time.perf_counter()
     book = PartitionBook.build(graph, node_part)
     t2 = time.perf_counter()
-    meta = {"dataset": cfg.data.dataset, "method": cfg.parallel.partitioner, "parts": parts,
-            "seed": cfg.optimization.seed,
-            "weight": weight, **({"balanced_for": model_memory_options(cfg)} if weight == "memory" else {}),
-            "metis_sample": cfg.parallel.metis_sample if method == "metis" else None,
-            "feature_norm": cfg.data.feature_norm, "cache_key": hashlib.sha256(key.encode()).hexdigest()[:16]}
-    save_partition(book, graph, target, meta)
+    save_partition(book, graph, target, _partition_meta(cfg, parts, key))
     t3 = time.perf_counter()
     log.info("partitioned %s into %d parts (%s): replication factor %.3f -> %s (%.1f s: %s %.1f s, book %.1f s, "
              "files %.1f s)", graph.name, parts, cfg.parallel.partitioner, book.replication_factor, target, t3 - t0,
              method, t1 - t0, t2 - t1, t3 - t2)
+    return target
+
+
+def _stream_partition_dir(cfg, parts: int, folder: Path, out) -> Path:
+    """:func:`prepare_partition_dir` for fennel on a native folder, without loading the graph: fennel
+    reads the structure in row blocks, one pass at a time, and ``save_partition_streaming`` writes
+    the same folder ``save_partition`` would, one part at a time. The cache key names the folder's
+    file checksums (its ``meta.json``) instead of the loaded graph's fingerprint."""
+    from fullgraph.data.formats.native_read import read_native_meta
+    from fullgraph.partition import cache_root
+    from fullgraph.partition.balance import fennel_by_memory
+    from fullgraph.partition.store import load_meta
+    from fullgraph.partition.stream_store import save_partition_streaming
+
+    doc = read_native_meta(folder)
+    _check_parts(parts, int(doc["counts"]["num_nodes"]))
+    key = _partition_key(cfg, parts, hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest())
+    target = Path(out) if out is not None else cache_root() / "parts" / key
+    if _cached(target, out):
+        return target
+    t0 = time.perf_counter()
+    node_part = fennel_by_memory(folder, parts, cfg.optimization.seed, _memory_cost(cfg))
+    t1 = time.perf_counter()
+    save_partition_streaming(folder, node_part, target, _partition_meta(cfg, parts, key), num_parts=parts)
+    t2 = time.perf_counter()
+    log.info("partitioned %s into %d parts (fennel, streamed from its files): replication factor %.3f -> %s "
+             "(%.1f s: fennel %.1f s, files %.1f s)", folder, parts, load_meta(target)["replication_factor"],
+             target, t2 - t0, t1 - t0, t2 - t1)
     return target
 
 
@@ -156,7 +241,7 @@ def prepare_run(cfg) -> RunInputs:
     if layout.spmm:  # every rank reads its own block row, cut here once
         return RunInputs(cfg.parallel.partition_dir or str(prepare_block_rows_dir(cfg)))
     chunked = layout.parallel in ("pipeline", "hybrid")
-    graph = load_graph(cfg) if (chunked or cfg.parallel.partition_dir is None) else None
+    graph = load_graph(cfg) if chunked else None  # else prepare_partition_dir loads it only if it must
     pdir = cfg.parallel.partition_dir
     if pdir is not None:
         check_parts(load_meta(pdir), layout.graph_ways, pdir)

@@ -1,6 +1,7 @@
 """Graph partitioning: who owns which node, and what each part needs to train its share.
 
-* :func:`partition_nodes` — ``metis`` / ``random`` / ``contiguous`` / ``permuted`` node → part maps.
+* :func:`partition_nodes` — ``metis`` / ``random`` / ``contiguous`` / ``permuted`` / ``fennel`` node → part
+  maps (``fennel``: a streaming partitioner, :mod:`fullgraph.partition.fennel`).
 * :class:`PartitionBook` / :class:`Part` — inner and halo nodes, per-peer send/recv lists, local
   blocks normalized as the full graph would be.
 * :func:`save_partition` / :func:`load_part` / :func:`load_meta` — the on-disk layout, one folder
@@ -17,7 +18,7 @@ from fullgraph.partition.store import (
 
 PARTITIONERS = ("metis", *(f"metis-{w}" for w in WEIGHTS if w != "nodes"), "metis-memory", *METHODS[1:])
 """``--partitioner``: a method; or METIS with nodes weighted by degree, or by the memory each rank will
-need (``balance.py``)."""
+need (``balance.py``). ``fennel`` is always weighted by that memory there (``parallel/setup.py``)."""
 
 __all__ = [
     "PARTITIONERS", "METHODS", "WEIGHTS", "NORMS", "FORMAT_VERSION", "partition_nodes", "random_permutation",

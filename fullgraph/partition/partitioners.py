@@ -32,6 +32,9 @@ every part is non-empty. Results are deterministic for a given graph, ``parts`` 
   partition book lists inner nodes by global id, so this is distributed exactly like ``random``
   (a different draw for the same seed); it exists because the paper's algebraic layouts describe
   their split this way, and :func:`random_permutation` gives them the permutation itself.
+* ``fennel``: the streaming partitioner of :mod:`fullgraph.partition.fennel` (FENNEL with
+  restreaming), for graphs METIS cannot hold: its memory is a few bytes per node, whatever the
+  edges. Balanced by node count or by degree + 1 within its slack (5%), not to one node.
 """
 
 from __future__ import annotations
@@ -44,13 +47,15 @@ import torch
 
 from fullgraph.data.graph import Graph
 from fullgraph.data.preprocess import is_standard_structure
+from fullgraph.data.formats.native_stream import CSRStream
 from fullgraph.errors import InputError
 from fullgraph.ops.csr import indptr_from_counts, row_ids, row_spans
+from fullgraph.partition.fennel import fennel_stream
 
 __all__ = ["METHODS", "WEIGHTS", "partition_nodes", "metis_csr", "sample_edges", "random_permutation",
            "check_node_part"]
 
-METHODS = ("metis", "random", "contiguous", "permuted")
+METHODS = ("metis", "random", "contiguous", "permuted", "fennel")
 WEIGHTS = ("nodes", "degree")
 _METIS_OBJTYPE_VOL = 1  # METIS_OBJTYPE_VOL in metis.h
 
@@ -234,10 +239,11 @@ def partition_nodes(graph: Graph, parts: int, method: str = "metis", seed: int =
     Args:
         graph: the global graph.
         parts: number of parts, ``1 <= parts <= N``.
-        method: ``metis``, ``random``, ``contiguous`` or ``permuted`` (see the module docstring).
-        seed: seed of the random choices (METIS's seed, the permutations).
-        weight: what METIS balances: ``nodes`` (node count) or ``degree`` (degree + 1 per node).
-            The other methods always balance node counts.
+        method: ``metis``, ``random``, ``contiguous``, ``permuted`` or ``fennel`` (see the module
+            docstring).
+        seed: seed of the random choices (METIS's seed, the permutations, fennel's tie-break).
+        weight: what METIS and fennel balance: ``nodes`` (node count) or ``degree`` (degree + 1
+            per node). The other methods always balance node counts.
         sample: METIS sees each undirected edge with this probability (1: all of them); it bounds
             METIS's memory on big graphs (see the module docstring). Other methods ignore it.
 
@@ -265,6 +271,10 @@ def partition_nodes(graph: Graph, parts: int, method: str = "metis", seed: int =
         return torch.zeros(n, dtype=torch.int64)
     if method == "metis":
         node_part = _metis(graph, parts, seed, weight, sample)
+    elif method == "fennel":
+        stream = CSRStream.of_arrays(graph.indptr, graph.indices, graph.name)
+        node_part = torch.from_numpy(fennel_stream(stream, parts, row_cost=1 if weight == "degree" else None,
+                                                   seed=seed).astype(np.int64))
     elif method == "contiguous":
         node_part = _contiguous_labels(n, parts)
     elif method == "random":

@@ -125,8 +125,8 @@ def _checked_assignment(node_part, n: int, parts: int | None) -> tuple[np.ndarra
 
 
 def _tensor(a: np.ndarray) -> torch.Tensor:
-    """``a`` as a tensor sharing its memory; an empty one made by torch, whose strides numpy leaves
-    at 0 (``torch.save`` records strides, and the part files must equal the in-memory writer's)."""
+    """``a`` as a tensor sharing its memory; an empty one made by torch, with the strides the book's
+    empty tensors have (``torch.save`` records strides, and numpy leaves some empty arrays' at 0)."""
     return torch.from_numpy(a) if a.size else torch.empty(a.shape, dtype=torch.from_numpy(a).dtype)
 
 
@@ -343,10 +343,10 @@ def _make_part(src: _Folder, stream: CSRStream, indptr, part, p: int, P: int, ha
     local = np.concatenate([inner, halo])
     x = (_sparse_x if src.sparse else _dense_x)(src, part, p, halo_mark, colmap, n_local, block_bytes)
     halo_mark[halo] = False  # cleared for the next part
-    t = _tensor
+    t = _tensor  # but ``cols`` is made as the book makes its indices, empty ones included
     obj = Part(part_id=p, num_parts=P, inner=t(inner), halo=t(halo), halo_owner=t(owner),
                recv_counts=t(np.bincount(owner, minlength=P)), send_idx=t(send % n_inner),
-               send_counts=t(np.bincount(send // n_inner, minlength=P)), indptr=t(local_ptr), indices=t(cols),
+               send_counts=t(np.bincount(send // n_inner, minlength=P)), indptr=t(local_ptr), indices=torch.from_numpy(cols),
                degree=t(indptr[local + 1] - indptr[local]), x=x,
                **_inner_rows(src, part, p, n_inner, block_bytes), global_num_nodes=src.n,
                global_num_train=train, num_classes=src.c, name=src.name)

@@ -96,6 +96,21 @@ def test_default_blocks_and_cora(cora, tmp_path):
     _assert_same_folder(a, b, cora.fingerprint())
 
 
+@pytest.mark.parametrize("edges", [[], [(0, 1), (1, 2), (5, 6)]])
+@pytest.mark.parametrize("parts", [1, 5, 12])
+def test_edgeless_graph_and_parts_without_edges(tmp_path, edges, parts):
+    """Parts with no edge, no halo, nothing to send: their empty arrays are saved as the book's."""
+    n = 12
+    src = torch.tensor([u for u, v in edges] + [v for u, v in edges], dtype=torch.int64)
+    dst = torch.tensor([v for u, v in edges] + [u for u, v in edges], dtype=torch.int64)
+    masks = [torch.arange(n) % 3 == i for i in range(3)]
+    g = Graph.from_edges(src, dst, n, x=torch.randn(n, 3), y=torch.arange(n) % 2, train_mask=masks[0],
+                         val_mask=masks[1], test_mask=masks[2], name="few-edges")
+    write_native(g, tmp_path / "ds")
+    g, a, b = _both(tmp_path / "ds", torch.arange(n) % parts, tmp_path, max_edges=2, block_bytes=16)
+    _assert_same_folder(a, b, g.fingerprint())
+
+
 def test_int8_int64_and_tensor_assignments_and_num_parts(dense_folder, tmp_path):
     g = load_native(dense_folder)
     node_part = partition_nodes(g, 3, "random", seed=1)
