@@ -40,7 +40,7 @@ from fullgraph.partition.book import PartitionBook
 from fullgraph.partition.fennel import fennel_stream, stream_part_stats
 from fullgraph.partition.partitioners import metis_csr
 
-__all__ = ["ROUNDS", "graph_counts", "folder_counts", "row_cost", "memory_node_weights", "part_costs",
+__all__ = ["ROUNDS", "graph_counts", "folder_counts", "row_cost", "memory_node_weights", "stats_costs", "part_costs",
            "metis_by_memory", "fennel_by_memory"]
 
 log = logging.getLogger("fullgraph")
@@ -91,7 +91,7 @@ def memory_node_weights(graph: Graph, cost: Cost, halo_per_edge: float = 0.0) ->
     return graph.in_degrees().numpy().astype(np.int64) + c, c
 
 
-def _costs(base: dict, stats, cost: Cost) -> tuple[list[float], float]:
+def stats_costs(base: dict, stats, cost: Cost) -> tuple[list[float], float]:
     """Each part's cost from its ``(inner, halo, edges)`` (sparse features: the part's rows' share of
     them), and the partition's halo rows per local edge."""
     density = None if base["feature_nnz"] is None else base["feature_nnz"] / max(1, base["nodes"])
@@ -108,7 +108,7 @@ def _costs(base: dict, stats, cost: Cost) -> tuple[list[float], float]:
 def part_costs(graph: Graph, node_part: torch.Tensor, parts: int, cost: Cost) -> tuple[list[float], float]:
     """Each part's cost, its halo rows included, and the partition's halo rows per local edge."""
     stats = PartitionBook.build(graph, node_part, parts).stats()
-    return _costs(graph_counts(graph), [(st["inner"], st["halo"], st["edges"]) for st in stats], cost)
+    return stats_costs(graph_counts(graph), [(st["inner"], st["halo"], st["edges"]) for st in stats], cost)
 
 
 def metis_by_memory(graph: Graph, parts: int, seed: int, sample: float, cost: Cost,
@@ -153,7 +153,7 @@ def fennel_by_memory(source, parts: int, seed: int, cost: Cost, rounds: int = RO
         c = row_cost(counts, cost, halo_per_edge)
         node_part = fennel_stream(stream, parts, row_cost=c, seed=seed, initial=node_part, **options)
         st = stream_part_stats(stream, node_part, parts)
-        est, halo_per_edge = _costs(counts, zip(st["inner"], st["halo"], st["edges"]), cost)
+        est, halo_per_edge = stats_costs(counts, zip(st["inner"], st["halo"], st["edges"]), cost)
         est = np.array(est)
         log.info("fennel round %d (a row weighs as %d edges): parts %s MiB, largest / mean %.3f; %.4f halo "
                  "rows per edge, replication factor %.4f", r + 1, c, " ".join(f"{v / 2**20:.0f}" for v in est),

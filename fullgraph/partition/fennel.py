@@ -19,16 +19,20 @@ subtracting a cost, and needs the same data.
 
 Restreaming (Nishimura & Ugander, KDD 2013): each later pass streams the graph again with the
 loads started from zero, and a node's neighbours count in the part they hold now: the part
-this pass gave them if they came earlier, else the previous pass's. The first pass sees only
-the earlier nodes; the later ones see every neighbour, which is where most of the cut goes.
-How many passes a graph needs depends on how much its node order hides: on R-MAT ids the cut
-settles after 3-4 passes, on a planted partition whose ids are shuffled it still falls by a
-third between the 10th and the 20th. So the passes stop when they stop paying: each pass
+this pass gave them if they came earlier, else the previous pass's. FENNEL's own first pass
+(``start="empty"``) sees only the earlier nodes; the later ones see every neighbour, which is
+where most of the cut goes. But restreams only repair their start locally: where the node ids
+hide the communities (a planted partition with shuffled ids), restreaming from the first pass, or
+from any arbitrary assignment, stalls at 1.5x METIS's replication factor. So by default
+(``start="clusters"``) the first assignment is whole clusters of size-constrained label
+propagation (:mod:`fullgraph.partition.label_prop`), packed into parts, and every pass is a
+restream: on that planted graph 1.11x METIS, on R-MAT within a few percent of METIS or below it
+(``benchmarks/fennel_quality.py``). The passes stop when they stop paying: each pass
 counts the entries whose other end sat in the part the row chose (its local entries, known at
 no extra cost), and after :data:`MIN_PASSES` a pass that raised their share by under
-:data:`CONVERGED` ends the run (at most :data:`PASSES`). ``initial`` starts from a given
-assignment instead of an empty one: every pass is then a restream, and two passes are enough to
-stop (``balance.fennel_by_memory``'s later rounds start from the round before).
+:data:`CONVERGED` ends the run (at most :data:`PASSES`; two are enough from a complete start:
+the clusters', or ``initial``, which ``balance.fennel_by_memory``'s later rounds take from the
+round before).
 
 Choices, and why:
 
@@ -50,8 +54,9 @@ Choices, and why:
 
 Memory: the assignment (int8 up to 127 parts, then int16, int32), the row pointer
 (``CSRStream``'s, 8 bytes per node), the ``P`` loads, and one row block's temporaries (its
-entries, as ``CSRStream`` reads them). Nothing the size of the edge list and no other ``[N]``
-array, so about 9 bytes per node whatever ``E``.
+entries, as ``CSRStream`` reads them). Nothing the size of the edge list: about 9 bytes per
+node whatever ``E`` during the restreams, and 8 more (label propagation's labels and cluster
+sizes, freed before the restreams) while the clusters are found.
 """
 
 from __future__ import annotations
@@ -64,9 +69,11 @@ import numpy as np
 
 from fullgraph.data.formats.native_stream import CSRStream, RowBlock
 from fullgraph.errors import InputError
+from fullgraph.partition.label_prop import initial_parts
 from fullgraph.ops.csr import BLOCK_ENTRIES, row_spans
 
-__all__ = ["PASSES", "MIN_PASSES", "CONVERGED", "SLACK", "GAMMA", "ORDERS", "fennel_stream", "fennel_folder", "stream_part_stats", "part_dtype"]
+__all__ = ["PASSES", "MIN_PASSES", "CONVERGED", "SLACK", "GAMMA", "ORDERS", "STARTS", "fennel_stream", "fennel_folder",
+           "stream_part_stats", "part_dtype"]
 
 log = logging.getLogger("fullgraph")
 
@@ -74,8 +81,8 @@ PASSES = 24
 """The most streaming passes (the first, then restreams; each reads the CSR once more)."""
 
 MIN_PASSES = 4
-"""Passes always made (without ``initial``): the first places nodes seeing only earlier ones, and the
-next few are where most of the cut goes on every graph measured."""
+"""Passes always made after FENNEL's own first pass (``start="empty"``), which places nodes seeing only
+earlier ones: the next few are where most of the cut goes on every graph measured."""
 
 CONVERGED = 1e-3
 """A pass that raises the share of local entries (of all entries) by less than this, over the best
@@ -88,6 +95,7 @@ to fit, so the largest part matters more than the cut's last percent (METIS's de
 
 GAMMA = 1.5
 ORDERS = ("natural", "blocks")
+STARTS = ("clusters", "empty")
 MAX_BATCH = 4096
 
 
@@ -219,7 +227,7 @@ def _blocks(stream: CSRStream, indptr: np.ndarray, order: str, seed: int, p: int
 
 def fennel_stream(stream: CSRStream, parts: int, *, row_cost: float | None = None, seed: int = 0,
                   passes: int = PASSES, slack: float = SLACK, order: str = "natural", batch: int | None = None,
-                  block_edges: int = BLOCK_ENTRIES, initial=None) -> np.ndarray:
+                  block_edges: int = BLOCK_ENTRIES, start: str = "clusters", initial=None) -> np.ndarray:
     """FENNEL with restreaming over ``stream`` (see the module docstring): the node → part map.
 
     Args:
@@ -235,7 +243,9 @@ def fennel_stream(stream: CSRStream, parts: int, *, row_cost: float | None = Non
         order: ``natural`` (node order) or ``blocks`` (a seeded shuffle of row blocks).
         batch: rows placed at once (default ``n / (64 P)``, 1 to 4096).
         block_edges: entries per row block read from the stream.
-        initial: an assignment to restream from (``[N]`` part ids), instead of an empty one.
+        start: ``clusters`` (restream from whole clusters of size-constrained label propagation,
+            :mod:`fullgraph.partition.label_prop`) or ``empty`` (FENNEL's own first pass).
+        initial: an assignment to restream from (``[N]`` part ids), instead of ``start``'s.
 
     Returns:
         ``node_part`` as the smallest integer dtype that holds the parts (:func:`part_dtype`),
@@ -243,13 +253,19 @@ def fennel_stream(stream: CSRStream, parts: int, *, row_cost: float | None = Non
     """
     n = stream.num_nodes
     parts = _check(parts, n, passes, slack, order, row_cost)
+    if start not in STARTS:
+        raise InputError(f"unknown fennel start {start!r} (expected one of: {', '.join(STARTS)})")
     st = _State(n, stream.num_edges, parts, row_cost, slack, seed)
     if parts == 1:
         st.assign[:] = 0
         return st.assign
-    if initial is not None:
-        st.assign[:] = _checked_initial(initial, n, parts)
     batch = int(batch) if batch else max(1, min(MAX_BATCH, n // (64 * parts)))
+    if initial is None and start == "clusters":
+        initial = initial_parts(stream, parts, st.assign.dtype, batch=MAX_BATCH, block_edges=block_edges)
+    started = initial is not None
+    if started:
+        st.assign[:] = _checked_initial(initial, n, parts)
+        del initial  # the caller's, or the clusters' (freed here)
     indptr = stream.indptr()
     best = -1.0
     for p in range(passes):
@@ -261,7 +277,7 @@ def fennel_stream(stream: CSRStream, parts: int, *, row_cost: float | None = Non
         log.debug("fennel pass %d of at most %d on %s: %d nodes moved, %.4f of the entries local, largest part "
                   "%.3f of the mean, %d placed over capacity", p + 1, passes, stream.where, st.moved, share,
                   st.loads.max() * parts / n, st.forced)
-        if st.moved == 0 or (p + 1 >= (2 if initial is not None else MIN_PASSES) and share < best + CONVERGED):
+        if st.moved == 0 or (p + 1 >= (2 if started else MIN_PASSES) and share < best + CONVERGED):
             break
         best = max(best, share)
     _fill_empty(st.assign, parts)

@@ -32,9 +32,10 @@ every part is non-empty. Results are deterministic for a given graph, ``parts`` 
   partition book lists inner nodes by global id, so this is distributed exactly like ``random``
   (a different draw for the same seed); it exists because the paper's algebraic layouts describe
   their split this way, and :func:`random_permutation` gives them the permutation itself.
-* ``fennel``: the streaming partitioner of :mod:`fullgraph.partition.fennel` (FENNEL with
-  restreaming), for graphs METIS cannot hold: its memory is a few bytes per node, whatever the
-  edges. Balanced by node count or by degree + 1 within its slack (5%), not to one node.
+* ``fennel``: the streaming partitioner of :mod:`fullgraph.partition.fennel` (FENNEL restreamed
+  from label propagation's clusters), for graphs METIS cannot hold: its memory is a few bytes per
+  node, whatever the edges. Balanced by node count or by degree + 1 within its slack (5%), not to
+  one node.
 """
 
 from __future__ import annotations
