@@ -503,6 +503,8 @@ def write_readme(blocks: dict[str, list[str]], readme: Path = README) -> None:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="1e6,1e7", help=f"comma-separated, of {', '.join(SIZES)}")
+    p.add_argument("--from-ogb-layout", default=None, metavar="SIZE",
+                   help="instead: papers100M's layout -> convert -> partition (fennel) -> train (scale_ogb.py)")
     p.add_argument("--epochs", type=int, default=2, help="epochs of every training run (evaluated once, at the end)")
     p.add_argument("--configs", default="default",
                    help=f"comma-separated subset of {', '.join((*PREP, *CONFIGS))}; 'default' = all but "
@@ -624,6 +626,12 @@ LEGEND = ("peak MiB / command peak = ru_maxrss of the command (largest process o
 
 def main(argv=None) -> int:
     a = parse_args(argv)
+    if a.from_ogb_layout:
+        import scale_ogb
+
+        return scale_ogb.main(["--size", a.from_ogb_layout, "--timeout", str(a.timeout),
+                               *(["--workdir", a.workdir] if a.workdir else []), *(["--keep"] if a.keep else []),
+                               *(["--json", a.json] if a.json else [])])
     MIN_FREE[0] = a.min_free_gib * 2**30
     if a.report:
         render(merge([json.loads(Path(f).read_text()) for f in a.report.split(",") if f]),

@@ -223,3 +223,25 @@ def test_rank_logs_are_removed_after_success_and_kept_after_a_failure(tmp_path, 
     assert launch_local([str(bad)], 2, module="json.tool", timeout_s=60) == 1
     kept = list(tmp_path.glob("fullgraph-ranks-*"))
     assert len(kept) == 1 and str(kept[0]) in capsys.readouterr().err
+
+
+def test_fennel_streams_a_native_folder_and_trains_as_one_process(tmp_path):
+    """`train --partitioner fennel` on a native folder: the launcher partitions it by streaming (no
+    graph loaded) and the ranks train with the single process's losses (LOSSES_REORDERED: a part
+    sums its rows' neighbours in another order)."""
+    from tests._equality import assert_same_losses
+
+    from fullgraph.data.formats.native import write_native
+    from fullgraph.data.synthetic import planted_partition
+
+    write_native(planted_partition(num_nodes=600, num_classes=3, avg_degree=6, num_features=8, seed=4),
+                 tmp_path / "ds")
+    losses = {}
+    for mode, extra in (("single", []), ("graph", ["--nprocs", "2", "--partitioner", "fennel"])):
+        run = tmp_path / mode
+        proc = fullgraph(tmp_path, "train", "--dataset", str(tmp_path / "ds"), "--parallel", mode, *extra,
+                         "--model", "sage", "--layers", "2", "--hidden", "16", "--epochs", "6", "--out", str(run))
+        assert proc.returncode == 0, proc.stderr
+        losses[mode] = [json.loads(x)["loss"] for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert "fennel, streamed from its files" in proc.stdout + proc.stderr
+    assert_same_losses(losses["graph"], losses["single"])
