@@ -110,14 +110,15 @@ def add_partition_command(sub) -> None:
                       help="METIS sees each undirected edge with this probability, in (0, 1]: "
                            "~150 bytes per edge it sees (default 1: every edge)")
     part.add_argument("--seed", type=int, default=0,
-                      help="seed of the partitioner (METIS's own, random's and permuted's draws; default 0)")
+                      help="seed of the partitioner (METIS's own, random's and permuted's draws, fennel's "
+                           "ties; default 0)")
     part.add_argument("--feature-norm", default="auto", help=_as_train(train["feature_norm"]))
     for flag, kind, attr, what in (("--model", str, "name", "the model whose per-rank memory the parts balance"),
                                    ("--layers", int, "layers", "its graph layers"),
                                    ("--hidden", int, "hidden", "its hidden width"),
                                    ("--heads", int, "heads", "its attention heads (GAT)")):
         part.add_argument(flag, type=kind, default=getattr(ModelOptions, attr),
-                          help=f"metis-memory only: {what} (default {getattr(ModelOptions, attr)})")
+                          help=f"metis-memory and fennel only: {what} (default {getattr(ModelOptions, attr)})")
     part.add_argument("--out", required=True, help="a new folder, or one holding an earlier partition")
 
 

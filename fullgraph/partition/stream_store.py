@@ -346,7 +346,8 @@ def _make_part(src: _Folder, stream: CSRStream, indptr, part, p: int, P: int, ha
     t = _tensor  # but ``cols`` is made as the book makes its indices, empty ones included
     obj = Part(part_id=p, num_parts=P, inner=t(inner), halo=t(halo), halo_owner=t(owner),
                recv_counts=t(np.bincount(owner, minlength=P)), send_idx=t(send % n_inner),
-               send_counts=t(np.bincount(send // n_inner, minlength=P)), indptr=t(local_ptr), indices=torch.from_numpy(cols),
+               send_counts=t(np.bincount(send // n_inner, minlength=P)), indptr=t(local_ptr),
+               indices=torch.from_numpy(cols),
                degree=t(indptr[local + 1] - indptr[local]), x=x,
                **_inner_rows(src, part, p, n_inner, block_bytes), global_num_nodes=src.n,
                global_num_train=train, num_classes=src.c, name=src.name)
