@@ -140,7 +140,7 @@ def report(r: dict, cluster: dict | None) -> None:
     print(f"{'step':<10} {'wall s':>8} {'peak MiB':>9} {'disk GiB':>9} {'held GiB':>9}  note")
     for name, s in r["steps"].items():
         note = s.get("error", "")
-        if name in ("fennel", "partition") and s["rc"] == 0:
+        if name in ("fennel", "partition") and s["rc"] == 0 and r["alpha"] is not None:
             ok = s["peak_rss"] <= r["partition_target"]
             note = (f"alpha {r['alpha']:.3f}; target {r['partition_target'] / 2**20:.0f} MiB: "
                     f"{'PASS' if ok else 'FAIL'}")

@@ -141,7 +141,7 @@ def fennel_by_memory(source, parts: int, seed: int, cost: Cost, rounds: int = RO
 
     ``source``: a :class:`Graph` or a native dataset folder (read by ``CSRStream.of_folder``, never
     loaded). ``options``: as :func:`~fullgraph.partition.fennel.fennel_stream`. Returns
-    ``node_part`` in the smallest integer dtype (int8 up to 127 parts): a folder's writer keeps it
+    ``node_part`` in the smallest integer dtype (int8 up to 128 parts): a folder's writer keeps it
     at one byte per node; ``torch.from_numpy(node_part.astype(np.int64))`` for a tensor.
     """
     if isinstance(source, Graph):

@@ -30,9 +30,9 @@ restream: on that planted graph 1.11x METIS, on R-MAT within a few percent of ME
 (``benchmarks/fennel_quality.py``). The passes stop when they stop paying: each pass
 counts the entries whose other end sat in the part the row chose (its local entries, known at
 no extra cost), and after :data:`MIN_PASSES` a pass that raised their share by under
-:data:`CONVERGED` ends the run (at most :data:`PASSES`; two are enough from a complete start:
-the clusters', or ``initial``, which ``balance.fennel_by_memory``'s later rounds take from the
-round before).
+:data:`CONVERGED` ends the run (at most :data:`PASSES`; from a complete start, the clusters'
+or ``initial``, which ``balance.fennel_by_memory``'s later rounds take from the round before,
+the first restream's share is left out of the comparison: see :data:`MIN_PASSES`).
 
 Choices, and why:
 
@@ -52,7 +52,7 @@ Choices, and why:
   Each such round places at least one node per chosen part, so the batch ends.
 * **Slack** ν = :data:`SLACK`: see there.
 
-Memory: the assignment (int8 up to 127 parts, then int16, int32), the row pointer
+Memory: the assignment (int8 up to 128 parts, then int16, int32), the row pointer
 (``CSRStream``'s, 8 bytes per node), the ``P`` loads, and one row block's temporaries (its
 entries, as ``CSRStream`` reads them). Nothing the size of the edge list: about 9 bytes per
 node whatever ``E`` during the restreams, and 8 more (label propagation's labels and cluster
@@ -81,8 +81,11 @@ PASSES = 24
 """The most streaming passes (the first, then restreams; each reads the CSR once more)."""
 
 MIN_PASSES = 4
-"""Passes always made after FENNEL's own first pass (``start="empty"``), which places nodes seeing only
-earlier ones: the next few are where most of the cut goes on every graph measured."""
+"""Passes always made from FENNEL's own first pass (``start="empty"``, that pass included), which places
+nodes seeing only earlier ones: the next few are where most of the cut goes on every graph measured.
+From a complete start three are made: the first restream's share is not comparable with the later
+ones' (it counts the later neighbours in the start's parts, which are not balanced), so the stop
+compares the second and third passes on."""
 
 CONVERGED = 1e-3
 """A pass that raises the share of local entries (of all entries) by less than this, over the best
@@ -107,7 +110,12 @@ def part_dtype(parts: int) -> np.dtype:
     raise InputError(f"expected at most {np.iinfo(np.int32).max + 1} parts (got {parts})")
 
 
-def _check(parts, num_nodes: int, passes, slack, order: str, row_cost) -> int:
+def _rng(seed: int, *more: int) -> np.random.Generator:
+    """A generator for ``seed`` (any integer, negative ones included, as the other partitioners take)."""
+    return np.random.default_rng([int(seed) % 2**64, *more])
+
+
+def _check(parts, num_nodes: int, passes, slack, order: str, row_cost, batch) -> int:
     if isinstance(parts, bool) or not isinstance(parts, (int, np.integer)) or not 1 <= parts <= num_nodes:
         raise InputError(f"expected between 1 and {num_nodes} parts, one node each at least (got {parts!r})")
     if isinstance(passes, bool) or not isinstance(passes, (int, np.integer)) or passes < 1:
@@ -116,6 +124,8 @@ def _check(parts, num_nodes: int, passes, slack, order: str, row_cost) -> int:
         raise InputError(f"expected a capacity slack >= 1 (got {slack!r})")
     if order not in ORDERS:
         raise InputError(f"unknown fennel order {order!r} (expected one of: {', '.join(ORDERS)})")
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1):
+        raise InputError(f"expected at least one row per fennel batch (got {batch!r})")
     if row_cost is not None and not row_cost >= 0:
         raise InputError(f"expected a row cost >= 0 edges (got {row_cost!r})")
     return int(parts)
@@ -133,7 +143,7 @@ class _State:
         self.alpha = math.sqrt(parts) * (e / 2) / n**1.5
         self.assign = np.full(n, -1, dtype=part_dtype(parts))
         self.loads = np.zeros(parts, dtype=np.float64)
-        self.tie_order = np.random.default_rng(seed).permutation(parts)  # the seeded tie-break
+        self.tie_order = _rng(seed).permutation(parts)  # the seeded tie-break
         self.moved = 0
         self.forced = 0
         self.local = 0  # entries whose other end was in the part the row chose, this pass
@@ -219,7 +229,7 @@ def _blocks(stream: CSRStream, indptr: np.ndarray, order: str, seed: int, p: int
         yield from stream.blocks(block_edges, indptr=indptr)
         return
     spans = list(row_spans(indptr, block_edges))
-    for k in np.random.default_rng([seed, p]).permutation(len(spans)):
+    for k in _rng(seed, p).permutation(len(spans)):
         r0, r1 = spans[k]
         for blk in stream.blocks(block_edges, indptr=indptr[r0 : r1 + 1]):
             yield RowBlock(blk.r0 + r0, blk.r1 + r0, blk.indptr, blk.indices)
@@ -252,14 +262,14 @@ def fennel_stream(stream: CSRStream, parts: int, *, row_cost: float | None = Non
         every part non-empty. Deterministic for a given graph, parts and options.
     """
     n = stream.num_nodes
-    parts = _check(parts, n, passes, slack, order, row_cost)
+    parts = _check(parts, n, passes, slack, order, row_cost, batch)
     if start not in STARTS:
         raise InputError(f"unknown fennel start {start!r} (expected one of: {', '.join(STARTS)})")
     st = _State(n, stream.num_edges, parts, row_cost, slack, seed)
     if parts == 1:
         st.assign[:] = 0
         return st.assign
-    batch = int(batch) if batch else max(1, min(MAX_BATCH, n // (64 * parts)))
+    batch = int(batch) if batch is not None else max(1, min(MAX_BATCH, n // (64 * parts)))
     if initial is None and start == "clusters":
         initial = initial_parts(stream, parts, st.assign.dtype, batch=MAX_BATCH, block_edges=block_edges)
     started = initial is not None
@@ -277,7 +287,11 @@ def fennel_stream(stream: CSRStream, parts: int, *, row_cost: float | None = Non
         log.debug("fennel pass %d of at most %d on %s: %d nodes moved, %.4f of the entries local, largest part "
                   "%.3f of the mean, %d placed over capacity", p + 1, passes, stream.where, st.moved, share,
                   st.loads.max() * parts / n, st.forced)
-        if st.moved == 0 or (p + 1 >= (2 if started else MIN_PASSES) and share < best + CONVERGED):
+        if st.moved == 0:
+            break
+        if started and p == 0:  # its share counts later neighbours in the start's parts: not comparable
+            continue
+        if p + 1 >= (3 if started else MIN_PASSES) and share < best + CONVERGED:
             break
         best = max(best, share)
     _fill_empty(st.assign, parts)
@@ -341,9 +355,9 @@ def fennel_folder(folder: str | os.PathLike, parts: int, *, row_cost: float | No
                   **options) -> np.ndarray:
     """FENNEL straight from a native dataset folder, for writers that never load the graph.
 
-    Reads ``indptr.npy`` once (kept: 8 bytes per node) and ``indices.npy`` block by block, once per
-    pass, by plain file reads (:meth:`CSRStream.of_folder`); returns ``node_part`` as
-    :func:`fennel_stream` does (int8 up to 127 parts), the only other ``[N]`` array it holds.
+    Reads ``indptr.npy`` (kept: 8 bytes per node; read again by the clusters' and the counts'
+    passes) and ``indices.npy`` block by block, once per pass, by plain file reads (:meth:`CSRStream.of_folder`); returns ``node_part`` as
+    :func:`fennel_stream` does (int8 up to 128 parts), the only other ``[N]`` array it holds.
 
     ``row_cost``: ``None`` balances node counts; for parts balanced by a model's memory, as
     ``--partitioner fennel`` makes them, pass ``balance.row_cost(balance.folder_counts(folder),
