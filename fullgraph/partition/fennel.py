@@ -276,6 +276,14 @@ def fennel_stream(stream: CSRStream, parts: int, *, row_cost: float | None = Non
     if started:
         st.assign[:] = _checked_initial(initial, n, parts)
         del initial  # the caller's, or the clusters' (freed here)
+    _passes(st, stream, passes, batch, started, order=order, seed=seed, block_edges=block_edges)
+    _fill_empty(st.assign, parts)
+    return st.assign
+
+
+def _passes(st: _State, stream: CSRStream, passes: int, batch: int, started: bool, *, order: str, seed: int,
+            block_edges: int) -> None:
+    """Stream ``stream`` until the passes stop paying (see :data:`MIN_PASSES` and :data:`CONVERGED`)."""
     indptr = stream.indptr()
     best = -1.0
     for p in range(passes):
@@ -286,7 +294,7 @@ def fennel_stream(stream: CSRStream, parts: int, *, row_cost: float | None = Non
         share = st.local / max(1, stream.num_edges)
         log.debug("fennel pass %d of at most %d on %s: %d nodes moved, %.4f of the entries local, largest part "
                   "%.3f of the mean, %d placed over capacity", p + 1, passes, stream.where, st.moved, share,
-                  st.loads.max() * parts / n, st.forced)
+                  st.loads.max() * st.parts / st.n, st.forced)
         if st.moved == 0:
             break
         if started and p == 0:  # its share counts later neighbours in the start's parts: not comparable
@@ -294,8 +302,6 @@ def fennel_stream(stream: CSRStream, parts: int, *, row_cost: float | None = Non
         if p + 1 >= (3 if started else MIN_PASSES) and share < best + CONVERGED:
             break
         best = max(best, share)
-    _fill_empty(st.assign, parts)
-    return st.assign
 
 
 def _checked_initial(initial, n: int, parts: int) -> np.ndarray:
