@@ -624,14 +624,19 @@ LEGEND = ("peak MiB / command peak = ru_maxrss of the command (largest process o
           "8x128 for pipeline and hybrid, GCN 3x128 for spmm-1d, when --configs includes single-gcn8 / single-gcn3).")
 
 
+def _from_ogb_layout(a) -> int:
+    """``--from-ogb-layout SIZE``: scale_ogb.py's run, with this script's folder, timeout and JSON flags."""
+    import scale_ogb
+
+    return scale_ogb.main(["--size", a.from_ogb_layout, "--timeout", str(a.timeout),
+                           *(["--workdir", a.workdir] if a.workdir else []), *(["--keep"] if a.keep else []),
+                           *(["--json", a.json] if a.json else [])])
+
+
 def main(argv=None) -> int:
     a = parse_args(argv)
     if a.from_ogb_layout:
-        import scale_ogb
-
-        return scale_ogb.main(["--size", a.from_ogb_layout, "--timeout", str(a.timeout),
-                               *(["--workdir", a.workdir] if a.workdir else []), *(["--keep"] if a.keep else []),
-                               *(["--json", a.json] if a.json else [])])
+        return _from_ogb_layout(a)
     MIN_FREE[0] = a.min_free_gib * 2**30
     if a.report:
         render(merge([json.loads(Path(f).read_text()) for f in a.report.split(",") if f]),

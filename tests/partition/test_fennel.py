@@ -231,9 +231,8 @@ def test_packing_keeps_clusters_whole_and_parts_near_the_mean(skewed):
     node_part = part_of[labels]
     sizes = np.bincount(node_part, minlength=4)
     assert sizes.max() <= skewed.num_nodes / 4 + np.bincount(labels).max()
-    assert np.array_equal(initial_parts(_stream(skewed), 4, np.int8),
-                          pack_clusters(cluster(_stream(skewed), skewed.num_nodes // 4), 4, np.int8)[
-                              cluster(_stream(skewed), skewed.num_nodes // 4)])
+    part_sized = cluster(_stream(skewed), skewed.num_nodes // 4)  # initial_parts' clusters: a part's size
+    assert np.array_equal(initial_parts(_stream(skewed), 4, np.int8), pack_clusters(part_sized, 4, np.int8)[part_sized])
     for c in range(int(labels.max()) + 1):  # a cluster in one part
         assert len(set(node_part[labels == c].tolist())) == 1
 
