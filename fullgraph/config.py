@@ -215,6 +215,14 @@ class ParallelOptions(_Section):
     the pipeline's chunk stream, the hybrid's chunk halos, the SpMM layouts' broadcasts, reductions
     and redistributions): fp32, bf16, fp16, or int8 (per-row scale, stochastic rounding keyed like
     dropout). Weight-gradient sums stay fp32 (``fullgraph.comm.precision``)."""
+    tensor_chunks: int = 0
+    """``tensor``: aggregate in this many row chunks per process and send each chunk's rows back to
+    their owner while the next is aggregated (0: one all-to-all after the whole product); for graphs
+    whose ``[N, hidden / P]`` output slice should not be held at once (``parallel.tensor``)."""
+    tensor_decoupled: bool = False
+    """``tensor``: switch to column slices once, run every propagation step on them, and switch back
+    once (NeutronTP's decoupled mode): two all-to-alls per pass instead of two per layer, for models
+    whose propagation keeps the columns apart (APPNP)."""
     chunk_file: str | None = field(default=None, metadata={"hidden": True})
     """The node → chunk map the launcher wrote (set by the launcher; not a user option)."""
 
@@ -227,6 +235,16 @@ class ParallelOptions(_Section):
         _need(not self.prune or layout.parallel in ("single", "graph"), "prune", self.prune,
               f"off with --parallel {self.mode}, whose chunks or block rows compute every row (--prune runs with "
               f"--parallel single or graph)")
+        _need(self.tensor_chunks >= 0, "tensor_chunks", self.tensor_chunks, ">= 0")
+        if not layout.tensor and (self.tensor_chunks or self.tensor_decoupled):
+            raise InputError(f"expected --tensor-chunks and --tensor-decoupled only with --parallel tensor (got "
+                             f"--parallel {self.mode})")
+        if layout.tensor and self.boundary_rate < 1.0:
+            raise InputError(f"expected --boundary-rate 1 with --parallel tensor (got {self.boundary_rate}): every "
+                             f"process aggregates over the whole graph, so there is no boundary to sample")
+        if layout.tensor and self.tensor_decoupled and self.tensor_chunks:
+            raise InputError("expected --tensor-chunks 0 with --tensor-decoupled (the decoupled pass keeps its "
+                             "column slices between steps, so there is no per-step product to chunk)")
         if layout.parallel in ("pipeline", "hybrid"):
             if self.boundary_rate < 1.0:
                 raise InputError(f"expected --boundary-rate 1 with --parallel {self.mode} (got "
@@ -321,12 +339,26 @@ class TrainConfig:
         layout, model = self.parallel.mesh, self.model
         if layout.parallel in ("pipeline", "hybrid"):
             self.check_depth(None if is_reference(model.name) else model.layers)
-        if self.parallel.mode.startswith("spmm") and model_spec(model.name).spmm is None:
+        if layout.spmm and model_spec(model.name).spmm is None:
             raise InputError(f"expected a model whose aggregation is one sparse product ({', '.join(SPMM_MODELS)}) "
                              f"with --parallel {self.parallel.mode} (got {model.name}); train it with "
                              f"--parallel graph, pipeline or hybrid")
+        if layout.tensor:
+            self._check_tensor()
         if model.norm == "batch":
             self._check_batch_norm()
+
+    def _check_tensor(self) -> None:
+        spec, name = model_spec(self.model.name), self.model.name
+        tensor_ready = lambda sp: sp.spmm is not None or sp.attention or sp.separable  # noqa: E731
+        if not tensor_ready(spec):
+            takes = ", ".join(n for n in MODEL_NAMES if tensor_ready(model_spec(n)))
+            raise InputError(f"expected a model whose aggregation is one sparse product or attention ({takes}) with "
+                             f"--parallel tensor (got {name}); train it with --parallel graph, pipeline or hybrid")
+        if self.parallel.tensor_decoupled and not spec.separable:
+            takes = ", ".join(n for n in MODEL_NAMES if model_spec(n).separable) or "none"
+            raise InputError(f"expected a model whose propagation keeps the feature columns apart ({takes}) with "
+                             f"--tensor-decoupled (got {name}, whose layers mix columns between aggregations)")
 
     def _check_batch_norm(self) -> None:
         mode, chunks = self.parallel.mode, self.parallel.chunks

@@ -132,6 +132,34 @@ def spmm_runs(payload: dict, comm: Comm) -> dict:
     return out
 
 
+def tensor_runs(payload: dict, comm: Comm) -> dict:
+    """Tensor-parallel training for each run of the payload (every rank holds all weights). Rank 0
+    writes the whole graph as one block row, as the launcher does; every rank reads it from there."""
+    from pathlib import Path
+
+    from fullgraph.parallel.setup import prepare_block_rows_dir
+    from fullgraph.parallel.tensor_engine import tensor_engine
+
+    out = {}
+    for run in payload["runs"]:
+        cfg = TrainConfig.of(**run["config"], parallel="tensor", nprocs=comm.world_size, progress="none", threads=1)
+        folder = Path(payload["result"]).parent / f"tensor-{run['name']}"
+        if comm.rank == 0:
+            prepare_block_rows_dir(cfg, out=folder)
+        comm.barrier()
+        cfg = cfg.with_options(partition_dir=str(folder), root=str(folder / "no-raw-dataset-here"))
+        engine = tensor_engine(cfg, shape(cfg)[0], comm=comm)
+        trainer = Trainer(cfg, engine=engine)
+        result = trainer.build().train()
+        flat = torch.cat([v.detach().reshape(-1).double() for v in trainer.model.state_dict().values()])
+        spread = max((t - flat).abs().max().item() for t in comm.all_gather(flat, "meta/checkpoint"))
+        trainer.close()
+        out[run["name"]] = {"losses": torch.tensor(result.losses, dtype=torch.float64),
+                            "state": trainer.model.state_dict(), "comm": result.comm_bytes_per_epoch,
+                            "test_acc": result.test_acc, "spread": spread}
+    return out
+
+
 def main(path: str) -> int:
     payload = json.loads(open(path).read())
     env = DistEnv.from_env()

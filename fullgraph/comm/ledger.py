@@ -25,7 +25,8 @@ __all__ = ["Ledger", "CATEGORIES"]
 CATEGORIES = ("halo/fwd", "halo/bwd", "pipe/fwd", "pipe/bwd", "spmm/bcast", "spmm/reduce", "spmm/redist",
               "grad/allreduce", "norm/fwd", "norm/bwd", "sample/index", "eval/halo/fwd", "eval/pipe/fwd", "eval/spmm/bcast",
               "eval/spmm/reduce", "eval/spmm/redist", "eval/reduce", "meta/metrics", "meta/checkpoint",
-              "grad/norm")  # appended last: checkpoints written before it read back in order
+              "grad/norm",  # appended last: checkpoints written before it read back in order
+              "tp/fwd", "tp/bwd", "tp/attn", "eval/tp/fwd", "eval/tp/attn")  # tensor parallelism, later still
 
 
 class Ledger:

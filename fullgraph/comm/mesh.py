@@ -6,7 +6,10 @@ A layout places its P processes on a mesh (DESIGN.md):
   pipeline ``P × 1``, hybrid ``S × W``); rank ``s·W + w`` is part w of stage s;
 * the SpMM layouts on a grid of ``rows × cols × depth`` (CAGNET, MG-GCN): 1D ``P × 1 × 1``,
   1.5D ``P/c × c × 1``, 2D ``q × q × 1`` (q² = P), 3D ``q × q × q`` (q³ = P); process ``(i, j, l)`` is
-  rank ``(i·cols + j)·depth + l``, so the ranks of a grid row sit next to each other.
+  rank ``(i·cols + j)·depth + l``, so the ranks of a grid row sit next to each other;
+* tensor parallelism (NeutronTP) on ``1 × P``: rank r holds rows ``r`` of the dense matrices
+  between layers and column slice r while it aggregates; every rank reads the whole graph's
+  structure, so the launcher writes it once as a single block row.
 
 The mesh is the one place that knows these sizes: the configuration validates through it (an
 impossible layout is refused before any process starts, each factor printed against the world
@@ -24,7 +27,7 @@ from fullgraph.errors import InputError
 __all__ = ["Mesh", "PARALLEL_MODES", "SPMM_MODES"]
 
 SPMM_MODES = ("spmm-1d", "spmm-1.5d", "spmm-2d", "spmm-3d")
-PARALLEL_MODES = ("single", "graph", "pipeline", "hybrid", *SPMM_MODES)
+PARALLEL_MODES = ("single", "graph", "pipeline", "hybrid", *SPMM_MODES, "tensor")
 
 
 def _iroot(n: int, k: int) -> int | None:
@@ -135,9 +138,27 @@ class Mesh:
         return self.parallel in SPMM_MODES
 
     @property
+    def tensor(self) -> bool:
+        """Tensor parallelism: the feature dimension split, the whole graph on every rank."""
+        return self.parallel == "tensor"
+
+    @property
+    def reads_block_rows(self) -> bool:
+        """Whether the ranks read a folder of block rows (``partition.blockrows``) rather than parts:
+        the SpMM layouts (one block row per grid row) and tensor parallelism (one, the whole graph)."""
+        return self.spmm or self.tensor
+
+    @property
+    def operator_layout(self) -> bool:
+        """Whether the layout communicates inside each layer's sparse product (SpMM, tensor), through
+        an operator the model multiplies with: recomputing a layer would repeat its traffic, and its
+        models must be those whose aggregation is such a product (or attention the layout completes)."""
+        return self.spmm or self.tensor
+
+    @property
     def block_rows(self) -> int:
         """SpMM: the block rows of Â and of the dense matrices a grid cuts (R = P / c in 1D and 1.5D,
-        q in 2D and 3D), which the launcher writes and the planner counts."""
+        q in 2D and 3D), which the launcher writes and the planner counts; tensor parallelism: 1."""
         return self.grid[0]
 
     @property
@@ -158,8 +179,11 @@ class Mesh:
 
     def check_graph(self, num_nodes: int) -> None:
         """Refuse a layout with more parts (or block rows) than the graph has nodes."""
-        if self.graph_ways > num_nodes and not self.spmm:
+        if self.graph_ways > num_nodes and not self.operator_layout:
             raise InputError(f"expected at most one part per node (got {self.graph_ways} parts for {num_nodes} nodes)")
+        if self.tensor and self.nprocs > num_nodes:
+            raise InputError(f"expected at most one process per node with --parallel tensor (got {self.nprocs} "
+                             f"processes for {num_nodes} nodes)")
         if self.spmm and self.block_rows > num_nodes:
             raise InputError(f"expected at most one block row per node (got {self.block_rows} block rows for "
                              f"{num_nodes} nodes)")
@@ -168,6 +192,8 @@ class Mesh:
         if self.spmm:
             r, c, d = self.grid
             return f"{self.parallel} (grid {r} × {c} × {d} = {self.nprocs} processes)"
+        if self.tensor:
+            return f"tensor ({self.nprocs} column slices of every activation, the whole graph on each process)"
         return f"{self.parallel} (stages {self.stages} × graph ways {self.graph_ways} = {self.nprocs} processes)"
 
     # ------------------------------------------------------------------ groups

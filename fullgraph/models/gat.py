@@ -33,6 +33,12 @@ def edge_softmax(scores: torch.Tensor, dst: torch.Tensor, num_dst: int) -> torch
     return e / denom.gather(0, idx)
 
 
+def weigh(e_src: torch.Tensor, e_dst: torch.Tensor, dst: torch.Tensor, num_dst: int) -> torch.Tensor:
+    """Each edge's attention weight ``[E, heads]`` from its ends' scores: LeakyReLU (slope 0.2) of
+    their sum, softmax over the edges that share a dst node."""
+    return edge_softmax(F.leaky_relu(e_src + e_dst, 0.2), dst, num_dst)
+
+
 class GATLayer(GraphLayer):
     def __init__(self, d_in: int, d_head: int, heads: int, *, last: bool, dropout: float, norm: str = "none"):
         super().__init__()
@@ -47,14 +53,16 @@ class GATLayer(GraphLayer):
     def compute(self, block: Block, h, h0=None) -> torch.Tensor:
         h = dropout(h, self.dropout, self.training, rows=block.src_ids, site=self.dropout_site)
         wh = matmul(h, self.weight).view(-1, self.heads, self.d_head)
-        src, dst = block.edges()
         s_src = (wh * self.att_src).sum(-1)  # [num_src, heads]
         s_dst = (wh[: block.num_dst] * self.att_dst).sum(-1)
-        scores = F.leaky_relu(s_src[src] + s_dst[dst], 0.2)
-        alpha = edge_softmax(scores, dst, block.num_dst)
-        msg = wh[src] * alpha.unsqueeze(-1)
-        out = msg.new_zeros((block.num_dst, self.heads, self.d_head)).index_add_(0, dst, msg)  # msg's precision
-        out = out.reshape(block.num_dst, -1)
+        if block.attention is not None:  # the layout holds column slices while it sums (parallel.tensor)
+            out = block.attention(wh.reshape(wh.shape[0], -1), s_src, s_dst, weigh)
+        else:
+            src, dst = block.edges()
+            alpha = weigh(s_src[src], s_dst[dst], dst, block.num_dst)
+            msg = wh[src] * alpha.unsqueeze(-1)
+            out = msg.new_zeros((block.num_dst, self.heads, self.d_head)).index_add_(0, dst, msg)  # msg's precision
+            out = out.reshape(block.num_dst, -1)
         out = out if self.bias is None else out + self.bias
         return out if self.last else F.elu(apply_norm(self.norm, out, block.reduce))
 
@@ -107,8 +115,8 @@ def _build(in_dim: int, out_dim: int, *, layers: int, hidden: int, dropout: floa
 
 
 SPEC = register(ModelSpec(
-    "gat", _build, norm="self-loops", spmm=None, options=("layers", "hidden", "dropout", "heads", "norm"),
+    "gat", _build, norm="self-loops", spmm=None, attention=True, options=("layers", "hidden", "dropout", "heads", "norm"),
     takes_norm=True, memory=MemoryModel(_params, _kept, heap_overhead=(1.2, 1.35), transient=(1.7, 4.5),
                                         per_edge=True),
     hidden_step=lambda opts: opts.heads, check=_check,
-    about="GAT: multi-head attention over in-neighbours; each edge weighed by both its ends (no SpMM layouts)"))
+    about="GAT: multi-head attention over in-neighbours; each edge weighed by both its ends (tensor parallelism; no SpMM layouts)"))

@@ -54,6 +54,10 @@ class ModelSpec:
             volumes: ``narrower`` (each layer multiplies the narrower of its input and output,
             GCN and GraphSAGE), ``hidden`` (every layer multiplies hidden rows, GCNII and
             ResGCN+), or ``None`` (no fixed matrix: attention, or a model that does not say).
+        attention: its layers weigh each edge by both its ends through ``Block.attention`` (GAT), which
+            a layout holding column slices completes (``parallel.tensor``).
+        separable: its graph layers keep the feature columns apart (pure propagation, APPNP), so a
+            layout may run every layer on column slices without switching between them.
         options: the ``ModelOptions`` fields its builder reads: what the trainer passes it and
             ``model.pt`` records to rebuild it.
         takes_norm: whether ``--norm`` (a norm between hidden layers) applies to it.
@@ -67,6 +71,8 @@ class ModelSpec:
     build: Callable
     norm: str | None
     spmm: str | None = None
+    attention: bool = False
+    separable: bool = False
     options: tuple[str, ...] = ("layers", "hidden", "dropout")
     takes_norm: bool = False
     memory: MemoryModel | None = None

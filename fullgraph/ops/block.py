@@ -34,6 +34,11 @@ class Block:
         reduce: a differentiable sum over the processes that hold the other dst rows of this layer,
             set by a layout that splits them (``None``: this block holds them all). Batch statistics
             use it (``ops.norm``), so that they cover every node of the graph.
+        attention: ``attention(wh, s_src, s_dst, weigh)`` -> the attention-weighted sum of ``wh``'s rows
+            at the dst rows, set by a layout whose processes hold column slices of ``wh`` while they
+            aggregate (``parallel.tensor``): it completes the per-node scores, has ``weigh(e_src,
+            e_dst, dst, num_dst)`` turn them into edge weights, and sums (``None``: the layer sums
+            over this block's edges itself).
     """
 
     adj: SparseOp
@@ -42,6 +47,7 @@ class Block:
     src_ids: torch.Tensor | None = field(default=None, repr=False)
     dst_ids: torch.Tensor | None = field(default=None, repr=False)
     reduce: Callable[[torch.Tensor], torch.Tensor] | None = field(default=None, repr=False)
+    attention: Callable | None = field(default=None, repr=False)
 
     @property
     def num_dst(self) -> int:
@@ -62,7 +68,7 @@ class Block:
             return self
         move = lambda t: None if t is None else t.to(device)  # noqa: E731
         return Block(self.adj.to(device), self.norm, src_ids=move(self.src_ids), dst_ids=move(self.dst_ids),
-                     reduce=self.reduce)
+                     reduce=self.reduce, attention=self.attention)
 
     @classmethod
     def from_csr(cls, indptr: torch.Tensor, indices: torch.Tensor, norm: str,

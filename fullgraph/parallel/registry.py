@@ -2,7 +2,7 @@
 
 Each layout registers a builder under the names ``--parallel`` accepts. A builder reads only what
 its rank needs: the single process loads the graph, a graph or hybrid rank its part, a pipeline rank
-the structure (and, on the first stage, the features), an SpMM rank its block row(s). The trainer
+the structure (and, on the first stage, the features), an SpMM rank its block row(s), a tensor rank the whole graph's structure and its rows of the rest. The trainer
 never branches on the layout; adding one is one module and one entry here.
 """
 
@@ -43,12 +43,19 @@ def _spmm(cfg, norm: str, graph=None, layers=None) -> Engine:
     return spmm_engine(cfg, norm, graph=graph)
 
 
+def _tensor(cfg, norm: str, graph=None, layers=None) -> Engine:
+    from fullgraph.parallel.tensor_engine import tensor_engine
+
+    return tensor_engine(cfg, norm, graph=graph)
+
+
 ENGINES: dict[str, Callable[..., Engine]] = {
     "single": _single,
     "graph": _graph,
     "pipeline": _chunked,
     "hybrid": _chunked,
     **{mode: _spmm for mode in PARALLEL_MODES if mode.startswith("spmm")},
+    "tensor": _tensor,
 }
 assert set(ENGINES) == set(PARALLEL_MODES), "every layout needs a builder"
 
@@ -70,7 +77,7 @@ def _fingerprint(cfg, graph) -> str | None:
     pdir = cfg.parallel.partition_dir
     if pdir is None:
         return None
-    if cfg.parallel.mesh.spmm:
+    if cfg.parallel.mesh.reads_block_rows:
         from fullgraph.partition.blockrows import load_block_rows_meta
 
         return load_block_rows_meta(pdir).get("fingerprint")

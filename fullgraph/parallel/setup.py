@@ -198,7 +198,8 @@ def prepare_block_rows_dir(cfg, out: str | Path | None = None, graph=None) -> Pa
     graph = load_graph(cfg) if graph is None else graph
     norm = model_spec(cfg.model.name).norm  # the SpMM layouts take only models whose spec names it
     R = cfg.parallel.mesh.block_rows
-    order = "perm" if cfg.parallel.permute else "order"
+    permute = cfg.parallel.permute and cfg.parallel.mesh.spmm  # tensor's one block row is the node order
+    order = "perm" if permute else "order"
     key = f"{graph.fingerprint()[:20]}-{norm}-r{R}-{order}-s{cfg.optimization.seed}"
     target = Path(out) if out is not None else cache_root() / "blockrows" / key
     if out is None and (target / "blockrows.json").is_file():
@@ -207,7 +208,7 @@ def prepare_block_rows_dir(cfg, out: str | Path | None = None, graph=None) -> Pa
             return target
         except Exception:  # a damaged cache entry is rebuilt, never trusted
             pass
-    save_block_rows(graph, norm, R, cfg.parallel.permute, cfg.optimization.seed, target)
+    save_block_rows(graph, norm, R, permute, cfg.optimization.seed, target)
     log.info("cut %s into %d block rows for %s -> %s", graph.name, R, cfg.parallel.mode, target)
     return target
 
@@ -238,7 +239,7 @@ def prepare_run(cfg) -> RunInputs:
     from fullgraph.parallel.graph import check_parts
     from fullgraph.partition.store import load_meta
     layout = cfg.parallel.mesh
-    if layout.spmm:  # every rank reads its own block row, cut here once
+    if layout.reads_block_rows:  # every rank reads its own block row (tensor: the one), cut here once
         return RunInputs(cfg.parallel.partition_dir or str(prepare_block_rows_dir(cfg)))
     chunked = layout.parallel in ("pipeline", "hybrid")
     graph = load_graph(cfg) if chunked else None  # else prepare_partition_dir loads it only if it must
@@ -256,7 +257,7 @@ def input_widths(cfg, graph=None) -> tuple[int, int]:
     from ``graph`` when it is loaded, else from the partition folder's ``partition.json`` (a rank of
     a distributed run), else by loading the graph."""
     if graph is None and cfg.parallel.partition_dir is not None and cfg.parallel.mesh.distributed \
-            and not cfg.parallel.mesh.spmm:
+            and not cfg.parallel.mesh.reads_block_rows:
         from fullgraph.partition.store import load_meta
 
         meta = load_meta(cfg.parallel.partition_dir)
@@ -278,7 +279,7 @@ def graph_of_inputs(cfg, dataset_given: bool):
     from fullgraph.partition.blockrows import load_block_rows_meta
     from fullgraph.partition.store import load_meta
 
-    meta = load_block_rows_meta(pdir) if cfg.parallel.mesh.spmm else load_meta(pdir)
+    meta = load_block_rows_meta(pdir) if cfg.parallel.mesh.reads_block_rows else load_meta(pdir)
     if not dataset_given:
         source = (meta.get("meta") or {}).get("dataset")  # what the folder was made from, as it was named then
         if not source:

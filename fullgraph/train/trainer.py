@@ -144,7 +144,7 @@ class Trainer:
 
             env = DistEnv.from_env()
             torch.set_num_threads(threads_per_process(env.local_world_size if env else cfg.parallel.nprocs))
-        if cfg.model.recompute and cfg.parallel.mode.startswith("spmm"):
+        if cfg.model.recompute and cfg.parallel.mesh.operator_layout:
             # their sparse products communicate inside the layer: recomputing would repeat them
             raise InputError(f"expected --recompute only with --parallel single, graph, pipeline or hybrid (got "
                              f"--parallel {cfg.parallel.mode}, whose layers communicate inside the sparse product, so "
