@@ -241,7 +241,7 @@ def run_volume(cfg: TrainConfig, graph, halo_rows: int, *, evaluate: bool = True
                          permute=cfg.parallel.permute, seed=cfg.optimization.seed,
                          precision=cfg.parallel.comm_precision,
                          grad_norm=bool(cfg.optimization.clip_grad_norm) or cfg.optimization.precision == "fp16",
-                         pruned_halo=_pruned_halo(cfg, pruned))
+                         pruned_halo=_pruned_halo(cfg, pruned), decoupled=cfg.parallel.tensor_decoupled)
 
 
 def _pruned_halo(cfg, pruned) -> list[int] | None:

@@ -81,6 +81,8 @@ class ModelOptions(_Section):
     """GCNII initial-residual weight α."""
     gcnii_lambda: float = 0.5
     """GCNII identity-mapping strength λ (β_l = log(λ/l + 1))."""
+    appnp_alpha: float = 0.1
+    """APPNP teleport (restart) probability α of each propagation step."""
     gcn_kernel: str = "fused"
     """GCN layers as one fused function keeping one activation per layer (``fused``, MG-GCN's buffer
     reuse) or as plain PyTorch ops (``autograd``: more memory; for comparison)."""
@@ -95,6 +97,7 @@ class ModelOptions(_Section):
         _need(0.0 <= self.dropout < 1.0, "dropout", self.dropout, "in [0, 1)")
         _need(0.0 <= self.gcnii_alpha <= 1.0, "gcnii_alpha", self.gcnii_alpha, "in [0, 1]")
         _need(self.gcnii_lambda > 0, "gcnii_lambda", self.gcnii_lambda, "> 0")
+        _need(0.0 <= self.appnp_alpha <= 1.0, "appnp_alpha", self.appnp_alpha, "in [0, 1]")
         check_options(self)  # against the model's spec (a user's builder: imported, and its keywords)
 
 

@@ -52,8 +52,8 @@ class ModelSpec:
             ``None``: the built model says (``GNN.norm``), as for a user's model.
         spmm: how its aggregation is one sparse product ``Â·H``, for the SpMM layouts and their
             volumes: ``narrower`` (each layer multiplies the narrower of its input and output,
-            GCN and GraphSAGE), ``hidden`` (every layer multiplies hidden rows, GCNII and
-            ResGCN+), or ``None`` (no fixed matrix: attention, or a model that does not say).
+            GCN and GraphSAGE), ``hidden`` (every layer multiplies its input rows: GCNII and
+            ResGCN+ hidden ones, APPNP the classes'), or ``None`` (no fixed matrix: attention, or a model that does not say).
         attention: its layers weigh each edge by both its ends through ``Block.attention`` (GAT), which
             a layout holding column slices completes (``parallel.tensor``).
         separable: its graph layers keep the feature columns apart (pure propagation, APPNP), so a

@@ -29,7 +29,7 @@ from fullgraph.models.spec import ModelSpec
 __all__ = ["is_reference", "absolute_reference", "user_spec", "load_builder", "check_model_args", "check_options",
            "BUILDER_DECIDES"]
 
-BUILDER_DECIDES = ("layers", "hidden", "heads", "norm", "gcnii_alpha", "gcnii_lambda", "gcn_kernel")
+BUILDER_DECIDES = ("layers", "hidden", "heads", "norm", "gcnii_alpha", "gcnii_lambda", "appnp_alpha", "gcn_kernel")
 """The model options a user's builder decides instead (``--dropout`` too is the builder's: ignored)."""
 
 _FUNCTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")

@@ -39,33 +39,16 @@ from fullgraph.comm.precision import decode_rows, encode_rows
 from fullgraph.comm.wire import _empty, exchange_rows
 from fullgraph.ops import SparseOp
 from fullgraph.parallel.spmm import WireSites
+from fullgraph.partition.blockrows import column_counts, node_counts
 
-__all__ = ["Switch", "TensorOp", "column_counts", "node_counts", "switch_bytes", "layer_sites"]
+__all__ = ["Switch", "TensorOp", "column_counts", "node_counts", "layer_sites"]
 
 CHUNK_TAG = EXCHANGE_TAG + 1
 """The first tag of a chunked product's transfers (one per chunk), above the all-to-all's."""
 
 
-def node_counts(num_nodes: int, nprocs: int) -> list[int]:
-    """Rows of each process: balanced consecutive runs of the node order."""
-    return [len(t) for t in torch.tensor_split(torch.arange(num_nodes), nprocs)]
-
-
-def column_counts(width: int, nprocs: int) -> list[int]:
-    """Columns of each process's slice of a ``width``-wide matrix."""
-    return [len(t) for t in torch.tensor_split(torch.arange(width), nprocs)]
-
-
 def _starts(counts: list[int]) -> list[int]:
     return [0, *accumulate(counts)]
-
-
-def switch_bytes(num_nodes: int, width: int, nprocs: int, row_bytes=lambda w: 4 * w) -> int:
-    """Bytes one product of width ``width`` moves, summed over processes: the switch to columns
-    (process r sends its ``n_r`` rows' slice j to each j ≠ r) and the switch back (the rows of each
-    other owner k, of r's slice). ``row_bytes(w)``: the bytes of one row of w values on the wire."""
-    n, w = node_counts(num_nodes, nprocs), column_counts(width, nprocs)
-    return sum(n[r] * row_bytes(w[j]) + n[j] * row_bytes(w[r]) for r in range(nprocs) for j in range(nprocs) if j != r)
 
 
 class Switch:

@@ -41,7 +41,7 @@ from fullgraph.ops.csr import csr_rows, indptr_from_rows, row_ids, take_rows
 from fullgraph.ops.sparse import SparseOp
 from fullgraph.partition.partitioners import random_permutation
 
-__all__ = ["BlockRow", "row_blocks", "block_row", "save_block_rows", "load_block_rows_meta", "load_block_row",
+__all__ = ["BlockRow", "row_blocks", "node_counts", "column_counts", "block_row", "save_block_rows", "load_block_rows_meta", "load_block_row",
            "FORMAT", "META_FILE"]
 
 FORMAT = "fullgraph-blockrows"
@@ -54,6 +54,17 @@ def row_blocks(num_nodes: int, blocks: int, permute: bool, seed: int) -> list[to
     random permutation of it (each run sorted, so a block keeps the graph's local order)."""
     order = random_permutation(num_nodes, seed) if permute else torch.arange(num_nodes)
     return [torch.sort(part).values for part in torch.tensor_split(order, blocks)]
+
+
+def node_counts(num_nodes: int, nprocs: int) -> list[int]:
+    """Tensor parallelism's rows per process: balanced consecutive runs of the node order (the
+    block rows of a one-block-row folder, each process taking its run of the dense matrices)."""
+    return [len(t) for t in torch.tensor_split(torch.arange(num_nodes), nprocs)]
+
+
+def column_counts(width: int, nprocs: int) -> list[int]:
+    """Tensor parallelism's columns per process of a ``width``-wide matrix's column slices."""
+    return [len(t) for t in torch.tensor_split(torch.arange(width), nprocs)]
 
 
 @dataclass(eq=False)

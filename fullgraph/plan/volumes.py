@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["gcn_product_widths", "spmm_volume", "ModelShape", "boundary_row", "layout_volume"]
+__all__ = ["gcn_product_widths", "spmm_volume", "switch_bytes", "tensor_volume", "ModelShape", "boundary_row",
+           "layout_volume"]
 
 F32, F64 = 4, 8  # bytes of the activations and gradients; of the metric sums
 EVAL_SUMS = 7  # the evaluation's all-reduce: hits and counts of three splits, and the validation loss
@@ -82,6 +83,48 @@ def spmm_volume(mode: str, widths: list[int], n: int, nprocs: int, nnz: int, rep
     return out
 
 
+def switch_bytes(num_nodes: int, width: int, nprocs: int, precision: str = "fp32") -> int:
+    """Bytes one tensor-parallel product of width ``width`` moves, summed over processes
+    (``parallel.tensor``): the switch to column slices (process r sends its ``n_r`` rows' slice j to
+    each j ≠ r) and the switch back (r sends each other owner k its ``n_k`` rows of slice r); a row of
+    w values costs ``row_bytes(w, precision)``. At fp32 with P dividing N and w: 2·(P−1)/P·N·w·4."""
+    from fullgraph.comm.precision import row_bytes
+    from fullgraph.partition.blockrows import column_counts, node_counts
+
+    n, w = node_counts(num_nodes, nprocs), column_counts(width, nprocs)
+    return sum(n[r] * row_bytes(w[j], precision) + n[j] * row_bytes(w[r], precision)
+               for r in range(nprocs) for j in range(nprocs) if j != r)
+
+
+def tensor_volume(model: "ModelShape", nodes: int, nprocs: int, *, decoupled: bool = False, evaluate: bool = True,
+                  precision: str = "fp32") -> dict[str, int]:
+    """Bytes per epoch of ``--parallel tensor`` by category, summed over processes.
+
+    * ``tp/fwd``, ``tp/bwd``: a ``switch_bytes`` per product of the forward (``forward_widths``) and of
+      the backward (the rest of ``product_widths``: the first layer's is skipped where its input needs
+      no gradient); attention layers switch their ``[n, heads·d]`` transform both ways; decoupled, one
+      switch of the propagated width per pass.
+    * ``tp/attn``: each attention layer gathers two ``[N, heads]`` score tensors (every process
+      receives the others' rows, ``(P−1)·N·heads`` floats each) and sums their gradients back to the
+      owners (as many), fp32.
+    * the evaluation's forward: its ``tp/fwd`` and ``tp/attn`` again, under ``eval/``.
+    """
+    sb = lambda w: switch_bytes(nodes, w, nprocs, precision)  # noqa: E731
+    scores = lambda heads: 2 * (nprocs - 1) * nodes * heads * F32  # noqa: E731 (two score tensors)
+    if decoupled:
+        fwd, bwd, attn = sb(model.input_widths[0]), sb(model.input_widths[0]), 0
+    elif model.attention:
+        fwd = bwd = sum(sb(w) for w, _ in model.attention)
+        attn = sum(scores(k) for _, k in model.attention)
+    else:
+        fwd = sum(sb(w) for w in model.forward_widths)
+        bwd, attn = sum(sb(w) for w in model.product_widths) - fwd, 0
+    out = {"tp/fwd": fwd, "tp/bwd": bwd, "tp/attn": 2 * attn}
+    if evaluate:
+        out |= {"eval/tp/fwd": fwd, "eval/tp/attn": attn}
+    return out
+
+
 @dataclass(frozen=True)
 class ModelShape:
     """What a layout's traffic depends on in a model.
@@ -94,6 +137,7 @@ class ModelShape:
         product_widths: the widths an epoch multiplies by Â, forward then backward, in order
             (``gcn_product_widths``; the SpMM layouts' models), and ``forward_widths`` those of a
             forward pass alone (evaluation).
+        attention: per graph layer, the width and heads of its attention (GAT), else empty.
     """
 
     input_widths: tuple[int, ...]
@@ -102,6 +146,7 @@ class ModelShape:
     norm_widths: tuple[int, ...] = ()
     product_widths: tuple[int, ...] = ()
     forward_widths: tuple[int, ...] = ()
+    attention: tuple[tuple[int, int], ...] = ()
 
     @classmethod
     def of(cls, name: str, model, features: int, classes: int, sparse_input: bool) -> "ModelShape":
@@ -118,7 +163,10 @@ class ModelShape:
             products, forward = gcn_product_widths(dims, sparse_input), _forward_widths(dims, sparse_input)
         else:  # GCNII, ResGCN+: every layer aggregates hidden rows, and each input needs its gradient
             products, forward = [w for w in widths for _ in (0, 1)], list(widths)
-        return cls(widths, params, widths[0] if model.uses_h0 else 0, norms, tuple(products), tuple(forward))
+        attention = tuple((layer.heads * layer.d_head, layer.heads) for layer in model.layers) \
+            if model_spec(name).attention else ()
+        return cls(widths, params, widths[0] if model.uses_h0 else 0, norms, tuple(products), tuple(forward),
+                   attention)
 
 
 def _forward_widths(dims: list[int], sparse_input: bool) -> list[int]:
@@ -145,7 +193,8 @@ def _halo_bytes(rows: list[int], model: ModelShape, precision: str) -> int:
 def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_rows: int = 0,
                   stage_starts: list[int] = (), evaluate: bool = True, chunked_stats: int = 3,
                   permute: bool = True, seed: int = 0, precision: str = "fp32",
-                  grad_norm: bool = False, pruned_halo: list[int] | None = None) -> dict[str, int]:
+                  grad_norm: bool = False, pruned_halo: list[int] | None = None,
+                  decoupled: bool = False) -> dict[str, int]:
     """Bytes per epoch (and per evaluation, when ``evaluate``) by ledger category, summed over ranks;
     an activation row costs ``row_bytes(width, precision)``, weight gradients and statistics fp32.
 
@@ -159,6 +208,8 @@ def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_row
       forward, its gradient backward; stage weights are distinct (all-reduced only across graph ways).
     * SpMM layouts: ``spmm_volume`` of the epoch's products at ``precision`` (``nnz``: Â's
       non-zeros, self loops included); every rank all-reduces the replicated weights' gradients.
+    * tensor: ``tensor_volume`` (``decoupled``: ``--tensor-decoupled``); batch statistics as the graph
+      layout's; every rank all-reduces the replicated weights' gradients.
     * evaluation: a forward pass, the metric sums (not ROC-AUC's scores); ``grad_norm``: a float64 per rank.
     * ``meta/metrics``: the per-epoch all-reduce of the loss and the ledger (one float64 per category,
       and three more), plus the chunked engines' all-gather of ``chunked_stats`` timing floats.
@@ -173,7 +224,14 @@ def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_row
         if nbytes:
             out[category] = out.get(category, 0) + int(nbytes)
 
-    if mesh.spmm:
+    if mesh.tensor:
+        for k, v in tensor_volume(model, nodes, P, decoupled=decoupled, evaluate=evaluate, precision=precision).items():
+            add(k, v)
+        stats = sum(2 * w + 1 for w in model.norm_widths) * F32 * P
+        add("norm/fwd", stats)
+        add("norm/bwd", stats)
+        add("grad/allreduce", P * model.params * F32)
+    elif mesh.spmm:
         for prefix, widths in (("", model.product_widths), ("eval/", model.forward_widths if evaluate else ())):
             for k, v in spmm_volume(mesh.parallel, list(widths), nodes, P, nnz, mesh.replication, permute,
                                     seed, precision).items():

@@ -31,7 +31,7 @@ def _config(run: str, dataset: str | None, root: str | None, **layout) -> tuple[
     opts = {k: saved[k] for k in ("dataset", "root", "split", "feature_norm", "metric", "select", "seed",
                                   "partitioner", "metis_sample")}
     opts |= {k: v for k, v in (("dataset", dataset), ("root", root)) if v is not None}
-    keep = ("model", "model_args", "layers", "hidden", "heads", "norm", "gcn_kernel", "gcnii_alpha", "gcnii_lambda")
+    keep = ("model", "model_args", "layers", "hidden", "heads", "norm", "gcn_kernel", "gcnii_alpha", "gcnii_lambda", "appnp_alpha")
     return TrainConfig.of(**opts, **{k: saved[k] for k in keep if k in saved}, **layout), saved
 
 
