@@ -22,7 +22,7 @@ from pathlib import Path
 
 from fullgraph.comm.mesh import PARALLEL_MODES
 from fullgraph.errors import InputError
-from fullgraph.models import MODELS, NORM_MODELS, SPMM_MODELS, check_options, is_reference, model_spec
+from fullgraph.models import MODELS, NORM_MODELS, SPMM_MODELS, check_options
 from fullgraph.options import CHUNK_EDGES, FEATURE_NORMS, METRICS, option_name
 from fullgraph.options import Section as _Section, load_toml as _load_toml, need as _need
 
@@ -339,61 +339,16 @@ class TrainConfig:
             if not isinstance(getattr(self, f.name), SECTIONS[f.name]):
                 raise InputError(f"expected the {f.name} section to be a {SECTIONS[f.name].__name__} "
                                  f"(got {type(getattr(self, f.name)).__name__})")
-        layout, model = self.parallel.mesh, self.model
-        if layout.parallel in ("pipeline", "hybrid"):
-            self.check_depth(None if is_reference(model.name) else model.layers)
-        if layout.spmm and model_spec(model.name).spmm is None:
-            raise InputError(f"expected a model whose aggregation is one sparse product ({', '.join(SPMM_MODELS)}) "
-                             f"with --parallel {self.parallel.mode} (got {model.name}); train it with "
-                             f"--parallel graph, pipeline or hybrid")
-        if layout.tensor:
-            self._check_tensor()
-        if model.norm == "batch":
-            self._check_batch_norm()
+        from fullgraph.config_rules import check_layout_and_model
 
-    def _check_tensor(self) -> None:
-        spec, name = model_spec(self.model.name), self.model.name
-        tensor_ready = lambda sp: sp.spmm is not None or sp.attention or sp.separable  # noqa: E731
-        if not tensor_ready(spec):
-            takes = ", ".join(n for n in MODEL_NAMES if tensor_ready(model_spec(n)))
-            raise InputError(f"expected a model whose aggregation is one sparse product or attention ({takes}) with "
-                             f"--parallel tensor (got {name}); train it with --parallel graph, pipeline or hybrid")
-        if self.parallel.tensor_decoupled and not spec.separable:
-            takes = ", ".join(n for n in MODEL_NAMES if model_spec(n).separable) or "none"
-            raise InputError(f"expected a model whose propagation keeps the feature columns apart ({takes}) with "
-                             f"--tensor-decoupled (got {name}, whose layers mix columns between aggregations)")
-
-    def _check_batch_norm(self) -> None:
-        mode, chunks = self.parallel.mode, self.parallel.chunks
-        if mode.startswith("spmm"):
-            raise InputError(f"expected --norm none or layer with --parallel {mode} (got --norm batch); "
-                             f"batch statistics run with --parallel single, graph, pipeline or hybrid")
-        if mode in ("pipeline", "hybrid") and chunks != 1:
-            raise InputError(f"expected --chunks 1 with --norm batch and --parallel {mode} (got --chunks "
-                             f"{chunks or 'default'}): statistics over all nodes need a layer's whole part "
-                             f"at once, and chunks run it piece by piece (a pipeline of S stages needs S chunks, so "
-                             f"batch norm runs in hybrid layouts of one stage); or use --norm layer")
+        check_layout_and_model(self)
 
     def check_depth(self, layers: int | None) -> None:
         """The pipeline's stages against a model of ``layers`` graph layers (``None``: a user's model,
         whose builder decides its depth: checked again once it is built)."""
-        p = self.parallel
-        stages = p.mesh.stages
-        if layers is not None and stages > layers:
-            raise InputError(f"expected at most one stage per layer (got {stages} stages for {layers} layers); "
-                             f"use --parallel hybrid --stages S --graph-ways W to give each stage several processes")
-        if p.stage_layers and layers is not None:
-            try:
-                sizes = [int(v) for v in p.stage_layers.split(",")]
-            except ValueError:
-                raise InputError(f"expected --stage-layers as comma-separated integers, e.g. 8,8,8,8 "
-                                 f"(got {p.stage_layers!r})") from None
-            if len(sizes) != stages or sum(sizes) != layers or min(sizes) < 1:
-                raise InputError(f"expected --stage-layers to give {stages} stages of >= 1 layer summing to "
-                                 f"{layers} (got {p.stage_layers!r})")
-        if p.num_chunks < stages:
-            raise InputError(f"expected --chunks >= the number of stages {stages}, or the pipeline never fills "
-                             f"(got --chunks {p.chunks})")
+        from fullgraph.config_rules import check_depth
+
+        check_depth(self.parallel, layers)
 
     # ------------------------------------------------------------ flat dictionaries of options
     @classmethod

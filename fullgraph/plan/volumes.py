@@ -108,6 +108,8 @@ def tensor_volume(model: "ModelShape", nodes: int, nprocs: int, *, decoupled: bo
       receives the others' rows, ``(P−1)·N·heads`` floats each) and sums their gradients back to the
       owners (as many), fp32.
     * the evaluation's forward: its ``tp/fwd`` and ``tp/attn`` again, under ``eval/``.
+    * batch statistics as graph parallelism's (every process holds distinct rows); every process
+      all-reduces the replicated weights' gradients.
     """
     sb = lambda w: switch_bytes(nodes, w, nprocs, precision)  # noqa: E731
     scores = lambda heads: 2 * (nprocs - 1) * nodes * heads * F32  # noqa: E731 (two score tensors)
@@ -119,7 +121,9 @@ def tensor_volume(model: "ModelShape", nodes: int, nprocs: int, *, decoupled: bo
     else:
         fwd = sum(sb(w) for w in model.forward_widths)
         bwd, attn = sum(sb(w) for w in model.product_widths) - fwd, 0
-    out = {"tp/fwd": fwd, "tp/bwd": bwd, "tp/attn": 2 * attn}
+    stats = sum(2 * w + 1 for w in model.norm_widths) * F32 * nprocs
+    out = {"tp/fwd": fwd, "tp/bwd": bwd, "tp/attn": 2 * attn, "norm/fwd": stats, "norm/bwd": stats,
+           "grad/allreduce": nprocs * model.params * F32}
     if evaluate:
         out |= {"eval/tp/fwd": fwd, "eval/tp/attn": attn}
     return out
@@ -190,6 +194,17 @@ def _halo_bytes(rows: list[int], model: ModelShape, precision: str) -> int:
     return sum(r * row_bytes(w, precision) for r, w in zip(rows, model.input_widths[1:], strict=True))
 
 
+def _spmm_epoch(mesh, model: ModelShape, nodes: int, nnz: int, evaluate: bool, permute: bool, seed: int,
+                precision: str) -> dict[str, int]:
+    """An SpMM layout's epoch: its products' ``spmm_volume``, the evaluation's, the gradients' sum."""
+    out = {"grad/allreduce": mesh.nprocs * model.params * F32}
+    for prefix, widths in (("", model.product_widths), ("eval/", model.forward_widths if evaluate else ())):
+        for k, v in spmm_volume(mesh.parallel, list(widths), nodes, mesh.nprocs, nnz, mesh.replication, permute,
+                                seed, precision).items():
+            out[prefix + k] = out.get(prefix + k, 0) + v
+    return out
+
+
 def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_rows: int = 0,
                   stage_starts: list[int] = (), evaluate: bool = True, chunked_stats: int = 3,
                   permute: bool = True, seed: int = 0, precision: str = "fp32",
@@ -208,8 +223,7 @@ def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_row
       forward, its gradient backward; stage weights are distinct (all-reduced only across graph ways).
     * SpMM layouts: ``spmm_volume`` of the epoch's products at ``precision`` (``nnz``: Â's
       non-zeros, self loops included); every rank all-reduces the replicated weights' gradients.
-    * tensor: ``tensor_volume`` (``decoupled``: ``--tensor-decoupled``); batch statistics as the graph
-      layout's; every rank all-reduces the replicated weights' gradients.
+    * tensor: ``tensor_volume`` (``decoupled``: ``--tensor-decoupled``).
     * evaluation: a forward pass, the metric sums (not ROC-AUC's scores); ``grad_norm``: a float64 per rank.
     * ``meta/metrics``: the per-epoch all-reduce of the loss and the ledger (one float64 per category,
       and three more), plus the chunked engines' all-gather of ``chunked_stats`` timing floats.
@@ -224,19 +238,11 @@ def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_row
         if nbytes:
             out[category] = out.get(category, 0) + int(nbytes)
 
-    if mesh.tensor:
-        for k, v in tensor_volume(model, nodes, P, decoupled=decoupled, evaluate=evaluate, precision=precision).items():
+    if mesh.operator_layout:
+        parts = (tensor_volume(model, nodes, P, decoupled=decoupled, evaluate=evaluate, precision=precision)
+                 if mesh.tensor else _spmm_epoch(mesh, model, nodes, nnz, evaluate, permute, seed, precision))
+        for k, v in parts.items():
             add(k, v)
-        stats = sum(2 * w + 1 for w in model.norm_widths) * F32 * P
-        add("norm/fwd", stats)
-        add("norm/bwd", stats)
-        add("grad/allreduce", P * model.params * F32)
-    elif mesh.spmm:
-        for prefix, widths in (("", model.product_widths), ("eval/", model.forward_widths if evaluate else ())):
-            for k, v in spmm_volume(mesh.parallel, list(widths), nodes, P, nnz, mesh.replication, permute,
-                                    seed, precision).items():
-                add(prefix + k, v)
-        add("grad/allreduce", P * model.params * F32)
     else:
         if W > 1:
             halo = _halo_bytes([halo_rows] * (len(model.input_widths) - 1), model, precision)

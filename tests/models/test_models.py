@@ -220,12 +220,35 @@ def test_models_name_each_layers_input_width(graph, name):
     model = build_model(name, graph.num_features, 5, layers=3, hidden=16, heads=4, dropout=0.0).eval()
     widths = model.layer_input_widths()
     expected = [graph.num_features if name in ("gcn", "sage", "gat", "gin") else 16] + [16, 16]
+    if name == "appnp":  # it propagates the MLP's output: the classes
+        expected = [5, 5, 5]
     assert widths == expected
     block = Block.from_graph(graph, MODELS[name].norm)
     h = model.pre(graph.dense_x())
     for i, layer in enumerate(model.layers):
         assert h.shape[1] == widths[i]
         h = layer(block, h, h if model.uses_h0 else None)
+
+
+def test_appnp_is_pygs_appnp_after_the_same_mlp(graph):
+    """APPNP against PyG's ``APPNP`` propagation (GCN normalization, self loops) of the same MLP's
+    output: logits and the MLP's gradients."""
+    from torch_geometric.nn import APPNP as PygAPPNP
+
+    torch.manual_seed(0)
+    model = build_model("appnp", graph.num_features, graph.num_classes, layers=10, hidden=32, dropout=0.0,
+                        appnp_alpha=0.1)
+    x = graph.dense_x()
+    dst = torch.repeat_interleave(torch.arange(graph.num_nodes), graph.indptr.diff())
+    edge_index = torch.stack([graph.indices, dst])
+    ours = model(Block.from_graph(graph, "gcn"), x)
+    mlp = model.lin_out(torch.relu(model.lin_in(x)))
+    theirs = PygAPPNP(K=10, alpha=0.1)(mlp, edge_index)
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+    grads = torch.autograd.grad(ours.square().sum(), [model.lin_in.weight, model.lin_out.bias])
+    want = torch.autograd.grad(theirs.square().sum(), [model.lin_in.weight, model.lin_out.bias])
+    for a, b in zip(grads, want):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
 def test_gin_is_pygs_gin_conv_with_the_same_weights(graph):

@@ -39,6 +39,7 @@ SETTINGS = {
     "gcnii": dict(layers=4, hidden=16),
     "resgcn+": dict(layers=3, hidden=16),
     "gin": dict(layers=3, hidden=16),
+    "appnp": dict(layers=3, hidden=16),
 }
 
 
@@ -81,7 +82,10 @@ def test_each_layer_recomputes_once_per_step(small, model):
         compute = layer.compute
         layer.compute = lambda *a, _c=compute, _i=i: calls.append(_i) or _c(*a)
     block = Block.from_graph(small, net.norm)
-    for recompute, times in ((False, 1), (True, 2)):
+    # APPNP's propagation keeps nothing for backward (a constant sparse product, a scaling): there is
+    # nothing to rebuild, so checkpointing never runs it again
+    again = 1 if model == "appnp" else 2
+    for recompute, times in ((False, 1), (True, again)):
         net.recompute = recompute
         calls.clear()
         with keyed_dropout(0, 1):
