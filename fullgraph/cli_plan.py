@@ -81,14 +81,17 @@ def candidates(nprocs: int, layers: int, model: str, model_args: dict | None = N
     that does not fit, saying why (the configuration's own refusal). ``layers``: the model's depth
     (a user's builder decides it: it is checked against the stages, not given as an option)."""
     from fullgraph.comm.mesh import SPMM_MODES
-    from fullgraph.models import is_reference
+    from fullgraph.models import is_reference, model_spec
 
     opts = [dict(parallel="graph"), dict(parallel="pipeline")]
     opts += [dict(parallel="hybrid", stages=s, graph_ways=nprocs // s) for s in range(2, nprocs) if nprocs % s == 0]
     opts += [dict(parallel=m) for m in SPMM_MODES if m != "spmm-1.5d"]
     opts += [dict(parallel="spmm-1.5d", replication=c) for c in range(2, math.isqrt(nprocs) + 1) if nprocs % c == 0]
-    fits, refused = [], []
     user = is_reference(model)
+    opts += [dict(parallel="tensor")]
+    if not user and model_spec(model).separable:
+        opts += [dict(parallel="tensor", tensor_decoupled=True)]
+    fits, refused = [], []
     for o in opts:
         try:
             cfg = TrainConfig.of(model=model, model_args=model_args or {}, nprocs=nprocs, **o,
@@ -106,6 +109,8 @@ def label(o: dict) -> str:
         return f"hybrid {o['stages']}x{o['graph_ways']}"
     if o["parallel"] == "spmm-1.5d":
         return f"spmm-1.5d c={o['replication']}"
+    if o.get("tensor_decoupled"):
+        return "tensor decoupled"
     return o["parallel"]
 
 
@@ -196,7 +201,7 @@ def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | N
     prune = getattr(args, "prune", False) and o["parallel"] == "graph"  # the one layout of P >= 2 that prunes
     cfg = TrainConfig.of(**base, nprocs=args.nprocs, chunks=args.chunks, **o, prune=prune)
     mesh, shape = cfg.parallel.mesh, _shape(cfg, graph, timer.model)
-    parts = _partition_stats(cfg, graph, mesh.graph_ways, args.partition_dir) if not mesh.spmm else None
+    parts = _partition_stats(cfg, graph, mesh.graph_ways, args.partition_dir) if not mesh.operator_layout else None
     pruned = _pruned_counts(cfg, graph, timer.model, args.partition_dir) if prune else None
     volume = run_volume(cfg, graph, sum(p["halo"] for p in parts) if parts else 0, shape=shape, pruned=pruned)
     chunk_src = _chunk_sources(cfg, graph, args.partition_dir) if mesh.stages > 1 else None
@@ -332,7 +337,7 @@ def _peak_per_rank(cfg, graph, parts, release_memory: bool = False) -> int:
     import torch
 
     from fullgraph.memory import GLIBC_MMAP_THRESHOLD_MAX, MMAP_THRESHOLD_BYTES
-    from fullgraph.plan.rank_memory import estimate_peak_bytes, model_memory_options
+    from fullgraph.plan.rank_memory import estimate_peak_bytes, model_memory_options, tensor_peak_bytes
 
     mesh, opts = cfg.parallel.mesh, model_memory_options(cfg)
     threshold = MMAP_THRESHOLD_BYTES if release_memory else GLIBC_MMAP_THRESHOLD_MAX
@@ -342,6 +347,9 @@ def _peak_per_rank(cfg, graph, parts, release_memory: bool = False) -> int:
     def nnz(rows: int) -> int | None:
         return math.ceil(graph.x.values().numel() * rows / graph.num_nodes) if sparse else None
 
+    if mesh.tensor:
+        return tensor_peak_bytes(**opts, **common, nodes=graph.num_nodes, edges=graph.num_edges, nprocs=mesh.nprocs,
+                                 feature_nnz=nnz(math.ceil(graph.num_nodes / mesh.nprocs)))
     if mesh.spmm:
         rows = math.ceil(graph.num_nodes / mesh.block_rows)
         return estimate_peak_bytes(**opts, **common, nodes=rows, edges=math.ceil(graph.num_edges / mesh.block_rows),

@@ -33,12 +33,14 @@ threshold. The estimate is of host memory; on a GPU the activations live in devi
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from fullgraph.errors import InputError
 from fullgraph.models import model_spec
 
-__all__ = ["estimate_peak_bytes", "memory_breakdown", "check_memory", "model_memory_options", "variable_bytes",
+__all__ = ["estimate_peak_bytes", "tensor_peak_bytes", "memory_breakdown", "check_memory", "model_memory_options", "variable_bytes",
            "graph_memory_stats", "part_memory_stats", "partition_memory_stats", "kept_activation_bytes"]
 
 
@@ -179,6 +181,21 @@ def estimate_peak_bytes(*, nodes: int, edges: int, features: int, classes: int, 
                                 layers=layers, hidden=hidden, heads=heads, halo=halo, feature_nnz=feature_nnz,
                                 recompute=recompute, gcn_kernel=gcn_kernel, distributed=distributed,
                                 mmap_threshold=mmap_threshold, model_args=model_args).values())
+
+
+def tensor_peak_bytes(*, nodes: int, edges: int, nprocs: int, model: str, **options) -> int:
+    """Estimated peak RSS of one process of ``--parallel tensor`` (``parallel.tensor``): a block row's
+    worth of everything node-wise (its ``nodes / P`` rows, as an SpMM rank holds them, with as many
+    rows again for the switch's buffers: the ``[N, w / P]`` column slice and its product), plus the
+    rest of the whole graph's structure, which every process holds: Â's other non-zeros (int64 and
+    int32 indices, float32 values; Âᵀ too where Â is not symmetric) and, while the process reads it,
+    the one-block-row file's copy (int64 indices, float32 values)."""
+    rows, P = math.ceil(nodes / nprocs), nprocs
+    share = estimate_peak_bytes(nodes=rows, edges=math.ceil(edges / P), halo=rows, model=model, **options)
+    norm = model_spec(model).norm or "gcn"
+    nnz = edges if norm == "mean" else edges + nodes
+    per_entry = 16 * (2 if norm == "mean" else 1)
+    return share + (nnz - math.ceil(nnz / P)) * per_entry + 12 * nnz
 
 
 def variable_bytes(stats: dict, model_opts: dict) -> float:

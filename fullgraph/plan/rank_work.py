@@ -52,8 +52,8 @@ def rank_works(cfg, graph, model, shape, bounds: list[tuple[int, int]], parts: l
     ``pruned`` (``plan.pruned.PrunedCounts``, graph parallelism with ``--prune``): a training pass
     computes, layer by layer, only the rows counted there, and exchanges only their halo rows."""
     mesh = cfg.parallel.mesh
-    if mesh.spmm:
-        return _spmm_works(cfg, graph, model, volume, machines)
+    if mesh.operator_layout:
+        return _operator_works(cfg, graph, model, volume, machines)
     S, W = mesh.stages, mesh.graph_ways
     K = cfg.parallel.num_chunks if S > 1 else 1
     precision = cfg.parallel.comm_precision
@@ -125,22 +125,27 @@ class _Peers:
         self.ring = float(machines is not None and W > 1 and not machines.spans(group))
 
 
-def _spmm_works(cfg, graph, model, volume: dict[str, int], machines=None) -> list[RankWork]:
-    """The SpMM layouts' ranks are alike: a block row of the products, the traffic shared evenly, its
-    peers taken as all the others (a broadcast or a reduction of the grid reaches ranks on every machine
-    the grid spans): the share on a rank's own machine is its machine's other ranks over P - 1."""
+def _operator_works(cfg, graph, model, volume: dict[str, int], machines=None) -> list[RankWork]:
+    """The SpMM and tensor layouts' ranks are alike: a block row of the products (tensor: the whole Â
+    times w / P columns, the same multiply-adds as N / P rows of it at full width), the traffic shared
+    evenly, its peers taken as all the others (a broadcast, a reduction or an all-to-all reaches ranks on
+    every machine the layout spans): the share on a rank's own machine is its machine's other ranks over
+    P - 1. Tensor's chunked switch back (``--tensor-chunks``) overlaps half its bytes with the products."""
     mesh, P = cfg.parallel.mesh, cfg.parallel.nprocs
 
     def per_rank(evaluation: bool, match: str = "") -> float:
         return sum(v for k, v in volume.items() if k.startswith("eval/") == evaluation and match in k
                    and not k.startswith("meta/")) / P
 
-    rows = math.ceil(graph.num_nodes / mesh.block_rows)
+    rows = math.ceil(graph.num_nodes / (P if mesh.tensor else mesh.block_rows))
     L = len(model.layers)
     calls = (LayerCalls(tuple(range(L)), rows, rows, math.ceil((graph.num_edges + graph.num_nodes) / P)),)
-    messages = L * _spmm_steps(mesh)  # a product per layer, forward; as many backward, and the gradients' ring
-    train = Traffic(stream=per_rank(False), messages=2 * messages + 2 * (P - 1),
-                    overlapped=per_rank(False, "spmm/bcast") if cfg.parallel.overlap else 0.0)
+    messages = L * _product_steps(mesh)  # a product per layer, forward; as many backward, and the gradients' ring
+    if mesh.tensor:
+        overlapped = per_rank(False, "tp/") / 2 if cfg.parallel.tensor_chunks else 0.0
+    else:
+        overlapped = per_rank(False, "spmm/bcast") if cfg.parallel.overlap else 0.0
+    train = Traffic(stream=per_rank(False), messages=2 * messages + 2 * (P - 1), overlapped=overlapped)
     evaluation = Traffic(stream=per_rank(True), messages=messages)
     params = sum(p.numel() for p in model.parameters())  # the weights are replicated: every rank steps them all
     works = []
@@ -152,12 +157,15 @@ def _spmm_works(cfg, graph, model, volume: dict[str, int], machines=None) -> lis
     return works
 
 
-def _spmm_steps(mesh) -> int:
+def _product_steps(mesh) -> int:
     """The messages one sparse product puts on a rank's path, one per collective call (a broadcast
     reaches its ranks at once), a ring all-reduce over c ranks 2 (c - 1) and an exchange with q - 1
     peers q - 1: 1D and 1.5D broadcast the R / c block rows of the rank's share and sum over the c
     replicas; 2D and 3D trade column slices there and back, broadcast q dense blocks and q sparse ones
-    (row pointers, columns and values: three calls each) and sum over the d layers (``parallel.spmm``)."""
+    (row pointers, columns and values: three calls each) and sum over the d layers (``parallel.spmm``);
+    tensor exchanges with the P - 1 others twice (``parallel.tensor``)."""
+    if mesh.tensor:
+        return 2 * (mesh.nprocs - 1)
     rows, cols, depth = mesh.grid
     if mesh.parallel in ("spmm-1d", "spmm-1.5d"):
         return math.ceil(rows / cols) + 2 * (cols - 1)

@@ -26,7 +26,7 @@ def test_plan_lists_every_layout_that_fits_ranked_by_estimated_time(shared_data,
     got = _plan(capsys, "--dataset", "cora", "--root", str(shared_data), "--nprocs", "4", "--layers", "4",
                 "--hidden", "16")
     names = [r["layout"] for r in got["layouts"]]
-    assert sorted(names) == sorted(["graph", "pipeline", "hybrid 2x2", "spmm-1d", "spmm-1.5d c=2", "spmm-2d"])
+    assert sorted(names) == sorted(["graph", "pipeline", "hybrid 2x2", "spmm-1d", "spmm-1.5d c=2", "spmm-2d", "tensor"])
     assert [r["epoch_s"] for r in got["layouts"]] == sorted(r["epoch_s"] for r in got["layouts"])
     assert got["recommendation"].startswith(names[0] + ":")
     assert any(line.startswith("spmm-3d: expected a perfect cube") for line in got["refused"])
@@ -37,6 +37,7 @@ def test_plan_lists_every_layout_that_fits_ranked_by_estimated_time(shared_data,
     by = {r["layout"]: r["by_category"] for r in got["layouts"]}
     assert set(by["pipeline"]) >= {"pipe/fwd", "pipe/bwd"} and "halo/fwd" not in by["pipeline"]
     assert "spmm/bcast" in by["spmm-1d"] and "spmm/reduce" in by["spmm-1.5d c=2"]
+    assert set(by["tensor"]) >= {"tp/fwd", "tp/bwd"} and not any(k.startswith(("halo", "spmm")) for k in by["tensor"])
 
 
 def test_a_slower_network_favours_the_layouts_that_move_less(shared_data, capsys):
