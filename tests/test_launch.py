@@ -63,6 +63,28 @@ def test_spmm_ranks_read_block_rows_the_launcher_cut(tmp_path):
     assert [r["comm_bytes"].get("meta/metrics") for r in records] == [2 * (len(CATEGORIES) + 3) * 8] * 3
 
 
+def test_tensor_ranks_read_the_graph_the_launcher_wrote_once(tmp_path):
+    """The launcher writes the whole graph once as one block row; every rank reads it, and the run moves
+    exactly what ``fullgraph plan`` says (the built-in graph: 5000 nodes, 64 dense features, 5 classes)."""
+    from fullgraph.config import TrainConfig
+    from fullgraph.data.load import load_graph
+    from tests.distributed import ledger, planned_bytes
+
+    run = tmp_path / "run"
+    flags = dict(parallel="tensor", nprocs=2, epochs=3, layers=3, hidden=32, model="sage")
+    proc = fullgraph(tmp_path, "train", *[f"--{k}={v}" for k, v in flags.items()], "--eval-every", "3",
+                     "--out", str(run))
+    assert proc.returncode == 0, proc.stderr
+    [folder] = (tmp_path / "cache" / "blockrows").iterdir()
+    meta = json.loads((folder / "blockrows.json").read_text())
+    assert meta["blocks"] == 1 and not meta["permute"] and [f["path"] for f in meta["files"]] == ["row-0.pt"]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["parallel"] == "tensor" and summary["test_acc"] > 0.3
+    records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    graph = load_graph(TrainConfig.of())
+    assert ledger(records[0]["comm_bytes"]) == planned_bytes(flags | {"eval_every": 3}, graph)  # no evaluation yet
+
+
 def _children(pid: int) -> list[int]:
     out = []
     for stat in Path("/proc").glob("[0-9]*/stat"):

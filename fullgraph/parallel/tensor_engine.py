@@ -27,7 +27,32 @@ from fullgraph.parallel.spmm import WireSites
 from fullgraph.parallel.tensor import (Switch, TensorOp, _GatherRows, _ToColumns, _ToRows, column_counts,
                                        layer_sites, node_counts)
 
-__all__ = ["TensorEngine", "tensor_engine"]
+__all__ = ["TensorEngine", "WholeGraphAttention", "tensor_engine"]
+
+
+class WholeGraphAttention:
+    """``Block.attention`` over the whole graph (see the module docstring): gather every node's scores,
+    weigh every edge, sum this process's column slice of ``wh`` (``[n_me, heads·d]``) with the
+    weights, and switch the sums back to rows. It holds the operator, not the engine (no cycle)."""
+
+    def __init__(self, op: TensorOp):
+        self.op = op
+        self._edges = None
+
+    def __call__(self, wh: torch.Tensor, s_src: torch.Tensor, s_dst: torch.Tensor, weigh) -> torch.Tensor:
+        sw, n = self.op.switch, self.op.a.shape[0]
+        if self._edges is None:
+            self._edges = (self.op.a.indices, row_ids(self.op.a.indptr))
+        src, dst = self._edges
+        alpha = weigh(_GatherRows.apply(s_src, sw)[src], _GatherRows.apply(s_dst, sw)[dst], dst, n)  # [E, heads]
+        width, heads = wh.shape[1], s_src.shape[1]
+        sites, key = layer_sites(self.op.sites), self.op.sites.key
+        xc = _ToColumns.apply(wh, sw, sites, key)  # [N, w_me]
+        start = sum(column_counts(width, sw.P)[:sw.me])
+        head = torch.arange(start, start + xc.shape[1], device=xc.device) // (width // heads)
+        msg = xc[src] * alpha[:, head]
+        out = msg.new_zeros((n, xc.shape[1])).index_add_(0, dst, msg)
+        return _ToRows.apply(out, width, sw, sites, key)
 
 
 class TensorEngine(Engine):
@@ -53,9 +78,8 @@ class TensorEngine(Engine):
         a = row.adjacency([row.rows])[0]  # [N, N], the whole Â (its transpose is kept when asked)
         self.switch = Switch(comm, counts, precision, [r.to(dev) for r in ranges])
         self.op = TensorOp(a, self.switch, chunks).to(dev)
-        self._edges = None
         self.block = Block(self.op, norm, src_ids=mine.to(dev), dst_ids=mine.to(dev), reduce=sum_over(comm),
-                           attention=self.attention)
+                           attention=WholeGraphAttention(self.op))
         self.x = input_features(take_rows(row.x, mine)).to(dev)
         self.y, self.train_mask, self.val_mask, self.test_mask = (
             t[mine].to(dev) for t in (row.y, row.train_mask, row.val_mask, row.test_mask))
@@ -93,24 +117,6 @@ class TensorEngine(Engine):
         for layer in model.layers:
             hc = layer(whole, hc, h0)
         return model.post(_ToRows.apply(hc, width, self.switch, sites, self.op.sites.key), rows)
-
-    def attention(self, wh: torch.Tensor, s_src: torch.Tensor, s_dst: torch.Tensor, weigh) -> torch.Tensor:
-        """``Block.attention`` over the whole graph: gather every node's scores, weigh every edge,
-        sum this process's column slice of ``wh`` (``[n_me, heads·d]``) with the weights, and switch
-        the sums back to rows."""
-        sw, n = self.switch, self.num_nodes
-        if self._edges is None:
-            self._edges = (self.op.a.indices, row_ids(self.op.a.indptr))
-        src, dst = self._edges
-        alpha = weigh(_GatherRows.apply(s_src, sw)[src], _GatherRows.apply(s_dst, sw)[dst], dst, n)  # [E, heads]
-        width, heads = wh.shape[1], s_src.shape[1]
-        sites, key = layer_sites(self.op.sites), self.op.sites.key
-        xc = _ToColumns.apply(wh, sw, sites, key)  # [N, w_me]
-        start = sum(column_counts(width, sw.P)[:sw.me])
-        head = torch.arange(start, start + xc.shape[1], device=xc.device) // (width // heads)
-        msg = xc[src] * alpha[:, head]
-        out = msg.new_zeros((n, xc.shape[1])).index_add_(0, dst, msg)
-        return _ToRows.apply(out, width, sw, sites, key)
 
     # ------------------------------------------------------------------ reductions
     def sync_grads(self, model) -> None:

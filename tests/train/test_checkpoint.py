@@ -37,6 +37,7 @@ LAYOUTS = {
     # int8's stochastic rounding is keyed like dropout: a resumed run rounds every row as before
     "spmm-1d-int8": ["--parallel", "spmm-1d", "--nprocs", "2", "--comm-precision", "int8"],
     "graph-int8": ["--parallel", "graph", "--nprocs", "2", "--comm-precision", "int8"],
+    "tensor-int8": ["--parallel", "tensor", "--nprocs", "2", "--comm-precision", "int8"],
     "pipeline-int8": ["--parallel", "pipeline", "--nprocs", "2", "--layers", "4", "--comm-precision", "int8"],
     # the learning rate, the plateau's count and fp16's loss scale come back with the weights
     "single-plateau-fp16-clip": ["--lr-schedule", "plateau", "--lr-step", "1", "--precision", "fp16",
