@@ -57,7 +57,8 @@ from fullgraph.parallel.setup import prepare_run  # noqa: E402
 
 HIDDEN = {"squirrel": 1000, "coauthor-physics": 100}
 LAYOUTS = {"graph": dict(parallel="graph"), "pipeline": dict(parallel="pipeline"),
-           "hybrid 2x2": dict(parallel="hybrid", stages=2, graph_ways=2)}
+           "hybrid 2x2": dict(parallel="hybrid", stages=2, graph_ways=2),
+           "spmm-1d": dict(parallel="spmm-1d"), "tensor": dict(parallel="tensor")}  # the last two: --layouts
 
 
 def base_options(name: str, root: str, model: str, depth: int, precision: str = "fp32") -> dict:
@@ -282,7 +283,7 @@ def main() -> int:
     ap.add_argument("--models", default="gcn,gcnii")
     ap.add_argument("--depths", default="16,32")
     ap.add_argument("--rates", default="0.1,1,10", help="link rates, Gbit/s")
-    ap.add_argument("--layouts", default=",".join(LAYOUTS))
+    ap.add_argument("--layouts", default="graph,pipeline,hybrid 2x2", help=f"of: {', '.join(LAYOUTS)}")
     ap.add_argument("--precisions", default="fp32", help="--comm-precision values to run each cell at")
     ap.add_argument("--nprocs", type=int, default=4)
     ap.add_argument("--epochs", type=int, default=4)

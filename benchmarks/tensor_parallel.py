@@ -58,7 +58,7 @@ def planned_bytes(data: str, a) -> int:
 def cell(graph: str, name: str, a) -> dict:
     argv = ["--dataset", dataset(graph, a), "--root", a.root, "--model", a.model, "--layers", str(a.layers),
             "--hidden", str(a.hidden), "--nprocs", str(a.nprocs), "--epochs", str(a.epochs), "--eval-every", "1",
-            "--threads", "1", "--progress", "none", *LAYOUTS[name]]
+            "--threads", "1", "--progress", "none", "--overwrite", *LAYOUTS[name]]
     got = train(argv, Path(a.workdir) / "runs" / f"{graph}-{name.split()[0]}", timeout=a.timeout)
     row = {"graph": graph, "layout": name}
     if "error" in got:
