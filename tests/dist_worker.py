@@ -101,24 +101,23 @@ def chunked_runs(payload: dict, comm: Comm) -> dict:
     return out
 
 
-def spmm_runs(payload: dict, comm: Comm) -> dict:
-    """SpMM-layout training for each run of the payload (every rank holds all weights). Rank 0 cuts
-    the block rows into a folder, as the launcher does, and every rank reads only its own from it."""
+def _replicated_runs(payload: dict, comm: Comm, build, options: dict, extra=lambda engine: {}) -> dict:
+    """Training for each run of the payload in a layout whose ranks all hold every weight (SpMM, tensor),
+    built by ``build(cfg, norm, comm=comm)``. Rank 0 writes the layout's block-row folder, as the
+    launcher does, and every rank reads only what it needs from it (the raw dataset is out of reach)."""
     from pathlib import Path
 
     from fullgraph.parallel.setup import prepare_block_rows_dir
-    from fullgraph.parallel.spmm import spmm_engine
 
     out = {}
     for run in payload["runs"]:
-        cfg = TrainConfig.of(**run["config"], nprocs=comm.world_size, progress="none", threads=1)
+        cfg = TrainConfig.of(**run["config"], **options, nprocs=comm.world_size, progress="none", threads=1)
         folder = Path(payload["result"]).parent / f"blockrows-{run['name']}"
         if comm.rank == 0:
             prepare_block_rows_dir(cfg, out=folder)
         comm.barrier()
-        # the ranks never parse the raw dataset
         cfg = cfg.with_options(partition_dir=str(folder), root=str(folder / "no-raw-dataset-here"))
-        engine = spmm_engine(cfg, shape(cfg)[0], comm=comm)
+        engine = build(cfg, shape(cfg)[0], comm=comm)
         trainer = Trainer(cfg, engine=engine)
         result = trainer.build().train()
         # every rank holds all weights: how far apart they ended (0 unless replicas saw different rows)
@@ -127,37 +126,23 @@ def spmm_runs(payload: dict, comm: Comm) -> dict:
         trainer.close()
         out[run["name"]] = {"losses": torch.tensor(result.losses, dtype=torch.float64),
                             "state": trainer.model.state_dict(), "comm": result.comm_bytes_per_epoch,
-                            "test_acc": result.test_acc, "block_nnz": engine.block_nnz,
-                            "block_nnz_unpermuted": engine.block_nnz_unpermuted, "spread": spread}
+                            "test_acc": result.test_acc, "spread": spread, **extra(engine)}
     return out
+
+
+def spmm_runs(payload: dict, comm: Comm) -> dict:
+    """SpMM-layout training for each run of the payload (its config names the grid)."""
+    from fullgraph.parallel.spmm import spmm_engine
+
+    return _replicated_runs(payload, comm, spmm_engine, {}, lambda e: {
+        "block_nnz": e.block_nnz, "block_nnz_unpermuted": e.block_nnz_unpermuted})
 
 
 def tensor_runs(payload: dict, comm: Comm) -> dict:
-    """Tensor-parallel training for each run of the payload (every rank holds all weights). Rank 0
-    writes the whole graph as one block row, as the launcher does; every rank reads it from there."""
-    from pathlib import Path
-
-    from fullgraph.parallel.setup import prepare_block_rows_dir
+    """Tensor-parallel training for each run of the payload (the whole graph as one block row)."""
     from fullgraph.parallel.tensor_engine import tensor_engine
 
-    out = {}
-    for run in payload["runs"]:
-        cfg = TrainConfig.of(**run["config"], parallel="tensor", nprocs=comm.world_size, progress="none", threads=1)
-        folder = Path(payload["result"]).parent / f"tensor-{run['name']}"
-        if comm.rank == 0:
-            prepare_block_rows_dir(cfg, out=folder)
-        comm.barrier()
-        cfg = cfg.with_options(partition_dir=str(folder), root=str(folder / "no-raw-dataset-here"))
-        engine = tensor_engine(cfg, shape(cfg)[0], comm=comm)
-        trainer = Trainer(cfg, engine=engine)
-        result = trainer.build().train()
-        flat = torch.cat([v.detach().reshape(-1).double() for v in trainer.model.state_dict().values()])
-        spread = max((t - flat).abs().max().item() for t in comm.all_gather(flat, "meta/checkpoint"))
-        trainer.close()
-        out[run["name"]] = {"losses": torch.tensor(result.losses, dtype=torch.float64),
-                            "state": trainer.model.state_dict(), "comm": result.comm_bytes_per_epoch,
-                            "test_acc": result.test_acc, "spread": spread}
-    return out
+    return _replicated_runs(payload, comm, tensor_engine, {"parallel": "tensor"})
 
 
 def main(path: str) -> int:

@@ -22,7 +22,7 @@ import torch
 from fullgraph.comm.context import Comm
 from fullgraph.comm.precision import decode_rows, encode_rows, row_bytes
 
-__all__ = ["RowsInFlight", "broadcast_rows", "reduce_scatter_rows", "all_gather_rows", "exchange_rows"]
+__all__ = ["RowsInFlight", "empty_rows", "broadcast_rows", "reduce_scatter_rows", "all_gather_rows", "exchange_rows"]
 
 
 class RowsInFlight:
@@ -36,7 +36,9 @@ class RowsInFlight:
         return self.finish(self.buf)
 
 
-def _empty(n: int, width: int, precision: str, like: torch.Tensor) -> torch.Tensor:
+def empty_rows(n: int, width: int, precision: str, like: torch.Tensor) -> torch.Tensor:
+    """A buffer for ``n`` rows of ``width`` values as they travel at ``precision`` (float rows at
+    fp32, their encoded bytes below it), on ``like``'s device."""
     if precision == "fp32":
         return like.new_empty((n, width))
     return torch.empty((n, row_bytes(width, precision)), dtype=torch.uint8, device=like.device)
@@ -51,7 +53,7 @@ def broadcast_rows(comm: Comm, x: torch.Tensor | None, n: int, like: torch.Tenso
         x = x.contiguous()
         buf = x if precision == "fp32" else encode_rows(x, precision, rows=rows, site=site, key=key, col0=col0)
         return RowsInFlight(comm.broadcast(buf, root, category, async_op=True), buf, lambda _: x)
-    buf = _empty(n, width, precision, like)
+    buf = empty_rows(n, width, precision, like)
     finish = (lambda b: b) if precision == "fp32" else (lambda b: decode_rows(b, precision, width).to(like.dtype))
     return RowsInFlight(comm.broadcast(buf, root, category, async_op=True), buf, finish)
 
@@ -85,9 +87,9 @@ def all_gather_rows(comm: Comm, piece: torch.Tensor, counts: list[int], category
     width = piece.shape[1]
     mine = None if rows is None else rows[b[me]:b[me + 1]]
     sent = encode_rows(piece, precision, rows=mine, site=site, key=key, col0=col0)
-    nothing = _empty(0, width, precision, piece)
+    nothing = empty_rows(0, width, precision, piece)
     send = [nothing if r == me else sent for r in range(len(counts))]
-    recv = [nothing if r == me else _empty(counts[r], width, precision, piece) for r in range(len(counts))]
+    recv = [nothing if r == me else empty_rows(counts[r], width, precision, piece) for r in range(len(counts))]
     comm.all_to_all(send, recv, category)
     return torch.cat([decode_rows(sent if r == me else got, precision, width).to(piece.dtype)
                       for r, got in enumerate(recv)])
@@ -105,10 +107,10 @@ def exchange_rows(comm: Comm, send: list[torch.Tensor], recv_shapes: list[tuple[
         return recv
     me = comm.rank
     col0 = col0 or [0] * len(send)
-    nothing = _empty(0, send[me].shape[1], precision, send[me])
+    nothing = empty_rows(0, send[me].shape[1], precision, send[me])
     out = [nothing if r == me else encode_rows(t, precision, rows=None if rows is None else rows[r], site=site,
                                                 key=key, col0=col0[r]) for r, t in enumerate(send)]
-    got = [nothing if r == me else _empty(n, w, precision, send[me]) for r, (n, w) in enumerate(recv_shapes)]
+    got = [nothing if r == me else empty_rows(n, w, precision, send[me]) for r, (n, w) in enumerate(recv_shapes)]
     comm.all_to_all(out, got, category)
     return [send[me] if r == me else decode_rows(b, precision, recv_shapes[r][1]).to(send[me].dtype)
             for r, b in enumerate(got)]

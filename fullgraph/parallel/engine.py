@@ -19,7 +19,18 @@ from fullgraph.errors import InputError
 from fullgraph.ops import Block, SparseOp
 from fullgraph.ops.csr import csr_rows
 
-__all__ = ["Engine", "SingleEngine", "feature_rows", "input_features", "sum_grads"]
+__all__ = ["Engine", "SingleEngine", "feature_rows", "input_features", "sum_grads", "world_comm"]
+
+
+def world_comm(cfg, who: str):
+    """This rank's world communicator, from the torchrun environment (``who``: the builder that asks,
+    named in the error when the process was not started as a rank)."""
+    from fullgraph.comm.context import Comm, DistEnv
+
+    env = DistEnv.from_env()
+    if env is None:
+        raise RuntimeError(f"{who} needs the torchrun environment (RANK, WORLD_SIZE, ...)")
+    return Comm(env, timeout_s=cfg.run.comm_timeout, device=cfg.run.device)
 
 
 def input_features(x: torch.Tensor) -> torch.Tensor | SparseOp:

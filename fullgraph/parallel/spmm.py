@@ -48,7 +48,7 @@ from fullgraph.errors import InputError
 from fullgraph.ops import Block, SparseOp
 from fullgraph.ops.dropout import current_key
 from fullgraph.ops.csr import indptr_from_counts, take_rows
-from fullgraph.parallel.engine import Engine, input_features, sum_grads
+from fullgraph.parallel.engine import Engine, input_features, sum_grads, world_comm
 from fullgraph.partition.blockrows import BlockRow, block_nnz, block_row, load_block_row, row_blocks
 
 __all__ = ["GridOp", "SummaOp", "SpmmEngine", "SPMM_MODELS", "row_blocks", "spmm_engine"]
@@ -353,15 +353,10 @@ def spmm_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> SpmmEng
     """This rank's engine of an ``spmm-*`` run. It reads its block row from ``cfg.parallel.partition_dir`` (a
     folder of block rows the launcher cut for this grid), or cuts it from ``graph`` when one is
     passed in. ``cfg`` has already checked the model and the grid (``TrainConfig``)."""
-    from fullgraph.comm.context import DistEnv
     from fullgraph.partition.blockrows import load_block_rows_meta
 
     owns = comm is None
-    if comm is None:
-        env = DistEnv.from_env()
-        if env is None:
-            raise RuntimeError("spmm_engine needs the torchrun environment (RANK, WORLD_SIZE, ...)")
-        comm = Comm(env, timeout_s=cfg.run.comm_timeout, device=cfg.run.device)
+    comm = world_comm(cfg, "spmm_engine") if comm is None else comm
     p, seed = cfg.parallel, cfg.optimization.seed
     mesh = p.mesh
     R, index = mesh.block_rows, mesh.block_row_of(comm.rank)

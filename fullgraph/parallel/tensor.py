@@ -36,7 +36,7 @@ import torch
 
 from fullgraph.comm.context import EXCHANGE_TAG, Comm
 from fullgraph.comm.precision import decode_rows, encode_rows
-from fullgraph.comm.wire import _empty, exchange_rows
+from fullgraph.comm.wire import empty_rows, exchange_rows
 from fullgraph.ops import SparseOp
 from fullgraph.parallel.spmm import WireSites
 from fullgraph.partition.blockrows import column_counts, node_counts
@@ -157,7 +157,7 @@ class TensorOp:
                 y = product(pc)
                 payload = y if p == "fp32" else encode_rows(y, p, rows=ids, site=site, key=key, col0=col_start[me])
                 rows = mine[c + 1] - mine[c]
-                buf = (xc.new_empty((rows, cuts[src])) if p == "fp32" else _empty(rows, cuts[src], p, xc))
+                buf = (xc.new_empty((rows, cuts[src])) if p == "fp32" else empty_rows(rows, cuts[src], p, xc))
                 pending = sw.comm.post([(payload, sw.comm.ranks[dst], tag)], [(buf, sw.comm.ranks[src], tag)],
                                        sw.prefix + cat)
                 flight.append((pending, buf, src, c))

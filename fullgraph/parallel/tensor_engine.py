@@ -22,7 +22,7 @@ from fullgraph.comm.stats import sum_over
 from fullgraph.errors import InputError
 from fullgraph.ops import Block
 from fullgraph.ops.csr import row_ids, take_rows
-from fullgraph.parallel.engine import Engine, input_features, sum_grads
+from fullgraph.parallel.engine import Engine, input_features, sum_grads, world_comm
 from fullgraph.parallel.spmm import WireSites
 from fullgraph.parallel.tensor import (Switch, TensorOp, _GatherRows, _ToColumns, _ToRows, column_counts,
                                        layer_sites, node_counts)
@@ -131,15 +131,10 @@ class TensorEngine(Engine):
 def tensor_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> TensorEngine:
     """This rank's engine of a ``tensor`` run: the whole graph from ``cfg.parallel.partition_dir`` (a
     one-block-row folder the launcher wrote), or from ``graph`` when one is passed in."""
-    from fullgraph.comm.context import DistEnv
     from fullgraph.partition.blockrows import block_row, load_block_row
 
     owns = comm is None
-    if comm is None:
-        env = DistEnv.from_env()
-        if env is None:
-            raise RuntimeError("tensor_engine needs the torchrun environment (RANK, WORLD_SIZE, ...)")
-        comm = Comm(env, timeout_s=cfg.run.comm_timeout, device=cfg.run.device)
+    comm = world_comm(cfg, "tensor_engine") if comm is None else comm
     p, seed = cfg.parallel, cfg.optimization.seed
     if graph is not None:
         row = block_row(graph, norm, 1, 0, False, seed)
