@@ -58,7 +58,8 @@ from fullgraph.parallel.setup import prepare_run  # noqa: E402
 HIDDEN = {"squirrel": 1000, "coauthor-physics": 100}
 LAYOUTS = {"graph": dict(parallel="graph"), "pipeline": dict(parallel="pipeline"),
            "hybrid 2x2": dict(parallel="hybrid", stages=2, graph_ways=2),
-           "spmm-1d": dict(parallel="spmm-1d"), "tensor": dict(parallel="tensor")}  # the last two: --layouts
+           "graph metis-memory": dict(parallel="graph", partitioner="metis-memory"),
+           "spmm-1d": dict(parallel="spmm-1d"), "tensor": dict(parallel="tensor")}  # the last three: --layouts
 
 
 def base_options(name: str, root: str, model: str, depth: int, precision: str = "fp32") -> dict:
@@ -166,7 +167,8 @@ def reestimate(rows: list[dict], a, graphs: dict | None = None, timers: dict | N
     return [again(r) for r in rows]
 
 
-def cpu_speed(base: dict, rows: int, quota: CpuQuota, seconds: float = 2.0, rounds: int = 5) -> dict:
+def cpu_speed(base: dict, rows: int, quota: CpuQuota, seconds: float = 2.0, rounds: int = 5,
+              delay: float = 15.0) -> dict:
     """How fast ``quota.n`` processes running the model's middle layer at once compute (``_corun_probe.py``),
     the median over ``rounds`` interleaved windows, against one process alone and uncapped.
 
@@ -175,7 +177,7 @@ def cpu_speed(base: dict, rows: int, quota: CpuQuota, seconds: float = 2.0, roun
     ``{"core_efficiency": e}``, all processes' throughput over that of one alone times the cores they can
     use: 1 when sharing costs nothing, lower when time-slicing, caches and memory bandwidth slow them."""
     probe, cores, n = str(Path(__file__).with_name("_corun_probe.py")), os.cpu_count() or 1, quota.n
-    start = time.time() + 15.0  # every process has loaded the graph and warmed up by then
+    start = time.time() + delay  # every process has loaded the graph and warmed up by then
     cgroups = [quota.procs(i) for i in range(n)]
     procs = [subprocess.Popen([sys.executable, probe, json.dumps(base), str(rows), str(start), str(seconds),
                                str(rounds), str(i), *([cgroups[i], quota.lobby()] if cgroups[i] else [])],
@@ -189,9 +191,10 @@ def cpu_speed(base: dict, rows: int, quota: CpuQuota, seconds: float = 2.0, roun
     return {"core_efficiency": min(1.0, statistics.median(ratios))}
 
 
-def model_cpu_speed(graph, base: dict, quota: CpuQuota) -> dict:
-    """``cpu_speed`` of the ranks running this model's layers on their share of the graph, printed."""
-    cpu = cpu_speed(base, max(1, graph.num_nodes // quota.n), quota)
+def model_cpu_speed(graph, base: dict, quota: CpuQuota, seconds: float = 2.0, delay: float = 15.0) -> dict:
+    """``cpu_speed`` of the ranks running this model's layers on their share of the graph, printed
+    (``seconds``, ``delay``: its windows and its start, longer for a graph whose layer takes seconds)."""
+    cpu = cpu_speed(base, max(1, graph.num_nodes // quota.n), quota, seconds=seconds, delay=delay)
     how = (f"each capped at {quota.share:.2g} of a core, at {cpu['node_speed']:.2f} of a solo core's speed"
            if quota.share else f"at {cpu['core_efficiency']:.2f} of the cores' solo speed")
     print(f"* {quota.n} processes on {os.cpu_count()} cores run a {base['model']} layer of width {base['hidden']} "
@@ -256,7 +259,8 @@ def run_grid(a, quota: CpuQuota) -> tuple[list[dict], dict, dict]:
         graph = graphs[name] = load_graph(TrainConfig.of(dataset=name, root=a.root))
         for model in a.models.split(","):  # before the links exist: the probe's processes share the cores only
             for depth in [int(d) for d in a.depths.split(",")]:
-                cpus[name, model, depth] = model_cpu_speed(graph, base_options(name, a.root, model, depth), quota)
+                cpus[name, model, depth] = model_cpu_speed(graph, base_options(name, a.root, model, depth), quota,
+                                                   a.probe_seconds, a.probe_delay)
         for rate in [float(r) for r in a.rates.split(",")]:
             with Cluster(a.nprocs, rate, quota) as cluster:
                 network = link_network(cluster)
@@ -293,6 +297,9 @@ def main() -> int:
                     help="cap each rank at this share of a core, in a CPU cgroup of its own (default: the cores "
                          "over --nprocs where the ranks outnumber the cores, else 0: no cap)")
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--probe-seconds", type=float, default=2.0, help="each window of the CPU probe (_corun_probe.py)")
+    ap.add_argument("--probe-delay", type=float, default=15.0,
+                    help="seconds the CPU probe's processes get to load the graph before the first window")
     ap.add_argument("--out", default="runs/bench_cluster.json")
     ap.add_argument("--sync-probe", action="store_true",
                     help="only measure, per rate, what an exchange between busy ranks costs (_sync_probe.py)")

@@ -11,6 +11,7 @@ with capped ranks and rate-limited links is ``cluster.py --layouts graph,spmm-1d
 
     .venv/bin/python benchmarks/tensor_parallel.py                     # both graphs
     .venv/bin/python benchmarks/tensor_parallel.py --graphs coauthor-physics --epochs 3
+    .venv/bin/python benchmarks/tensor_parallel.py --layouts "" --kernels    # one rank's sparse product alone
 
 Checks: the tensor layout's bytes per epoch equal ``fullgraph plan``'s (its analytic volume); its
 largest rank within 1.1× of the mean rank (its balance); its epoch time ≤ 0.8× graph parallelism's on
@@ -44,15 +45,17 @@ def dataset(name: str, a) -> str:
     return str(out)
 
 
-def planned_bytes(data: str, a) -> int:
-    """``fullgraph plan``'s bytes per epoch (with an evaluation) of the tensor layout for this cell."""
+def planned(data: str, a) -> dict:
+    """``fullgraph plan``'s row of the tensor layout for this cell: bytes per epoch (with an evaluation)
+    and the estimated peak per rank (``plan.rank_memory.tensor_peak_bytes``)."""
     import json
 
     flags = ["--dataset", data, "--root", a.root, "--model", a.model, "--layers", str(a.layers), "--hidden",
              str(a.hidden), "--nprocs", str(a.nprocs), "--layout", "tensor", "--json"]
     out = subprocess.run([sys.executable, "-m", "fullgraph", "plan", *flags], cwd=REPO, capture_output=True,
                          text=True, check=True).stdout
-    return json.loads(out)["layouts"][0]["bytes_per_epoch"]
+    row = json.loads(out)["layouts"][0]
+    return {"planned_bytes": row["bytes_per_epoch"], "planned_peak_mib": row["peak_bytes_per_rank"] / 2**20}
 
 
 def cell(graph: str, name: str, a) -> dict:
@@ -70,8 +73,39 @@ def cell(graph: str, name: str, a) -> dict:
             "peak_max_mib": max(peaks) / 2**20, "peak_mean_mib": statistics.mean(peaks) / 2**20,
             "test_acc": s["test_acc"]}
     if name == "tensor":
-        row["planned_bytes"] = planned_bytes(argv[1], a)
+        row |= planned(argv[1], a)
     return row
+
+
+def kernel_cost(graph: str, a) -> dict:
+    """The sparse product each layout's rank runs, timed alone on one thread (median of 5): a tensor
+    rank multiplies the whole Â by a ``hidden / P``-column slice, a graph-parallel or spmm-1d rank a
+    quarter of Â's rows by all ``hidden`` columns (the same multiply-adds; the tensor rank reads all
+    of Â's index arrays, P times what the others read)."""
+    import torch
+
+    from fullgraph.config import TrainConfig
+    from fullgraph.data.load import load_graph
+    from fullgraph.ops import Block
+
+    torch.set_num_threads(1)
+    g = load_graph(TrainConfig.of(dataset=dataset(graph, a), root=a.root))
+    adj = Block.from_graph(g, "mean").adj
+    x = torch.randn(g.num_nodes, a.hidden)
+    rows = adj.rows(-(-g.num_nodes // a.nprocs))
+    slice_ = x[:, : a.hidden // a.nprocs].contiguous()
+
+    def timed(fn) -> float:
+        fn()
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    whole, quarter = timed(lambda: adj.mm(slice_)), timed(lambda: rows.mm(x))
+    return {"graph": graph, "nnz": adj.nnz, "tensor_rank_s": whole, "row_rank_s": quarter, "ratio": whole / quarter}
 
 
 def table(rows: list[dict]) -> list[str]:
@@ -118,6 +152,7 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--workdir", default="/tmp/fg-tensor-parallel")
     ap.add_argument("--out", default="runs/bench_tensor_parallel.json")
+    ap.add_argument("--kernels", action="store_true", help="also time one rank's sparse product of each layout alone")
     a = ap.parse_args()
     a.root = str(Path(a.root).resolve())
     started = time.perf_counter()
@@ -125,11 +160,16 @@ def main() -> int:
     print_header(env, threads=1)
     rows = []
     for graph in a.graphs.split(","):
-        for name in a.layouts.split(","):
+        for name in filter(None, a.layouts.split(",")):  # --layouts "": only --kernels
             rows.append(cell(graph, name, a))
             print(rows[-1], flush=True)
     print("\n" + "\n".join(table(rows)))
-    result = {"environment": env, "config": vars(a), "rows": rows, "checks": checks(rows)}
+    kernels = [kernel_cost(graph, a) for graph in a.graphs.split(",")] if a.kernels else []
+    for k in kernels:
+        print(f"{k['graph']}: one rank's sparse product, SAGE-mean Â ({k['nnz']} non-zeros), hidden {a.hidden}: tensor "
+              f"(all rows × {a.hidden // a.nprocs} columns) {k['tensor_rank_s']:.3f} s, a row split ({a.nprocs} "
+              f"rows blocks × {a.hidden} columns) {k['row_rank_s']:.3f} s: {k['ratio']:.2f}×")
+    result = {"environment": env, "config": vars(a), "rows": rows, "kernels": kernels, "checks": checks(rows)}
     return finish(result, a.out, sum("error" in r for r in rows), started)
 
 
