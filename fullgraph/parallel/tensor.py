@@ -85,7 +85,8 @@ class TensorOp:
     ``chunks``: row chunks per owner for the overlapped switch back (0: one all-to-all)."""
 
     def __init__(self, a: SparseOp, switch: Switch, chunks: int = 0):
-        self.a, self.switch, self.chunks = a, switch, chunks
+        # no more chunks than the fewest rows an owner has: every transfer then carries rows both ways
+        self.a, self.switch, self.chunks = a, switch, min(chunks, min(switch.counts))
         n = switch.counts[switch.me]
         self.shape = (n, n)
         self.nnz = a.nnz
