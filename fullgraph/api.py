@@ -113,8 +113,7 @@ def _run_here(cfg, env, obj, callbacks=()):
     if env is None or env.rank == 0:
         write_run_config(cfg, model=None if obj is None else f"<{type(obj).__name__}>")
     distributed = cfg.parallel.mesh.distributed
-    missing = cfg.parallel.partition_dir is None or (cfg.parallel.mode in ("pipeline", "hybrid")
-                                                     and cfg.parallel.chunk_file is None)
+    missing = cfg.parallel.partition_dir is None or (cfg.parallel.mesh.chunked and cfg.parallel.chunk_file is None)
     if env is not None and distributed and missing:
         shared_inputs(cfg, env)
     trainer = Trainer(cfg, model=obj, callbacks=callbacks)

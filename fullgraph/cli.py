@@ -179,7 +179,7 @@ def cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
 
     resume, given = getattr(args, "resume", None), given_options(args)
     cfg, resuming = resume_config(given, resume) if resume else (TrainConfig.of(**given), False)
-    if not resume and cfg.parallel.mode != "single" and "nprocs" not in given:
+    if not resume and cfg.parallel.mesh.distributed and "nprocs" not in given:
         raise InputError(f"expected --nprocs with --parallel {cfg.parallel.mode} (how many processes; got none, "
                          f"which would run the layout in one process)")
     env = DistEnv.from_env()
@@ -196,8 +196,7 @@ def cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
     if env is not None and env.world_size != cfg.parallel.nprocs:
         raise InputError(f"expected --nprocs to match the torchrun world size (got --nprocs {cfg.parallel.nprocs}, "
                          f"WORLD_SIZE {env.world_size})")
-    chunked = cfg.parallel.mode in ("pipeline", "hybrid")
-    missing = cfg.parallel.partition_dir is None or (chunked and cfg.parallel.chunk_file is None)
+    missing = cfg.parallel.partition_dir is None or (cfg.parallel.mesh.chunked and cfg.parallel.chunk_file is None)
     if env is not None and cfg.parallel.mesh.distributed and missing:
         shared_inputs(cfg, env)
     trainer = Trainer(cfg, resume=resuming)
@@ -283,12 +282,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_predict(args: argparse.Namespace, argv: list[str]) -> int:
     from fullgraph.comm.context import DistEnv
+    from fullgraph.comm.mesh import Mesh
     from fullgraph.train.apply import predict_layout, predict_rank, predict_run
 
-    if args.parallel == "single" and args.nprocs != 1:
-        raise InputError(f"expected --parallel graph with --nprocs {args.nprocs} (one process predicts with "
-                         f"--parallel single)")
-    if args.parallel == "single":
+    if not Mesh.for_mode(args.parallel, args.nprocs).distributed:  # one process (refused with --nprocs > 1)
         paths = predict_run(args.run, args.out, args.dataset, args.root, args.device, args.embeddings, args.overwrite)
     else:
         cfg = predict_layout(args.run, args.dataset, args.root, nprocs=args.nprocs, device=args.device,

@@ -80,17 +80,13 @@ def candidates(nprocs: int, layers: int, model: str, model_args: dict | None = N
     """The layouts of ``nprocs`` processes (``TrainConfig`` options each), and one line per layout
     that does not fit, saying why (the configuration's own refusal). ``layers``: the model's depth
     (a user's builder decides it: it is checked against the stages, not given as an option)."""
-    from fullgraph.comm.mesh import SPMM_MODES
+    from fullgraph.comm.mesh import Mesh
     from fullgraph.models import is_reference, model_spec
 
-    opts = [dict(parallel="graph"), dict(parallel="pipeline")]
-    opts += [dict(parallel="hybrid", stages=s, graph_ways=nprocs // s) for s in range(2, nprocs) if nprocs % s == 0]
-    opts += [dict(parallel=m) for m in SPMM_MODES if m != "spmm-1.5d"]
-    opts += [dict(parallel="spmm-1.5d", replication=c) for c in range(2, math.isqrt(nprocs) + 1) if nprocs % c == 0]
+    opts = Mesh.layouts_of(nprocs)
     user = is_reference(model)
-    opts += [dict(parallel="tensor")]
-    if not user and model_spec(model).separable:
-        opts += [dict(parallel="tensor", tensor_decoupled=True)]
+    if not user and model_spec(model).separable:  # its propagation runs on column slices throughout
+        opts += [dict(o, tensor_decoupled=True) for o in opts if Mesh.for_mode(o["parallel"], nprocs).tensor]
     fits, refused = [], []
     for o in opts:
         try:
@@ -105,13 +101,13 @@ def candidates(nprocs: int, layers: int, model: str, model_args: dict | None = N
 
 
 def label(o: dict) -> str:
-    if o["parallel"] == "hybrid":
-        return f"hybrid {o['stages']}x{o['graph_ways']}"
-    if o["parallel"] == "spmm-1.5d":
-        return f"spmm-1.5d c={o['replication']}"
-    if o.get("tensor_decoupled"):
-        return "tensor decoupled"
-    return o["parallel"]
+    """A candidate's name in the table: the layout, and the axes or options that tell it apart."""
+    name = o["parallel"]
+    if o.get("stages"):
+        return f"{name} {o['stages']}x{o['graph_ways']}"
+    if o.get("replication"):
+        return f"{name} c={o['replication']}"
+    return f"{name} decoupled" if o.get("tensor_decoupled") else name
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -198,8 +194,9 @@ def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | N
     from fullgraph.plan.machines import SHARED_CORE_EFFICIENCY
     from fullgraph.plan.rank_work import rank_works
 
-    prune = getattr(args, "prune", False) and o["parallel"] == "graph"  # the one layout of P >= 2 that prunes
-    cfg = TrainConfig.of(**base, nprocs=args.nprocs, chunks=args.chunks, **o, prune=prune)
+    cfg = TrainConfig.of(**base, nprocs=args.nprocs, chunks=args.chunks, **o)
+    prune = getattr(args, "prune", False) and cfg.parallel.mesh.prunable  # graph: the one layout of P >= 2 that does
+    cfg = cfg.with_options(prune=prune)
     mesh, shape = cfg.parallel.mesh, _shape(cfg, graph, timer.model)
     parts = _partition_stats(cfg, graph, mesh.graph_ways, args.partition_dir) if not mesh.operator_layout else None
     pruned = _pruned_counts(cfg, graph, timer.model, args.partition_dir) if prune else None

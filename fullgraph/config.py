@@ -235,7 +235,7 @@ class ParallelOptions(_Section):
         layout = self.mesh  # validates every axis of the layout against nprocs
         _need(self.history_refresh >= 1, "history_refresh", self.history_refresh, ">= 1")
         _need(self.chunks >= 0, "chunks", self.chunks, ">= 0")
-        _need(not self.prune or layout.parallel in ("single", "graph"), "prune", self.prune,
+        _need(not self.prune or layout.prunable, "prune", self.prune,
               f"off with --parallel {self.mode}, whose chunks or block rows compute every row (--prune runs with "
               f"--parallel single or graph)")
         _need(self.tensor_chunks >= 0, "tensor_chunks", self.tensor_chunks, ">= 0")
@@ -248,7 +248,7 @@ class ParallelOptions(_Section):
         if layout.tensor and self.tensor_decoupled and self.tensor_chunks:
             raise InputError("expected --tensor-chunks 0 with --tensor-decoupled (the decoupled pass keeps its "
                              "column slices between steps, so there is no per-step product to chunk)")
-        if layout.parallel in ("pipeline", "hybrid"):
+        if layout.chunked:
             if self.boundary_rate < 1.0:
                 raise InputError(f"expected --boundary-rate 1 with --parallel {self.mode} (got "
                                  f"{self.boundary_rate}); boundary sampling runs with --parallel graph")

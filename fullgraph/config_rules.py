@@ -16,7 +16,7 @@ __all__ = ["check_layout_and_model", "check_depth"]
 def check_layout_and_model(cfg) -> None:
     """Refuse a ``TrainConfig`` whose layout cannot train its model, in one line."""
     layout, model = cfg.parallel.mesh, cfg.model
-    if layout.parallel in ("pipeline", "hybrid"):
+    if layout.chunked:
         check_depth(cfg.parallel, None if is_reference(model.name) else model.layers)
     if layout.spmm and model_spec(model.name).spmm is None:
         raise InputError(f"expected a model whose aggregation is one sparse product ({', '.join(SPMM_MODELS)}) "
@@ -25,7 +25,7 @@ def check_layout_and_model(cfg) -> None:
     if layout.tensor:
         _check_tensor(cfg)
     if model.norm == "batch":
-        _check_batch_norm(cfg.parallel)
+        _check_batch_norm(cfg.parallel, layout)
 
 
 def _check_tensor(cfg) -> None:
@@ -41,12 +41,12 @@ def _check_tensor(cfg) -> None:
                          f"--tensor-decoupled (got {name}, whose layers mix columns between aggregations)")
 
 
-def _check_batch_norm(p) -> None:
+def _check_batch_norm(p, layout) -> None:
     mode, chunks = p.mode, p.chunks
-    if mode.startswith("spmm"):
+    if layout.spmm:
         raise InputError(f"expected --norm none or layer with --parallel {mode} (got --norm batch); "
                          f"batch statistics run with --parallel single, graph, pipeline or hybrid")
-    if mode in ("pipeline", "hybrid") and chunks != 1:
+    if layout.chunked and chunks != 1:
         raise InputError(f"expected --chunks 1 with --norm batch and --parallel {mode} (got --chunks "
                          f"{chunks or 'default'}): statistics over all nodes need a layer's whole part "
                          f"at once, and chunks run it piece by piece (a pipeline of S stages needs S chunks, so "

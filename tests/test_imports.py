@@ -103,3 +103,50 @@ def test_no_module_or_function_outgrows_its_bound():
                 if lines > MAX_FUNCTION_LINES:
                     too_long.append(f"{rel}:{node.lineno} {node.name}: {lines} lines")
     assert not too_long, "; ".join(too_long)
+
+
+LAYOUT_HOMES = ("parallel", "comm")
+"""Where layout names may be compared (issue 41): the layouts' own modules and the mesh. Everywhere
+else asks the ``Mesh`` (``chunked``, ``prunable``, ``spmm``, ``tensor``, ...) or the engine."""
+
+
+def layout_name_uses(src: str, where: str) -> list[str]:
+    """``where:line`` of each comparison of a layout's name with a literal (``mode == "graph"``,
+    ``mode in ("pipeline", "hybrid")``, ``mode.startswith("spmm")``) and each ``isinstance`` against an
+    engine class in ``src``."""
+    from fullgraph.comm.mesh import PARALLEL_MODES
+
+    names = set(PARALLEL_MODES) | {"spmm"}
+
+    def literal(node) -> bool:
+        items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+        return any(isinstance(c, ast.Constant) and c.value in names for c in items)
+
+    found = []
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.Compare) and any(literal(side) for side in [node.left, *node.comparators]):
+            found.append(f"{where}:{node.lineno}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "startswith" \
+                and node.args and literal(node.args[0]):
+            found.append(f"{where}:{node.lineno}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" \
+                and len(node.args) == 2 and ast.unparse(node.args[1]).endswith("Engine"):
+            found.append(f"{where}:{node.lineno}")
+    return found
+
+
+def test_the_layout_check_finds_what_it_is_shown():
+    planted = ('if cfg.parallel.mode in ("pipeline", "hybrid"):\n    pass\n'
+               'ok = mode == "tensor" or name.startswith("spmm")\n'
+               'if isinstance(engine, ChunkedEngine):\n    pass\n'
+               'fine = mesh.chunked and kind == "bar" and isinstance(x, int)\n')
+    assert sorted(layout_name_uses(planted, "x.py")) == ["x.py:1", "x.py:3", "x.py:3", "x.py:4"]
+
+
+def test_layout_names_are_compared_only_where_the_layouts_live():
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        if rel.parts[0] not in LAYOUT_HOMES:
+            found += layout_name_uses(path.read_text(), f"fullgraph/{rel}")
+    assert not found, "layout names compared outside parallel/ and comm/ (ask the Mesh): " + ", ".join(found)

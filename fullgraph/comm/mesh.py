@@ -76,6 +76,20 @@ class Mesh:
         return cls(parallel, nprocs, stages=1, graph_ways=nprocs)
 
     @staticmethod
+    def layouts_of(nprocs: int) -> list[dict]:
+        """Every layout P processes could take, as the options that shape it (``fullgraph plan``'s
+        candidates): graph, pipeline, each hybrid S × W, each SpMM grid (1.5D with each c that
+        divides P), tensor. Whether one fits P and the model is the configuration's to say."""
+        out = [dict(parallel="graph"), dict(parallel="pipeline")]
+        out += [dict(parallel="hybrid", stages=s, graph_ways=nprocs // s) for s in range(2, nprocs) if nprocs % s == 0]
+        for mode in SPMM_MODES:
+            if mode == "spmm-1.5d":
+                out += [dict(parallel=mode, replication=c) for c in range(2, math.isqrt(nprocs) + 1) if nprocs % c == 0]
+            else:
+                out.append(dict(parallel=mode))
+        return out + [dict(parallel="tensor")]
+
+    @staticmethod
     def _hybrid_axes(nprocs: int, stages: int, graph_ways: int) -> tuple[int, int]:
         if stages <= 0 and graph_ways <= 0:
             raise InputError(f"expected --stages S and --graph-ways W with S × W = --nprocs for --parallel hybrid "
@@ -138,6 +152,24 @@ class Mesh:
         return self.parallel in SPMM_MODES
 
     @property
+    def chunked(self) -> bool:
+        """Whether the layout runs GNNPipe's chunks (the pipeline and the hybrid): it needs a chunk map,
+        its stages hold layers, and batch statistics need one chunk per part."""
+        return self.parallel in ("pipeline", "hybrid")
+
+    @property
+    def prunable(self) -> bool:
+        """Whether ``--prune`` applies: one process, or graph parallelism (the layouts whose blocks
+        can leave out the rows the loss does not reach)."""
+        return self.parallel in ("single", "graph")
+
+    @property
+    def summa(self) -> bool:
+        """SpMM 2D and 3D: SUMMA over a q × q (× q) grid, every process holding distinct rows (1D and
+        1.5D broadcast block rows within grid columns instead)."""
+        return self.parallel in ("spmm-2d", "spmm-3d")
+
+    @property
     def tensor(self) -> bool:
         """Tensor parallelism: the feature dimension split, the whole graph on every rank."""
         return self.parallel == "tensor"
@@ -165,7 +197,7 @@ class Mesh:
     def replication(self) -> int:
         """SpMM 1D / 1.5D: the processes c that hold each block row (1 for 2D and 3D, whose processes
         hold distinct rows)."""
-        return self.grid[1] if self.parallel in ("spmm-1d", "spmm-1.5d") else 1
+        return self.grid[1] if self.spmm and not self.summa else 1
 
     def coords(self, rank: int) -> tuple[int, int, int]:
         """SpMM: process ``(i, j, l)`` of the grid."""
@@ -221,8 +253,7 @@ class Mesh:
         """The axes of this layout along which its processes talk in groups, in the order
         ``communicators`` makes them (every rank must make them in the same order)."""
         if self.spmm:  # the block-row broadcasts run along col always; 1D has no row reduction, 2D no fiber
-            summa = self.parallel in ("spmm-2d", "spmm-3d")
-            return ("col",) + (("row",) if summa or self.grid[1] > 1 else ()) + (("fiber",) if self.grid[2] > 1 else ())
+            return ("col",) + (("row",) if self.summa or self.grid[1] > 1 else ()) + (("fiber",) if self.grid[2] > 1 else ())
         if self.parallel == "hybrid" and self.graph_ways > 1:
             return ("graph",)
         return ()

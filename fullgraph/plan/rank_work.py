@@ -167,6 +167,6 @@ def _product_steps(mesh) -> int:
     if mesh.tensor:
         return 2 * (mesh.nprocs - 1)
     rows, cols, depth = mesh.grid
-    if mesh.parallel in ("spmm-1d", "spmm-1.5d"):
+    if not mesh.summa:
         return math.ceil(rows / cols) + 2 * (cols - 1)
     return 2 * (rows - 1) + 4 * rows + 2 * (depth - 1)

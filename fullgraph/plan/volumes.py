@@ -55,11 +55,11 @@ def spmm_volume(mode: str, widths: list[int], n: int, nprocs: int, nnz: int, rep
     from fullgraph.partition.blockrows import row_blocks
 
     out = {"spmm/bcast": 0, "spmm/reduce": 0, "spmm/redist": 0}
-    if mode not in ("spmm-1d", "spmm-1.5d", "spmm-2d", "spmm-3d"):
+    mesh = Mesh.for_mode(mode, nprocs, replication=replication)
+    if not mesh.spmm:
         raise ValueError(f"no volume model for {mode!r}")
-    mesh = Mesh.for_mode(mode, nprocs, replication=replication if mode == "spmm-1.5d" else 0)
     exact = precision == "fp32"
-    if mode in ("spmm-1d", "spmm-1.5d"):
+    if not mesh.summa:
         R, c = mesh.block_rows, mesh.replication
         for w in widths:
             out["spmm/bcast"] += (R - 1) * n * row_bytes(w, precision)
@@ -262,7 +262,7 @@ def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_row
             add("eval/pipe/fwd", pipe if evaluate else 0)
     add("eval/reduce", P * EVAL_SUMS * F64 if evaluate else 0)
     add("grad/norm", P * F64 if grad_norm else 0)
-    chunked = mesh.parallel in ("pipeline", "hybrid")  # their engines also all-gather timing floats
+    chunked = mesh.chunked  # their engines also all-gather timing floats
     add("meta/metrics", P * (len(CATEGORIES) + 3) * F64 + (P * (P - 1) * chunked_stats * F64 if chunked else 0))
     return out
 

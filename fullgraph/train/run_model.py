@@ -50,7 +50,7 @@ class RunModel:
             norm, layers = self.obj.norm, self.obj.num_layers
         else:
             norm, layers = norm_and_depth(cfg.model.name, cfg.model.layers, cfg.model.args, widths)
-        if cfg.parallel.mesh.parallel in ("pipeline", "hybrid"):
+        if cfg.parallel.mesh.chunked:
             cfg.check_depth(layers)
         return norm, layers
 

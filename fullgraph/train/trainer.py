@@ -150,7 +150,7 @@ class Trainer:
                              f"--parallel {cfg.parallel.mode}, whose layers communicate inside the sparse product, so "
                              f"recomputing them would repeat the communication)")
         if self.engine is None:
-            if cfg.parallel.mode == "single" and self.graph is None:
+            if not cfg.parallel.mesh.distributed and self.graph is None:
                 self.graph = load_graph(cfg)
             norm, layers = self.run_model.shape(lambda: input_widths(cfg, self.graph))
             self.engine = build_engine(cfg, norm, graph=self.graph, layers=layers)
