@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import traceback
 from pathlib import Path
 
+import fullgraph.environ as environ
 from fullgraph.comm.launch import report_worker_error
 from fullgraph.config import ModelOptions, TrainConfig, load_toml
 from fullgraph.options import key_value, options_of
@@ -183,7 +183,7 @@ def cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
         raise InputError(f"expected --nprocs with --parallel {cfg.parallel.mode} (how many processes; got none, "
                          f"which would run the layout in one process)")
     env = DistEnv.from_env()
-    if not resuming and (env is None or (env.rank == 0 and ERROR_FILE_ENV not in os.environ)):
+    if not resuming and (env is None or (env.rank == 0 and not environ.has(ERROR_FILE_ENV))):
         # as the user gave it: by this process, not by the launcher's ranks
         taken = graph_of_inputs(cfg, dataset_given="dataset" in given)  # the graph a given --partition-dir holds
         if taken is not cfg:  # the ranks record the run under it too
@@ -312,8 +312,8 @@ threshold page-faults every large tensor in afresh: GCNII 16x1000 layers timed 4
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    rank = os.environ.get("RANK")
-    launched = os.environ.get("FULLGRAPH_ERROR_FILE") is not None  # a rank of our own launcher
+    rank = environ.get("RANK")
+    launched = environ.has("FULLGRAPH_ERROR_FILE")  # a rank of our own launcher
     quiet = rank not in (None, "0")
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(message)s", stream=sys.stdout)
     try:

@@ -8,11 +8,11 @@ runs then use gloo); ``cuda`` insists, and is refused with one line where no GPU
 
 from __future__ import annotations
 
-import os
 import platform
 
 import torch
 
+import fullgraph.environ as environ
 from fullgraph.errors import InputError
 
 __all__ = ["DEVICES", "resolve_device", "synchronize", "reset_peak", "peak_device_bytes", "environment"]
@@ -28,7 +28,7 @@ def resolve_device(choice: str, local_rank: int = 0, local_world_size: int = 1) 
     equalities and bit-for-bit checks are the CPU's on every machine; ``tests/test_gpu.py`` asks
     for CUDA by name)."""
     if choice == "auto":
-        choice = os.environ.get("FULLGRAPH_DEVICE", "").strip() or "auto"
+        choice = (environ.get("FULLGRAPH_DEVICE") or "").strip() or "auto"
         if choice not in DEVICES:
             raise InputError(f"expected $FULLGRAPH_DEVICE to be one of {', '.join(DEVICES)} (got {choice!r})")
     if choice not in DEVICES:

@@ -150,3 +150,20 @@ def test_layout_names_are_compared_only_where_the_layouts_live():
         if rel.parts[0] not in LAYOUT_HOMES:
             found += layout_name_uses(path.read_text(), f"fullgraph/{rel}")
     assert not found, "layout names compared outside parallel/ and comm/ (ask the Mesh): " + ", ".join(found)
+
+
+def environment_reads(src: str, where: str) -> list[str]:
+    """``where:line`` of each use of ``os.environ`` / ``os.getenv`` in ``src``."""
+    return [f"{where}:{node.lineno}" for node in ast.walk(ast.parse(src))
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os"
+            and node.attr in ("environ", "getenv")]
+
+
+def test_the_environment_is_read_in_one_module():
+    """``fullgraph/environ.py`` lists and documents every variable; the rest of the package asks it."""
+    assert sorted(environment_reads('import os\nx = os.environ.get("A")\ny = os.getenv("B")\n', "x.py")) == ["x.py:2", "x.py:3"]
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name != "environ.py" or path.parent != PACKAGE:
+            found += environment_reads(path.read_text(), f"fullgraph/{path.relative_to(PACKAGE)}")
+    assert not found, "environment read outside fullgraph/environ.py: " + ", ".join(found)

@@ -12,7 +12,6 @@ graph), and every training collective runs on a group whose timeout is ``timeout
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -20,6 +19,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+import fullgraph.environ as environ
 from fullgraph.comm.ledger import Ledger
 
 __all__ = ["DistEnv", "Comm", "Pending", "broadcast_object", "init_world"]
@@ -38,14 +38,14 @@ class DistEnv:
     @classmethod
     def from_env(cls) -> "DistEnv | None":
         """The torchrun environment, or ``None`` when this process was not started as a rank."""
-        if "WORLD_SIZE" not in os.environ or "RANK" not in os.environ:
+        if not environ.has("WORLD_SIZE") or not environ.has("RANK"):
             return None
-        ws = int(os.environ["WORLD_SIZE"])
+        ws = int(environ.get("WORLD_SIZE"))
         return cls(
-            rank=int(os.environ["RANK"]),
+            rank=int(environ.get("RANK")),
             world_size=ws,
-            local_rank=int(os.environ.get("LOCAL_RANK", os.environ["RANK"])),
-            local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", ws)),
+            local_rank=int(environ.get("LOCAL_RANK", environ.get("RANK"))),
+            local_world_size=int(environ.get("LOCAL_WORLD_SIZE", str(ws))),
         )
 
 
@@ -64,12 +64,12 @@ def init_world(env: DistEnv, device: str = "auto", setup_timeout_s: float = 1800
     if not dist.is_initialized():
         backend = "cpu:gloo,cuda:nccl" if dev.type == "cuda" else "gloo"
         timeout = timedelta(seconds=setup_timeout_s)
-        restart = os.environ.get("TORCHELASTIC_RESTART_COUNT")
-        if restart is not None and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        restart = environ.get("TORCHELASTIC_RESTART_COUNT")
+        if restart is not None and environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
             # torchrun --max-restarts: the agent's store outlives a failed attempt, keys and all, so a
             # restarted rank would find the dead ranks' addresses there; each attempt gets its own keys
             store = dist.PrefixStore(f"fullgraph/attempt-{restart}/", dist.TCPStore(
-                os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), env.world_size, is_master=False,
+                environ.get("MASTER_ADDR"), int(environ.get("MASTER_PORT")), env.world_size, is_master=False,
                 timeout=timeout))
             dist.init_process_group(backend, store=store, rank=env.rank, world_size=env.world_size, timeout=timeout)
         else:

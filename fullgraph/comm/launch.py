@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import fullgraph.environ as environ
+
 __all__ = ["launch_local", "report_worker_error", "threads_per_process"]
 
 ERROR_FILE_ENV = "FULLGRAPH_ERROR_FILE"
@@ -37,7 +39,7 @@ def report_worker_error(exc: BaseException, input_error: bool) -> None:
     """Called by a failing rank: leave the launcher a one-line reason. The first report stands (a rank
     reports where it fails, before it closes its process group, and again on its way out): its time
     is when the rank failed, which is how the launcher tells a cause from its consequences."""
-    path = os.environ.get(ERROR_FILE_ENV)
+    path = environ.get(ERROR_FILE_ENV)
     if not path:
         return
     try:
@@ -142,7 +144,7 @@ def launch_local(argv: list[str], nprocs: int, *, threads: int = 0, log_dir: str
     logs = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="fullgraph-ranks-"))
     logs.mkdir(parents=True, exist_ok=True)
     nthreads = threads_per_process(nprocs, threads)
-    base = os.environ.copy()
+    base = environ.snapshot()
     base.update({
         "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store.port), "WORLD_SIZE": str(nprocs),
         "LOCAL_WORLD_SIZE": str(nprocs), "TORCHELASTIC_USE_AGENT_STORE": "True",

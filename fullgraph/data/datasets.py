@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, NamedTuple
 
+import fullgraph.environ as environ
 from fullgraph.data.formats import (
     load_graphsaint, load_npz_hetero, load_npz_shchur, load_ogb, load_planetoid,
 )
@@ -201,7 +202,7 @@ def resolve_root(root: str | os.PathLike | None = None) -> Path:
     ``../shared/data`` (relative to the working directory); else ``./data``, where downloads go."""
     if root:
         return Path(root).expanduser()
-    env = os.environ.get(ENV_VAR)
+    env = environ.get(ENV_VAR)
     if env:
         return Path(env).expanduser()
     for candidate in (Path("data"), Path("..") / "shared" / "data"):

@@ -80,7 +80,9 @@ class ChunkedEngine(Engine):
                  prev_rank: int | None = None, next_rank: int | None = None, shuffle: bool = True,
                  history_refresh: int = 10, induced: bool = False, seed: int = 0,
                  replication_factor: float | None = None, owns_comm: bool = True, precision: str = "fp32"):
-        self.part, self.comm, self.group, self.owns_comm = part, comm, group, owns_comm
+        # what it reports of its part; the part itself (features and all) stays the caller's
+        self.part_id, self.num_parts, self.global_num_nodes = part.part_id, part.num_parts, int(part.global_num_nodes)
+        self.comm, self.group, self.owns_comm = comm, group, owns_comm
         self.stage, self.num_stages = stage, len(bounds)
         self.first, self.last = bounds[stage]
         self.first_stage, self.last_stage = stage == 0, stage == len(bounds) - 1
@@ -96,9 +98,8 @@ class ChunkedEngine(Engine):
         for blk in [self.block] + [ch.block for ch in self.chunks]:  # batch statistics span the group
             blk.reduce = sum_over(group)
         self.local_ids = self.block.src_ids  # global ids of the local rows (they key dropout masks)
-        self.x = input_features(part.x).to(dev) if self.first_stage else None
+        self.x = input_features(part.x).to(dev) if self.first_stage else None  # only the first stage reads them
         self.in_dim = part.x.shape[1]
-        part.x = None  # only the first stage reads features, from its own copy: free the part's
         plan = HaloPlan.of_part(part, dev) if group is not None else None  # the exact pass's halo exchange
         self.link = StageTransport(comm, group, dev, prev_rank, next_rank, plan, precision=precision,
                                    ids=self.local_ids.to(dev))
@@ -120,12 +121,12 @@ class ChunkedEngine(Engine):
         sizes = [c.size for c in self.chunks]
         where = f"stage {self.stage + 1} of {self.num_stages} (layers {self.first + 1}-{self.last})"
         if self.group is not None:
-            where += f", part {self.part.part_id + 1} of {self.part.num_parts}"
+            where += f", part {self.part_id + 1} of {self.num_parts}"
         return (f"{self.name}: {where}; {self.K} chunks of {min(sizes)}-{max(sizes)} nodes"
                 f"{', induced' if self.induced else ''}")
 
     def summary(self) -> dict:
-        return {"name": self.name, "nodes": int(self.part.global_num_nodes), "stages": self.num_stages,
+        return {"name": self.name, "nodes": self.global_num_nodes, "stages": self.num_stages,
                 "chunks": self.K}
 
     # ------------------------------------------------------------------ model pieces

@@ -60,6 +60,7 @@ from pathlib import Path
 
 import torch
 
+import fullgraph.environ as environ
 from fullgraph.data.files import read_json
 from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
@@ -296,10 +297,10 @@ def load_part(out_dir, i: int, fingerprint: str | None = None, *, features: bool
 # ------------------------------------------------------------------------------------ cache
 def cache_root() -> Path:
     """``$FULLGRAPH_CACHE``, else ``$XDG_CACHE_HOME/fullgraph``, else ``~/.cache/fullgraph``."""
-    env = os.environ.get("FULLGRAPH_CACHE")
+    env = environ.get("FULLGRAPH_CACHE")
     if env:
         return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
+    xdg = environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg else Path.home() / ".cache") / "fullgraph"
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+import fullgraph.environ as environ
 from fullgraph.progress import PROGRESS_FILE_ENV, postfix, resolve_mode, write_rank_progress
 from fullgraph.train.metrics import METRIC_NAMES
 
@@ -38,7 +39,7 @@ class Progress:
                     if self.mode == "bar" else None)
         self.line_every = max(1, total // 20)  # plain lines: about twenty per run, whatever its length
         self.total = total
-        self.report = os.environ.get(PROGRESS_FILE_ENV)
+        self.report = environ.get(PROGRESS_FILE_ENV)
 
     def update(self, record: dict) -> None:
         if self.report:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+import fullgraph.environ as environ
 from fullgraph.config import TrainConfig
 from fullgraph.data.graph import Graph
 from fullgraph.data.load import load_graph, published_metric
@@ -103,7 +104,7 @@ def _fault(epoch: int, rank: int) -> None:
     """A testing hook: ``FULLGRAPH_FAULT=kill:RANK:EPOCH[:ONCE_FILE]`` makes that rank SIGKILL itself as
     the epoch starts, as a lost machine would; with ``ONCE_FILE``, only if that file does not exist
     yet (it is created first), so that a restarted run gets past the epoch (the kill-and-resume tests)."""
-    spec = os.environ.get("FULLGRAPH_FAULT", "").split(":")
+    spec = (environ.get("FULLGRAPH_FAULT") or "").split(":")
     if spec[0] != "kill" or spec[1:3] != [str(rank), str(epoch)]:
         return
     if len(spec) > 3:
