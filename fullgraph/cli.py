@@ -306,8 +306,8 @@ def cmd_predict(args: argparse.Namespace, argv: list[str]) -> int:
 
 KERNEL_TIMING_COMMANDS = ("train", "plan")
 """Commands whose speed is the point: training, and the plan, which times the layers as training runs them.
-They keep glibc's own allocation threshold unless ``--release-memory`` asks otherwise (its fixed 1 MiB
-threshold page-faults every large tensor in afresh: GCNII 16x1000 layers timed 40 % slower under it)."""
+They keep glibc's own allocation threshold unless ``--release-memory`` asks otherwise: its fixed 1 MiB
+threshold page-faults every large tensor in afresh, which would slow the very kernels they time."""
 
 
 def main(argv: list[str] | None = None) -> int:

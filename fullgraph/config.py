@@ -300,8 +300,9 @@ class RunOptions(_Section):
     it (0: the memory this machine has available, divided among its local ranks)."""
     release_memory: bool = False
     """Return freed tensors to the system at once (glibc's mmap threshold fixed at 1 MiB): the peak
-    memory of a run is then what it needs, up to ~2x lower on deep models, but large allocations
-    fault their pages in anew and epochs get up to ~2x slower (Coauthor-CS GCN 4x128: 0.50 -> 1.03 s)."""
+    memory of a run is then what it needs, lower on deep models, but large allocations fault their
+    pages in anew and epochs get slower (benchmarks/README.md, "Recompute, SAGE's initialization and
+    the allocator", gives the measured cost)."""
     progress: str = "auto"
     """``bar`` (a progress bar), ``lines`` (one line per evaluation), ``none``, or ``auto`` (a bar on
     a terminal, lines otherwise)."""

@@ -82,16 +82,13 @@ class GraphLayer(nn.Module):
     autograd's device threads on a GPU); unkeyed masks come from the global generators, whose states
     ``checkpoint`` saves and restores.
 
-    What it saves (bytes kept for backward, ``plan.kept_activation_bytes``, equal to the live heap
-    within 2%): per hidden layer GCNII 2.25 -> 1 activation ``[n, hidden]``, SAGE 2.25 -> 1,
-    ResGCN+ 3.25 -> 1, GAT 2 messages ``[E', hidden]`` + 5 ``[E', heads]`` + 3.25 -> 1; the fused GCN
-    layer already keeps only its output, the next layer's input, so in one process it saves nothing
-    (a graph-parallel rank drops the ``[n, hidden]`` output beside the fetched ``[n + halo, hidden]``
-    copy: 0.69x on a half of a 6k-node graph). Peak RSS through the command line on Coauthor-Physics
-    (34,493 nodes, hidden 128, 2 epochs): GCNII 64 layers 2902 -> 1587 MiB, ResGCN+ 32 layers 2214 ->
-    1034 MiB, GCN 64 layers 1532 -> 1541 MiB; graph parallel P = 2 on Coauthor-CS, GCNII 16 x 128:
-    561 -> 496 MiB per rank. The cost is one more forward per layer: CPU time per epoch x1.3 (ResGCN+)
-    to x1.8 (GCNII, whose keyed dropout masks are hashed again) on Coauthor-CS, 16 x 128.
+    What it saves is what each layer keeps beyond its input (``plan.kept_activation_bytes`` counts
+    it per model): several activations per hidden layer for GCNII, SAGE and ResGCN+, per-edge
+    messages and scores for GAT. The fused GCN layer already keeps only its output, the next layer's
+    input, so in one process it saves nothing; a graph-parallel rank still drops the output beside
+    the fetched copy with its halo. The cost is one more forward per layer (more for GCNII, whose
+    keyed dropout masks are hashed again). The measured savings and costs are in
+    benchmarks/README.md ("Recompute, SAGE's initialization and the allocator").
     """
 
     in_width: int

@@ -1,8 +1,10 @@
-"""Single-process full-graph training: the reference every parallel layout is checked against.
+"""``Trainer``: the training loop every layout shares, from one process to many.
 
-``Trainer(cfg).build()`` loads the graph, builds the block, the model and the optimizer;
-``train()`` runs the epochs and returns a ``RunResult``; ``close()`` releases files. One epoch is one
-forward over the whole graph, one backward, one optimizer step: the exact full-graph gradient.
+``Trainer(cfg).build()`` builds this rank's engine (the layout: its rows, its blocks, its traffic),
+the model and the optimizer; ``train()`` runs the epochs and returns a ``RunResult``; ``close()``
+releases files and the process group. One epoch is the engine's forward over the rows it owns, one
+backward, the engine's gradient sum and one optimizer step: the exact full-graph gradient (up to the
+chunked-stale rule of the pipeline layouts), whatever the layout.
 """
 
 from __future__ import annotations
