@@ -1,10 +1,7 @@
-"""``Trainer``: the training loop every layout shares, from one process to many.
-
-``Trainer(cfg).build()`` builds this rank's engine (the layout: its rows, its blocks, its traffic),
-the model and the optimizer; ``train()`` runs the epochs and returns a ``RunResult``; ``close()``
-releases files and the process group. One epoch is the engine's forward over the rows it owns, one
-backward, the engine's gradient sum and one optimizer step: the exact full-graph gradient (up to the
-chunked-stale rule of the pipeline layouts), whatever the layout.
+"""``Trainer``: the training loop every layout shares. ``build()`` makes this rank's engine (its rows,
+blocks and traffic), the model and the optimizer; ``train()`` runs the epochs and returns a
+``RunResult``; ``close()`` releases files and the process group. An epoch is the engine's forward
+and backward over its rows, its gradient sum and one optimizer step, whatever the layout.
 """
 
 from __future__ import annotations
