@@ -115,8 +115,10 @@ def _build(in_dim: int, out_dim: int, *, layers: int, hidden: int, dropout: floa
 
 
 SPEC = register(ModelSpec(
-    "gat", _build, norm="self-loops", spmm=None, attention=True, options=("layers", "hidden", "dropout", "heads", "norm"),
+    "gat", _build, norm="self-loops", spmm=None, attention=True,
+    options=("layers", "hidden", "dropout", "heads", "norm"),
     takes_norm=True, memory=MemoryModel(_params, _kept, heap_overhead=(1.2, 1.35), transient=(1.7, 4.5),
                                         per_edge=True),
     hidden_step=lambda opts: opts.heads, check=_check,
-    about="GAT: multi-head attention over in-neighbours; each edge weighed by both its ends (tensor parallelism; no SpMM layouts)"))
+    about="GAT: multi-head attention over in-neighbours; each edge weighed by both its ends "
+          "(tensor parallelism; no SpMM layouts)"))

@@ -2,8 +2,9 @@
 
 Each layout registers a builder under the names ``--parallel`` accepts. A builder reads only what
 its rank needs: the single process loads the graph, a graph or hybrid rank its part, a pipeline rank
-the structure (and, on the first stage, the features), an SpMM rank its block row(s), a tensor rank the whole graph's structure and its rows of the rest. The trainer
-never branches on the layout; adding one is one module and one entry here.
+the structure (and, on the first stage, the features), an SpMM rank its block row(s), a tensor rank
+the whole graph's structure and its rows of the rest. The trainer never branches on the layout;
+adding one is one module and one entry here.
 """
 
 from __future__ import annotations

@@ -241,7 +241,7 @@ def prepare_run(cfg) -> RunInputs:
     layout = cfg.parallel.mesh
     if layout.reads_block_rows:  # every rank reads its own block row (tensor: the one), cut here once
         return RunInputs(cfg.parallel.partition_dir or str(prepare_block_rows_dir(cfg)))
-    chunked = layout.parallel in ("pipeline", "hybrid")
+    chunked = layout.chunked
     graph = load_graph(cfg) if chunked else None  # else prepare_partition_dir loads it only if it must
     pdir = cfg.parallel.partition_dir
     if pdir is not None:
