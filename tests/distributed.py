@@ -48,6 +48,29 @@ def planned_bytes(config: dict, graph, halo_rows: int = 0, node_part=None) -> di
     return run_volume(cfg, graph, halo_rows, evaluate=False, pruned=pruned)
 
 
+def cora_config(model: str, root: str, settings: dict, epochs: int, dropout: float, **extra) -> dict:
+    """The options of a Cora run of ``model`` with its ``settings`` (layers, hidden, ...), evaluated once
+    at the end, as the layouts' equality tests train it."""
+    return dict(model=model, dataset="cora", root=root, dropout=dropout, epochs=epochs, eval_every=epochs, seed=0,
+                **settings[model]) | extra
+
+
+def single_runs(root: str, settings: dict, epochs: int, dropout: float) -> dict:
+    """One process's per-epoch losses (float64) and final weights for each model of ``settings``: the
+    reference a layout's run is compared with."""
+    from fullgraph.config import TrainConfig
+    from fullgraph.data.load import load_graph
+    from fullgraph.train.trainer import Trainer
+
+    out = {}
+    for model in settings:
+        cfg = TrainConfig.of(**cora_config(model, root, settings, epochs, dropout), progress="none")
+        trainer = Trainer(cfg, load_graph(cfg))
+        result = trainer.build().train()
+        out[model] = (torch.tensor(result.losses, dtype=torch.float64), trainer.model.state_dict())
+    return out
+
+
 def ledger(comm: dict) -> dict:
     """A run's per-epoch ledger without its empty categories."""
     return {k: v for k, v in comm.items() if v}

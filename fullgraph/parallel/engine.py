@@ -19,7 +19,8 @@ from fullgraph.errors import InputError
 from fullgraph.ops import Block, SparseOp
 from fullgraph.ops.csr import csr_rows
 
-__all__ = ["Engine", "SingleEngine", "feature_rows", "input_features", "sum_grads", "world_comm"]
+__all__ = ["Engine", "SingleEngine", "feature_rows", "input_features", "sum_grads", "all_reduce_grads",
+           "world_comm"]
 
 
 def world_comm(cfg, who: str):
@@ -71,6 +72,15 @@ def sum_grads(params: list[torch.nn.Parameter], reduce_) -> None:
             p.grad = torch.zeros_like(p)
     for p, total in zip(params, sum_flat([p.grad for p in params], reduce_)):
         p.grad.copy_(total)
+
+
+def all_reduce_grads(params, comm) -> None:
+    """Sum the gradients of ``params`` (default: every trainable one of a model) over ``comm``'s ranks,
+    in one flat ``grad/allreduce``: what each layout whose ranks hold replicated weights does after
+    backward."""
+    if isinstance(params, torch.nn.Module):
+        params = [p for p in params.parameters() if p.requires_grad]
+    sum_grads(list(params), lambda flat: comm.all_reduce_(flat, "grad/allreduce"))
 
 
 def squared_norm(params) -> float:

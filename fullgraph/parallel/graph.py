@@ -30,7 +30,7 @@ from fullgraph.comm.precision import check_precision
 from fullgraph.comm.stats import sum_over
 from fullgraph.errors import InputError
 from fullgraph.ops.csr import indptr_from_counts
-from fullgraph.parallel.engine import Engine, feature_rows, input_features, sum_grads
+from fullgraph.parallel.engine import Engine, feature_rows, input_features, all_reduce_grads
 
 __all__ = ["GraphEngine", "boundary_sample", "check_parts", "graph_engine"]
 
@@ -203,8 +203,7 @@ class GraphEngine(Engine):
         return model(block, x, fetch=fetch)
 
     def sync_grads(self, model) -> None:
-        sum_grads([p for p in model.parameters() if p.requires_grad],
-                  lambda flat: self.comm.all_reduce_(flat, "grad/allreduce"))
+        all_reduce_grads(model, self.comm)
 
     def close(self) -> None:
         if self.owns_comm:

@@ -39,7 +39,7 @@ import torch
 from fullgraph.comm.context import Comm
 from fullgraph.comm.halo import HaloPlan
 from fullgraph.comm.stats import sum_over
-from fullgraph.parallel.engine import Engine, feature_rows, squared_norm, input_features, sum_flat, sum_grads
+from fullgraph.parallel.engine import Engine, feature_rows, squared_norm, input_features, sum_flat, all_reduce_grads
 from fullgraph.parallel.history import History
 from fullgraph.parallel.schedule import bubble_summary, chunk_order, stage_bounds
 from fullgraph.parallel.transport import StageTransport
@@ -236,7 +236,7 @@ class ChunkedEngine(Engine):
         if H0_leaf is not None and H0 is not H0_leaf:
             H0.backward(H0_leaf.grad)
         if self.group is not None:  # the stage's weights, summed over its graph ways
-            sum_grads(self._owned(model), lambda flat: self.group.all_reduce_(flat, "grad/allreduce"))
+            all_reduce_grads(self._owned(model), self.group)
         self.stats["step_s"] = time.perf_counter() - t_start
         self.stats["comm_s"] = (self.ledger.total_seconds if self.ledger is not None else 0.0) - comm_start
         return loss_total

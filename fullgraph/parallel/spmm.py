@@ -48,7 +48,7 @@ from fullgraph.errors import InputError
 from fullgraph.ops import Block, SparseOp
 from fullgraph.ops.dropout import current_key
 from fullgraph.ops.csr import indptr_from_counts, take_rows
-from fullgraph.parallel.engine import Engine, input_features, sum_grads, world_comm
+from fullgraph.parallel.engine import Engine, input_features, all_reduce_grads, world_comm
 from fullgraph.partition.blockrows import BlockRow, block_nnz, block_row, load_block_row, row_blocks
 
 __all__ = ["GridOp", "SummaOp", "SpmmEngine", "SPMM_MODELS", "row_blocks", "spmm_engine"]
@@ -341,8 +341,7 @@ class SpmmEngine(Engine):
         return none, none, none
 
     def sync_grads(self, model) -> None:
-        sum_grads([p for p in model.parameters() if p.requires_grad],
-                  lambda flat: self.grad_comm.all_reduce_(flat, "grad/allreduce"))
+        all_reduce_grads(model, self.grad_comm)
 
     def close(self) -> None:
         if getattr(self, "owns_comm", True):

@@ -22,7 +22,7 @@ from fullgraph.comm.stats import sum_over
 from fullgraph.errors import InputError
 from fullgraph.ops import Block
 from fullgraph.ops.csr import row_ids, take_rows
-from fullgraph.parallel.engine import Engine, input_features, sum_grads, world_comm
+from fullgraph.parallel.engine import Engine, input_features, all_reduce_grads, world_comm
 from fullgraph.parallel.spmm import WireSites
 from fullgraph.parallel.tensor import (Switch, TensorOp, _GatherRows, _ToColumns, _ToRows, column_counts,
                                        layer_sites, node_counts)
@@ -120,8 +120,7 @@ class TensorEngine(Engine):
 
     # ------------------------------------------------------------------ reductions
     def sync_grads(self, model) -> None:
-        sum_grads([p for p in model.parameters() if p.requires_grad],
-                  lambda flat: self.comm.all_reduce_(flat, "grad/allreduce"))
+        all_reduce_grads(model, self.comm)
 
     def close(self) -> None:
         if getattr(self, "owns_comm", True):

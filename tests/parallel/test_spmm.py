@@ -16,11 +16,9 @@ import torch
 
 from fullgraph.config import TrainConfig
 from fullgraph.errors import InputError
-from fullgraph.data.load import load_graph
-from fullgraph.train.trainer import Trainer
 
 from tests._equality import assert_same_losses, assert_same_state
-from tests.distributed import ledger, planned_bytes, run_ranks
+from tests.distributed import cora_config, ledger, planned_bytes, run_ranks, single_runs
 
 EPOCHS = 20
 DROPOUT = 0.5  # masks are keyed by (seed, epoch, site, global node id): every layout drops alike
@@ -28,19 +26,12 @@ SETTINGS = {"gcn": dict(layers=3, hidden=16), "sage": dict(layers=3, hidden=16),
 
 
 def config(model: str, root: str, **extra) -> dict:
-    return dict(model=model, dataset="cora", root=root, dropout=DROPOUT, epochs=EPOCHS, eval_every=EPOCHS, seed=0,
-                **SETTINGS[model]) | extra
+    return cora_config(model, root, SETTINGS, EPOCHS, DROPOUT, **extra)
 
 
 @pytest.fixture(scope="module")
 def single(shared_data):
-    out = {}
-    for model in SETTINGS:
-        cfg = TrainConfig.of(**config(model, str(shared_data)), progress="none")
-        trainer = Trainer(cfg, load_graph(cfg))
-        result = trainer.build().train()
-        out[model] = (torch.tensor(result.losses, dtype=torch.float64), trainer.model.state_dict())
-    return out
+    return single_runs(str(shared_data), SETTINGS, EPOCHS, DROPOUT)
 
 
 def products(model: str, num_features: int, num_classes: int, hidden: int, layers: int) -> list[int]:
