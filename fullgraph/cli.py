@@ -1,5 +1,7 @@
-"""The ``fullgraph`` command: ``train``, ``partition``, ``evaluate`` and ``predict`` here; ``datasets``,
-``generate`` and ``convert`` in :mod:`fullgraph.cli_data`.
+"""The ``fullgraph`` command: the table of its subcommands (``COMMANDS``), ``main``, and ``train``,
+``partition``, ``evaluate`` and ``predict``; the data commands are in :mod:`fullgraph.cli_data`, ``plan``
+in :mod:`fullgraph.cli_plan`, ``report`` in :mod:`fullgraph.cli_report`. Each command's flags are
+declared as options classes (:mod:`fullgraph.command_options`, ``TrainConfig`` for ``train``).
 
 Options come from defaults, then a TOML file (``--config``), then flags, later ones winning; the
 merged set is validated once by ``TrainConfig``. Input errors end with one line on stderr and
@@ -17,143 +19,18 @@ from pathlib import Path
 
 import fullgraph.environ as environ
 from fullgraph.comm.launch import report_worker_error
-from fullgraph.config import ModelOptions, TrainConfig, load_toml
-from fullgraph.options import key_value, options_of
-from fullgraph.cli_data import add_data_commands, cmd_convert, cmd_datasets, cmd_generate
-from fullgraph.cli_plan import add_plan_command, cmd_plan
-from fullgraph.cli_report import add_report_command, cmd_report
+from fullgraph.config import DataOptions, GraphSource, TrainConfig, load_toml
+from fullgraph.cli_data import cmd_convert, cmd_datasets, cmd_generate
+from fullgraph.cli_plan import cmd_plan
+from fullgraph.cli_report import cmd_report
+from fullgraph.command_options import (ConvertOptions, DatasetsOptions, EvaluateOptions, GeneratedOutput, PartitionModel,
+                                       PartitionOptions, PlanModel, PlanOptions, PlantedOptions, PredictOptions,
+                                       ReportOptions, RmatOptions, TrainFiles)
+from fullgraph.commands import Command, Parser, add_command, flags_of
 from fullgraph.errors import InputError
 from fullgraph.train.metrics import METRIC_NAMES
 
 __all__ = ["main"]
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (and exit 2), like every other input error."""
-
-    def error(self, message: str):  # noqa: D401 - argparse's hook
-        raise InputError(f"{self.prog}: {message}")
-
-
-def add_train_options(parser: argparse.ArgumentParser) -> None:
-    """One flag per ``TrainConfig`` field, made from the field (``fullgraph.options``): its type, its
-    docstring as the help, its choices from the registry that owns them, grouped by section. A flag
-    left out keeps its value from ``--config`` or the default (``SUPPRESS``), so only what the user
-    typed overrides the file."""
-    groups = {}
-    for opt in options_of(TrainConfig):
-        group = groups.get(opt.section) or groups.setdefault(opt.section, parser.add_argument_group(opt.section))
-        if opt.hidden:
-            group.add_argument(opt.flag, type=opt.type, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-            continue
-        shown = opt.type not in (bool, dict) and opt.default not in (None, "")
-        help_ = (opt.doc + (f" (default {opt.default})" if shown else "")).replace("%", "%%")
-        if opt.type is dict:  # one key=value per flag, repeatable
-            group.add_argument(opt.flag, type=_key_value, action="append", dest=opt.name, default=argparse.SUPPRESS,
-                               help=help_, metavar="KEY=VALUE")
-        elif opt.type is bool:
-            group.add_argument(opt.flag, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_)
-        else:  # choices are checked by TrainConfig, with the same message as from a TOML file
-            metavar = "{" + ",".join(opt.choices) + "}" if opt.choices else opt.name.upper()
-            if opt.name == "model":  # a built-in name, or a user's builder
-                from fullgraph.models import MODELS
-
-                metavar = "{" + ",".join(MODELS) + "}|FILE.py:FUNCTION"
-            group.add_argument(opt.flag, type=opt.type, default=argparse.SUPPRESS, help=help_, metavar=metavar)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="fullgraph", description="Full-graph GNN training across many processes.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    train = sub.add_parser("train", help="train a model on a graph", description="Train a GNN on the whole graph.")
-    train.add_argument("--config", help="TOML file of options, in tables named after the groups below, e.g. "
-                                        "[model] hidden = 128 (flags override it)")
-    train.add_argument("--resume", help="RUN: carry on from RUN's newest checkpoint with its saved options (only "
-                                        "--epochs may be raised); auto: the same with --out, or start afresh when it "
-                                        "has no checkpoint yet (for torchrun --max-restarts)")
-    add_train_options(train)
-    add_partition_command(sub)
-    add_data_commands(sub, _Parser)
-    add_plan_command(sub)
-    add_report_command(sub)
-    add_model_commands(sub)
-    return parser
-
-
-HIDDEN_FLAGS = {"predict": ("--partition-dir",)}
-"""Flags outside ``fullgraph train`` that only the launcher passes to its ranks: no user option, so their
-help is ``SUPPRESS`` (train's own are ``Option.hidden``; tests/test_cli_help.py allows just these)."""
-
-
-def _as_train(opt) -> str:
-    """The help ``fullgraph train`` shows for its option ``opt``: a flag another command shares with
-    train means the same there, so it is described in the same words."""
-    return (opt.doc + (f" (default {opt.default})" if opt.default not in (None, "") else "")).replace("%", "%%")
-
-
-def add_partition_command(sub) -> None:
-    """``fullgraph partition``: the options of train that decide a partition, with train's words."""
-    from fullgraph.data.datasets import ROOT_HELP
-
-    train = {o.name: o for o in options_of(TrainConfig)}
-    part = sub.add_parser("partition", help="partition a graph and write one folder per part",
-                          description="Partition a graph for --parallel graph and write it to disk: one folder "
-                                      "per part, for 'fullgraph train --partition-dir' (on storage every machine "
-                                      "of a torchrun reads).")
-    part.add_argument("--dataset", default="synthetic", help=_as_train(train["dataset"]))
-    part.add_argument("--root", default=None, help=ROOT_HELP)
-    part.add_argument("--split", type=int, default=0, help=_as_train(train["split"]))
-    part.add_argument("--parts", type=int, required=True,
-                      help="number of parts: one per process of the run (its --nprocs)")
-    part.add_argument("--partitioner", default="metis", help=_as_train(train["partitioner"]))
-    part.add_argument("--metis-sample", type=float, default=1.0,
-                      help="METIS sees each undirected edge with this probability, in (0, 1]: "
-                           "~150 bytes per edge it sees (default 1: every edge)")
-    part.add_argument("--seed", type=int, default=0,
-                      help="seed of the partitioner (METIS's own, random's and permuted's draws, fennel's "
-                           "ties; default 0)")
-    part.add_argument("--feature-norm", default="auto", help=_as_train(train["feature_norm"]))
-    for flag, kind, attr, what in (("--model", str, "name", "the model whose per-rank memory the parts balance"),
-                                   ("--layers", int, "layers", "its graph layers"),
-                                   ("--hidden", int, "hidden", "its hidden width"),
-                                   ("--heads", int, "heads", "its attention heads (GAT)")):
-        part.add_argument(flag, type=kind, default=getattr(ModelOptions, attr),
-                          help=f"metis-memory and fennel only: {what} (default {getattr(ModelOptions, attr)})")
-    part.add_argument("--out", required=True, help="a new folder, or one holding an earlier partition")
-
-
-def add_model_commands(sub) -> None:
-    """``fullgraph evaluate`` and ``fullgraph predict``: a trained run's model applied to a graph."""
-    from fullgraph.data.datasets import ROOT_DEFAULT
-
-    for name, what in (("evaluate", "the split metrics of a trained run's model, recomputed from RUN/model.pt"),
-                       ("predict", "class predictions, probabilities and embeddings of a trained run's model")):
-        use = sub.add_parser(name, help=what, description=what[0].upper() + what[1:] + ".")
-        use.add_argument("--run", required=True, help="a run folder (fullgraph train --out) holding model.pt")
-        use.add_argument("--dataset", default=None, help="another graph like the run's (default: the run's own)")
-        use.add_argument("--root", default=None, help=f"data root of --dataset (default: the run's; where it gave "
-                                                      f"none, {ROOT_DEFAULT})")
-        use.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
-        if name == "evaluate":
-            use.add_argument("--json", action="store_true", help="print JSON instead of a table")
-            continue
-        use.add_argument("--out", required=True, help="folder for predictions.npy, probabilities.npy "
-                                                      "(and embeddings.npy)")
-        use.add_argument("--embeddings", action="store_true", help="also write the last hidden layer")
-        use.add_argument("--overwrite", action="store_true",
-                         help="replace an earlier prediction in --out (its whole set of files)")
-        use.add_argument("--parallel", default="single", choices=("single", "graph"),
-                         help="single (default) | graph: one part per process, for graphs too big for one")
-        use.add_argument("--nprocs", type=int, default=1, help="processes with --parallel graph (default 1)")
-        for flag in HIDDEN_FLAGS[name]:  # the partition the launcher made
-            use.add_argument(flag, default=None, help=argparse.SUPPRESS)
-
-
-def _key_value(text: str) -> tuple[str, object]:
-    try:
-        return key_value(text)
-    except InputError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def given_options(args: argparse.Namespace) -> dict:
@@ -246,7 +123,7 @@ def shared_inputs(cfg: TrainConfig, env) -> None:
     inputs.apply(cfg)
 
 
-def cmd_partition(args: argparse.Namespace) -> int:
+def cmd_partition(args: argparse.Namespace, argv: list[str]) -> int:
     from fullgraph.parallel.setup import prepare_partition_dir
     from fullgraph.partition.store import load_meta
 
@@ -267,7 +144,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_evaluate(args: argparse.Namespace) -> int:
+def cmd_evaluate(args: argparse.Namespace, argv: list[str]) -> int:
     from fullgraph.train.apply import evaluate_run
 
     record = evaluate_run(args.run, args.dataset, args.root, args.device)
@@ -304,10 +181,55 @@ def cmd_predict(args: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
-KERNEL_TIMING_COMMANDS = ("train", "plan")
-"""Commands whose speed is the point: training, and the plan, which times the layers as training runs them.
-They keep glibc's own allocation threshold unless ``--release-memory`` asks otherwise: its fixed 1 MiB
-threshold page-faults every large tensor in afresh, which would slow the very kernels they time."""
+COMMANDS = {c.name: c for c in (
+    Command("train", "train a model on a graph", "Train a GNN on the whole graph.", (TrainFiles,), cmd_train,
+            config=TrainConfig, times_kernels=True),
+    Command("partition", "partition a graph and write one folder per part",
+            "Partition a graph for --parallel graph and write it to disk: one folder per part, for 'fullgraph train "
+            "--partition-dir' (on storage every machine of a torchrun reads).",
+            (DataOptions, PartitionOptions, PartitionModel), cmd_partition),
+    Command("generate", "write a synthetic graph as a native dataset folder",
+            "Generate a synthetic graph and write it as a native dataset folder.", run=cmd_generate, kinds=(
+                Command("rmat", "an R-MAT power-law graph (2**scale nodes)",
+                        "An R-MAT graph: 2**scale nodes, about 2 x edges directed edges after symmetrizing, "
+                        "class-centroid features.", (RmatOptions, GeneratedOutput)),
+                Command("planted", "a planted-partition graph (the built-in synthetic kind)",
+                        "A planted-partition graph whose classes a GCN separates.", (PlantedOptions, GeneratedOutput)))),
+    Command("convert", "write any dataset as a native dataset folder",
+            "Load a dataset (a known name or a path, as 'train --dataset' takes) and write it as a native dataset "
+            "folder.", (GraphSource, ConvertOptions), cmd_convert),
+    Command("datasets", "list known datasets and which are present",
+            "List the datasets --dataset takes by name, the files each needs under the data root, and which are "
+            "present there (a missing one is downloaded on first use where a direct public URL exists).",
+            (DatasetsOptions,), cmd_datasets),
+    Command("plan", "which layout to use: bytes, memory and time per epoch of every layout",
+            "Estimate, for every layout that fits --nprocs processes, the bytes per epoch (by ledger category), the "
+            "peak memory per rank and the epoch time, on one machine (the default) or on --machines machines linked "
+            "by a network of --bandwidth-gbps and --latency-us; rank them and recommend one.",
+            (DataOptions, PlanModel, PlanOptions), cmd_plan, times_kernels=True),
+    Command("report", "figures and a summary table of one or more training runs",
+            "Draw loss, metric, epoch-time, traffic and memory figures of training runs (folders written by "
+            "'fullgraph train --out') and a Markdown table comparing them.", (ReportOptions,), cmd_report),
+    Command("evaluate", "the split metrics of a trained run's model, recomputed from RUN/model.pt",
+            "The split metrics of a trained run's model, recomputed from RUN/model.pt.", (EvaluateOptions,),
+            cmd_evaluate),
+    Command("predict", "class predictions, probabilities and embeddings of a trained run's model",
+            "Class predictions, probabilities and embeddings of a trained run's model.", (PredictOptions,),
+            cmd_predict),
+)}
+"""Every command, in ``fullgraph --help``'s order: the one table ``main`` dispatches through."""
+
+HIDDEN_FLAGS = {name: tuple(o.flag for o in flags_of(c) if o.hidden) for name, c in COMMANDS.items()}
+"""Flags only the launcher passes to its ranks, by command: no user option, so their help is ``SUPPRESS``
+(tests/test_cli_help.py allows just these)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="fullgraph", description="Full-graph GNN training across many processes.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for command in COMMANDS.values():
+        add_command(sub, command)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -318,27 +240,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(message)s", stream=sys.stdout)
     try:
         args = build_parser().parse_args(argv)
-        if args.command not in KERNEL_TIMING_COMMANDS or getattr(args, "release_memory", False):
+        command = COMMANDS[args.command]
+        if not command.times_kernels or getattr(args, "release_memory", False):
             from fullgraph.memory import return_freed_memory
 
             return_freed_memory()  # peak RSS then measures what a command needs, not glibc's cache
-        if args.command == "train":
-            return cmd_train(args, argv)
-        if args.command == "partition":
-            return cmd_partition(args)
-        if args.command == "generate":
-            return cmd_generate(args)
-        if args.command == "convert":
-            return cmd_convert(args)
-        if args.command == "evaluate":
-            return cmd_evaluate(args)
-        if args.command == "plan":
-            return cmd_plan(args)
-        if args.command == "report":
-            return cmd_report(args)
-        if args.command == "predict":
-            return cmd_predict(args, argv)
-        return cmd_datasets(args)
+        return command.run(args, argv)
     except InputError as e:
         report_worker_error(e, input_error=True)
         if not launched:

@@ -15,47 +15,7 @@ import time
 from fullgraph.config import TrainConfig
 from fullgraph.errors import InputError
 
-__all__ = ["add_data_commands", "cmd_generate", "cmd_convert", "cmd_datasets"]
-
-
-def add_data_commands(sub, parser_class) -> None:
-    """The ``generate``, ``convert`` and ``datasets`` subcommands, on the ``fullgraph`` parser's ``sub``."""
-    from fullgraph.data.datasets import ROOT_HELP
-
-    gen = sub.add_parser("generate", help="write a synthetic graph as a native dataset folder",
-                         description="Generate a synthetic graph and write it as a native dataset folder.")
-    kinds = gen.add_subparsers(dest="kind", required=True, parser_class=parser_class)
-    rm = kinds.add_parser("rmat", help="an R-MAT power-law graph (2**scale nodes)",
-                          description="An R-MAT graph: 2**scale nodes, about 2 x edges directed edges after "
-                                      "symmetrizing, class-centroid features.")
-    rm.add_argument("--scale", type=int, required=True, help="2**scale nodes, 1..31")
-    rm.add_argument("--edges", type=int, required=True, help="edges drawn before symmetrizing")
-    rm.add_argument("--features", type=int, default=128, help="feature columns (default 128)")
-    rm.add_argument("--classes", type=int, default=16, help="classes (default 16)")
-    pl = kinds.add_parser("planted", help="a planted-partition graph (the built-in synthetic kind)",
-                          description="A planted-partition graph whose classes a GCN separates.")
-    pl.add_argument("--nodes", type=int, required=True, help="nodes")
-    pl.add_argument("--classes", type=int, default=5, help="classes (default 5)")
-    pl.add_argument("--features", type=int, default=64, help="feature columns (default 64)")
-    pl.add_argument("--avg-degree", type=float, default=10.0, help="average degree (default 10)")
-    pl.add_argument("--homophily", type=float, default=0.7, help="fraction of edges inside a class (default 0.7)")
-    for kind, default_name in ((rm, "rmat-SCALE"), (pl, "planted-NODES")):
-        kind.add_argument("--seed", type=int, default=0, help="seed (default 0)")
-        kind.add_argument("--name", default=None, help=f"the graph's name (default {default_name})")
-        kind.add_argument("--out", required=True, help="a new or empty folder, or an earlier dataset folder")
-    conv = sub.add_parser("convert", help="write any dataset as a native dataset folder",
-                          description="Load a dataset (a known name or a path, as 'train --dataset' takes) "
-                                      "and write it as a native dataset folder.")
-    conv.add_argument("--dataset", required=True, help="a known dataset name, or a path to a dataset folder or file")
-    conv.add_argument("--root", default=None, help=ROOT_HELP)
-    conv.add_argument("--split", type=int, default=0, help="which fixed split, or the seed of a made one (default 0)")
-    conv.add_argument("--out", required=True, help="a new or empty folder, or an earlier dataset folder")
-    ds = sub.add_parser("datasets", help="list known datasets and which are present",
-                        description="List the datasets --dataset takes by name, the files each needs under the "
-                                    "data root, and which are present there (a missing one is downloaded on first "
-                                    "use where a direct public URL exists).")
-    ds.add_argument("--root", default=None, help=ROOT_HELP)
-    ds.add_argument("--json", action="store_true", help="print JSON instead of a table")
+__all__ = ["cmd_generate", "cmd_convert", "cmd_datasets"]
 
 
 def _need(ok: bool, text: str) -> None:
@@ -72,7 +32,7 @@ def _wrote(out: str, meta: dict, start: float) -> None:
           f"peak RSS {peak_rss_bytes() / 2**20:.0f} MiB")
 
 
-def cmd_generate(args: argparse.Namespace) -> int:
+def cmd_generate(args: argparse.Namespace, argv: list[str] = ()) -> int:
     from fullgraph.data.formats.native import check_target, write_native
 
     start = time.perf_counter()
@@ -101,7 +61,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_convert(args: argparse.Namespace) -> int:
+def cmd_convert(args: argparse.Namespace, argv: list[str] = ()) -> int:
     from fullgraph.data.formats.native import check_target, write_native
     from fullgraph.data.load import feature_norm_of, load_raw_graph
 
@@ -137,7 +97,7 @@ def _convert_ogb(args: argparse.Namespace) -> dict | None:
                        source=f"fullgraph convert --dataset {args.dataset} (OGB {det.options['layout']} layout)")
 
 
-def cmd_datasets(args: argparse.Namespace) -> int:
+def cmd_datasets(args: argparse.Namespace, argv: list[str] = ()) -> int:
     from fullgraph.data.datasets import ROOT_DEFAULT, dataset_status, resolve_root
 
     root = resolve_root(args.root)

@@ -18,62 +18,7 @@ import os
 from fullgraph.config import TrainConfig
 from fullgraph.errors import InputError
 
-__all__ = ["add_plan_command", "cmd_plan", "candidates", "run_volume"]
-
-
-def add_plan_command(sub) -> None:
-    from fullgraph.data.datasets import ROOT_HELP
-
-    p = sub.add_parser("plan", help="which layout to use: bytes, memory and time per epoch of every layout",
-                       description="Estimate, for every layout that fits --nprocs processes, the bytes per epoch "
-                                   "(by ledger category), the peak memory per rank and the epoch time, on one "
-                                   "machine (the default) or on --machines machines linked by a network of "
-                                   "--bandwidth-gbps and --latency-us; rank them and recommend one.")
-    p.add_argument("--dataset", default="synthetic", help="a dataset name (fullgraph datasets lists them) or the "
-                                                          "path of a dataset; synthetic is the built-in graph "
-                                                          "(default synthetic)")
-    p.add_argument("--root", default=None, help=ROOT_HELP)
-    p.add_argument("--model", default="gcn", help="a built-in model, or a builder: path/to/file.py:function")
-    p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE", type=_key_value,
-                   help="a builder's keyword (repeatable), as fullgraph train takes it")
-    p.add_argument("--layers", type=int, default=2, help="graph layers of a built-in model (default 2)")
-    p.add_argument("--hidden", type=int, default=64, help="hidden width of a built-in model (default 64)")
-    p.add_argument("--heads", type=int, default=8, help="attention heads of gat (default 8)")
-    p.add_argument("--nprocs", type=int, required=True, help="processes (ranks) P to plan for, at least 2")
-    p.add_argument("--layout", default=None,
-                   help="plan only this --parallel mode (refused with the reason when it does not fit --nprocs)")
-    p.add_argument("--chunks", type=int, default=0, help="pipeline / hybrid chunks K (default 4 x stages)")
-    p.add_argument("--partitioner", default="metis", help="how graph parallelism cuts the graph, as fullgraph "
-                                                          "train's --partitioner (default metis)")
-    p.add_argument("--partition-dir", default=None, help="a partition of the graph into --nprocs parts to plan "
-                                                        "graph parallelism with (default: cut, and cache, one)")
-    p.add_argument("--machines", type=int, default=None,
-                   help="machines M the ranks are spread over, --nprocs / M on each: ranks of one machine share "
-                        "its cores and talk over shared memory, the others over the network (default: 1 without "
-                        "--bandwidth-gbps or --latency-us, else one machine per rank)")
-    p.add_argument("--bandwidth-gbps", type=float, default=None,
-                   help="network link rate between machines, Gbit/s (default 10)")
-    p.add_argument("--latency-us", type=float, default=None,
-                   help="network latency per message between machines, microseconds (default 50)")
-    p.add_argument("--threads", type=int, default=0, help="CPU threads of one rank, for timing the kernels "
-                                                          "(default: this machine's cores / ranks per machine, "
-                                                          "at least 1)")
-    p.add_argument("--release-memory", action="store_true",
-                   help="plan runs that will use train's --release-memory: time the kernels and estimate the "
-                        "peak memory as they will run (slower, leaner)")
-    p.add_argument("--prune", action="store_true",
-                   help="plan graph parallelism as train's --prune runs it: each layer only on the rows the loss "
-                        "needs (the other layouts compute every row)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-
-
-def _key_value(text: str):
-    from fullgraph.options import key_value
-
-    try:
-        return key_value(text)
-    except InputError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+__all__ = ["cmd_plan", "candidates", "run_volume"]
 
 
 def candidates(nprocs: int, layers: int, model: str, model_args: dict | None = None) -> tuple[list[dict], list[str]]:
@@ -110,14 +55,15 @@ def label(o: dict) -> str:
     return f"{name} decoupled" if o.get("tensor_decoupled") else name
 
 
-def cmd_plan(args: argparse.Namespace) -> int:
+def cmd_plan(args: argparse.Namespace, argv: list[str] = ()) -> int:
     from fullgraph.data.load import load_graph
     from fullgraph.plan.layer_timer import LayerTimer
 
     if args.nprocs < 2:
         raise InputError(f"expected --nprocs >= 2 to plan a layout (got {args.nprocs})")
     machines, network = where(args)
-    base = dict(dataset=args.dataset, root=args.root, model=args.model, model_args=dict(args.model_arg),
+    base = dict(dataset=args.dataset, root=args.root, split=args.split, feature_norm=args.feature_norm,
+                model=args.model, model_args=dict(args.model_args),
                 layers=args.layers, hidden=args.hidden, heads=args.heads, partitioner=args.partitioner)
     TrainConfig.of(**base)  # the model's options, checked before anything is read
     graph = load_graph(TrainConfig.of(**base))

@@ -26,18 +26,10 @@ from pathlib import Path
 
 from fullgraph.errors import InputError
 
-__all__ = ["add_report_command", "cmd_report", "read_run", "summary_table", "figures", "seconds", "FIGURES"]
+__all__ = ["cmd_report", "read_run", "summary_table", "figures", "seconds", "FIGURES"]
 
 FIGURES = ("loss.png", "metric.png", "epoch_time.png", "bytes.png", "memory.png")
 MIB = 2 ** 20
-
-
-def add_report_command(sub) -> None:
-    p = sub.add_parser("report", help="figures and a summary table of one or more training runs",
-                       description="Draw loss, metric, epoch-time, traffic and memory figures of training runs "
-                                   "(folders written by 'fullgraph train --out') and a Markdown table comparing them.")
-    p.add_argument("runs", nargs="+", metavar="RUN", help="run folders holding metrics.jsonl and summary.json")
-    p.add_argument("--out", required=True, help="folder for the figures and summary.md (made if missing)")
 
 
 def read_run(folder: str) -> dict:
@@ -56,7 +48,7 @@ def read_run(folder: str) -> dict:
     return {"name": path.resolve().name, "summary": summary, "epochs": epochs}
 
 
-def cmd_report(args: argparse.Namespace) -> int:
+def cmd_report(args: argparse.Namespace, argv: list[str] = ()) -> int:
     runs = [read_run(r) for r in args.runs]
     names = [r["name"] for r in runs]
     for i, r in enumerate(runs):  # two runs of the same folder name stay apart

@@ -21,12 +21,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from fullgraph.comm.mesh import PARALLEL_MODES
+from fullgraph.data.datasets import ROOT_HELP
 from fullgraph.errors import InputError
 from fullgraph.models import MODELS, NORM_MODELS, SPMM_MODELS, check_options
-from fullgraph.options import CHUNK_EDGES, FEATURE_NORMS, METRICS, option_name
+from fullgraph.options import CHUNK_EDGES, FEATURE_NORMS, METRICS, opt, option_name
 from fullgraph.options import Section as _Section, load_toml as _load_toml, need as _need
 
-__all__ = ["TrainConfig", "DataOptions", "ModelOptions", "OptimizationOptions", "ParallelOptions", "RunOptions",
+__all__ = ["TrainConfig", "GraphSource", "DataOptions", "ModelOptions", "OptimizationOptions", "ParallelOptions", "RunOptions",
            "load_toml"]
 
 # the registries' lists, under the names callers know
@@ -35,60 +36,57 @@ __all__ += ["MODEL_NAMES", "NORM_MODELS", "SPMM_MODELS", "PARALLEL_MODES", "METR
 
 
 @dataclass
-class DataOptions(_Section):
-    """Which graph, from where, with which split and feature normalization."""
+class GraphSource(_Section):
+    """Which graph, from where, with which split: what every command that reads a graph takes."""
 
-    dataset: str = "synthetic"
-    """A dataset name (``fullgraph datasets`` lists them), or the path of a dataset folder or ``.npz``
-    file in any format fullgraph reads (recognized from its files); ``synthetic`` is the built-in graph."""
-    root: str | None = None
-    """Data root of named datasets; default: ``$FULLGRAPH_DATA``, else the first of ``./data`` and
-    ``../shared/data`` that exists (relative to the working directory), else ``./data``."""
-    split: int = 0
-    """Which of a dataset's fixed splits (the heterophilous graphs have 10), or the seed of a made one."""
-    feature_norm: str = "auto"
-    """Row-normalize features: ``row``, ``none``, or ``auto`` (row for the Planetoid graphs, as in
-    Kipf & Welling and the GCNII paper; none otherwise)."""
+    dataset: str = opt("synthetic",
+        "A dataset name (``fullgraph datasets`` lists them), or the path of a dataset folder or ``.npz`` file in "
+        "any format fullgraph reads (recognized from its files); ``synthetic`` is the built-in graph.")
+    root: str | None = opt(None, ROOT_HELP)
+    split: int = opt(0,
+        "Which of a dataset's fixed splits (the heterophilous graphs have 10), or the seed of a made one.")
 
     def _check(self) -> None:
         _need(self.split >= 0, "split", self.split, ">= 0")
 
 
 @dataclass
+class DataOptions(GraphSource):
+    """Which graph, from where, with which split and feature normalization."""
+
+    feature_norm: str = opt("auto",
+        "Row-normalize features: ``row``, ``none``, or ``auto`` (row for the Planetoid graphs, as in Kipf & Welling "
+        "and the GCNII paper; none otherwise).")
+
+
+@dataclass
 class ModelOptions(_Section):
     """The model: its kind, depth, widths, normalization, dropout and how its layers compute."""
 
-    name: str = field(default="gcn", metadata={"flag": "model"})
-    """The model: a built-in one (``fullgraph.models``; --help lists their names), or your own by its builder,
-    path/to/file.py:build or package.module:build, where build(in_dim, out_dim, **model_args) returns a
-    fullgraph GNN, PyG convolutions or a PyG BasicGNN (docs/your-model.md)."""
-    args: dict = field(default_factory=dict, metadata={"flag": "model_args", "each": "model_arg"})
-    """A builder's keyword arguments, one key=value per --model-arg (the value read as JSON where it
-    parses), or a [model.args] table in TOML. The builder decides depth, widths and dropout, so --layers,
-    --hidden, --heads and the built-in models' own options are refused with it."""
-    layers: int = 2
-    """Number of graph layers (2 to 128)."""
-    hidden: int = 64
-    """Hidden width (for GAT: all heads together)."""
-    heads: int = 8
-    """Attention heads of GAT's hidden layers."""
-    norm: str = "none"
-    """Normalization after every hidden graph layer of GCN, GraphSAGE and GAT: ``none``, ``layer``
-    (LayerNorm) or ``batch`` (BatchNorm over all nodes of the graph, summed across ranks)."""
-    dropout: float = 0.5
-    """Dropout rate, in [0, 1)."""
-    gcnii_alpha: float = 0.1
-    """GCNII initial-residual weight α."""
-    gcnii_lambda: float = 0.5
-    """GCNII identity-mapping strength λ (β_l = log(λ/l + 1))."""
-    appnp_alpha: float = 0.1
-    """APPNP teleport (restart) probability α of each propagation step."""
-    gcn_kernel: str = "fused"
-    """GCN layers as one fused function keeping one activation per layer (``fused``, MG-GCN's buffer
-    reuse) or as plain PyTorch ops (``autograd``: more memory; for comparison)."""
-    recompute: bool = False
-    """Keep only each layer's input in the forward pass and recompute the rest in backward (SAR's
-    rematerialization): less activation memory for one more forward per layer; same losses."""
+    name: str = opt("gcn",
+        "The model: a built-in one (``fullgraph.models``; --help lists their names), or your own by its builder, "
+        "path/to/file.py:build or package.module:build, where build(in_dim, out_dim, **model_args) returns a "
+        "fullgraph GNN, PyG convolutions or a PyG BasicGNN (docs/your-model.md).", flag="model")
+    args: dict = opt({},
+        "A builder's keyword arguments, one key=value per --model-arg (the value read as JSON where it parses), or "
+        "a [model.args] table in TOML. The builder decides depth, widths and dropout, so --layers, --hidden, "
+        "--heads and the built-in models' own options are refused with it.", flag="model_args", each="model_arg")
+    layers: int = opt(2, "Number of graph layers (2 to 128).")
+    hidden: int = opt(64, "Hidden width (for GAT: all heads together).")
+    heads: int = opt(8, "Attention heads of GAT's hidden layers.")
+    norm: str = opt("none",
+        "Normalization after every hidden graph layer of GCN, GraphSAGE and GAT: ``none``, ``layer`` (LayerNorm) or "
+        "``batch`` (BatchNorm over all nodes of the graph, summed across ranks).")
+    dropout: float = opt(0.5, "Dropout rate, in [0, 1).")
+    gcnii_alpha: float = opt(0.1, "GCNII initial-residual weight α.")
+    gcnii_lambda: float = opt(0.5, "GCNII identity-mapping strength λ (β_l = log(λ/l + 1)).")
+    appnp_alpha: float = opt(0.1, "APPNP teleport (restart) probability α of each propagation step.")
+    gcn_kernel: str = opt("fused",
+        "GCN layers as one fused function keeping one activation per layer (``fused``, MG-GCN's buffer reuse) or as "
+        "plain PyTorch ops (``autograd``: more memory; for comparison).")
+    recompute: bool = opt(False,
+        "Keep only each layer's input in the forward pass and recompute the rest in backward (SAR's "
+        "rematerialization): less activation memory for one more forward per layer; same losses.")
 
     def _check(self) -> None:
         _need(2 <= self.layers <= 128, "layers", self.layers, "in [2, 128]")
@@ -106,47 +104,37 @@ class OptimizationOptions(_Section):
     """How the model is trained and selected: Adam's settings, the schedule, clipping, the precision,
     epochs, the metric, the seed."""
 
-    lr: float = 0.01
-    """Adam learning rate (the schedule's peak)."""
-    weight_decay: float = 5e-4
-    """Adam weight decay (for GCNII: of its dense input and output layers)."""
-    conv_weight_decay: float = 0.01
-    """GCNII only: weight decay of the graph-layer weights."""
-    lr_schedule: str = "constant"
-    """How the learning rate moves after the warm-up: ``constant``; ``cosine`` (down to ``lr_min`` at the
-    last epoch); ``step`` (times ``lr_gamma`` every ``lr_step`` epochs); ``plateau`` (times ``lr_gamma``
-    after ``lr_step`` evaluations without a lower validation loss) (``fullgraph.optim.schedule``)."""
-    warmup_epochs: int = 0
-    """Epochs over which the learning rate rises linearly to ``lr`` before the schedule starts."""
-    lr_min: float = 0.0
-    """The cosine schedule's last learning rate."""
-    lr_step: int = 50
-    """The step schedule's period in epochs; the plateau schedule's patience in evaluations."""
-    lr_gamma: float = 0.5
-    """The factor of each step (``step``) or reduction (``plateau``)."""
-    clip_grad_norm: float = 0.0
-    """Scale the gradient down to this 2-norm when it is larger (0: never). The norm is the whole
-    model's, summed over the ranks that hold different parameters, so every layout clips alike."""
-    precision: str = "fp32"
-    """Compute precision: ``fp32``; ``bf16`` or ``fp16`` (autocast of the dense products with fp32 master
-    weights; fp16 with a dynamic loss scale). Sparse products and reductions stay fp32
-    (``fullgraph.optim.precision`` says which op runs in which)."""
-    epochs: int = 200
-    """Maximum number of epochs."""
-    patience: int = 0
-    """Stop after this many evaluations without a better validation metric (or loss, with ``select``
-    ``loss``; 0: never)."""
-    select: str = "acc"
-    """Model selection on the validation set: highest value of the metric (``acc``, whatever ``metric``
-    is) or lowest loss (``loss``, as the GCNII paper does); the reported test numbers are the
-    selected epoch's."""
-    metric: str = "auto"
-    """What evaluation reports and selection maximizes: ``acc``, ``rocauc``, ``micro-f1``, or ``auto``
-    (ROC-AUC for two classes, micro-F1 for multi-label, accuracy otherwise)."""
-    eval_every: int = 1
-    """Evaluate validation and test accuracy every this many epochs (and after the last)."""
-    seed: int = 0
-    """Seed of weights, dropout and made splits; the same seed gives the same losses, bit for bit."""
+    lr: float = opt(0.01, "Adam learning rate (the schedule's peak).")
+    weight_decay: float = opt(5e-4, "Adam weight decay (for GCNII: of its dense input and output layers).")
+    conv_weight_decay: float = opt(0.01, "GCNII only: weight decay of the graph-layer weights.")
+    lr_schedule: str = opt("constant",
+        "How the learning rate moves after the warm-up: ``constant``; ``cosine`` (down to ``lr_min`` at the last "
+        "epoch); ``step`` (times ``lr_gamma`` every ``lr_step`` epochs); ``plateau`` (times ``lr_gamma`` after "
+        "``lr_step`` evaluations without a lower validation loss) (``fullgraph.optim.schedule``).")
+    warmup_epochs: int = opt(0,
+        "Epochs over which the learning rate rises linearly to ``lr`` before the schedule starts.")
+    lr_min: float = opt(0.0, "The cosine schedule's last learning rate.")
+    lr_step: int = opt(50, "The step schedule's period in epochs; the plateau schedule's patience in evaluations.")
+    lr_gamma: float = opt(0.5, "The factor of each step (``step``) or reduction (``plateau``).")
+    clip_grad_norm: float = opt(0.0,
+        "Scale the gradient down to this 2-norm when it is larger (0: never). The norm is the whole model's, summed "
+        "over the ranks that hold different parameters, so every layout clips alike.")
+    precision: str = opt("fp32",
+        "Compute precision: ``fp32``; ``bf16`` or ``fp16`` (autocast of the dense products with fp32 master "
+        "weights; fp16 with a dynamic loss scale). Sparse products and reductions stay fp32 "
+        "(``fullgraph.optim.precision`` says which op runs in which).")
+    epochs: int = opt(200, "Maximum number of epochs.")
+    patience: int = opt(0,
+        "Stop after this many evaluations without a better validation metric (or loss, with ``select`` ``loss``; 0: "
+        "never).")
+    select: str = opt("acc",
+        "Model selection on the validation set: highest value of the metric (``acc``, whatever ``metric`` is) or "
+        "lowest loss (``loss``, as the GCNII paper does); the reported test numbers are the selected epoch's.")
+    metric: str = opt("auto",
+        "What evaluation reports and selection maximizes: ``acc``, ``rocauc``, ``micro-f1``, or ``auto`` (ROC-AUC "
+        "for two classes, micro-F1 for multi-label, accuracy otherwise).")
+    eval_every: int = opt(1, "Evaluate validation and test accuracy every this many epochs (and after the last).")
+    seed: int = opt(0, "Seed of weights, dropout and made splits; the same seed gives the same losses, bit for bit.")
 
     def _check(self) -> None:
         _need(self.lr > 0, "lr", self.lr, "> 0")
@@ -167,67 +155,59 @@ class ParallelOptions(_Section):
     """How the work is split: the layout and its axes, the partition, boundary sampling, the
     pipeline's chunks and history, the SpMM grids."""
 
-    mode: str = field(default="single", metadata={"flag": "parallel"})
-    """How the work is split: ``single`` (one process), ``graph`` (one part per process), ``pipeline``
-    (one stage of consecutive layers per process, GNNPipe) or ``hybrid`` (``stages`` groups of
-    ``graph_ways`` graph-parallel processes)."""
-    nprocs: int = 1
-    """Number of processes (started locally, or the torchrun world size)."""
-    partitioner: str = "metis"
-    """How nodes are split into parts: metis (communication volume, balanced by node count), metis-degree
-    (by degree), metis-memory (by each rank's estimated memory for this run's model: ``partition.balance``),
-    fennel (streaming: bytes per node, not per edge, for graphs METIS cannot hold; balanced as
-    metis-memory), random, contiguous, or permuted (contiguous after a seeded random permutation)."""
-    metis_sample: float = 1.0
-    """METIS partitions a uniform sample of the undirected edges, each kept with this probability
-    (1: every edge). METIS's memory, ~150 bytes per edge it sees, is most of partitioning's; 0.25
-    brings a 10^8-edge graph within ~60 bytes per edge at a small cost in halo size
-    (``fullgraph.partition.partitioners``)."""
-    partition_dir: str | None = None
-    """A folder written by ``fullgraph partition``; each rank reads only its own part from it."""
-    boundary_rate: float = 1.0
-    """BNS-GCN: the probability that a part keeps each halo node in a training epoch (1: all, 0: none)."""
-    stages: int = 0
-    """Hybrid: pipeline stages S (0: --nprocs / --graph-ways). A pipeline has one stage per process."""
-    graph_ways: int = 0
-    """Hybrid: graph-parallel processes per stage W (0: --nprocs / --stages)."""
-    stage_layers: str = ""
-    """Layers per stage, e.g. ``8,8,8,8`` (default: balanced by layer count)."""
-    chunks: int = 0
-    """Pipeline / hybrid: chunks K per part (0: 4 × stages, GNNPipe's choice)."""
-    chunker: str = "metis"
-    """How parts are cut into chunks: ``metis`` (locality-aware) or ``random``."""
-    shuffle: bool = True
-    """Shuffle the chunk order every epoch (``--no-shuffle`` turns it off)."""
-    history_refresh: int = 10
-    """Epochs a history table is kept: epoch t reads the values of epoch a·floor((t-1)/a) (1: last epoch)."""
-    chunk_edges: str = "stale"
-    """``stale``: edges to unprocessed chunks read history (GNNPipe); ``induced``: they are cut (GPipe's
-    naive micro-batching, a baseline)."""
-    replication: int = 0
-    """``spmm-1.5d``: replication factor c of the P/c × c grid (c divides P, c² <= P)."""
-    overlap: bool = True
-    """SpMM layouts: broadcast the next block row while multiplying the current one (``--no-overlap``)."""
-    permute: bool = True
-    """SpMM layouts: cut block rows from a seeded random node permutation, for balance (``--no-permute``)."""
-    prune: bool = False
-    """Compute each layer of a training step only on the rows that reach the loss: the same loss and
-    gradients, less work on a sparse training split (--parallel single or graph; ``parallel.prune``)."""
-    comm_precision: str = "fp32"
-    """Precision of the activations and activation gradients that cross processes (the halo exchange,
-    the pipeline's chunk stream, the hybrid's chunk halos, the SpMM layouts' broadcasts, reductions
-    and redistributions): fp32, bf16, fp16, or int8 (per-row scale, stochastic rounding keyed like
-    dropout). Weight-gradient sums stay fp32 (``fullgraph.comm.precision``)."""
-    tensor_chunks: int = 0
-    """``tensor``: aggregate in this many row chunks per process and send each chunk's rows back to
-    their owner while the next is aggregated (0: one all-to-all after the whole product); for graphs
-    whose ``[N, hidden / P]`` output slice should not be held at once (``parallel.tensor``)."""
-    tensor_decoupled: bool = False
-    """``tensor``: switch to column slices once, run every propagation step on them, and switch back
-    once (NeutronTP's decoupled mode): two all-to-alls per pass instead of two per layer, for models
-    whose propagation keeps the columns apart (APPNP)."""
-    chunk_file: str | None = field(default=None, metadata={"hidden": True})
-    """The node → chunk map the launcher wrote (set by the launcher; not a user option)."""
+    mode: str = opt("single",
+        "How the work is split: ``single`` (one process), ``graph`` (one part per process), ``pipeline`` (one stage "
+        "of consecutive layers per process, GNNPipe) or ``hybrid`` (``stages`` groups of ``graph_ways`` "
+        "graph-parallel processes).", flag="parallel")
+    nprocs: int = opt(1, "Number of processes (started locally, or the torchrun world size).")
+    partitioner: str = opt("metis",
+        "How nodes are split into parts: metis (communication volume, balanced by node count), metis-degree (by "
+        "degree), metis-memory (by each rank's estimated memory for this run's model: ``partition.balance``), "
+        "fennel (streaming: bytes per node, not per edge, for graphs METIS cannot hold; balanced as metis-memory), "
+        "random, contiguous, or permuted (contiguous after a seeded random permutation).")
+    metis_sample: float = opt(1.0,
+        "METIS partitions a uniform sample of the undirected edges, each kept with this probability (1: every "
+        "edge). METIS's memory, ~150 bytes per edge it sees, is most of partitioning's; 0.25 brings a 10^8-edge "
+        "graph within ~60 bytes per edge at a small cost in halo size (``fullgraph.partition.partitioners``).")
+    partition_dir: str | None = opt(None,
+        "A folder written by ``fullgraph partition``; each rank reads only its own part from it.")
+    boundary_rate: float = opt(1.0,
+        "BNS-GCN: the probability that a part keeps each halo node in a training epoch (1: all, 0: none).")
+    stages: int = opt(0,
+        "Hybrid: pipeline stages S (0: --nprocs / --graph-ways). A pipeline has one stage per process.")
+    graph_ways: int = opt(0, "Hybrid: graph-parallel processes per stage W (0: --nprocs / --stages).")
+    stage_layers: str = opt("", "Layers per stage, e.g. ``8,8,8,8`` (default: balanced by layer count).")
+    chunks: int = opt(0, "Pipeline / hybrid: chunks K per part (0: 4 × stages, GNNPipe's choice).")
+    chunker: str = opt("metis", "How parts are cut into chunks: ``metis`` (locality-aware) or ``random``.")
+    shuffle: bool = opt(True, "Shuffle the chunk order every epoch (``--no-shuffle`` turns it off).")
+    history_refresh: int = opt(10,
+        "Epochs a history table is kept: epoch t reads the values of epoch a·floor((t-1)/a) (1: last epoch).")
+    chunk_edges: str = opt("stale",
+        "``stale``: edges to unprocessed chunks read history (GNNPipe); ``induced``: they are cut (GPipe's naive "
+        "micro-batching, a baseline).")
+    replication: int = opt(0, "``spmm-1.5d``: replication factor c of the P/c × c grid (c divides P, c² <= P).")
+    overlap: bool = opt(True,
+        "SpMM layouts: broadcast the next block row while multiplying the current one (``--no-overlap``).")
+    permute: bool = opt(True,
+        "SpMM layouts: cut block rows from a seeded random node permutation, for balance (``--no-permute``).")
+    prune: bool = opt(False,
+        "Compute each layer of a training step only on the rows that reach the loss: the same loss and gradients, "
+        "less work on a sparse training split (--parallel single or graph; ``parallel.prune``).")
+    comm_precision: str = opt("fp32",
+        "Precision of the activations and activation gradients that cross processes (the halo exchange, the "
+        "pipeline's chunk stream, the hybrid's chunk halos, the SpMM layouts' broadcasts, reductions and "
+        "redistributions): fp32, bf16, fp16, or int8 (per-row scale, stochastic rounding keyed like dropout). "
+        "Weight-gradient sums stay fp32 (``fullgraph.comm.precision``).")
+    tensor_chunks: int = opt(0,
+        "``tensor``: aggregate in this many row chunks per process and send each chunk's rows back to their owner "
+        "while the next is aggregated (0: one all-to-all after the whole product); for graphs whose ``[N, hidden / "
+        "P]`` output slice should not be held at once (``parallel.tensor``).")
+    tensor_decoupled: bool = opt(False,
+        "``tensor``: switch to column slices once, run every propagation step on them, and switch back once "
+        "(NeutronTP's decoupled mode): two all-to-alls per pass instead of two per layer, for models whose "
+        "propagation keeps the columns apart (APPNP).")
+    chunk_file: str | None = opt(None,
+        "The node → chunk map the launcher wrote (set by the launcher; not a user option).", hidden=True)
 
     def _check(self) -> None:
         _need(0.0 < self.metis_sample <= 1.0, "metis_sample", self.metis_sample, "in (0, 1]")
@@ -278,38 +258,35 @@ class RunOptions(_Section):
     """Where and how the processes execute: the run folder, checkpoints, threads, device, timeouts,
     memory and progress output."""
 
-    out: str | None = None
-    """Folder of the run: config.json, metrics.jsonl, summary.json, model.pt and checkpoint/."""
-    overwrite: bool = False
-    """Replace an earlier run in ``out`` (its config.json, metrics.jsonl, summary.json and model.pt);
-    without it such a folder is refused. Checkpoints are never replaced: resume them or remove them."""
-    checkpoint_every: int = 0
-    """Write a checkpoint to ``out/checkpoint/`` every this many epochs (0: never); the last two are
-    kept, and ``fullgraph train --resume OUT`` carries on from the newest (``fullgraph.train.checkpoint``)."""
-    threads: int = 0
-    """CPU threads for this process (0: all cores)."""
-    device: str = "auto"
-    """Where each process computes: ``cpu``, ``cuda`` (refused without a GPU per local process), or
-    ``auto`` (``$FULLGRAPH_DEVICE`` if set; else CUDA when every local process can have a GPU of its
-    own, else the CPU; ``fullgraph.device``). Multi-process runs on GPUs talk over NCCL, on the CPU
-    over gloo."""
-    comm_timeout: float = 60.0
-    """Seconds any collective may wait before the run is declared failed."""
-    memory_limit: float = 0.0
-    """GiB one rank may use; the run is refused before launch when the estimated peak per rank exceeds
-    it (0: the memory this machine has available, divided among its local ranks)."""
-    release_memory: bool = False
-    """Return freed tensors to the system at once (glibc's mmap threshold fixed at 1 MiB): the peak
-    memory of a run is then what it needs, lower on deep models, but large allocations fault their
-    pages in anew and epochs get slower (benchmarks/README.md, "Recompute, SAGE's initialization and
-    the allocator", gives the measured cost)."""
-    progress: str = "auto"
-    """``bar`` (a progress bar), ``lines`` (one line per evaluation), ``none``, or ``auto`` (a bar on
-    a terminal, lines otherwise)."""
-    log_tensorboard: str | None = None
-    """Folder for TensorBoard event files, written by rank 0: per epoch the loss, learning rate,
-    gradient norm, times, metrics and bytes per ledger category; each rank's peak memory at the end
-    (needs the tensorboard package: ``fullgraph[tensorboard]``)."""
+    out: str | None = opt(None,
+        "Folder of the run: config.json, metrics.jsonl, summary.json, model.pt and checkpoint/.")
+    overwrite: bool = opt(False,
+        "Replace an earlier run in ``out`` (its config.json, metrics.jsonl, summary.json and model.pt); without it "
+        "such a folder is refused. Checkpoints are never replaced: resume them or remove them.")
+    checkpoint_every: int = opt(0,
+        "Write a checkpoint to ``out/checkpoint/`` every this many epochs (0: never); the last two are kept, and "
+        "``fullgraph train --resume OUT`` carries on from the newest (``fullgraph.train.checkpoint``).")
+    threads: int = opt(0, "CPU threads for this process (0: all cores).")
+    device: str = opt("auto",
+        "Where each process computes: ``cpu``, ``cuda`` (refused without a GPU per local process), or ``auto`` "
+        "(``$FULLGRAPH_DEVICE`` if set; else CUDA when every local process can have a GPU of its own, else the CPU; "
+        "``fullgraph.device``). Multi-process runs on GPUs talk over NCCL, on the CPU over gloo.")
+    comm_timeout: float = opt(60.0, "Seconds any collective may wait before the run is declared failed.")
+    memory_limit: float = opt(0.0,
+        "GiB one rank may use; the run is refused before launch when the estimated peak per rank exceeds it (0: the "
+        "memory this machine has available, divided among its local ranks).")
+    release_memory: bool = opt(False,
+        "Return freed tensors to the system at once (glibc's mmap threshold fixed at 1 MiB): the peak memory of a "
+        "run is then what it needs, lower on deep models, but large allocations fault their pages in anew and "
+        "epochs get slower (benchmarks/README.md, \"Recompute, SAGE's initialization and the allocator\", gives the "
+        "measured cost).")
+    progress: str = opt("auto",
+        "``bar`` (a progress bar), ``lines`` (one line per evaluation), ``none``, or ``auto`` (a bar on a terminal, "
+        "lines otherwise).")
+    log_tensorboard: str | None = opt(None,
+        "Folder for TensorBoard event files, written by rank 0: per epoch the loss, learning rate, gradient norm, "
+        "times, metrics and bytes per ledger category; each rank's peak memory at the end (needs the tensorboard "
+        "package: ``fullgraph[tensorboard]``).")
 
     def _check(self) -> None:
         _need(self.threads >= 0, "threads", self.threads, ">= 0")

@@ -1,28 +1,26 @@
-"""What describes the options of ``fullgraph train``, apart from their values: the section each belongs
-to, the values each may take (taken from the registry that owns them), each field's documentation
-(its docstring in its section's class, ``fullgraph.config``), and a TOML file of options.
+"""What describes an option apart from its value: the section it belongs to, the values it may take
+(taken from the registry that owns them), its help (``opt``: kept on the field as data), and a TOML
+file of options.
 
-``TrainConfig`` validates through this module and ``fullgraph.cli`` builds its parser from it, so an
-option is declared once — a typed field with its docstring — and its flag, help, type, choices and
-``--help`` group follow from that declaration.
+``TrainConfig`` validates through this module and ``fullgraph.commands`` builds every command's parser
+from it, so an option is declared once — a typed field with its help — and its flag, help, type,
+choices and ``--help`` group follow from that declaration.
 """
 
 from __future__ import annotations
 
-import ast
-import inspect
 import json
 import tomllib
 import types
 import typing
-from dataclasses import MISSING, Field, dataclass, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 from typing import get_type_hints
 
 from fullgraph.errors import InputError
 
-__all__ = ["METRICS", "FEATURE_NORMS", "CHUNK_EDGES", "Option", "Section", "need", "option_name", "choices",
-           "options_of", "load_toml", "key_value"]
+__all__ = ["METRICS", "FEATURE_NORMS", "CHUNK_EDGES", "Option", "Section", "need", "opt", "field_doc", "option_name",
+           "choices", "options_of", "load_toml", "key_value"]
 
 METRICS = ("auto", "acc", "rocauc", "micro-f1")  # --metric (fullgraph.train.metrics computes them)
 FEATURE_NORMS = ("auto", "row", "none")
@@ -63,7 +61,8 @@ class Section:
         for f in fields(self):
             name = option_name(f)
             value, default = getattr(self, f.name), f.default
-            expected = str if default is None else dict if f.default_factory is dict else type(default)
+            made = f.default_factory is not MISSING
+            expected = str if default is None else type(f.default_factory()) if made else type(default)
             if value is None and default is None:
                 continue
             if expected is float and isinstance(value, int) and not isinstance(value, bool):
@@ -101,45 +100,67 @@ class Option:
     """Set by the launcher for its ranks: no user option."""
     each: str | None = None
     """For a table of values (``model_args``): the repeatable flag that gives one ``key=value``."""
+    required: bool = False
+    """The field has no default: the command needs the flag."""
+    positional: bool = False
+    """Given without a flag, one or more values (``fullgraph report RUN [RUN ...]``)."""
+    metavar: str | None = None
 
     @property
     def flag(self) -> str:
         return "--" + (self.each or self.name).replace("_", "-")
 
 
-def field_docs(cls) -> dict[str, str]:
-    """The docstring under each field of a dataclass (the string statement that follows its
-    annotated assignment in the class body), with reStructuredText's double backquotes dropped and
-    whitespace joined."""
-    tree = ast.parse(inspect.getsource(cls))
-    body = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)).body
-    docs = {}
-    for stmt, after in zip(body, body[1:]):
-        if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and isinstance(after, ast.Expr)
-                and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
-            docs[stmt.target.id] = " ".join(after.value.value.replace("``", "").split())
-    return docs
+def opt(default, doc: str, **meta) -> Field:
+    """A field of an options class: its default and its help, kept together as data.
+
+    The help lives in the field's metadata (``doc``), not in the source: ``--help``, the API and the
+    docs read it from the class, so it works from a wheel, a zip or a frozen build alike. ``meta``
+    holds the rest of the field's description (``flag``, ``hidden``, ``each``, ``positional``). A
+    ``{}`` default becomes a factory of fresh dictionaries (a dataclass refuses a shared one)."""
+    meta = {"doc": " ".join(doc.split()), **meta}
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata=meta)
+    if default is MISSING:
+        return field(metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def field_doc(f: Field) -> str:
+    """A field's help as ``--help`` prints it: reStructuredText's double backquotes dropped."""
+    return f.metadata.get("doc", "").replace("``", "")
+
+
+def fields_as_options(kind, section: str = "") -> list[Option]:
+    """The options of one options class (a section of ``TrainConfig``, or a command's own class);
+    refuses a field without help (a new option must say what it does)."""
+    listed, hints = choices(), get_type_hints(kind)
+    undocumented = [f.name for f in fields(kind) if not field_doc(f)]
+    if undocumented:
+        raise RuntimeError(f"every option of {kind.__name__} needs its help (opt's doc; undocumented: {undocumented})")
+    out = []
+    for f in fields(kind):
+        kind_of = hints[f.name]
+        if typing.get_origin(kind_of) in (typing.Union, types.UnionType):  # X | None -> X
+            kind_of = next(a for a in kind_of.__args__ if a is not type(None))
+        kind_of = typing.get_origin(kind_of) or kind_of  # dict[str, object] -> dict
+        name, meta = option_name(f), f.metadata
+        out.append(Option(name, f.name, kind_of, None if f.default is MISSING else f.default, field_doc(f), section,
+                          meta.get("choices", listed.get(name)), meta.get("hidden", False), meta.get("each"),
+                          required=f.default is MISSING and f.default_factory is MISSING,
+                          positional=meta.get("positional", False), metavar=meta.get("metavar")))
+    return out
 
 
 def options_of(cls) -> list[Option]:
-    """Every option of the configuration class ``cls`` (a dataclass of section dataclasses), section by
-    section; refuses a field with no docstring (a new option must say what it does)."""
-    listed, out = choices(), []
-    for section in fields(cls):
-        kind_of = section.default_factory
-        hints, docs = get_type_hints(kind_of), field_docs(kind_of)
-        undocumented = [f.name for f in fields(kind_of) if f.name not in docs]
-        if undocumented:
-            raise RuntimeError(f"every option of {kind_of.__name__} needs a docstring (undocumented: {undocumented})")
-        for f in fields(kind_of):
-            kind = hints[f.name]
-            if typing.get_origin(kind) in (typing.Union, types.UnionType):  # X | None -> X
-                kind = next(a for a in kind.__args__ if a is not type(None))
-            kind = typing.get_origin(kind) or kind  # dict[str, object] -> dict
-            name = option_name(f)
-            out.append(Option(name, f.name, kind, None if f.default is MISSING else f.default, docs[f.name],
-                              section.name, listed.get(name), f.metadata.get("hidden", False), f.metadata.get("each")))
-    return out
+    """Every option of ``TrainConfig`` (a dataclass of section dataclasses), section by section."""
+    return [o for section in fields(cls) for o in fields_as_options(section.default_factory, section.name)]
+
+
+def doc_of(kind, name: str) -> str:
+    """The help of option ``name`` of options class ``kind``, as written: for a command whose flag
+    means what another's does (one source for its words)."""
+    return next(f.metadata["doc"] for f in fields(kind) if option_name(f) == name)
 
 
 def load_toml(path: str | Path, known: list[str], sections: tuple[str, ...]) -> dict:

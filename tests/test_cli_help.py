@@ -94,3 +94,32 @@ def test_the_data_root_reads_the_same_everywhere():
     for name, text in roots.items():
         assert text and ROOT_DEFAULT in text, f"fullgraph {name} --root: {text!r} (expected data.datasets.ROOT_HELP)"
     assert roots["train"] == ROOT_HELP  # DataOptions.root's docstring, word for word
+
+
+def test_help_needs_no_source_files(monkeypatch):
+    """The help is data on the fields, not read from the source (a wheel, a zip or a frozen build has
+    none): with ``inspect`` unable to find any source, every flag still has its words."""
+    import inspect
+
+    def no_source(*args, **kwargs):
+        raise OSError("could not get source code")
+
+    for name in ("getsource", "getsourcelines", "findsource"):
+        monkeypatch.setattr(inspect, name, no_source)
+    train = dict(commands(build_parser()))[("train",)]
+    layers = next(a for a in train._actions if "--layers" in a.option_strings)
+    assert layers.help.startswith("Number of graph layers")
+    assert not missing_help(train, ("train",))
+
+
+def test_commands_that_read_a_graph_share_the_data_options():
+    """``--dataset``, ``--root``, ``--split`` read the same in every command that reads a graph (one
+    declaration, ``GraphSource``), and ``--feature-norm`` where the features are normalized."""
+    parsers = {" ".join(p): parser for p, parser in commands(build_parser())}
+    helps = {name: {s: a.help for a in parser._actions for s in a.option_strings}
+             for name, parser in parsers.items()}
+    for flag, where in (("--dataset", ("train", "partition", "plan", "convert")),
+                        ("--split", ("train", "partition", "plan", "convert")),
+                        ("--feature-norm", ("train", "partition", "plan"))):
+        texts = {helps[name][flag] for name in where}
+        assert len(texts) == 1, f"{flag} reads differently across {where}: {texts}"

@@ -167,3 +167,23 @@ def test_the_environment_is_read_in_one_module():
         if path.name != "environ.py" or path.parent != PACKAGE:
             found += environment_reads(path.read_text(), f"fullgraph/{path.relative_to(PACKAGE)}")
     assert not found, "environment read outside fullgraph/environ.py: " + ", ".join(found)
+
+
+def flag_declarations(src: str, where: str) -> list[str]:
+    """``where:line`` of each ``add_argument`` / ``add_parser`` call in ``src``: a flag or command
+    declared by hand, outside the options classes (issue 41 §3)."""
+    return [f"{where}:{node.lineno}" for node in ast.walk(ast.parse(src))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("add_argument", "add_parser")]
+
+
+def test_flags_are_declared_as_options_only():
+    """Every command's flags are fields of options classes (``fullgraph.command_options``, ``TrainConfig``);
+    ``fullgraph/commands.py`` alone turns them into argparse calls."""
+    assert flag_declarations('p.add_argument("--x")\nsub.add_parser("y")\nadd_flags(p, opts)\n', "x.py") == \
+        ["x.py:1", "x.py:2"]
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path != PACKAGE / "commands.py":
+            found += flag_declarations(path.read_text(), f"fullgraph/{path.relative_to(PACKAGE)}")
+    assert not found, "flags declared by hand (declare an options field instead): " + ", ".join(found)

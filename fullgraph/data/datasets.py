@@ -193,8 +193,8 @@ ROOT_DEFAULT = (f"${ENV_VAR}, else the first of ./data and ../shared/data that e
 """Where :func:`resolve_root` looks when no root is given, in words: the one description every command's
 help uses, so that ``--root`` reads the same in all of them."""
 ROOT_HELP = f"Data root of named datasets; default: {ROOT_DEFAULT}."
-"""The help of a ``--root`` flag. ``DataOptions.root``'s docstring (``fullgraph.config``), which ``fullgraph
-train --help`` shows, cannot import it and says the same words (tests/test_cli_help.py checks)."""
+"""The help of a ``--root`` flag: ``GraphSource.root``'s (``fullgraph.config``), which every command that
+reads a graph shares."""
 
 
 def resolve_root(root: str | os.PathLike | None = None) -> Path:
