@@ -1,6 +1,7 @@
 # Two commands set everything up on a fresh machine:
 #   make demo   -- .venv + package (and matplotlib), then train on the built-in synthetic graph and draw its report
 #   make test   -- .venv + package with the test extra, then the whole test suite
+#   make docs   -- .venv + package with the docs extra, then the documentation site into site/ (mkdocs --strict)
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -8,7 +9,7 @@ PY     := $(VENV)/bin/python
 # disk, while an unpinned torch (directly or via a dependency) would pull several GB of CUDA wheels.
 TORCH  := torch==2.13.0
 
-.PHONY: demo test bench install clean
+.PHONY: demo test bench docs install clean
 
 $(VENV)/.base:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +29,10 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
+$(VENV)/.installed-docs: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[docs]'
+	touch $@
+
 $(VENV)/.installed-bench: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[bench,plot]'
 	touch $@
@@ -44,5 +49,9 @@ test: $(VENV)/.installed-test
 bench: $(VENV)/.installed-bench
 	$(PY) benchmarks/single_process.py
 
+# NO_MKDOCS_2_WARNING silences mkdocs-material's banner about MkDocs 2.0 (a notice, not a build warning).
+docs: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache site

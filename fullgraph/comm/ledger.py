@@ -1,8 +1,8 @@
 """The communication ledger: every byte that crosses a process boundary, by category, with the time
 spent waiting for it.
 
-Categories (DESIGN.md): ``halo/fwd``, ``halo/bwd``, ``pipe/fwd``, ``pipe/bwd``, ``grad/allreduce``,
-``norm/fwd`` and ``norm/bwd`` (batch statistics), ``sample/index``, ``eval/...``.
+Categories (docs/design.md, "The ledger"): ``halo/fwd``, ``halo/bwd``, ``pipe/fwd``, ``pipe/bwd``,
+``grad/allreduce``, ``norm/fwd`` and ``norm/bwd`` (batch statistics), ``sample/index``, ``eval/...``.
 Counting rules, used by the analytic checks:
 
 * point-to-point and all-to-all: the bytes this rank sends to *other* ranks (rows it keeps for

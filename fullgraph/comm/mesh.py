@@ -1,6 +1,6 @@
 """``Mesh``: every axis of a run's process layout, validated once, and the named groups along them.
 
-A layout places its P processes on a mesh (DESIGN.md):
+A layout places its P processes on a mesh (docs/design.md, "The mesh"):
 
 * graph parallelism, the pipeline and the hybrid on ``stages × graph_ways`` (graph ``1 × P``,
   pipeline ``P × 1``, hybrid ``S × W``); rank ``s·W + w`` is part w of stage s;

@@ -2,7 +2,7 @@
 
 A graph is stored as CSR over **in-edges**: row ``v`` lists the sources ``u`` of the edges ``u -> v``,
 so that ``indptr[v]:indptr[v+1]`` are the nodes ``v`` aggregates from. This matches the block
-convention of DESIGN.md (rows are the nodes being computed, columns the nodes read).
+convention of docs/design.md (rows are the nodes being computed, columns the nodes read).
 
 Everything is validated once, in ``__post_init__``; code after construction trusts the fields.
 """

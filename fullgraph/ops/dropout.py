@@ -1,12 +1,13 @@
 """Inverted dropout whose masks are a function of (seed, epoch, site, global node id, column).
 
-Why keyed masks: DESIGN.md asks that no layout change the numbers. With masks drawn from each
-process's generator, a node read by two parts (a halo row), or by two pipeline chunks, gets a
-different mask in each reader, and the masks change with the number of processes. Here the mask of
-entry ``(v, j)`` at dropout site ``s`` (0 = the model's input, ``i`` = graph layer ``i``, ``L+1`` = its
-output) in epoch ``e`` is a hash of ``(seed, e, s, v, j)``: every process that holds row ``v`` drops
-the same entries, whatever the layout, so single-process, graph-parallel, pipeline and SpMM runs
-train the same network on the same noise and can be compared entry for entry with dropout on.
+Why keyed masks: no layout may change the numbers (docs/design.md, "Randomness keyed by node, not by
+rank"). With masks drawn from each process's generator, a node read by two parts (a halo row), or by two
+pipeline chunks, gets a different mask in each reader, and the masks change with the number of
+processes. Here the mask of entry ``(v, j)`` at dropout site ``s`` (0 = the model's input, ``i`` = graph
+layer ``i``, ``L+1`` = its output) in epoch ``e`` is a hash of ``(seed, e, s, v, j)``: every process
+that holds row ``v`` drops the same entries, whatever the layout, so single-process, graph-parallel,
+pipeline and SpMM runs train the same network on the same noise and can be compared entry for entry with
+dropout on.
 
 The hash is counter-based (like Philox or JAX's threefry, but in a few vectorized int32 passes):
 one murmur3 finalizer per row id and per column, one more per entry over their sum. Integer

@@ -3,8 +3,8 @@
 The loss reads the logits of the training nodes only. So layer L is needed at the training nodes,
 layer L−1 at those and their in-neighbours, and so on, one hop more per layer down to the input
 features: the receptive field of the training nodes, grown backwards. Rows outside it feed nothing
-the loss reads, so leaving them out changes neither the loss nor any gradient (DESIGN.md, "Pruned
-training"); every random draw is keyed by global node id (``ops.dropout``), so the rows that remain
+the loss reads, so leaving them out changes neither the loss nor any gradient (docs/design.md,
+"Exact layouts"); every random draw is keyed by global node id (``ops.dropout``), so the rows that remain
 see the same masks as in full computation. With 20 labelled nodes per class and three layers, a
 sparse split computes a fraction of the rows a full forward does. Evaluation stays the full forward.
 

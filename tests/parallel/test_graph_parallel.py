@@ -1,4 +1,4 @@
-"""Graph-parallel training equals single-process training (DESIGN.md, "one semantics").
+"""Graph-parallel training equals single-process training (docs/design.md, "One semantics for every layout").
 
 Tolerance: a part sums each row of Â·H over its local columns (inner nodes first, then halo nodes)
 where one process sums in global column order, and the weight gradients arrive as a sum of P

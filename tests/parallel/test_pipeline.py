@@ -1,4 +1,4 @@
-"""The chunked-stale engine: pipeline and hybrid layouts (DESIGN.md, "one semantics, many layouts").
+"""The chunked-stale engine: pipeline and hybrid layouts (docs/design.md, "One semantics for every layout").
 
 What is proved here:
 * the engine computes the chunked-stale forward and its exact backward with no historical

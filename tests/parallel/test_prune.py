@@ -1,4 +1,4 @@
-"""``--prune`` trains exactly as full computation does (DESIGN.md, "Pruned training").
+"""``--prune`` trains exactly as full computation does (docs/design.md, "Exact layouts").
 
 The reference is the unpruned run: single-process training, which never reads the pruning code. A
 pruned layer sums each row over its columns renumbered (the rows it keeps, then its halo), so the

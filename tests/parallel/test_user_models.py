@@ -1,5 +1,5 @@
-"""A user's model, named by its builder, trains the same under every layout (DESIGN.md, "the user's
-model"): PyG's GCNConv, SAGEConv (a BasicGNN with BatchNorm), GATConv, GINConv and GraphConv, and a
+"""A user's model, named by its builder, trains the same under every layout (docs/your-model.md,
+docs/design.md): PyG's GCNConv, SAGEConv (a BasicGNN with BatchNorm), GATConv, GINConv and GraphConv, and a
 layer written against the contract (``examples/gated_sage.py``), dropout on.
 
 * graph parallelism, P = 2 and 4, METIS and random parts, equals one process;
