@@ -44,8 +44,8 @@ and 6-17 ms an all-to-all at 16 ms bursts): on graphs larger than a rank's milli
 SHARED_CORE_EFFICIENCY = 0.85
 """The share of their solo work that the cores of one machine do when its ranks run at once (time-slicing,
 shared caches and memory bandwidth): ``benchmarks/_corun_probe.py``'s all-at-once throughput over one
-process alone times the cores, 0.80-0.90 for 4 ranks time-sliced on 2 cores (benchmarks/README, "Which
-layout on which network", time-sliced grids)."""
+process alone times the cores, 0.80-0.90 for 4 ranks time-sliced on 2 cores (the time-sliced
+grids of benchmarks/history/2026-11-24-cluster.md)."""
 
 
 @dataclass(frozen=True)

@@ -83,13 +83,14 @@ MINIBATCH = 1024
 """The mini-batch size the outlook compares with (PyG's ``NeighborLoader`` examples, and what
 ``benchmarks/time_to_accuracy.py`` ran)."""
 MANY_STEPS = 4
-"""Mini-batch updates per epoch from which mini-batch training is expected to reach the target
-accuracy sooner than full-graph training's one update per epoch. Set from ``benchmarks/README.md``,
-"Time to accuracy" (SAGE 3 x 256): with one or two batches of training nodes (Coauthor-Physics's and
-Amazon-Computers's standard splits) full-graph training with ``--prune`` was as fast or faster, or
-within a hair; with 6 to 10 (Tolokers, Amazon-Computers 60 %, the 10^7-edge planted graph at 1 %)
-ClusterGCN reached the target first, on the many weight updates each epoch makes (Coauthor-Physics
-60 %, 21 batches, was a tie: a sentence of "likely", not a promise)."""
+"""Mini-batch updates per epoch from which mini-batch training is expected to reach the target accuracy
+sooner than full-graph training's one update per epoch. Set from ``benchmarks/README.md``, "Time to
+accuracy" (SAGE 3 x 256; read in full in benchmarks/history/2026-11-25-time-to-accuracy.md): with one or
+two batches of training nodes (Coauthor-Physics's and Amazon-Computers's standard splits) full-graph
+training with ``--prune`` was as fast or faster, or within a hair; with 6 to 10 (Tolokers,
+Amazon-Computers 60 %, the 10^7-edge planted graph at 1 %) ClusterGCN reached the target first, on the
+many weight updates each epoch makes (Coauthor-Physics 60 %, 21 batches, was a tie: a sentence of
+"likely", not a promise)."""
 
 
 def minibatch_outlook(num_train: int, nodes: int, needed_rows: list[int]) -> str:
