@@ -20,18 +20,26 @@ from fullgraph.ops import Block, SparseOp
 from fullgraph.ops.csr import csr_rows
 
 __all__ = ["Engine", "SingleEngine", "feature_rows", "input_features", "sum_grads", "all_reduce_grads",
-           "world_comm"]
+           "torchrun_env", "world_comm"]
 
 
-def world_comm(cfg, who: str):
-    """This rank's world communicator, from the torchrun environment (``who``: the builder that asks,
-    named in the error when the process was not started as a rank)."""
-    from fullgraph.comm.context import Comm, DistEnv
+def torchrun_env(who: str):
+    """This rank's place in the run (``DistEnv``), from the torchrun environment; ``who``: the builder
+    that asks, named in the error when the process was not started as a rank. Builders read and
+    check their inputs knowing only this, and open the process group last (``world_comm``)."""
+    from fullgraph.comm.context import DistEnv
 
     env = DistEnv.from_env()
     if env is None:
         raise RuntimeError(f"{who} needs the torchrun environment (RANK, WORLD_SIZE, ...)")
-    return Comm(env, timeout_s=cfg.run.comm_timeout, device=cfg.run.device)
+    return env
+
+
+def world_comm(cfg, who: str):
+    """This rank's world communicator (``who``: as for ``torchrun_env``)."""
+    from fullgraph.comm.context import Comm
+
+    return Comm(torchrun_env(who), timeout_s=cfg.run.comm_timeout, device=cfg.run.device)
 
 
 def input_features(x: torch.Tensor) -> torch.Tensor | SparseOp:

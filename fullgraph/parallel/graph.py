@@ -24,13 +24,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fullgraph.comm.context import Comm, DistEnv
+from fullgraph.comm.context import Comm
 from fullgraph.comm.halo import HaloPlan, exchange_halo
 from fullgraph.comm.precision import check_precision
 from fullgraph.comm.stats import sum_over
 from fullgraph.errors import InputError
 from fullgraph.ops.csr import indptr_from_counts
-from fullgraph.parallel.engine import Engine, feature_rows, input_features, all_reduce_grads
+from fullgraph.parallel.engine import Engine, all_reduce_grads, feature_rows, input_features, torchrun_env, world_comm
 
 __all__ = ["GraphEngine", "boundary_sample", "check_parts", "graph_engine"]
 
@@ -218,18 +218,16 @@ def check_parts(meta: dict, nprocs: int, where) -> None:
 
 
 def graph_engine(cfg, norm: str) -> GraphEngine:
-    """The graph-parallel engine of this rank, from the torchrun environment and the partition."""
+    """The graph-parallel engine of this rank, from the torchrun environment and the partition (read and
+    checked before the process group opens)."""
     from fullgraph.partition.store import load_meta, load_part
 
-    env = DistEnv.from_env()
-    if env is None:
-        raise RuntimeError("graph_engine needs the torchrun environment (RANK, WORLD_SIZE, ...)")
-    comm = Comm(env, timeout_s=cfg.run.comm_timeout, device=cfg.run.device)
+    env = torchrun_env("graph_engine")
     if cfg.parallel.partition_dir is None:
         raise RuntimeError("graph parallelism needs a partition folder (--partition-dir)")
     meta = load_meta(cfg.parallel.partition_dir)
     check_parts(meta, env.world_size, cfg.parallel.partition_dir)
     part = load_part(cfg.parallel.partition_dir, env.rank)
-    return GraphEngine(part, comm, norm, boundary_rate=cfg.parallel.boundary_rate, seed=cfg.optimization.seed,
+    return GraphEngine(part, world_comm(cfg, "graph_engine"), norm, boundary_rate=cfg.parallel.boundary_rate, seed=cfg.optimization.seed,
                        replication_factor=meta.get("replication_factor"), precision=cfg.parallel.comm_precision,
                        prune=cfg.parallel.prune)

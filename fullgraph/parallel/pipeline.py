@@ -39,10 +39,11 @@ import torch
 from fullgraph.comm.context import Comm
 from fullgraph.comm.halo import HaloPlan
 from fullgraph.comm.stats import sum_over
-from fullgraph.parallel.engine import Engine, feature_rows, squared_norm, input_features, sum_flat, all_reduce_grads
+from fullgraph.parallel.engine import (Engine, all_reduce_grads, feature_rows, input_features, squared_norm, sum_flat,
+                                       torchrun_env, world_comm)
 from fullgraph.parallel.history import History
-from fullgraph.parallel.schedule import bubble_summary, chunk_order, stage_bounds
-from fullgraph.parallel.transport import StageTransport
+from fullgraph.parallel.schedule import ChunkSchedule, bubble_summary
+from fullgraph.parallel.transport import StageLinks, StageTransport
 from fullgraph.partition.chunks import ChunkSet
 from fullgraph.ops.loss import loss_sum
 
@@ -67,33 +68,30 @@ class ChunkedEngine(Engine):
     Args:
         part: this rank's part (for ``W = 1`` the one part that is the whole graph).
         local_chunk: chunk id of each local node of the part (inner, then halo).
-        chunks: K.
         norm: the model's block normalization.
-        stage, bounds: this rank's stage and every stage's ``(first, last)`` layers.
-        comm: the world communicator (``None``: one process, S = W = 1).
-        group: the communicator of this stage's graph-parallel group (``None`` when W = 1).
-        prev_rank, next_rank: global ranks of the neighbouring stages' ranks with the same part.
+        schedule: the chunks, the stages' layers, this rank's stage and the epoch's order.
+        history: the tables of the chunked-stale rule and their refresh period.
+        links: whom this rank talks to (default: nobody, the one-process simulation).
+        replication_factor: the partition's, for the summary.
     """
 
-    def __init__(self, part, local_chunk: torch.Tensor, chunks: int, norm: str, *, stage: int = 0,
-                 bounds: list[tuple[int, int]], comm: Comm | None = None, group: Comm | None = None,
-                 prev_rank: int | None = None, next_rank: int | None = None, shuffle: bool = True,
-                 history_refresh: int = 10, induced: bool = False, seed: int = 0,
-                 replication_factor: float | None = None, owns_comm: bool = True, precision: str = "fp32"):
+    def __init__(self, part, local_chunk: torch.Tensor, norm: str, schedule: ChunkSchedule, history: History,
+                 links: StageLinks = StageLinks(), replication_factor: float | None = None):
         # what it reports of its part; the part itself (features and all) stays the caller's
         self.part_id, self.num_parts, self.global_num_nodes = part.part_id, part.num_parts, int(part.global_num_nodes)
-        self.comm, self.group, self.owns_comm = comm, group, owns_comm
+        comm, group = links.comm, links.group
+        self.comm, self.group, self.owns_comm = comm, group, links.owns_comm
+        self.schedule, stage, bounds = schedule, schedule.stage, schedule.bounds
         self.stage, self.num_stages = stage, len(bounds)
         self.first, self.last = bounds[stage]
         self.first_stage, self.last_stage = stage == 0, stage == len(bounds) - 1
-        self.shuffle, self.induced, self.seed = shuffle, induced, seed
-        self.K = chunks
+        self.induced, self.K = schedule.induced, schedule.chunks
         self.rank = comm.rank if comm else 0
         self.world_size = comm.world_size if comm else 1
         self.ledger = comm.ledger if comm else None
         self.device = dev = comm.device if comm else torch.device("cpu")
         self.n_inner = part.num_inner
-        self.chunks = ChunkSet(part, local_chunk, chunks, norm, induced=induced).to(dev)
+        self.chunks = ChunkSet(part, local_chunk, self.K, norm, induced=self.induced).to(dev)
         self.block = part.block(norm).to(dev)  # the exact (evaluation) block
         for blk in [self.block] + [ch.block for ch in self.chunks]:  # batch statistics span the group
             blk.reduce = sum_over(group)
@@ -101,8 +99,7 @@ class ChunkedEngine(Engine):
         self.x = input_features(part.x).to(dev) if self.first_stage else None  # only the first stage reads them
         self.in_dim = part.x.shape[1]
         plan = HaloPlan.of_part(part, dev) if group is not None else None  # the exact pass's halo exchange
-        self.link = StageTransport(comm, group, dev, prev_rank, next_rank, plan, precision=precision,
-                                   ids=self.local_ids.to(dev))
+        self.link = StageTransport(links, dev, plan, ids=self.local_ids.to(dev))
         rows = slice(None) if self.last_stage else slice(0, 0)  # only the last stage has logits
         self.y, self.train_mask, self.val_mask, self.test_mask = (
             t[rows].to(dev) for t in (part.y, part.train_mask, part.val_mask, part.test_mask))
@@ -114,7 +111,7 @@ class ChunkedEngine(Engine):
         self.num_classes = int(part.num_classes)
         self.name = part.name
         self.replication_factor = replication_factor
-        self.history = History(history_refresh)
+        self.history = history
         self.stats: dict[str, float] = {}
 
     def describe(self) -> str:
@@ -223,7 +220,7 @@ class ChunkedEngine(Engine):
         t_start = time.perf_counter()
         comm_start = self.ledger.total_seconds if self.ledger is not None else 0.0
         self._begin_epoch(model, epoch)
-        order = chunk_order(self.seed, epoch, self.K, self.shuffle)
+        order = self.schedule.order(epoch)
         pos = torch.empty(self.K, dtype=torch.int64, device=self.device)
         pos[torch.tensor(order, device=self.device)] = torch.arange(self.K, device=self.device)
         H0 = H0_leaf = None
@@ -370,31 +367,27 @@ class ChunkedEngine(Engine):
 
 def chunked_engine(cfg, norm: str, comm: Comm | None = None, layers: int | None = None) -> ChunkedEngine:
     """This rank's engine of a pipeline / hybrid run, from the torchrun environment, the partition
-    folder and the chunk file; ``layers``: the model's depth (default ``cfg.model.layers``). Ranks ``s·W .. s·W+W-1`` form stage s's group (consecutive ranks, so a
-    group shares a machine); rank ``s·W + w`` holds part w."""
-    from fullgraph.comm.context import DistEnv
+    folder and the chunk file; ``layers``: the model's depth (default ``cfg.model.layers``). Ranks
+    ``s·W .. s·W+W-1`` form stage s's group (consecutive ranks, so a group shares a machine); rank
+    ``s·W + w`` holds part w. Its inputs are read and checked before any process group opens."""
     from fullgraph.parallel.graph import check_parts
     from fullgraph.partition.chunks import load_chunks
     from fullgraph.partition.store import load_meta, load_part
 
-    env = DistEnv.from_env()
-    if env is None:
-        raise RuntimeError("chunked_engine needs the torchrun environment (RANK, WORLD_SIZE, ...)")
+    env = torchrun_env("chunked_engine")
     p = cfg.parallel
     if p.partition_dir is None or p.chunk_file is None:
         raise RuntimeError("a pipeline / hybrid rank needs --partition-dir and --chunk-file (the launcher sets them)")
     layout, owns_comm = p.mesh, comm is None
     S, W = layout.stages, layout.graph_ways
-    comm = Comm(env, timeout_s=cfg.run.comm_timeout, device=cfg.run.device) if comm is None else comm
-    group = layout.communicators(comm).get("graph")  # the W processes of this stage (none when W = 1)
     meta, (stage, w) = load_meta(p.partition_dir), divmod(env.rank, W)
     check_parts(meta, W, p.partition_dir)
+    schedule = ChunkSchedule.of(cfg, layers or cfg.model.layers, stage)
     part = load_part(p.partition_dir, w, features=stage == 0)  # later stages never read features
     node_chunk = load_chunks(p.chunk_file, int(part.global_num_nodes), p.num_chunks, meta.get("fingerprint"))
-    return ChunkedEngine(
-        part, node_chunk[part.local_nodes], p.num_chunks, norm, stage=stage,
-        bounds=stage_bounds(layers or cfg.model.layers, S, p.stage_layer_list), comm=comm, group=group,
-        prev_rank=env.rank - W if stage > 0 else None, next_rank=env.rank + W if stage < S - 1 else None,
-        shuffle=p.shuffle, history_refresh=p.history_refresh, induced=p.chunk_edges == "induced",
-        seed=cfg.optimization.seed, replication_factor=meta.get("replication_factor") if W > 1 else None,
-        owns_comm=owns_comm, precision=p.comm_precision)
+    comm = world_comm(cfg, "chunked_engine") if comm is None else comm  # once its inputs are read and checked
+    links = StageLinks(comm, layout.communicators(comm).get("graph"),  # the stage's W processes (none if W = 1)
+                       env.rank - W if stage > 0 else None, env.rank + W if stage < S - 1 else None,
+                       p.comm_precision, owns_comm)
+    return ChunkedEngine(part, node_chunk[part.local_nodes], norm, schedule, History(p.history_refresh), links,
+                         replication_factor=meta.get("replication_factor") if W > 1 else None)

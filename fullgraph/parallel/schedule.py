@@ -5,9 +5,36 @@ rank, so that every stage and every graph way processes chunk k at the same turn
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-__all__ = ["chunk_order", "stage_bounds", "bubble_summary"]
+__all__ = ["ChunkSchedule", "chunk_order", "stage_bounds", "bubble_summary"]
+
+
+@dataclass(frozen=True)
+class ChunkSchedule:
+    """What every rank of a chunked run agrees on: K chunks, every stage's ``(first, last)`` layers,
+    this rank's stage, and the epoch's chunk order (``shuffle``d by ``seed``); ``induced``: edges
+    between chunks are cut (GPipe's micro-batching) instead of read from history."""
+
+    chunks: int
+    bounds: tuple[tuple[int, int], ...]
+    stage: int = 0
+    shuffle: bool = True
+    seed: int = 0
+    induced: bool = False
+
+    @classmethod
+    def of(cls, cfg, layers: int, stage: int = 0, chunks: int | None = None) -> ChunkSchedule:
+        """The schedule a configuration asks for, for a model of ``layers`` graph layers (``chunks``:
+        K, default the configuration's)."""
+        p = cfg.parallel
+        return cls(chunks or p.num_chunks, tuple(stage_bounds(layers, p.mesh.stages, p.stage_layer_list)), stage,
+                   p.shuffle, cfg.optimization.seed, p.chunk_edges == "induced")
+
+    def order(self, epoch: int) -> list[int]:
+        return chunk_order(self.seed, epoch, self.chunks, self.shuffle)
 
 
 def chunk_order(seed: int, epoch: int, chunks: int, shuffle: bool) -> list[int]:

@@ -48,7 +48,7 @@ from fullgraph.errors import InputError
 from fullgraph.ops import Block, SparseOp
 from fullgraph.ops.dropout import current_key
 from fullgraph.ops.csr import indptr_from_counts, take_rows
-from fullgraph.parallel.engine import Engine, input_features, all_reduce_grads, world_comm
+from fullgraph.parallel.engine import Engine, all_reduce_grads, input_features, torchrun_env, world_comm
 from fullgraph.partition.blockrows import BlockRow, block_nnz, block_row, load_block_row, row_blocks
 
 __all__ = ["GridOp", "SummaOp", "SpmmEngine", "SPMM_MODELS", "row_blocks", "spmm_engine"]
@@ -355,10 +355,9 @@ def spmm_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> SpmmEng
     from fullgraph.partition.blockrows import load_block_rows_meta
 
     owns = comm is None
-    comm = world_comm(cfg, "spmm_engine") if comm is None else comm
     p, seed = cfg.parallel, cfg.optimization.seed
     mesh = p.mesh
-    R, index = mesh.block_rows, mesh.block_row_of(comm.rank)
+    R, index = mesh.block_rows, mesh.block_row_of(torchrun_env("spmm_engine").rank if owns else comm.rank)
     if graph is not None:
         mesh.check_graph(graph.num_nodes)
         row = block_row(graph, norm, R, index, p.permute, seed)
@@ -369,6 +368,7 @@ def spmm_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> SpmmEng
         stats = load_block_rows_meta(p.partition_dir)
     else:
         raise RuntimeError("an spmm rank needs its block rows (--partition-dir; the launcher prepares them)")
+    comm = world_comm(cfg, "spmm_engine") if owns else comm  # once its inputs are read and checked
     engine = SpmmEngine(row, norm, comm, mesh, overlap=p.overlap, permute=p.permute, seed=seed, stats=stats,
                         precision=p.comm_precision)
     engine.owns_comm = owns

@@ -133,7 +133,6 @@ def tensor_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> Tenso
     from fullgraph.partition.blockrows import block_row, load_block_row
 
     owns = comm is None
-    comm = world_comm(cfg, "tensor_engine") if comm is None else comm
     p, seed = cfg.parallel, cfg.optimization.seed
     if graph is not None:
         row = block_row(graph, norm, 1, 0, False, seed)
@@ -141,6 +140,7 @@ def tensor_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> Tenso
         row = load_block_row(p.partition_dir, 0, blocks=1, norm=norm, permute=False, seed=seed)
     else:
         raise RuntimeError("a tensor rank needs the graph (--partition-dir; the launcher prepares it)")
+    comm = world_comm(cfg, "tensor_engine") if owns else comm  # once its inputs are read and checked
     engine = TensorEngine(row, norm, comm, chunks=p.tensor_chunks, decoupled=p.tensor_decoupled,
                           precision=p.comm_precision)
     engine.owns_comm = owns

@@ -11,27 +11,43 @@ site (the layer whose input they are, forward or backward).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from fullgraph.comm.context import Comm, Pending
 from fullgraph.comm.halo import HaloPlan, exchange_halo, send_rows
 from fullgraph.comm.precision import check_precision, decode_rows, encode_rows, row_bytes, wire_site
 
-__all__ = ["StageTransport"]
+__all__ = ["StageLinks", "StageTransport"]
+
+
+@dataclass(frozen=True)
+class StageLinks:
+    """Whom one rank of a chunked run talks to. ``comm``: the world (``None``: the one-process
+    simulation); ``group``: the stage's graph-parallel communicator (``None`` when a stage is one
+    process); ``prev_rank`` / ``next_rank``: the neighbouring stages' processes that hold the same part
+    (``None`` at the ends); ``precision``: of the rows on the wire; ``owns_comm``: the engine closes
+    ``comm`` when it is done."""
+
+    comm: Comm | None = None
+    group: Comm | None = None
+    prev_rank: int | None = None
+    next_rank: int | None = None
+    precision: str = "fp32"
+    owns_comm: bool = True
 
 
 class StageTransport:
-    """The links of one rank: ``prev`` and ``next`` are the global ranks of the neighbouring stages'
-    processes that hold the same part (``None`` at the ends); ``group`` the stage's graph-parallel
-    communicator (``None`` when a stage is one process) and ``plan`` its whole-part halo exchange."""
+    """The moves of one rank over its ``links``; ``plan``: the stage group's whole-part halo exchange
+    (for the exact pass); ``ids``: the global id of every local row (int8's rounding is keyed by it)."""
 
-    def __init__(self, comm: Comm | None, group: Comm | None, device: torch.device, prev_rank: int | None,
-                 next_rank: int | None, plan: HaloPlan | None = None, *, precision: str = "fp32",
+    def __init__(self, links: StageLinks, device: torch.device, plan: HaloPlan | None = None,
                  ids: torch.Tensor | None = None):
-        self.comm, self.group, self.device = comm, group, device
-        self.peers = {"prev": prev_rank, "next": next_rank}
-        self.plan = plan  # the whole part's halo exchange, for the exact pass
-        self.precision, self.ids = check_precision(precision), ids  # ids: global id of every local row
+        self.comm, self.group, self.device = links.comm, links.group, device
+        self.peers = {"prev": links.prev_rank, "next": links.next_rank}
+        self.plan = plan
+        self.precision, self.ids = check_precision(links.precision), ids
 
     def _encode(self, t: torch.Tensor, rows: torch.Tensor | None, site: int | None) -> torch.Tensor:
         if self.precision == "fp32":

@@ -34,7 +34,8 @@ from fullgraph.models import MODELS, build_model
 from fullgraph.ops import Block
 from fullgraph.parallel.engine import SingleEngine
 from fullgraph.parallel.pipeline import ChunkedEngine
-from fullgraph.parallel.schedule import chunk_order, stage_bounds
+from fullgraph.parallel.history import History
+from fullgraph.parallel.schedule import ChunkSchedule, chunk_order, stage_bounds
 from fullgraph.partition import PartitionBook, partition_nodes, save_partition
 from fullgraph.partition.chunks import ChunkSet, cached_chunks, load_chunks, make_chunks
 from fullgraph.train.trainer import Trainer
@@ -76,9 +77,9 @@ def simulate(graph, cfg: TrainConfig, chunks: int, chunk_file: str | None = None
     part = PartitionBook.build(graph, torch.zeros(graph.num_nodes, dtype=torch.int64)).part(0)
     node_chunk = (load_chunks(chunk_file, graph.num_nodes, chunks) if chunk_file else
                   make_chunks(graph, torch.zeros(graph.num_nodes, dtype=torch.int64), 1, chunks))
-    engine = ChunkedEngine(part, node_chunk[part.local_nodes], chunks, norm, bounds=stage_bounds(cfg.model.layers, 1),
-                           shuffle=cfg.parallel.shuffle, history_refresh=cfg.parallel.history_refresh,
-                           induced=cfg.parallel.chunk_edges == "induced", seed=cfg.optimization.seed)
+    schedule = ChunkSchedule(chunks, tuple(stage_bounds(cfg.model.layers, 1)), shuffle=cfg.parallel.shuffle,
+                             seed=cfg.optimization.seed, induced=cfg.parallel.chunk_edges == "induced")
+    engine = ChunkedEngine(part, node_chunk[part.local_nodes], norm, schedule, History(cfg.parallel.history_refresh))
     trainer = Trainer(cfg, engine=engine)
     result = trainer.build().train()
     return torch.tensor(result.losses, dtype=torch.float64), trainer.model.state_dict(), result
@@ -213,8 +214,8 @@ def test_engine_is_the_chunked_stale_rule_with_its_exact_gradient(cora, model_na
     zeros = torch.zeros(cora.num_nodes, dtype=torch.int64)
     node_chunk = make_chunks(cora, zeros, 1, 4, "metis", seed=0)
     part = PartitionBook.build(cora, zeros).part(0)
-    engine = ChunkedEngine(part, node_chunk[part.local_nodes], 4, MODELS[model_name].norm,
-                           bounds=stage_bounds(layers, 1), history_refresh=refresh, seed=0)
+    engine = ChunkedEngine(part, node_chunk[part.local_nodes], MODELS[model_name].norm,
+                           ChunkSchedule(4, tuple(stage_bounds(layers, 1))), History(refresh))
 
     def got_step(epoch):
         engine_model.zero_grad()

@@ -24,7 +24,8 @@ from fullgraph.config import TrainConfig
 from fullgraph.errors import InputError
 from fullgraph.models import norm_and_depth
 from fullgraph.parallel.pipeline import ChunkedEngine
-from fullgraph.parallel.schedule import stage_bounds
+from fullgraph.parallel.history import History
+from fullgraph.parallel.schedule import ChunkSchedule, stage_bounds
 from fullgraph.partition import PartitionBook, partition_nodes, save_partition
 from fullgraph.partition.chunks import cached_chunks, load_chunks
 from fullgraph.train.trainer import Trainer
@@ -101,8 +102,9 @@ def simulate(graph, cfg: TrainConfig, chunk_file: str, parts: int):
                                   lambda: (graph.num_features, graph.num_classes))
     part = PartitionBook.build(graph, torch.zeros(graph.num_nodes, dtype=torch.int64)).part(0)
     node_chunk = load_chunks(chunk_file, graph.num_nodes, K)
-    engine = ChunkedEngine(part, node_chunk[part.local_nodes], K, norm, bounds=stage_bounds(layers, 1),
-                           shuffle=cfg.parallel.shuffle, history_refresh=cfg.parallel.history_refresh, seed=0)
+    engine = ChunkedEngine(part, node_chunk[part.local_nodes], norm,
+                           ChunkSchedule(K, tuple(stage_bounds(layers, 1)), shuffle=cfg.parallel.shuffle),
+                           History(cfg.parallel.history_refresh))
     trainer = Trainer(cfg, engine=engine)
     result = trainer.build().train()
     return torch.tensor(result.losses, dtype=torch.float64), dict(trainer.model.named_parameters())
