@@ -28,12 +28,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from fullgraph.cli_plan import build_planned_model  # noqa: E402
-from fullgraph.config import TrainConfig  # noqa: E402
-from fullgraph.data.load import load_graph  # noqa: E402
-from fullgraph.plan.layer_timer import LayerTimer  # noqa: E402
+from fullgraph.cli_plan import build_planned_model
+from fullgraph.config import TrainConfig
+from fullgraph.data.load import load_graph
+from fullgraph.plan.layer_timer import LayerTimer
 
 
 def steps_until(end: float, step) -> float:

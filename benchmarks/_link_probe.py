@@ -22,9 +22,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from fullgraph.comm.context import Comm, DistEnv  # noqa: E402
+from fullgraph.comm.context import Comm, DistEnv
 
 
 def busy_seconds() -> float:

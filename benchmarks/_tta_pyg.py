@@ -26,7 +26,7 @@ import torch
 from torch.nn import functional as F
 
 CLUSTER_NODES = 150  # nodes per METIS part, as cluster_gcn_reddit.py's 1500 parts of Reddit
-FANOUTS = [15, 10, 5]
+FANOUTS = (15, 10, 5)
 
 
 class SAGE(torch.nn.Module):
@@ -76,7 +76,7 @@ def loader(kind: str, data, batch: int, clusters=None):
     if kind == "pyg-neighbor":
         from torch_geometric.loader import NeighborLoader
 
-        return NeighborLoader(data, num_neighbors=FANOUTS, batch_size=batch, shuffle=True,
+        return NeighborLoader(data, num_neighbors=list(FANOUTS), batch_size=batch, shuffle=True,
                               input_nodes=data.train_mask, num_workers=0)
     from torch_geometric.loader import ClusterLoader
 

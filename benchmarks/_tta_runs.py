@@ -20,12 +20,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import MappingProxyType
 
 from _harness import REPO, read_metrics
 
 # name: (fullgraph dataset, split) — split None: the dataset's own; "dense": 60/20/20 of the labelled
 # nodes (seed 0); a float: the planted graph with that fraction of nodes in training (10% validation)
-GRAPHS = {
+GRAPHS = MappingProxyType({
     "physics-sparse": ("coauthor-physics", None),
     "computers-sparse": ("amazon-computers", None),
     "tolokers": ("tolokers", None),
@@ -33,9 +34,9 @@ GRAPHS = {
     "computers-dense": ("amazon-computers", "dense"),
     "planted-1pct": ("planted", 0.01),
     "planted-50pct": ("planted", 0.50),
-}
+})
 # the generated graph: 10^6 nodes, average degree 10.5 -> >= 10^7 directed edges after symmetrizing
-PLANTED = dict(num_nodes=1_000_000, num_classes=5, avg_degree=10.5, homophily=0.7, num_features=64)
+PLANTED = MappingProxyType(dict(num_nodes=1_000_000, num_classes=5, avg_degree=10.5, homophily=0.7, num_features=64))
 
 
 def prepare(name: str, root: str, work: Path) -> list[str]:
@@ -62,7 +63,7 @@ def _write(name: str, dataset: str, split, root: str, folder: Path) -> None:
     if dataset == "planted":
         g = planted_partition(**PLANTED, seed=0, name=name)
         fractions, norm = (split, 0.1), "none"
-        source = f"planted_partition({PLANTED}, seed=0), split {split:.0%}/10%/rest (seed 0)"
+        source = f"planted_partition({dict(PLANTED)}, seed=0), split {split:.0%}/10%/rest (seed 0)"
     else:
         cfg = TrainConfig.of(dataset=dataset, root=root)
         g, fractions, norm = load_raw_graph(cfg), (0.6, 0.2), feature_norm_of(cfg)

@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from types import MappingProxyType
 
 from fullgraph.config import TrainConfig
 from fullgraph.data.load import load_graph
@@ -22,17 +23,17 @@ from fullgraph.train.trainer import Trainer
 
 from _harness import print_header
 
-GCNII = dict(model="gcnii", lr=0.01, weight_decay=5e-4, conv_weight_decay=0.01, gcnii_alpha=0.1,
-             epochs=1500, patience=100, select="loss")
+GCNII = MappingProxyType(dict(model="gcnii", lr=0.01, weight_decay=5e-4, conv_weight_decay=0.01, gcnii_alpha=0.1,
+                              epochs=1500, patience=100, select="loss"))
 
 # name: (dataset, config, seeds, paper's test accuracy, threshold)
-RUNS = {
+RUNS = MappingProxyType({
     "cora-gcn": ("cora", dict(model="gcn", layers=2, hidden=16, lr=0.01, weight_decay=5e-4, dropout=0.5,
                               epochs=200), [0, 1, 2, 3, 4], 0.815, 0.805),
     "cora-gcnii64": ("cora", GCNII | dict(layers=64, hidden=64, gcnii_lambda=0.5, dropout=0.6), [0], 0.855, 0.845),
     "citeseer-gcnii32": ("citeseer", GCNII | dict(layers=32, hidden=256, gcnii_lambda=0.6, dropout=0.7), [0, 1, 2],
                          0.734, 0.72),
-}
+})
 
 
 def main() -> int:

@@ -45,17 +45,20 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from types import MappingProxyType
 
 from _harness import REPO, environment, finish, print_header, train
 
 DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
 
-BNS = dict(dataset="coauthor-physics", model="sage", layers=3, hidden=256, lr=0.01, weight_decay=5e-4,
-           dropout=0.5, parts=4, partitioner="metis", norm="layer")  # dataset, hidden, norm: --bns-* flags
+BNS = MappingProxyType(dict(dataset="coauthor-physics", model="sage", layers=3, hidden=256, lr=0.01,
+                            weight_decay=5e-4, dropout=0.5, parts=4, partitioner="metis",
+                            norm="layer"))  # dataset, hidden, norm: --bns-* flags
 BNS_RATES = (1.0, 0.1, 0.0)
 BNS_TOL = 0.5  # points: |acc(p = 0.1) - acc(p = 1)|
-PLANETOID = dict(model="gcn", layers=2, hidden=16, lr=0.01, weight_decay=5e-4, dropout=0.5, epochs=200)
-PLANETOID_PAPER = {"cora": 0.815, "citeseer": 0.703}  # Kipf & Welling, Table 2
+PLANETOID = MappingProxyType(dict(model="gcn", layers=2, hidden=16, lr=0.01, weight_decay=5e-4, dropout=0.5,
+                                  epochs=200))
+PLANETOID_PAPER = MappingProxyType({"cora": 0.815, "citeseer": 0.703})  # Kipf & Welling, Table 2
 PLANETOID_TOL = 1.0  # points: |mean graph-parallel - mean single|
 
 
@@ -200,7 +203,7 @@ def planetoid_section(a, tmp: Path, res: dict) -> int:
     seeds = [int(s) for s in a.planetoid_seeds.split(",")]
     parts = [int(p) for p in a.planetoid_parts.split(",")]
     print(f"\n== Cora / CiteSeer GCN: single process vs graph-parallel P in {parts} (metis, p = 1); config "
-          f"{PLANETOID}; seeds {seeds}", flush=True)
+          f"{dict(PLANETOID)}; seeds {seeds}", flush=True)
     failed = 0
     out = {}
     for ds in ("cora", "citeseer"):

@@ -45,21 +45,20 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import MappingProxyType
 
 from _harness import REPO, print_header, write_json
 from _netns import Cluster, CpuQuota
 
-sys.path.insert(0, str(REPO))
+from fullgraph.config import TrainConfig
+from fullgraph.data.load import load_graph
+from fullgraph.parallel.setup import prepare_run
 
-from fullgraph.config import TrainConfig  # noqa: E402
-from fullgraph.data.load import load_graph  # noqa: E402
-from fullgraph.parallel.setup import prepare_run  # noqa: E402
-
-HIDDEN = {"squirrel": 1000, "coauthor-physics": 100}
-LAYOUTS = {"graph": dict(parallel="graph"), "pipeline": dict(parallel="pipeline"),
-           "hybrid 2x2": dict(parallel="hybrid", stages=2, graph_ways=2),
+HIDDEN = MappingProxyType({"squirrel": 1000, "coauthor-physics": 100})
+LAYOUTS = MappingProxyType({"graph": dict(parallel="graph"), "pipeline": dict(parallel="pipeline"),
+                            "hybrid 2x2": dict(parallel="hybrid", stages=2, graph_ways=2),
            "graph metis-memory": dict(parallel="graph", partitioner="metis-memory"),
-           "spmm-1d": dict(parallel="spmm-1d"), "tensor": dict(parallel="tensor")}  # the last three: --layouts
+                            "spmm-1d": dict(parallel="spmm-1d"), "tensor": dict(parallel="tensor")})  # the last three: --layouts
 
 
 def base_options(name: str, root: str, model: str, depth: int, precision: str = "fp32") -> dict:

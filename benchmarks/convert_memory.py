@@ -29,12 +29,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import MappingProxyType
 
 from _harness import GIB, REPO, print_header, write_json
 
-SIZES = {"1e5": 12, "1e6": 16, "1e7": 19, "1e8": 23}
+SIZES = MappingProxyType({"1e5": 12, "1e6": 16, "1e7": 19, "1e8": 23})
 """Edges -> log2 of the node count (papers100M's ~14.5 edges per node)."""
-PAPERS = {"nodes": 111_059_956, "edges": 1_615_685_872, "features": 128}
+PAPERS = MappingProxyType({"nodes": 111_059_956, "edges": 1_615_685_872, "features": 128})
 FEATURES = 128
 TARGET_FIXED, TARGET_PER_NODE = 1.5 * GIB, 24
 

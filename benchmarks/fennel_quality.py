@@ -30,19 +30,20 @@ import time
 
 import numpy as np
 import torch
+from types import MappingProxyType
 
 from _harness import print_header, write_json
 
-GRAPHS = {
+GRAPHS = MappingProxyType({
     "rmat-1e6": ("rmat", dict(scale=17, num_edges=530_000, num_features=100)),
     "rmat-1e7": ("rmat", dict(scale=20, num_edges=5_150_000, num_features=100)),
     "planted-1e6": ("planted", dict(num_nodes=100_000, num_classes=5, avg_degree=10.5, homophily=0.7,
                                     num_features=64)),
     "planted-1e7": ("planted", dict(num_nodes=1_000_000, num_classes=5, avg_degree=10.5, homophily=0.7,
                                     num_features=64)),
-}
+})
 METHODS = ("fennel", "metis-memory", "random", "contiguous")
-MODEL = dict(model="sage", layers=3, hidden=128)
+MODEL = MappingProxyType(dict(model="sage", layers=3, hidden=128))
 TARGET_OF_METIS, TARGET_OF_RANDOM = 1.5, 0.6
 
 
@@ -137,7 +138,7 @@ def main(argv=None) -> int:
             print_table(name, graph, parts, rows, v)
             out.append({"graph": name, "nodes": graph.num_nodes, "edges": graph.num_edges, "parts": parts,
                         "rows": rows, **v})
-            write_json(a.json, {"model": MODEL, "results": out})
+            write_json(a.json, {"model": dict(MODEL), "results": out})
         del graph
     return 0
 

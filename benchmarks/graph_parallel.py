@@ -55,79 +55,11 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from _harness import (CLK_TCK, REPO, Sampler, environment, finish, print_header, process_table, process_tree,
-                      run_and_read, train)
+from _graph_parallel_load import FOREIGN_BUSY_CORES, IdleWaiter, LoadMonitor
+from _graph_parallel_report import MB, TIME_TARGETS, report_halo, report_timing
+from _harness import REPO, environment, finish, print_header, run_and_read, train
 
 DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
-MB = 1e6
-# P = 2 graph-parallel epoch time / single-process epoch time must be at most this
-TIME_TARGETS = {1.0: 1.3, 0.1: 1.0}
-HALO_CUT_EXPECTED, HALO_CUT_TOL = 10.0, 0.2  # p = 1 -> 0.1 cuts halo traffic ~10x, +-20 %
-FOREIGN_BUSY_CORES = 0.2
-
-
-# ----------------------------------------------------------------------------- contention watch
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:110]
-    except OSError:
-        return "?"
-
-
-def foreign_load(window_s: float = 2.0) -> tuple[float, list[tuple[int, float, str]]]:
-    """Cores used by processes outside this process tree over ``window_s``, and the busy ones."""
-    t1 = process_table()
-    time.sleep(window_s)
-    t2 = process_table()
-    mine = process_tree(t2, os.getpid()) | process_tree(t1, os.getpid())
-    total, busy = 0.0, []
-    for pid, (_, ticks, _) in t2.items():
-        if pid in mine or pid not in t1:
-            continue
-        cores = (ticks - t1[pid][1]) / CLK_TCK / window_s
-        total += cores
-        if cores > 0.1:
-            busy.append((pid, cores, _cmdline(pid)))
-    return total, sorted(busy, key=lambda b: -b[1])
-
-
-class IdleWaiter:
-    """Waits for foreign CPU use to stop, with one time budget for the whole benchmark."""
-
-    def __init__(self, budget_s: float):
-        self.left = budget_s
-
-    def wait(self) -> float:
-        """Returns the foreign load (cores) when it gave up or found the machine idle."""
-        while True:
-            load, busy = foreign_load(3.0)
-            if load < FOREIGN_BUSY_CORES or self.left <= 0:
-                if load >= FOREIGN_BUSY_CORES:
-                    print(f"    (machine still busy, {load:.2f} foreign cores; wait budget spent: timing anyway)",
-                          flush=True)
-                return load
-            step = min(30.0, self.left)
-            who = "; ".join(f"pid {p} {c:.2f} cores: {cmd}" for p, c, cmd in busy[:2])
-            print(f"    waiting {step:.0f} s for an idle machine ({load:.2f} foreign cores: {who})", flush=True)
-            time.sleep(step)
-            self.left -= step + 3.0
-
-
-class LoadMonitor(Sampler):
-    """Samples foreign CPU use in the background while a timed run goes."""
-
-    def __init__(self):
-        self.samples: list[float] = []
-        super().__init__()
-
-    def _run(self):
-        while not self._stop.is_set():
-            self.samples.append(foreign_load(2.0)[0])
-
-    @property
-    def mean(self) -> float:
-        return statistics.fmean(self.samples) if self.samples else 0.0
 
 
 # ----------------------------------------------------------------------------- graphs
@@ -149,10 +81,33 @@ def write_partition(graph, parts: int, method: str, folder: Path) -> dict:
     t0 = time.perf_counter()
     node_part = cached_partition(graph, parts, method, 0)
     book = PartitionBook.build(graph, node_part)
-    save_partition(book, graph, folder, {"method": method, "seed": 0, "benchmark": "graph_parallel"})
+    # the runs name no --dataset: the folder says what its graph is called (train records it in config.json)
+    save_partition(book, graph, folder, {"method": method, "seed": 0, "benchmark": "graph_parallel",
+                                         "dataset": graph.name})
     s = book.summary()
     s["seconds"] = time.perf_counter() - t0
     return s
+
+
+class Partitions:
+    """The partitions of one graph, each written once into the benchmark's folder when first asked
+    for, and removed together when the graph is done."""
+
+    def __init__(self, graph, name: str, tmp: Path):
+        self.graph, self.name, self.tmp = graph, name, tmp
+        self.made: dict[tuple[int, str], tuple[Path, dict]] = {}
+
+    def get(self, parts: int, method: str) -> tuple[Path, dict]:
+        key = (parts, method)
+        if key not in self.made:
+            folder = self.tmp / f"{self.name}-{method}-{parts}"
+            self.made[key] = (folder, write_partition(self.graph, parts, method, folder))
+        return self.made[key]
+
+    def remove(self) -> None:
+        for folder, _ in self.made.values():
+            shutil.rmtree(folder, ignore_errors=True)
+        self.graph = None  # the next graph loads without this one
 
 
 # ----------------------------------------------------------------------------- runs
@@ -199,33 +154,96 @@ def single_worker(spec: dict) -> int:
     return 0
 
 
-# ----------------------------------------------------------------------------- report helpers
+# ----------------------------------------------------------------------------- 1. halo bytes
 def _analytic_fwd(halo_total: int, a, rate: float) -> float:
     return rate * halo_total * a.hidden * 4 * (a.layers - 1)
 
 
-def _fmt_rate(p: float) -> str:
-    return f"{p:g}"
+def halo_row(a, gname: str, book: dict, rate: float, r: dict, base: float | None) -> dict:
+    """The halo table's row of one finished run; ``base`` is the halo traffic at p = 1."""
+    c = r["summary"]["comm_bytes_per_epoch"]
+    row = {"halo_fwd_bytes": c.get("halo/fwd", 0), "halo_bwd_bytes": c.get("halo/bwd", 0),
+           "sample_index_bytes": c.get("sample/index", 0), "grad_allreduce_bytes": c.get("grad/allreduce", 0),
+           "analytic_fwd_bytes": _analytic_fwd(book["halo_total"], a, rate), "per_epoch_bytes": r["per_epoch_bytes"],
+           "epoch_time_s": r["summary"]["epoch_time_s"]}
+    row["fwd_over_analytic"] = row["halo_fwd_bytes"] / row["analytic_fwd_bytes"] if row["analytic_fwd_bytes"] else None
+    halo = row["halo_fwd_bytes"] + row["halo_bwd_bytes"]
+    row["halo_cut"] = base / halo if base and halo and rate < 1.0 else None
+    print(f"    p={rate:g}: halo/fwd {row['halo_fwd_bytes'] / MB:.3f} MB (analytic "
+          f"{row['analytic_fwd_bytes'] / MB:.3f}), halo/bwd {row['halo_bwd_bytes'] / MB:.3f}"
+          f" MB, sample/index {row['sample_index_bytes'] / 1e3:.1f} KB, grad/allreduce "
+          f"{row['grad_allreduce_bytes'] / MB:.2f} MB ({r['wall_s']:.0f} s)", flush=True)
+    return row
 
 
-def bytes_table(rows: list[dict]) -> list[str]:
-    head = (f"  {'graph':<16} {'P':>2} {'parts':<6} {'alpha':>6} {'sum|halo|':>9} {'p':>5} "
-            f"{'halo/fwd MB':>11} {'analytic':>9} {'ratio':>6} {'halo/bwd MB':>11} {'index KB':>9} "
-            f"{'grad MB':>8} {'halo cut':>8}")
-    lines = [head, "  " + "-" * (len(head) - 2)]
-    for r in rows:
-        if "error" in r:
-            lines.append(f"  {r['graph']:<16} {r['parts']:>2} {r['partitioner']:<6} p={_fmt_rate(r['rate'])}: "
-                         f"FAILED ({r['error'][:120]})")
-            continue
-        cut = f"{r['halo_cut']:.1f}x" if r.get("halo_cut") else "-"
-        ratio = f"{r['fwd_over_analytic']:.3f}" if r["analytic_fwd_bytes"] else "-"
-        lines.append(
-            f"  {r['graph']:<16} {r['parts']:>2} {r['partitioner']:<6} {r['alpha']:>6.3f} {r['halo_total']:>9} "
-            f"{_fmt_rate(r['rate']):>5} {r['halo_fwd_bytes'] / MB:>11.3f} {r['analytic_fwd_bytes'] / MB:>9.3f} "
-            f"{ratio:>6} {r['halo_bwd_bytes'] / MB:>11.3f} {r['sample_index_bytes'] / 1e3:>9.1f} "
-            f"{r['grad_allreduce_bytes'] / MB:>8.2f} {cut:>8}")
-    return lines
+def halo_sweep(a, gname: str, partitions: Partitions, tmp: Path, spec: tuple[list, list, list]) -> tuple[list, int]:
+    """Every (parts, partitioner, rate) of one graph: its halo rows and how many runs failed."""
+    parts_list, methods, rates = spec
+    rows, failed = [], 0
+    for parts in parts_list:
+        for method in methods:
+            folder, book = partitions.get(parts, method)
+            print(f"  {method} x{parts}: alpha {book['replication_factor']:.3f}, "
+                  f"sum|halo| {book['halo_total']:,}, cut edges {book['cut_edges']:,}, imbalance "
+                  f"{book['imbalance']:.3f} ({book['seconds']:.1f} s)", flush=True)
+            base = None
+            for rate in rates:
+                out = tmp / f"run-{gname}-{method}-{parts}-{rate:g}"
+                r = run_graph_parallel(a, folder, parts, rate, a.bytes_epochs, out)
+                row = {"graph": gname, "parts": parts, "partitioner": method, "rate": rate,
+                       "alpha": book["replication_factor"], "halo_total": book["halo_total"],
+                       "cut_edges": book["cut_edges"], "wall_s": r["wall_s"]}
+                if "error" in r:
+                    failed += 1
+                    row["error"] = r["error"]
+                    print(f"    p={rate:g}: FAILED: {r['error']}", flush=True)
+                else:
+                    row |= halo_row(a, gname, book, rate, r, base)
+                    if rate == 1.0:
+                        base = row["halo_fwd_bytes"] + row["halo_bwd_bytes"]
+                rows.append(row)
+    return rows, failed
+
+
+# ----------------------------------------------------------------------------- 2. epoch time
+def timed_run(a, gname: str, label: str, rate: float | None, folder: Path, out: Path) -> tuple[dict, bool]:
+    """One timed run (single process where ``rate`` is None), with the foreign load during it:
+    its entry of the timing table and whether it failed."""
+    with LoadMonitor() as mon:
+        if rate is None:
+            r = run_single(a, gname, a.time_epochs, out)
+        else:
+            r = run_graph_parallel(a, folder, 2, rate, a.time_epochs, out)
+    entry = {"label": label, "rate": rate, "foreign_cores": mon.mean,
+             "contended": mon.mean > FOREIGN_BUSY_CORES, "wall_s": r["wall_s"]}
+    if "error" in r:
+        entry["error"] = r["error"]
+        print(f"    {label} p={rate}: FAILED: {r['error']}", flush=True)
+        return entry, True
+    s = r["summary"]
+    entry |= {"epoch_time_s": s["epoch_time_s"], "peak_rss_bytes": s["peak_rss_bytes"],
+              "comm_time_s": r.get("comm_time_s"), "comm_bytes_per_epoch": s.get("comm_bytes_per_epoch", {}),
+              "test_acc": s["test_acc"]}
+    print(f"    {label:<9} p={'-' if rate is None else f'{rate:g}':<4} "
+          f"{s['epoch_time_s'] * 1000:8.1f} ms/epoch  (foreign load {mon.mean:.2f} cores"
+          f"{', CONTENDED' if entry['contended'] else ''})", flush=True)
+    return entry, False
+
+
+def time_graph(a, gname: str, partitions: Partitions, tmp: Path, waiter: IdleWaiter) -> tuple[dict, int]:
+    """Single process against P = 2 graph-parallel (METIS) at each rate with a target, on one graph."""
+    folder, book = partitions.get(2, "metis")
+    print(f"  timing on {os.cpu_count() or 1} cores: single process vs P = 2 graph-parallel (metis, "
+          f"alpha {book['replication_factor']:.3f})", flush=True)
+    runs = [("single", None)] + [("graph x2", p) for p in sorted(TIME_TARGETS, reverse=True)]
+    timing, failed = {"graph": gname, "runs": []}, 0
+    for label, rate in runs:
+        waiter.wait()
+        out = tmp / f"time-{gname}-{label.replace(' ', '')}-{rate}"
+        entry, bad = timed_run(a, gname, label, rate, folder, out)
+        failed += bad
+        timing["runs"].append(entry)
+    return timing, failed
 
 
 # ----------------------------------------------------------------------------- main
@@ -260,19 +278,10 @@ def parse_args(argv=None):
     return a
 
 
-def main(argv=None) -> int:
-    a = parse_args(argv)
-    if a.single_worker:
-        return single_worker(json.loads(a.single_worker))
-    import torch
-
-    env = environment()
-    graphs = [g for g in a.graphs.split(",") if g]
-    parts_list = [int(x) for x in a.parts.split(",") if x]
-    methods = [m for m in a.partitioners.split(",") if m]
-    rates = [float(x) for x in a.rates.split(",") if x]
+def print_setup(a, env: dict, graphs: list[str], spec: tuple[list, list, list]) -> None:
+    """The header: date, machine, model, graphs and what each kind of run does."""
+    parts_list, methods, rates = spec
     cores = os.cpu_count() or 1
-    started = time.perf_counter()
     print(f"fullgraph graph-parallel benchmark, {datetime.now(timezone.utc).isoformat(timespec='seconds')}")
     print_header(env)
     print(f"model: {a.model}, {a.layers} layers, hidden {a.hidden}, dropout {a.dropout}, Adam lr {a.lr}, seed 0")
@@ -284,6 +293,44 @@ def main(argv=None) -> int:
     load0 = os.getloadavg()
     print(f"load average at start: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}", flush=True)
 
+
+def measure_graph(a, gname: str, tmp: Path, spec, waiter: IdleWaiter, result: dict) -> int:
+    """Load one graph, run its halo sweep and its timing into ``result``; returns the failed runs."""
+    import torch
+
+    t0 = time.perf_counter()
+    graph = make_graph(gname, a.root, a.rmat_scale, a.rmat_edges)
+    ginfo = {"name": graph.name, "nodes": graph.num_nodes, "edges": graph.num_edges,
+             "features": graph.num_features, "classes": int(graph.num_classes),
+             "sparse_features": graph.x.layout == torch.sparse_csr}
+    result["graphs"][gname] = ginfo
+    print(f"\n== {gname}: {graph.num_nodes:,} nodes, {graph.num_edges:,} directed edges, "
+          f"{graph.num_features} {'sparse ' if ginfo['sparse_features'] else ''}features, "
+          f"{ginfo['classes']} classes (loaded in {time.perf_counter() - t0:.1f} s)", flush=True)
+    partitions, failed = Partitions(graph, gname, tmp), 0
+    del graph  # the partitions hold it until they are removed
+    if not a.no_bytes:
+        rows, bad = halo_sweep(a, gname, partitions, tmp, spec)
+        result["halo"] += rows
+        failed += bad
+    if not a.no_time:
+        timing, bad = time_graph(a, gname, partitions, tmp, waiter)
+        result["timing"].append(timing)
+        failed += bad
+    partitions.remove()
+    return failed
+
+
+def main(argv=None) -> int:
+    a = parse_args(argv)
+    if a.single_worker:
+        return single_worker(json.loads(a.single_worker))
+    env = environment()
+    graphs = [g for g in a.graphs.split(",") if g]
+    spec = ([int(x) for x in a.parts.split(",") if x], [m for m in a.partitioners.split(",") if m],
+            [float(x) for x in a.rates.split(",") if x])
+    started = time.perf_counter()
+    print_setup(a, env, graphs, spec)
     waiter = IdleWaiter(a.wait_idle)
     tmp = Path(tempfile.mkdtemp(prefix="fg-bench-gp-"))
     result = {"benchmark": "graph_parallel", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -293,149 +340,11 @@ def main(argv=None) -> int:
     failed = 0
     try:
         for gname in graphs:
-            t0 = time.perf_counter()
-            graph = make_graph(gname, a.root, a.rmat_scale, a.rmat_edges)
-            ginfo = {"name": graph.name, "nodes": graph.num_nodes, "edges": graph.num_edges,
-                     "features": graph.num_features, "classes": int(graph.num_classes),
-                     "sparse_features": graph.x.layout == torch.sparse_csr}
-            result["graphs"][gname] = ginfo
-            print(f"\n== {gname}: {graph.num_nodes:,} nodes, {graph.num_edges:,} directed edges, "
-                  f"{graph.num_features} {'sparse ' if ginfo['sparse_features'] else ''}features, "
-                  f"{ginfo['classes']} classes (loaded in {time.perf_counter() - t0:.1f} s)", flush=True)
-            pdirs: dict[tuple[int, str], tuple[Path, dict]] = {}
-
-            def partition(parts: int, method: str):
-                key = (parts, method)
-                if key not in pdirs:
-                    folder = tmp / f"{gname}-{method}-{parts}"
-                    pdirs[key] = (folder, write_partition(graph, parts, method, folder))
-                return pdirs[key]
-
-            # ---- 1. halo bytes
-            if not a.no_bytes:
-                rows = []
-                for parts in parts_list:
-                    for method in methods:
-                        folder, book = partition(parts, method)
-                        print(f"  {method} x{parts}: alpha {book['replication_factor']:.3f}, "
-                              f"sum|halo| {book['halo_total']:,}, cut edges {book['cut_edges']:,}, imbalance "
-                              f"{book['imbalance']:.3f} ({book['seconds']:.1f} s)", flush=True)
-                        base = None
-                        for rate in rates:
-                            out = tmp / f"run-{gname}-{method}-{parts}-{rate:g}"
-                            r = run_graph_parallel(a, folder, parts, rate, a.bytes_epochs, out)
-                            row = {"graph": gname, "parts": parts, "partitioner": method, "rate": rate,
-                                   "alpha": book["replication_factor"], "halo_total": book["halo_total"],
-                                   "cut_edges": book["cut_edges"], "wall_s": r["wall_s"]}
-                            if "error" in r:
-                                failed += 1
-                                row["error"] = r["error"]
-                                print(f"    p={rate:g}: FAILED: {r['error']}", flush=True)
-                                rows.append(row)
-                                continue
-                            c = r["summary"]["comm_bytes_per_epoch"]
-                            row |= {"halo_fwd_bytes": c.get("halo/fwd", 0), "halo_bwd_bytes": c.get("halo/bwd", 0),
-                                    "sample_index_bytes": c.get("sample/index", 0),
-                                    "grad_allreduce_bytes": c.get("grad/allreduce", 0),
-                                    "analytic_fwd_bytes": _analytic_fwd(book["halo_total"], a, rate),
-                                    "per_epoch_bytes": r["per_epoch_bytes"],
-                                    "epoch_time_s": r["summary"]["epoch_time_s"]}
-                            row["fwd_over_analytic"] = (row["halo_fwd_bytes"] / row["analytic_fwd_bytes"]
-                                                        if row["analytic_fwd_bytes"] else None)
-                            halo = row["halo_fwd_bytes"] + row["halo_bwd_bytes"]
-                            if rate == 1.0:
-                                base = halo
-                            row["halo_cut"] = base / halo if base and halo and rate < 1.0 else None
-                            print(f"    p={rate:g}: halo/fwd {row['halo_fwd_bytes'] / MB:.3f} MB (analytic "
-                                  f"{row['analytic_fwd_bytes'] / MB:.3f}), halo/bwd {row['halo_bwd_bytes'] / MB:.3f}"
-                                  f" MB, sample/index {row['sample_index_bytes'] / 1e3:.1f} KB, grad/allreduce "
-                                  f"{row['grad_allreduce_bytes'] / MB:.2f} MB ({r['wall_s']:.0f} s)", flush=True)
-                            rows.append(row)
-                result["halo"] += rows
-
-            # ---- 2. epoch time: single process vs P = 2 graph-parallel (METIS)
-            if not a.no_time:
-                folder, book = partition(2, "metis")
-                print(f"  timing on {cores} cores: single process vs P = 2 graph-parallel (metis, "
-                      f"alpha {book['replication_factor']:.3f})", flush=True)
-                runs = [("single", None)] + [("graph x2", p) for p in sorted(TIME_TARGETS, reverse=True)]
-                timing = {"graph": gname, "runs": []}
-                for label, rate in runs:
-                    waiter.wait()
-                    out = tmp / f"time-{gname}-{label.replace(' ', '')}-{rate}"
-                    with LoadMonitor() as mon:
-                        if rate is None:
-                            r = run_single(a, gname, a.time_epochs, out)
-                        else:
-                            r = run_graph_parallel(a, folder, 2, rate, a.time_epochs, out)
-                    entry = {"label": label, "rate": rate, "foreign_cores": mon.mean,
-                             "contended": mon.mean > FOREIGN_BUSY_CORES, "wall_s": r["wall_s"]}
-                    if "error" in r:
-                        failed += 1
-                        entry["error"] = r["error"]
-                        print(f"    {label} p={rate}: FAILED: {r['error']}", flush=True)
-                    else:
-                        s = r["summary"]
-                        entry |= {"epoch_time_s": s["epoch_time_s"], "peak_rss_bytes": s["peak_rss_bytes"],
-                                  "comm_time_s": r.get("comm_time_s"), "comm_bytes_per_epoch": s.get(
-                                      "comm_bytes_per_epoch", {}), "test_acc": s["test_acc"]}
-                        print(f"    {label:<9} p={'-' if rate is None else f'{rate:g}':<4} "
-                              f"{s['epoch_time_s'] * 1000:8.1f} ms/epoch  (foreign load {mon.mean:.2f} cores"
-                              f"{', CONTENDED' if entry['contended'] else ''})", flush=True)
-                    timing["runs"].append(entry)
-                result["timing"].append(timing)
-            for folder, _ in pdirs.values():
-                shutil.rmtree(folder, ignore_errors=True)
-            graph = None  # the next graph loads without this one (the closure above names it too)
+            failed += measure_graph(a, gname, tmp, spec, waiter, result)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-    # ---- tables and checks
-    print("\n=== per-epoch halo traffic (summed over ranks; analytic = p * sum|halo| * hidden * 4 B * (layers-1)) ===")
-    for line in bytes_table(result["halo"]):
-        print(line)
-    print("  'halo cut' = (halo/fwd + halo/bwd) at p = 1 over the same at this p; 'index' = sample/index; "
-          "'grad' = grad/allreduce")
-    for r in result["halo"]:
-        if r.get("rate") == 0.1 and r.get("halo_cut"):
-            ok = abs(r["halo_cut"] / HALO_CUT_EXPECTED - 1) <= HALO_CUT_TOL
-            result["checks"].append({"check": f"halo cut p=1->0.1 ~10x: {r['graph']} {r['partitioner']} x{r['parts']}",
-                                     "value": r["halo_cut"], "pass": ok})
-        if r.get("rate") == 1.0 and r.get("fwd_over_analytic") is not None:
-            ok = abs(r["fwd_over_analytic"] - 1) < 1e-9
-            result["checks"].append({"check": f"halo/fwd = analytic at p=1: {r['graph']} {r['partitioner']} "
-                                              f"x{r['parts']}", "value": r["fwd_over_analytic"], "pass": ok})
-
-    if result["timing"]:
-        print("\n=== epoch time: P = 2 graph-parallel (metis) vs single process, same cores ===")
-        print(f"  {'graph':<16} {'run':<10} {'p':>4} {'ms/epoch':>9} {'comm ms':>8} {'vs single':>9} {'target':>8} "
-              f"{'result':>6}  {'RSS MiB':>8}  load")
-        for t in result["timing"]:
-            single = next((e for e in t["runs"] if e["label"] == "single" and "error" not in e), None)
-            for e in t["runs"]:
-                if "error" in e:
-                    print(f"  {t['graph']:<16} {e['label']:<10} FAILED")
-                    continue
-                ratio = e["epoch_time_s"] / single["epoch_time_s"] if single and e is not single else None
-                target = TIME_TARGETS.get(e["rate"]) if e["rate"] is not None else None
-                verdict = ""
-                if ratio is not None and target is not None:
-                    ok = ratio <= target if e["rate"] == 1.0 else ratio < target
-                    verdict = "PASS" if ok else "FAIL"
-                    e["ratio_vs_single"] = ratio
-                    result["checks"].append({"check": f"epoch time P=2 p={e['rate']:g} / single "
-                                                      f"{'<=' if e['rate'] == 1.0 else '<'} {target}: {t['graph']}",
-                                             "value": ratio, "pass": ok, "contended": e["contended"]})
-                comm = f"{e['comm_time_s'] * 1000:.1f}" if e.get("comm_time_s") is not None else "-"
-                rate = "-" if e["rate"] is None else f"{e['rate']:g}"
-                print(f"  {t['graph']:<16} {e['label']:<10} {rate:>4} {e['epoch_time_s'] * 1000:>9.1f} {comm:>8} "
-                      f"{'' if ratio is None else f'{ratio:.3f}x':>9} "
-                      f"{'' if target is None else ('<= ' if e['rate'] == 1.0 else '< ') + f'{target}x':>8} "
-                      f"{verdict:>6}  {e['peak_rss_bytes'] / 2**20:>8.0f}  "
-                      f"{e['foreign_cores']:.2f}{' CONTENDED' if e['contended'] else ''}")
-        print("  comm ms = median per epoch of the time ranks spent inside collectives (mean over ranks); "
-              "load = foreign cores busy during the run")
-
+    report_halo(result)
+    report_timing(result)
     return finish(result, a.out, failed, started, indent=2)
 
 

@@ -44,8 +44,6 @@ from pathlib import Path
 
 from _harness import REPO, environment, hwm_bytes, print_header, rss_bytes, write_json
 
-sys.path.insert(0, str(REPO))
-
 MIB = 2**20
 WRITERS = ("memory", "stream")
 

@@ -31,49 +31,49 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
+from types import MappingProxyType
 
 from _harness import REPO, print_header, train
 
-sys.path.insert(0, str(REPO))
+from fullgraph.config import TrainConfig
+from fullgraph.models import MODELS
+from fullgraph.parallel.engine import SingleEngine
+from fullgraph.parallel.history import History
+from fullgraph.parallel.pipeline import ChunkedEngine
+from fullgraph.parallel.schedule import ChunkSchedule, stage_bounds
+from fullgraph.partition import PartitionBook
+from fullgraph.partition.chunks import make_chunks
+from fullgraph.data.load import load_graph
+from fullgraph.train.trainer import Trainer
 
-from fullgraph.config import TrainConfig  # noqa: E402
-from fullgraph.models import MODELS  # noqa: E402
-from fullgraph.parallel.engine import SingleEngine  # noqa: E402
-from fullgraph.parallel.pipeline import ChunkedEngine, stage_bounds  # noqa: E402
-from fullgraph.partition import PartitionBook  # noqa: E402
-from fullgraph.partition.chunks import make_chunks  # noqa: E402
-from fullgraph.data.load import load_graph  # noqa: E402
-from fullgraph.train.trainer import Trainer  # noqa: E402
-
-SETTINGS = {  # the GCNII paper's 32-layer settings per graph
+SETTINGS = MappingProxyType({  # the GCNII paper's 32-layer settings per graph
     "cora": dict(hidden=64, gcnii_lambda=0.5, dropout=0.6),
     "citeseer": dict(hidden=256, gcnii_lambda=0.6, dropout=0.7),
-}
-COMMON = dict(model="gcnii", layers=32, lr=0.01, weight_decay=5e-4, conv_weight_decay=0.01, gcnii_alpha=0.1,
-              epochs=1500, patience=100, select="loss")
-VARIANTS = {  # name: (chunked?, options)
+})
+COMMON = MappingProxyType(dict(model="gcnii", layers=32, lr=0.01, weight_decay=5e-4, conv_weight_decay=0.01,
+                               gcnii_alpha=0.1, epochs=1500, patience=100, select="loss"))
+VARIANTS = MappingProxyType({  # name: (chunked?, options)
     "exact": (False, {}),
     "full": (True, dict(shuffle=True, history_refresh=10, chunk_edges="stale")),
     "no-shuffle": (True, dict(shuffle=False, history_refresh=10, chunk_edges="stale")),
     "refresh-1": (True, dict(shuffle=True, history_refresh=1, chunk_edges="stale")),
     "induced": (True, dict(shuffle=True, history_refresh=10, chunk_edges="induced")),
-}
+})
 
 
 def simulated(graph, cfg: TrainConfig, chunks: int, chunker: str = "metis"):
     zeros = torch.zeros(graph.num_nodes, dtype=torch.int64)
     part = PartitionBook.build(graph, zeros).part(0)
     node_chunk = make_chunks(graph, zeros, 1, chunks, chunker, cfg.optimization.seed)
-    engine = ChunkedEngine(part, node_chunk[part.local_nodes], chunks, MODELS[cfg.model.name].norm,
-                           bounds=stage_bounds(cfg.model.layers, 1), shuffle=cfg.parallel.shuffle,
-                           history_refresh=cfg.parallel.history_refresh, induced=cfg.parallel.chunk_edges == "induced",
-                           seed=cfg.optimization.seed)
+    schedule = ChunkSchedule(chunks, tuple(stage_bounds(cfg.model.layers, 1)), shuffle=cfg.parallel.shuffle,
+                             seed=cfg.optimization.seed, induced=cfg.parallel.chunk_edges == "induced")
+    engine = ChunkedEngine(part, node_chunk[part.local_nodes], MODELS[cfg.model.name].norm, schedule,
+                           History(cfg.parallel.history_refresh))
     trainer = Trainer(cfg, engine=engine)
     return trainer.build().train()
 

@@ -84,9 +84,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import REPO, hwm_bytes as hwm, print_header, reset_hwm as try_reset_hwm, rss_bytes as rss, write_json
+from _harness import hwm_bytes as hwm, print_header, reset_hwm as try_reset_hwm, rss_bytes as rss, write_json
 
-sys.path.insert(0, str(REPO))
 
 MIB = 2**20
 STEPS = ("generate", "partition", "write", "command")
@@ -131,75 +130,98 @@ def _timed_metis() -> dict:
     return box
 
 
-def run_step(step: str, a: argparse.Namespace, work: Path) -> dict:
+def _generate(rec: dict, a: argparse.Namespace, folder: Path):
+    from fullgraph.data.formats.native import write_native
+    from fullgraph.data.synthetic import rmat
+
+    rec["rss_before"] = rss()
+    reset_hwm()
+    clock = Clock()
+    g = rmat(a.scale, a.edges, num_features=a.features, seed=a.seed)
+    rec["time_s"], rec["cpu_s"] = clock.read()
+    rec["peak"] = hwm()
+    clock = Clock()
+    g.fingerprint()
+    rec["fingerprint_s"] = clock.read()[0]
+    clock = Clock()
+    write_native(g, folder, preprocessed=True, source="benchmarks/prep_memory.py")
+    rec["write_native_s"] = clock.read()[0]
+    rec["process_peak"] = hwm()
+    return g
+
+
+def _partition(rec: dict, a: argparse.Namespace, g, work: Path) -> None:
+    """METIS (or ``--method``) alone, on the graph loaded before the reset."""
+    import numpy as np
+
+    from fullgraph.partition.partitioners import partition_nodes
+
+    box = _timed_metis()
+    reset_hwm()
+    clock = Clock()
+    node_part = partition_nodes(g, a.parts, a.method, seed=a.seed)
+    rec["time_s"], rec["cpu_s"] = clock.read()
+    rec.update(box)
+    np.save(work / "node_part.npy", node_part.numpy())
+
+
+def _write(rec: dict, a: argparse.Namespace, g, work: Path) -> None:
+    """The book and the part files, from the node assignment the partition step saved."""
     import numpy as np
     import torch
 
-    from fullgraph.data.formats.native import write_native
+    from fullgraph.partition import PartitionBook, save_partition
+
+    node_part = torch.from_numpy(np.load(work / "node_part.npy"))
+    reset_hwm()
+    clock = Clock()
+    book = PartitionBook.build(g, node_part)
+    rec["build_s"] = clock.read()[0]
+    rec["peak_build"] = hwm()
+    save_partition(book, g, work / "parts-write", {"method": a.method, "seed": a.seed, "weight": "nodes"})
+    rec["time_s"], rec["cpu_s"] = clock.read()
+
+
+def _command(rec: dict, a: argparse.Namespace, folder: Path, work: Path) -> None:
+    """``fullgraph partition`` in this process, from a fresh cache (so METIS runs)."""
+    from fullgraph.cli import main as fullgraph_main
+
+    os.environ["FULLGRAPH_CACHE"] = str(work / "cache")  # a fresh cache: METIS runs
+    box = _timed_metis()
+    rec["rss_before"] = rss()
+    clock = Clock()
+    argv = ["partition", "--dataset", str(folder), "--parts", str(a.parts), "--seed", str(a.seed),
+            "--partitioner", a.method, "--out", str(work / "parts-command")]
+    code = fullgraph_main(argv)
+    if code != 0:
+        raise SystemExit(f"fullgraph {' '.join(argv)} exited with {code}")
+    rec["time_s"], rec["cpu_s"] = clock.read()
+    rec.update(box)
+    rec["peak"] = rec["process_peak"] = hwm()
+    if (work / "parts-write").is_dir():
+        rec["same_files_as_write"] = all(
+            (work / "parts-write" / f"part-{i}" / "part.pt").read_bytes()
+            == (work / "parts-command" / f"part-{i}" / "part.pt").read_bytes() for i in range(a.parts))
+
+
+def run_step(step: str, a: argparse.Namespace, work: Path) -> dict:
+    """One step in this process; numpy, torch and the native format are imported first, so that
+    they belong to every step's baseline alike."""
+    for module in ("numpy", "torch", "fullgraph.data.formats.native"):
+        importlib.import_module(module)
     from fullgraph.data.formats.native_read import load_native
 
     rec: dict = {"step": step}
     folder = work / "graph"
     if step == "generate":
-        from fullgraph.data.synthetic import rmat
-
-        rec["rss_before"] = rss()
-        reset_hwm()
-        clock = Clock()
-        g = rmat(a.scale, a.edges, num_features=a.features, seed=a.seed)
-        rec["time_s"], rec["cpu_s"] = clock.read()
-        rec["peak"] = hwm()
-        clock = Clock()
-        g.fingerprint()
-        rec["fingerprint_s"] = clock.read()[0]
-        clock = Clock()
-        write_native(g, folder, preprocessed=True, source="benchmarks/prep_memory.py")
-        rec["write_native_s"] = clock.read()[0]
-        rec["process_peak"] = hwm()
+        g = _generate(rec, a, folder)
     elif step in ("partition", "write"):
         g = load_native(folder)
         rec["rss_before"] = rss()
-        if step == "partition":
-            from fullgraph.partition.partitioners import partition_nodes
-
-            box = _timed_metis()
-            reset_hwm()
-            clock = Clock()
-            node_part = partition_nodes(g, a.parts, a.method, seed=a.seed)
-            rec["time_s"], rec["cpu_s"] = clock.read()
-            rec.update(box)
-            np.save(work / "node_part.npy", node_part.numpy())
-        else:
-            from fullgraph.partition import PartitionBook, save_partition
-
-            node_part = torch.from_numpy(np.load(work / "node_part.npy"))
-            reset_hwm()
-            clock = Clock()
-            book = PartitionBook.build(g, node_part)
-            rec["build_s"] = clock.read()[0]
-            rec["peak_build"] = hwm()
-            save_partition(book, g, work / "parts-write", {"method": a.method, "seed": a.seed, "weight": "nodes"})
-            rec["time_s"], rec["cpu_s"] = clock.read()
+        (_partition if step == "partition" else _write)(rec, a, g, work)
         rec["peak"] = rec["process_peak"] = hwm()
     elif step == "command":
-        from fullgraph.cli import main as fullgraph_main
-
-        os.environ["FULLGRAPH_CACHE"] = str(work / "cache")  # a fresh cache: METIS runs
-        box = _timed_metis()
-        rec["rss_before"] = rss()
-        clock = Clock()
-        argv = ["partition", "--dataset", str(folder), "--parts", str(a.parts), "--seed", str(a.seed),
-                "--partitioner", a.method, "--out", str(work / "parts-command")]
-        code = fullgraph_main(argv)
-        if code != 0:
-            raise SystemExit(f"fullgraph {' '.join(argv)} exited with {code}")
-        rec["time_s"], rec["cpu_s"] = clock.read()
-        rec.update(box)
-        rec["peak"] = rec["process_peak"] = hwm()
-        if (work / "parts-write").is_dir():
-            rec["same_files_as_write"] = all(
-                (work / "parts-write" / f"part-{i}" / "part.pt").read_bytes()
-                == (work / "parts-command" / f"part-{i}" / "part.pt").read_bytes() for i in range(a.parts))
+        _command(rec, a, folder, work)
         g = load_native(folder)
     else:
         raise SystemExit(f"unknown step {step!r}")

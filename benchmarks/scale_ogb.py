@@ -1,7 +1,7 @@
 """From papers100M's layout to training, end to end on this machine (issue 38 §4).
 
 ``python benchmarks/scale.py --from-ogb-layout SIZE`` (or this script with ``--size``) runs every
-step as the real command line in its own subprocess (``scale.run_command``: wall time, the
+step as the real command line in its own subprocess (``_scale_run.run_command``: wall time, the
 kernel's peak RSS of the step's largest process, the foreign load), and the disk each leaves:
 
 1. **write**: a synthetic folder in ogbn-papers100M's exact binary layout
@@ -31,15 +31,16 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from types import MappingProxyType
 
 from _harness import REPO, print_header, write_json
-from scale import fg, first_error, run_command
+from _scale_run import fg, first_error, run_command
 
-SIZES = {"1e6": (14, 500_000, 32, 4, True), "1e8": (20, 65_000_000, 128, 4, True),
-         "1e9": (25, 1_000_000_000, 32, 16, False)}
+SIZES = MappingProxyType({"1e6": (14, 500_000, 32, 4, True), "1e8": (20, 65_000_000, 128, 4, True),
+                          "1e9": (25, 1_000_000_000, 32, 16, False)})
 """size -> (log2 nodes, R-MAT draws, features, parts, train)."""
-SAGE = ["--model", "sage", "--layers", "3", "--hidden", "128"]
-PAPERS = {"nodes": 111_059_956, "edges": 1_615_685_872, "features": 128, "classes": 172}
+SAGE = ("--model", "sage", "--layers", "3", "--hidden", "128")
+PAPERS = MappingProxyType({"nodes": 111_059_956, "edges": 1_615_685_872, "features": 128, "classes": 172})
 PARTITION_FIXED, PARTITION_PER_NODE = 2**30, 12
 FENNEL_ONLY = (
     "import functools, sys, numpy as np; from pathlib import Path; "

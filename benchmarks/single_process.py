@@ -35,149 +35,24 @@ takes other fullgraph models (``sage``, ...) for fullgraph alone: PyG's forms he
 from __future__ import annotations
 
 import argparse
-import ctypes
-import gc
 import importlib
 import json
-import math
 import os
 import statistics
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-from _harness import REPO, environment, hwm_bytes, print_header, reset_hwm, rss_bytes, write_json
+from _harness import REPO, environment, hwm_bytes, reset_hwm, rss_bytes, write_json
+from _single_process_report import cpu_low_precision, print_graph_line, print_setup, print_summary, print_table, targets_json
+from _single_process_systems import build_fullgraph, build_pyg, describe_graph, load_graph, release_free_memory
 
 DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
 GRAPHS = ("coauthor-physics", "tolokers", "rmat")
 SYSTEMS = ("fullgraph", "pyg-edge_index", "pyg-adj_t")
-LABELS = {"fullgraph": "fullgraph", "pyg-edge_index": "PyG edge_index", "pyg-adj_t": "PyG adj_t (CSR)"}
 PRECISIONS = ("fp32", "bf16", "fp16")  # fullgraph.optim.precision.COMPUTE_PRECISIONS
-# depth -> metric -> the largest allowed ratio fullgraph / better PyG form
-TARGETS = {2: {"time": 0.6, "memory": 0.7}, 32: {"memory": 0.5}}
 RESULT_MARK = "@@result "
-MIB = 1 << 20
-
-
-# ----------------------------------------------------------------------------- process memory
-def release_free_memory() -> None:
-    """Return freed heap pages to the OS, so the RSS before the reset counts only live data."""
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
-# ----------------------------------------------------------------------------- graphs
-def load_graph(name: str, root: str, rmat_scale: int, rmat_edges: int):
-    if name == "rmat":
-        from fullgraph.data.synthetic import rmat
-
-        return rmat(rmat_scale, rmat_edges, num_features=128, seed=0)
-    from fullgraph.data.datasets import load_dataset
-
-    return load_dataset(name, root, split=0, seed=0, download=False)
-
-
-def describe_graph(graph) -> dict:
-    import torch
-
-    x = graph.x
-    nnz = x.values().numel() if x.layout == torch.sparse_csr else int(torch.count_nonzero(x))
-    return {
-        "name": graph.name, "nodes": graph.num_nodes, "edges": int(graph.indices.numel()),
-        "features": int(x.shape[1]), "classes": int(graph.num_classes), "train_nodes": int(graph.train_mask.sum()),
-        "x_layout": "sparse CSR" if x.layout == torch.sparse_csr else "dense",
-        "x_density": nnz / (x.shape[0] * x.shape[1]),
-    }
-
-
-# ----------------------------------------------------------------------------- the two systems
-def build_fullgraph(graph, cfg: dict):
-    """fullgraph's single-process step: ``SingleEngine`` and what ``Trainer.train_step`` and
-    ``WeightUpdate.step`` do around it (no clipping, no schedule: Adam at a constant lr)."""
-    import torch
-
-    from fullgraph.models import build_model
-    from fullgraph.ops import SparseOp
-    from fullgraph.ops.dropout import keyed_dropout
-    from fullgraph.parallel.engine import SingleEngine
-    from fullgraph.optim.precision import Precision
-
-    torch.manual_seed(cfg["seed"])
-    model = build_model(cfg["model"], graph.num_features, graph.num_classes, layers=cfg["depth"],
-                        hidden=cfg["hidden"], dropout=cfg["dropout"])
-    engine = SingleEngine(graph, model.norm)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
-    precision = Precision(cfg["precision"], engine.device)
-    form = "sparse SparseOp" if isinstance(engine.x, SparseOp) else "dense tensor"
-    said = {"input_features": form, "adjacency_nnz": engine.block.adj.nnz, "precision": precision.name,
-            "skipped_steps": 0, "loss_scale": precision.scale}  # updated by every step
-    epoch = iter(range(1, 1 << 30))
-
-    def step() -> float:
-        model.train()
-        opt.zero_grad(set_to_none=True)
-        e = next(epoch)
-        with keyed_dropout(cfg["seed"], e), precision.compute():  # the masks and autocast of `fullgraph train`
-            loss = engine.step(model, e)  # forward, loss on the train nodes, backward
-        precision.unscale([p for p in model.parameters() if p.grad is not None])
-        if precision.dynamic and not precision.update(math.isfinite(engine.grad_norm(model))):
-            said["skipped_steps"] += 1  # fp16 overflow: the step is skipped and the scale halves
-        else:
-            opt.step()
-        said["loss_scale"] = precision.scale
-        return loss
-
-    return step, said
-
-
-def build_pyg(graph, cfg: dict, form: str):
-    """The GCN a PyG user writes: GCNConv layers, dense x, ReLU + dropout, Adam, cross-entropy."""
-    import torch
-    import torch.nn.functional as F
-    import torch_geometric.transforms as T
-    from torch_geometric.data import Data
-    from torch_geometric.nn import GCNConv
-
-    class GCN(torch.nn.Module):
-        def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float):
-            super().__init__()
-            dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
-            self.convs = torch.nn.ModuleList(GCNConv(dims[i], dims[i + 1], cached=True) for i in range(layers))
-            self.dropout = dropout
-
-        def forward(self, x, adj):
-            x = F.dropout(x, p=self.dropout, training=self.training)
-            for conv in self.convs[:-1]:
-                x = F.dropout(conv(x, adj).relu(), p=self.dropout, training=self.training)
-            return self.convs[-1](x, adj)
-
-    src, dst = graph.edges()
-    data = Data(x=graph.dense_x(), edge_index=torch.stack([src, dst]), y=graph.y,
-                train_mask=graph.train_mask, num_nodes=graph.num_nodes)
-    if form == "adj_t":
-        data = T.ToSparseTensor(layout=torch.sparse_csr)(data)
-        adj = data.adj_t
-    else:
-        adj = data.edge_index
-    torch.manual_seed(cfg["seed"])
-    model = GCN(graph.num_features, cfg["hidden"], graph.num_classes, cfg["depth"], cfg["dropout"])
-    opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
-
-    def step() -> float:
-        model.train()
-        opt.zero_grad(set_to_none=True)
-        out = model(data.x, adj)
-        loss = F.cross_entropy(out[data.train_mask], data.y[data.train_mask])
-        loss.backward()
-        opt.step()
-        return loss.item()
-
-    return step, {"input_features": "dense tensor", "adjacency": "edge_index COO" if form != "adj_t" else "adj_t CSR"}
 
 
 # ----------------------------------------------------------------------------- worker
@@ -302,130 +177,6 @@ def precision_rows(runs: dict) -> list[dict]:
     return rows
 
 
-def verdict(depth: int, metric: str, ratio: float) -> str:
-    limit = TARGETS.get(depth, {}).get(metric)
-    if limit is None:
-        return "(no target)"
-    return f"(target <= {limit:.1f}: {'PASS' if ratio <= limit else 'FAIL'})"
-
-
-def cpu_low_precision() -> str:
-    """What this CPU and torch's oneDNN offer for bf16/fp16 products (the flags decide their speed)."""
-    import torch
-
-    flags: set[str] = set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
-    except OSError:
-        pass
-    have = [f for f in ("avx512_bf16", "avx512_fp16", "amx_bf16", "amx_fp16") if f in flags] or ["none of them"]
-    yes = lambda ok: "yes" if ok else "no"  # noqa: E731
-    return (f"low-precision CPU flags: {' '.join(have)} (of avx512_bf16 avx512_fp16 amx_bf16 amx_fp16); oneDNN bf16 "
-            f"{yes(torch.ops.mkldnn._is_mkldnn_bf16_supported())}, fp16 {yes(torch.ops.mkldnn._is_mkldnn_fp16_supported())}"
-            f"; torch CPU capability {torch.backends.cpu.get_cpu_capability()}")
-
-
-def print_setup(args, env: dict, plan: dict) -> None:
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    print(f"fullgraph single-process benchmark, {now}")
-    print_header(env, threads=args.threads, machine_extra=[f"1-min load average at start {os.getloadavg()[0]:.2f}",
-                                                          cpu_low_precision()])
-    print(f"config:   {', '.join(m.upper() for m in args.models)}, hidden 256, dropout 0.5 on the input and after "
-          "every hidden layer's ReLU, no residuals,")
-    print("          Adam lr 0.01 (no weight decay), cross-entropy averaged over the train nodes, seed 0;")
-    print(f"          graphs {', '.join(args.graphs)}; depths {', '.join(map(str, args.depths))}; per run: "
-          + "; ".join(f"{d} layers: {w} warm-up + up to {e} timed epochs" for d, (w, e) in plan.items()))
-    print(f"          (timing stops once the timed epochs took {args.budget_s:g} s, after at least {args.min_epochs});"
-          " epoch time = median wall time of the timed epochs; cpu = median process CPU time (all threads)")
-    print(f"          synthetic (rmat): R-MAT scale {args.rmat_scale} ({1 << args.rmat_scale} nodes), "
-          f"{args.rmat_edges} edge draws, symmetrized, 128 dense features, 16 classes, 10/10/80% split")
-    print("          Coauthor-Physics: per-class split 20/30/rest (seed 0); Tolokers: published split 0")
-    print("systems:  fullgraph: fused GCN layers over a Block; input features as fullgraph reads them "
-          "(kept sparse below 10% non-zero, e.g. Coauthor-Physics)")
-    print("          PyG edge_index: GCNConv(cached=True), message passing over edge_index [2, E], dense x")
-    print("          PyG adj_t: GCNConv(cached=True) over a torch.sparse CSR adj_t "
-          "(ToSparseTensor(layout=torch.sparse_csr)), dense x")
-    print("memory:   each run in its own process; after one step of the system on a tiny graph (imports, one-time")
-    print("          initialisation) and loading the graph (fullgraph's loader, the same for all), the RSS high-water")
-    print("          mark is reset (/proc/self/clear_refs 5); train peak = high-water mark after conversion to the")
-    print("          system's form + model + all epochs, minus the RSS just before the reset; process peak = the")
-    print("          whole process's high-water mark (imports and loading included)")
-    print("ratios:   fullgraph / the better PyG form for that metric; targets (GCN, fp32): 2 layers time <= 0.6 and")
-    print("          memory <= 0.7, 32 layers memory <= 0.5")
-    print(f"precision: fullgraph in {', '.join(args.precisions)} (PyG: fp32, GCN only); as `fullgraph train --precision`:"
-          " bf16/fp16 autocast the dense")
-    print("          products, sparse products (CSR) run in fp32 on inputs cast up, weights/grads/Adam stay fp32; fp16 scales")
-    print("          the loss (2^16, halved and the step skipped on overflow); each precision / fullgraph fp32", flush=True)
-
-
-def print_graph_line(info: dict) -> None:
-    print(f"\n== {info['name']}: {info['nodes']:,} nodes, {info['edges']:,} directed edges (no self loops), "
-          f"{info['features']:,} features ({info['x_layout']}, {100 * info['x_density']:.2f}% non-zero), "
-          f"{info['classes']} classes, {info['train_nodes']:,} train nodes", flush=True)
-
-
-def print_table(model: str, depth: int, runs: dict, rat: dict, prec: list[dict]) -> None:
-    print(f"-- {model.upper()} {depth} layers, hidden 256")
-    print(f"   {'system':<17}{'epoch (s)':>10}{'min..max (s)':>15}{'cpu (s)':>9}{'epochs':>7}"
-          f"{'train peak (MiB)':>18}{'process peak (MiB)':>20}{'load':>6}{'last loss':>11}")
-    sweep = sum(key.startswith("fullgraph") for key in runs) > 1
-    for key, r in runs.items():
-        cfg = r["config"]
-        name = LABELS[cfg["system"]] + (f" {cfg['precision']}" if sweep and cfg["system"] == "fullgraph" else "")
-        if "error" in r:
-            print(f"   {name:<17} failed: {r['error']}")
-            continue
-        t = r["epoch_times_s"]
-        print(f"   {name:<17}{r['epoch_time_s']:>10.3f}{f'{min(t):.3f}..{max(t):.3f}':>15}"
-              f"{r['epoch_cpu_s']:>9.3f}{len(t):>7}{r['train_peak_bytes'] / MIB:>18.1f}"
-              f"{r['process_peak_bytes'] / MIB:>20.1f}{max(r['load_avg_1min']):>6.1f}{r['losses'][-1]:>11.4f}")
-    for metric in ("time", "memory"):
-        if metric in rat:
-            q = rat[metric]
-            print(f"   fullgraph / best PyG {metric:<6}: {q['ratio']:.3f}x vs {LABELS[q['against']]} "
-                  f"{verdict(depth, metric, q['ratio'])}")
-    for row in prec if sweep else []:
-        if row["precision"] == "fp32":
-            continue
-        cells = [f"{m} {row['vs_fp32'][m]:.3f}x" for m in ("time", "memory") if m in row["vs_fp32"]]
-        cells += [f"{m} {q['ratio']:.3f}x vs best PyG" for m, q in row["vs_pyg"].items()]
-        if row["skipped_steps"]:
-            cells.append(f"{row['skipped_steps']} of {row['steps']} steps skipped (fp16 overflow)")
-        print(f"   fullgraph {row['precision']} / fullgraph fp32: " + ", ".join(cells))
-    sys.stdout.flush()
-
-
-def print_summary(rows: list[dict]) -> None:
-    rows_pyg = [row for row in rows if row["ratios"]]
-    if rows_pyg:
-        print("\n== summary: fullgraph / better PyG form")
-        print(f"   {'graph':<18}{'layers':>7}{'time':>9}{'':<27}{'memory':>9}")
-    for row in rows_pyg:
-        rat, depth = row["ratios"], row["depth"]
-        cells = []
-        for metric in ("time", "memory"):
-            q = rat.get(metric)
-            cells.append("   n/a" + " " * 27 if q is None else f"{q['ratio']:>7.3f}x {verdict(depth, metric, q['ratio']):<26}")
-        print(f"   {row['graph']:<18}{depth:>7}  {cells[0]}{cells[1]}")
-    if any(len(row["precisions"]) > 1 for row in rows):
-        print_precision_summary(rows)
-
-
-def print_precision_summary(rows: list[dict]) -> None:
-    print("\n== summary: fullgraph per precision (ratios to fullgraph fp32 and to the better PyG form, fp32 GCN)")
-    print(f"   {'graph':<18}{'model':>6}{'layers':>7}{'prec':>6}{'epoch (s)':>10}{'cpu (s)':>9}{'peak (MiB)':>11}"
-          f"{'t/fp32':>8}{'m/fp32':>8}{'t/PyG':>8}{'m/PyG':>8}{'skipped':>9}")
-    ratio = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
-    for row in rows:
-        for p in row["precisions"]:
-            pyg = p["vs_pyg"]
-            print(f"   {row['graph']:<18}{row['model']:>6}{row['depth']:>7}{p['precision']:>6}{p['epoch_time_s']:>10.3f}"
-                  f"{p['epoch_cpu_s']:>9.3f}{p['train_peak_bytes'] / MIB:>11.1f}{ratio(p['vs_fp32'].get('time')):>8}"
-                  f"{ratio(p['vs_fp32'].get('memory')):>8}{ratio(pyg.get('time', {}).get('ratio')):>8}"
-                  f"{ratio(pyg.get('memory', {}).get('ratio')):>8}{p['skipped_steps']:>5} / {p['steps']}")
-
-
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--graphs", default=",".join(GRAPHS),
@@ -515,9 +266,10 @@ def main(argv=None) -> int:
         print(f"\nnote: in {len(busy)} of {len(records)} runs the 1-min load average exceeded the {mach['cores']} cores "
               "(other processes were running): their wall times include waiting for a core; 'cpu' is less affected")
     out = write_json(args.out, {"machine": mach, "cpu_low_precision": cpu_low_precision(), "versions": env["versions"],
-                                "targets": TARGETS, "args": vars(args), "runs": records, "summary": rows})
+                                "targets": targets_json(), "args": vars(args), "runs": records, "summary": rows})
     print(f"\nresults written to {out}")
     return 0
+
 
 
 if __name__ == "__main__":

@@ -26,11 +26,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import MappingProxyType
 
 from _harness import REPO, environment, finish, print_header, train
 
-LAYOUTS = {"graph (metis-memory)": ["--parallel", "graph", "--partitioner", "metis-memory"],
-           "spmm-1d": ["--parallel", "spmm-1d"], "tensor": ["--parallel", "tensor"]}
+LAYOUTS = MappingProxyType({"graph (metis-memory)": ("--parallel", "graph", "--partitioner", "metis-memory"),
+                            "spmm-1d": ("--parallel", "spmm-1d"), "tensor": ("--parallel", "tensor")})
 RMAT = ("rmat", "--scale", "20", "--edges", "5150000", "--features", "100", "--classes", "16", "--seed", "0")
 
 

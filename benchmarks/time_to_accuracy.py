@@ -44,15 +44,16 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from types import MappingProxyType
 
 from _harness import REPO, environment, print_header, write_json
 from _tta_runs import GRAPHS, curve_stats, fullgraph_has, load_for_pyg, prepare, run_fullgraph
 
 DEFAULT_ROOT = str(REPO.parent / "shared" / "data")
-MODEL = ["--model", "sage", "--layers", "3", "--hidden", "256", "--norm", "layer", "--metric", "auto"]
-FULLGRAPH = {"fg-1": [], "fg-P2-p1": ["--parallel", "graph", "--nprocs", "2"],
-             "fg-P2-p0.1": ["--parallel", "graph", "--nprocs", "2", "--boundary-rate", "0.1"],
-             "fg-prune": ["--prune"]}
+MODEL = ("--model", "sage", "--layers", "3", "--hidden", "256", "--norm", "layer", "--metric", "auto")
+FULLGRAPH = MappingProxyType({"fg-1": (), "fg-P2-p1": ("--parallel", "graph", "--nprocs", "2"),
+                              "fg-P2-p0.1": ("--parallel", "graph", "--nprocs", "2", "--boundary-rate", "0.1"),
+                              "fg-prune": ("--prune",)})
 EXACT = ("fg-P2-p1", "fg-prune")  # compute what fg-1 computes (up to the order of float sums)
 PYG = ("pyg-neighbor", "pyg-cluster")
 METHODS = (*FULLGRAPH, *PYG)

@@ -36,13 +36,11 @@ from pathlib import Path
 
 from _harness import (CLK_TCK, REPO, Sampler, environment, hwm_bytes, print_header, process_table, process_tree,
                       rss_bytes, train, write_json)
+from _your_model_report import FOREIGN_BUSY_CORES, TARGETS, label, report
 
 DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
 PYG_FORMS = ("edge_index", "EdgeIndex", "adj_t")
-TARGETS = {"time": 1.1, "memory": 1.0}  # single process: fullgraph / better PyG form
-FOREIGN_BUSY_CORES = 0.2
 RESULT_MARK = "@@result "
-MIB = 1 << 20
 
 BUILDER = '''"""The user's model (written by benchmarks/your_model.py): a PyG GraphSAGE, unchanged."""
 from torch_geometric.nn.models import GraphSAGE
@@ -239,60 +237,6 @@ def run_fullgraph(args, builder: Path, nprocs: int, work: Path) -> dict:
             "wall_s": r["wall_s"], "command": "python -m fullgraph train " + " ".join(argv) + f" --out {out}"}
 
 
-# ----------------------------------------------------------------------------- report
-def label(system: str) -> str:
-    if system == "fullgraph":
-        return "fullgraph (1 process)"
-    if system.startswith("fullgraph-graph"):
-        return f"fullgraph graph P={system.removeprefix('fullgraph-graph')}"
-    return f"PyG {system.removeprefix('pyg-')}"
-
-
-def best_pyg(runs: dict) -> dict:
-    """metric -> the PyG form that did best on it."""
-    ok = {s: r for s, r in runs.items() if s.startswith("pyg-") and "error" not in r and "skipped" not in r}
-    if not ok:
-        return {}
-    return {"time": min(ok, key=lambda s: ok[s]["epoch_time_s"]),
-            "memory": min(ok, key=lambda s: ok[s]["peak_rss_bytes"])}
-
-
-def print_table(runs: dict, best: dict) -> list[str]:
-    head = (f"{'configuration':<24}{'epoch s':>9}{'/ PyG':>8}{'peak MiB':>10}{'/ PyG':>8}{'load':>6}"
-            f"{'last loss':>11}{'test acc':>9}  ranks MiB")
-    lines = [head]
-    t_ref = runs[best["time"]]["epoch_time_s"] if best else None
-    m_ref = runs[best["memory"]]["peak_rss_bytes"] if best else None
-    for system, r in runs.items():
-        if "error" in r or "skipped" in r:
-            why = f"failed: {r['error']}" if "error" in r else f"skipped: {r['skipped']}"
-            lines.append(f"{label(system):<24} {why}")
-            continue
-        tr = f"{r['epoch_time_s'] / t_ref:.3f}" if t_ref else "-"
-        mr = f"{r['peak_rss_bytes'] / m_ref:.3f}" if m_ref else "-"
-        per_rank = r.get("peak_rss_bytes_per_rank", []) if r.get("nprocs", 1) > 1 else []
-        ranks = " ".join(f"{b / MIB:,.0f}" for b in per_rank)
-        busy = " C" if r["foreign_cores"] > FOREIGN_BUSY_CORES else ""
-        lines.append(f"{label(system):<24}{r['epoch_time_s']:>9.3f}{tr:>8}{r['peak_rss_bytes'] / MIB:>10,.0f}{mr:>8}"
-                     f"{r['foreign_cores']:>5.1f}{busy:<2}{r['losses'][-1]:>9.4f}{r['test_acc']:>9.4f}  {ranks}")
-    for line in lines:
-        print("   " + line)
-    return lines
-
-
-def checks(runs: dict, best: dict) -> list[dict]:
-    fg = runs.get("fullgraph", {})
-    if not best or "error" in fg or not fg:
-        return []
-    out = []
-    for metric, key in (("time", "epoch_time_s"), ("memory", "peak_rss_bytes")):
-        ratio = fg[key] / runs[best[metric]][key]
-        out.append({"check": f"single-process {metric}: fullgraph / {label(best[metric])} <= {TARGETS[metric]}",
-                    "value": ratio, "pass": ratio <= TARGETS[metric],
-                    "contended": max(fg["foreign_cores"], runs[best[metric]]["foreign_cores"]) > FOREIGN_BUSY_CORES})
-    return out
-
-
 # ----------------------------------------------------------------------------- driver
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -324,27 +268,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.root is None:
         args.root = os.environ.get("FULLGRAPH_DATA") or str(DEFAULT_ROOT)
     return args
-
-
-def report(args, runs: dict) -> tuple[dict, list[str], list[dict]]:
-    """The graph, the table against the better PyG form, and the checks against the targets, printed."""
-    info = next((r["graph"] for r in runs.values() if "graph" in r), None)
-    if info:
-        print(f"\n== {info['name']}: {info['nodes']:,} nodes, {info['edges']:,} directed edges, {info['features']:,} "
-              f"features ({info['x_layout']} in fullgraph, dense in PyG), {info['classes']} classes, "
-              f"{info['train_nodes']:,} train nodes")
-    best = best_pyg(runs)
-    print(f"-- GraphSAGE {args.layers} x {args.hidden}, dropout {args.dropout}; ratios against the better PyG form: "
-          + (f"time {label(best['time'])}, memory {label(best['memory'])}" if best else "none ran"))
-    table = print_table(runs, best)
-    print(f"   (peak of a graph-parallel row: its largest rank; load = cores used by other processes during the run, "
-          f"C = contended, > {FOREIGN_BUSY_CORES})")
-    result_checks = checks(runs, best)
-    print("\n=== checks ===")
-    for c in result_checks:
-        extra = " (timed under contention)" if c["contended"] else ""
-        print(f"  {'PASS' if c['pass'] else 'FAIL'}  {c['check']}: {c['value']:.3f}{extra}")
-    return best, table, result_checks
 
 
 def run_all(args, threads: int, builder: Path, work: Path) -> dict[str, dict]:
@@ -404,7 +327,7 @@ def main(argv=None) -> int:
     best, table, result_checks = report(args, runs)
     failed = sum("error" in r for r in runs.values())
     out = write_json(args.out, {"date": now, "header": header, "config": config, "machine": env["machine"],
-                                "versions": env["versions"], "args": vars(args), "targets": TARGETS, "builder": BUILDER,
+                                "versions": env["versions"], "args": vars(args), "targets": dict(TARGETS), "builder": BUILDER,
                                 "runs": runs, "best_pyg": best, "table": table, "checks": result_checks,
                                 "failed_runs": failed, "total_s": time.perf_counter() - started})
     print(f"\n{failed} failed runs; total {(time.perf_counter() - started) / 60:.1f} min; wrote {out}")
