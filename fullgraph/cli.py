@@ -23,9 +23,9 @@ from fullgraph.config import DataOptions, GraphSource, TrainConfig, load_toml
 from fullgraph.cli_data import cmd_convert, cmd_datasets, cmd_generate
 from fullgraph.cli_plan import cmd_plan
 from fullgraph.cli_report import cmd_report
-from fullgraph.command_options import (ConvertOptions, DatasetsOptions, EvaluateOptions, GeneratedOutput, PartitionModel,
-                                       PartitionOptions, PlanModel, PlanOptions, PlantedOptions, PredictOptions,
-                                       ReportOptions, RmatOptions, TrainFiles)
+from fullgraph.command_options import (ConvertOptions, DatasetsOptions, EvaluateOptions, GeneratedOutput,
+                                       PartitionModel, PartitionOptions, PlanModel, PlanOptions, PlantedOptions,
+                                       PredictOptions, ReportOptions, RmatOptions, TrainFiles)
 from fullgraph.commands import Command, Parser, add_command, flags_of
 from fullgraph.errors import InputError
 from fullgraph.train.metrics import METRIC_NAMES

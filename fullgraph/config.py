@@ -27,8 +27,8 @@ from fullgraph.models import MODELS, NORM_MODELS, SPMM_MODELS, check_options
 from fullgraph.options import CHUNK_EDGES, FEATURE_NORMS, METRICS, opt, option_name
 from fullgraph.options import Section as _Section, load_toml as _load_toml, need as _need
 
-__all__ = ["TrainConfig", "GraphSource", "DataOptions", "ModelOptions", "OptimizationOptions", "ParallelOptions", "RunOptions",
-           "load_toml"]
+__all__ = ["TrainConfig", "GraphSource", "DataOptions", "ModelOptions", "OptimizationOptions", "ParallelOptions",
+           "RunOptions", "load_toml"]
 
 # the registries' lists, under the names callers know
 MODEL_NAMES = tuple(MODELS)

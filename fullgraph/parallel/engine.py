@@ -19,8 +19,8 @@ from fullgraph.errors import InputError
 from fullgraph.ops import Block, SparseOp
 from fullgraph.ops.csr import csr_rows
 
-__all__ = ["Engine", "SingleEngine", "feature_rows", "input_features", "sum_grads", "all_reduce_grads",
-           "torchrun_env", "world_comm"]
+__all__ = ["Engine", "ReplicatedEngine", "SingleEngine", "feature_rows", "input_features", "sum_grads",
+           "all_reduce_grads", "torchrun_env", "world_comm"]
 
 
 def torchrun_env(who: str):
@@ -266,6 +266,23 @@ class Engine:
 
     def close(self) -> None:
         pass
+
+
+class ReplicatedEngine(Engine):
+    """A layout whose every rank holds the whole model (graph parallelism, the SpMM layouts, tensor
+    parallelism): the gradients are summed over ``grad_comm`` (default: the world) in one all-reduce
+    after backward, and the world communicator is closed at the end when the engine opened it."""
+
+    comm = None
+    grad_comm = None
+    owns_comm = True
+
+    def sync_grads(self, model) -> None:
+        all_reduce_grads(model, self.comm if self.grad_comm is None else self.grad_comm)
+
+    def close(self) -> None:
+        if self.comm is not None and self.owns_comm:
+            self.comm.close()
 
 
 class SingleEngine(Engine):

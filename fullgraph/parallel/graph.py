@@ -30,7 +30,7 @@ from fullgraph.comm.precision import check_precision
 from fullgraph.comm.stats import sum_over
 from fullgraph.errors import InputError
 from fullgraph.ops.csr import indptr_from_counts
-from fullgraph.parallel.engine import Engine, all_reduce_grads, feature_rows, input_features, torchrun_env, world_comm
+from fullgraph.parallel.engine import ReplicatedEngine, feature_rows, input_features, torchrun_env, world_comm
 
 __all__ = ["GraphEngine", "boundary_sample", "check_parts", "graph_engine"]
 
@@ -41,7 +41,7 @@ def boundary_sample(seed: int, epoch: int, part_id: int, num_halo: int, p: float
     return torch.from_numpy(rng.random(num_halo) < p)
 
 
-class GraphEngine(Engine):
+class GraphEngine(ReplicatedEngine):
     """One part of a graph-parallel run."""
 
     def memory_stats(self) -> dict:
@@ -202,13 +202,6 @@ class GraphEngine(Engine):
 
         return model(block, x, fetch=fetch)
 
-    def sync_grads(self, model) -> None:
-        all_reduce_grads(model, self.comm)
-
-    def close(self) -> None:
-        if self.owns_comm:
-            self.comm.close()
-
 
 def check_parts(meta: dict, nprocs: int, where) -> None:
     """One part per rank: a partition made for another process count is refused."""
@@ -228,6 +221,6 @@ def graph_engine(cfg, norm: str) -> GraphEngine:
     meta = load_meta(cfg.parallel.partition_dir)
     check_parts(meta, env.world_size, cfg.parallel.partition_dir)
     part = load_part(cfg.parallel.partition_dir, env.rank)
-    return GraphEngine(part, world_comm(cfg, "graph_engine"), norm, boundary_rate=cfg.parallel.boundary_rate, seed=cfg.optimization.seed,
-                       replication_factor=meta.get("replication_factor"), precision=cfg.parallel.comm_precision,
-                       prune=cfg.parallel.prune)
+    return GraphEngine(part, world_comm(cfg, "graph_engine"), norm, boundary_rate=cfg.parallel.boundary_rate,
+                       seed=cfg.optimization.seed, replication_factor=meta.get("replication_factor"),
+                       precision=cfg.parallel.comm_precision, prune=cfg.parallel.prune)

@@ -72,7 +72,7 @@ def receptive_field(adj: SparseOp, seeds: torch.Tensor, layers: int, ask: Ask | 
         layers: L, the number of graph layers.
         ask: the exchange with the other parts (graph parallelism); ``None`` in one process.
     """
-    n, n_halo = adj.shape[0], adj.shape[1] - adj.shape[0]
+    n = adj.shape[0]
     need = seeds.to(torch.bool).clone()
     level = torch.where(need, layers, -1)  # the deepest layer that needs each row
     halo: list[torch.Tensor] = [torch.zeros(0, dtype=torch.bool)] * layers

@@ -48,7 +48,7 @@ from fullgraph.errors import InputError
 from fullgraph.ops import Block, SparseOp
 from fullgraph.ops.dropout import current_key
 from fullgraph.ops.csr import indptr_from_counts, take_rows
-from fullgraph.parallel.engine import Engine, all_reduce_grads, input_features, torchrun_env, world_comm
+from fullgraph.parallel.engine import ReplicatedEngine, input_features, torchrun_env, world_comm
 from fullgraph.partition.blockrows import BlockRow, block_nnz, block_row, load_block_row, row_blocks
 
 __all__ = ["GridOp", "SummaOp", "SpmmEngine", "SPMM_MODELS", "row_blocks", "spmm_engine"]
@@ -273,7 +273,7 @@ def _summa(row: BlockRow, mesh: Mesh, comms: dict[str, Comm], rank: int, permute
     return op, rows, blocks
 
 
-class SpmmEngine(Engine):
+class SpmmEngine(ReplicatedEngine):
     """Process ``(i, j)`` of an ``R × c`` grid: block row i of every dense matrix, built from this rank's
     :class:`BlockRow` alone (``stats``: the non-zeros per block row, as cut and in node order)."""
 
@@ -340,13 +340,6 @@ class SpmmEngine(Engine):
         none = torch.zeros_like(self.train_mask)
         return none, none, none
 
-    def sync_grads(self, model) -> None:
-        all_reduce_grads(model, self.grad_comm)
-
-    def close(self) -> None:
-        if getattr(self, "owns_comm", True):
-            self.comm.close()
-
 
 def spmm_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> SpmmEngine:
     """This rank's engine of an ``spmm-*`` run. It reads its block row from ``cfg.parallel.partition_dir`` (a
@@ -368,6 +361,7 @@ def spmm_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> SpmmEng
         stats = load_block_rows_meta(p.partition_dir)
     else:
         raise RuntimeError("an spmm rank needs its block rows (--partition-dir; the launcher prepares them)")
+    mesh.check_graph(row.num_nodes)
     comm = world_comm(cfg, "spmm_engine") if owns else comm  # once its inputs are read and checked
     engine = SpmmEngine(row, norm, comm, mesh, overlap=p.overlap, permute=p.permute, seed=seed, stats=stats,
                         precision=p.comm_precision)

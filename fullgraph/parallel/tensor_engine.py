@@ -22,8 +22,7 @@ from fullgraph.comm.stats import sum_over
 from fullgraph.errors import InputError
 from fullgraph.ops import Block
 from fullgraph.ops.csr import row_ids, take_rows
-from fullgraph.parallel.engine import Engine, input_features, all_reduce_grads, world_comm
-from fullgraph.parallel.spmm import WireSites
+from fullgraph.parallel.engine import ReplicatedEngine, input_features, world_comm
 from fullgraph.parallel.tensor import (Switch, TensorOp, _GatherRows, _ToColumns, _ToRows, column_counts,
                                        layer_sites, node_counts)
 
@@ -55,7 +54,7 @@ class WholeGraphAttention:
         return _ToRows.apply(out, width, sw, sites, key)
 
 
-class TensorEngine(Engine):
+class TensorEngine(ReplicatedEngine):
     """Args:
         row: the whole graph as one block row (``partition.blockrows``, cut with ``blocks = 1``).
         chunks: ``--tensor-chunks``; decoupled: ``--tensor-decoupled``; precision: ``--comm-precision``.
@@ -118,14 +117,6 @@ class TensorEngine(Engine):
             hc = layer(whole, hc, h0)
         return model.post(_ToRows.apply(hc, width, self.switch, sites, self.op.sites.key), rows)
 
-    # ------------------------------------------------------------------ reductions
-    def sync_grads(self, model) -> None:
-        all_reduce_grads(model, self.comm)
-
-    def close(self) -> None:
-        if getattr(self, "owns_comm", True):
-            self.comm.close()
-
 
 def tensor_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> TensorEngine:
     """This rank's engine of a ``tensor`` run: the whole graph from ``cfg.parallel.partition_dir`` (a
@@ -140,6 +131,7 @@ def tensor_engine(cfg, norm: str, graph=None, comm: Comm | None = None) -> Tenso
         row = load_block_row(p.partition_dir, 0, blocks=1, norm=norm, permute=False, seed=seed)
     else:
         raise RuntimeError("a tensor rank needs the graph (--partition-dir; the launcher prepares it)")
+    p.mesh.check_graph(row.num_nodes)
     comm = world_comm(cfg, "tensor_engine") if owns else comm  # once its inputs are read and checked
     engine = TensorEngine(row, norm, comm, chunks=p.tensor_chunks, decoupled=p.tensor_decoupled,
                           precision=p.comm_precision)
