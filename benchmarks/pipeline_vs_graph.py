@@ -34,7 +34,8 @@ from _harness import REPO, print_header, train
 from fullgraph.comm.mesh import Mesh
 from fullgraph.config import TrainConfig
 from fullgraph.parallel.schedule import stage_bounds
-from fullgraph.plan import ModelShape, layout_volume
+from fullgraph.parallel.registry import layout_volume
+from fullgraph.plan import ModelShape
 from fullgraph.parallel.setup import prepare_partition_dir
 from fullgraph.partition.store import load_meta
 from fullgraph.data.load import load_graph
@@ -49,7 +50,7 @@ TRAFFIC = ("halo/fwd", "halo/bwd", "pipe/fwd", "pipe/bwd")
 
 
 def analytic(n: int, halo_p: int, halo_w: int, layers: int, hidden: int, model: str, P: int, S: int) -> dict:
-    """The formulas above, from the planner's one source of volumes (``fullgraph.plan.layout_volume``)."""
+    """The formulas above, from the planner's one source of volumes (``fullgraph.parallel.registry.layout_volume``)."""
     shape = ModelShape(input_widths=(hidden,) * layers, params=0, h0_width=hidden if model == "gcnii" else 0)
     out = {}
     for mode, stages, halo in (("graph", 1, halo_p), ("pipeline", P, 0), ("hybrid", S, halo_w)):

@@ -123,7 +123,8 @@ def cluster_estimate(alpha: float, parts: int = 16) -> dict:
     from fullgraph.comm.mesh import Mesh
     from fullgraph.models import build_model
     from fullgraph.plan.rank_memory import estimate_peak_bytes
-    from fullgraph.plan.volumes import ModelShape, layout_volume
+    from fullgraph.parallel.registry import layout_volume
+    from fullgraph.plan.volumes import ModelShape
 
     n, e, f, c = PAPERS["nodes"], 2 * PAPERS["edges"], PAPERS["features"], PAPERS["classes"]
     halo = int(alpha * n)

@@ -1,11 +1,11 @@
 """``fullgraph plan``: every layout that fits P processes, what each would move, hold and take per
 epoch on a given network, ranked, with the one to pick and why.
 
-The bytes come from ``fullgraph.plan.volumes.layout_volume`` over the real partition (the same
-partitions ``fullgraph train`` would cut and cache, so planning first makes training start sooner);
-they are the numbers the run's ledger reports. The memory per rank is ``fullgraph.plan.rank_memory``'s
-estimate; the time, ``fullgraph.plan.epoch_time``'s model with this machine's kernels timed in rounds
-(``LayerTimer.settle``).
+Each layout's bytes, works and memory come from its record (``parallel.registry.Layout``). The bytes
+are its volume over the real partition (the same partitions ``fullgraph train`` would cut and cache,
+so planning first makes training start sooner): the numbers the run's ledger reports. The memory per
+rank is ``fullgraph.plan.rank_memory``'s estimate; the time, ``fullgraph.plan.epoch_time``'s model with
+this machine's kernels timed in rounds (``LayerTimer.settle``).
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | N
     talk over ``SHARED_MEMORY``, those of different machines over ``network``."""
     from fullgraph.plan.epoch_time import estimate_layout
     from fullgraph.plan.machines import SHARED_CORE_EFFICIENCY
-    from fullgraph.plan.rank_work import rank_works
+    from fullgraph.parallel.registry import peak_per_rank, rank_works
 
     cfg = TrainConfig.of(**base, nprocs=args.nprocs, chunks=args.chunks, **o)
     prune = getattr(args, "prune", False) and cfg.parallel.mesh.prunable  # graph: the one layout of P >= 2 that does
@@ -160,7 +160,8 @@ def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | N
     return {"layout": label(o) + (" --prune" if prune else ""), "options": o | ({"prune": True} if prune else {}),
             "bytes_per_epoch": sum(volume.values()), "by_category": volume,
             "rows_per_layer": pruned.total_rows() if pruned else [graph.num_nodes] * len(timer.model.layers),
-            "peak_bytes_per_rank": _peak_per_rank(cfg, graph, parts, getattr(args, "release_memory", False)),
+            "peak_bytes_per_rank": peak_per_rank(cfg, graph, parts, _bounds(cfg, graph),
+                                                 getattr(args, "release_memory", False)),
             "epoch_s": est.total_s,
             "compute_s": est.compute_s + est.contention_s, "comm_s": est.comm_s, "bubble_s": est.bubble_s,
             "eval_s": est.eval_s}
@@ -180,7 +181,7 @@ def run_volume(cfg: TrainConfig, graph, halo_rows: int, *, evaluate: bool = True
     """What a run of ``cfg`` on ``graph`` moves per epoch by ledger category (``layout_volume``), its
     W-way partition having ``halo_rows`` halo rows in all; ``evaluate``: with an evaluation; ``pruned``:
     the partition's ``plan.pruned.PrunedCounts``, for a run with ``--prune``."""
-    from fullgraph.plan.volumes import layout_volume
+    from fullgraph.parallel.registry import layout_volume
 
     starts = [a for a, _ in _bounds(cfg, graph)[1:]]
     nnz = graph.num_edges + (graph.num_nodes if _aggregation(cfg) == "gcn" else 0)  # Â's self loops
@@ -270,37 +271,6 @@ def _chunk_sources(cfg, graph, partition_dir: str | None) -> list[int] | None:
     node_chunk = load_chunks(prepare_chunk_file(cfg, pdir, graph=graph), graph.num_nodes, cfg.parallel.num_chunks)
     return chunk_sources(graph.indptr, graph.indices, node_parts(pdir, graph.num_nodes), node_chunk, ways,
                          cfg.parallel.num_chunks)
-
-
-def _peak_per_rank(cfg, graph, parts, release_memory: bool = False) -> int:
-    """The largest rank's estimated peak bytes: its part (graph, hybrid: the stage's share of the
-    layers), the whole graph for a pipeline stage, a block row for the SpMM layouts. The ranks' glibc
-    threshold is the one ``fullgraph train`` will run with (fixed with ``--release-memory``, else
-    glibc's own), not this process's."""
-    import torch
-
-    from fullgraph.memory import GLIBC_MMAP_THRESHOLD_MAX, MMAP_THRESHOLD_BYTES
-    from fullgraph.plan.rank_memory import estimate_peak_bytes, model_memory_options, tensor_peak_bytes
-
-    mesh, opts = cfg.parallel.mesh, model_memory_options(cfg)
-    threshold = MMAP_THRESHOLD_BYTES if release_memory else GLIBC_MMAP_THRESHOLD_MAX
-    common = dict(features=graph.num_features, classes=graph.num_classes, distributed=True, mmap_threshold=threshold)
-    sparse = graph.x.layout == torch.sparse_csr  # stored entries of a share of the rows: the graph's average
-
-    def nnz(rows: int) -> int | None:
-        return math.ceil(graph.x.values().numel() * rows / graph.num_nodes) if sparse else None
-
-    if mesh.tensor:
-        return tensor_peak_bytes(**opts, **common, nodes=graph.num_nodes, edges=graph.num_edges, nprocs=mesh.nprocs,
-                                 feature_nnz=nnz(math.ceil(graph.num_nodes / mesh.nprocs)))
-    if mesh.spmm:
-        rows = math.ceil(graph.num_nodes / mesh.block_rows)
-        return estimate_peak_bytes(**opts, **common, nodes=rows, edges=math.ceil(graph.num_edges / mesh.block_rows),
-                                   halo=rows, feature_nnz=nnz(2 * rows))
-    layers = max(b - a for a, b in _bounds(cfg, graph))  # (a measured model counts all its layers: more)
-    return max(estimate_peak_bytes(**(opts | {"layers": max(2, layers)}), **common, nodes=p["inner"],
-                                   edges=p["edges"], halo=p["halo"], feature_nnz=nnz(p["inner"] + p["halo"]))
-               for p in parts)
 
 
 def recommend(rows: list[dict], network, machines=None) -> str:

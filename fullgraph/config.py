@@ -157,8 +157,10 @@ class ParallelOptions(_Section):
 
     mode: str = opt("single",
         "How the work is split: ``single`` (one process), ``graph`` (one part per process), ``pipeline`` (one stage "
-        "of consecutive layers per process, GNNPipe) or ``hybrid`` (``stages`` groups of ``graph_ways`` "
-        "graph-parallel processes).", flag="parallel")
+        "of consecutive layers per process, GNNPipe), ``hybrid`` (``stages`` groups of ``graph_ways`` "
+        "graph-parallel processes), ``spmm-1d``, ``spmm-1.5d``, ``spmm-2d``, ``spmm-3d`` (the sparse product over "
+        "a process grid, CAGNET) or ``tensor`` (the feature columns while aggregating, NeutronTP); "
+        "docs/layouts.md says when to use each.", flag="parallel")
     nprocs: int = opt(1, "Number of processes (started locally, or the torchrun world size).")
     partitioner: str = opt("metis",
         "How nodes are split into parts: metis (communication volume, balanced by node count), metis-degree (by "
@@ -219,22 +221,9 @@ class ParallelOptions(_Section):
               f"off with --parallel {self.mode}, whose chunks or block rows compute every row (--prune runs with "
               f"--parallel single or graph)")
         _need(self.tensor_chunks >= 0, "tensor_chunks", self.tensor_chunks, ">= 0")
-        if not layout.tensor and (self.tensor_chunks or self.tensor_decoupled):
-            raise InputError(f"expected --tensor-chunks and --tensor-decoupled only with --parallel tensor (got "
-                             f"--parallel {self.mode})")
-        if layout.tensor and self.boundary_rate < 1.0:
-            raise InputError(f"expected --boundary-rate 1 with --parallel tensor (got {self.boundary_rate}): every "
-                             f"process aggregates over the whole graph, so there is no boundary to sample")
-        if layout.tensor and self.tensor_decoupled and self.tensor_chunks:
-            raise InputError("expected --tensor-chunks 0 with --tensor-decoupled (the decoupled pass keeps its "
-                             "column slices between steps, so there is no per-step product to chunk)")
-        if layout.chunked:
-            if self.boundary_rate < 1.0:
-                raise InputError(f"expected --boundary-rate 1 with --parallel {self.mode} (got "
-                                 f"{self.boundary_rate}); boundary sampling runs with --parallel graph")
-        elif self.stage_layers or self.chunks:
-            raise InputError(f"expected --stage-layers and --chunks only with --parallel pipeline or hybrid (got "
-                             f"--parallel {self.mode})")
+        from fullgraph.parallel.registry import refuse_foreign_options
+
+        refuse_foreign_options(self)  # a layout's own options (Layout.options) under another layout
 
     @property
     def mesh(self):
@@ -317,9 +306,9 @@ class TrainConfig:
             if not isinstance(getattr(self, f.name), SECTIONS[f.name]):
                 raise InputError(f"expected the {f.name} section to be a {SECTIONS[f.name].__name__} "
                                  f"(got {type(getattr(self, f.name)).__name__})")
-        from fullgraph.config_rules import check_layout_and_model
+        from fullgraph.parallel.registry import check_layout
 
-        check_layout_and_model(self)
+        check_layout(self)  # the layout's own rules (Layout.check), against the model and the options
 
     def check_depth(self, layers: int | None) -> None:
         """The pipeline's stages against a model of ``layers`` graph layers (``None``: a user's model,

@@ -1,8 +1,9 @@
-"""The rules of ``TrainConfig`` that join its sections: a layout against the model it trains (the SpMM
-and tensor layouts' models, batch statistics, a pipeline's stages against the model's depth).
+"""Each layout's rules for a whole ``TrainConfig``: its layout against the model it trains (the SpMM
+and tensor layouts' models, batch statistics, a pipeline's stages against the model's depth) and
+against the options that only make sense elsewhere.
 
-Each section of ``fullgraph.config`` checks its own options; these need two at once, and live here
-so that the configuration module stays a list of options.
+Each layout's record (``parallel.registry.Layout.check``) names its rule here, and ``TrainConfig``
+asks the record; each section of ``fullgraph.config`` checks its own options alone.
 """
 
 from __future__ import annotations
@@ -10,25 +11,50 @@ from __future__ import annotations
 from fullgraph.errors import InputError
 from fullgraph.models import MODELS, SPMM_MODELS, is_reference, model_spec
 
-__all__ = ["check_layout_and_model", "check_depth"]
+__all__ = ["check_chunked", "check_spmm", "check_tensor", "check_depth"]
 
 
-def check_layout_and_model(cfg) -> None:
-    """Refuse a ``TrainConfig`` whose layout cannot train its model, in one line."""
-    layout, model = cfg.parallel.mesh, cfg.model
-    if layout.chunked:
-        check_depth(cfg.parallel, None if is_reference(model.name) else model.layers)
-    if layout.spmm and model_spec(model.name).spmm is None:
+def check_chunked(cfg) -> None:
+    """The pipeline and the hybrid: their stages against the model's depth, no boundary sampling, and
+    batch statistics only with one chunk per part."""
+    p, model = cfg.parallel, cfg.model
+    check_depth(p, None if is_reference(model.name) else model.layers)
+    if p.boundary_rate < 1.0:
+        raise InputError(f"expected --boundary-rate 1 with --parallel {p.mode} (got {p.boundary_rate}); boundary "
+                         f"sampling runs with --parallel graph")
+    if model.norm == "batch" and p.chunks != 1:
+        raise InputError(f"expected --chunks 1 with --norm batch and --parallel {p.mode} (got --chunks "
+                         f"{p.chunks or 'default'}): statistics over all nodes need a layer's whole part "
+                         f"at once, and chunks run it piece by piece (a pipeline of S stages needs S chunks, so "
+                         f"batch norm runs in hybrid layouts of one stage); or use --norm layer")
+
+
+def check_spmm(cfg) -> None:
+    """The SpMM layouts: a model whose aggregation is one sparse product, and no batch statistics."""
+    mode, model = cfg.parallel.mode, cfg.model
+    if model_spec(model.name).spmm is None:
         raise InputError(f"expected a model whose aggregation is one sparse product ({', '.join(SPMM_MODELS)}) "
-                         f"with --parallel {cfg.parallel.mode} (got {model.name}); train it with "
+                         f"with --parallel {mode} (got {model.name}); train it with "
                          f"--parallel graph, pipeline or hybrid")
-    if layout.tensor:
-        _check_tensor(cfg)
     if model.norm == "batch":
-        _check_batch_norm(cfg.parallel, layout)
+        raise InputError(f"expected --norm none or layer with --parallel {mode} (got --norm batch); "
+                         f"batch statistics run with --parallel single, graph, pipeline or hybrid")
 
 
-def _check_tensor(cfg) -> None:
+def check_tensor(cfg) -> None:
+    """Tensor parallelism: a model whose aggregation it can split by columns, every halo (there is no
+    boundary to sample), and ``--tensor-decoupled`` only for a separable model, unchunked."""
+    p = cfg.parallel
+    if p.boundary_rate < 1.0:
+        raise InputError(f"expected --boundary-rate 1 with --parallel tensor (got {p.boundary_rate}): every "
+                         f"process aggregates over the whole graph, so there is no boundary to sample")
+    if p.tensor_decoupled and p.tensor_chunks:
+        raise InputError("expected --tensor-chunks 0 with --tensor-decoupled (the decoupled pass keeps its "
+                         "column slices between steps, so there is no per-step product to chunk)")
+    _check_tensor_model(cfg)
+
+
+def _check_tensor_model(cfg) -> None:
     spec, name = model_spec(cfg.model.name), cfg.model.name
     tensor_ready = lambda sp: sp.spmm is not None or sp.attention or sp.separable  # noqa: E731
     if not tensor_ready(spec):
@@ -39,18 +65,6 @@ def _check_tensor(cfg) -> None:
         takes = ", ".join(n for n in MODELS if model_spec(n).separable) or "none"
         raise InputError(f"expected a model whose propagation keeps the feature columns apart ({takes}) with "
                          f"--tensor-decoupled (got {name}, whose layers mix columns between aggregations)")
-
-
-def _check_batch_norm(p, layout) -> None:
-    mode, chunks = p.mode, p.chunks
-    if layout.spmm:
-        raise InputError(f"expected --norm none or layer with --parallel {mode} (got --norm batch); "
-                         f"batch statistics run with --parallel single, graph, pipeline or hybrid")
-    if layout.chunked and chunks != 1:
-        raise InputError(f"expected --chunks 1 with --norm batch and --parallel {mode} (got --chunks "
-                         f"{chunks or 'default'}): statistics over all nodes need a layer's whole part "
-                         f"at once, and chunks run it piece by piece (a pipeline of S stages needs S chunks, so "
-                         f"batch norm runs in hybrid layouts of one stage); or use --norm layer")
 
 
 def check_depth(p, layers: int | None) -> None:

@@ -2,6 +2,6 @@
 ``build_engine(cfg, norm)`` picks this rank's."""
 
 from fullgraph.parallel.engine import Engine, SingleEngine
-from fullgraph.parallel.registry import ENGINES, build_engine
+from fullgraph.parallel.registry import LAYOUTS, Layout, build_engine, layout_of
 
-__all__ = ["ENGINES", "Engine", "SingleEngine", "build_engine"]
+__all__ = ["LAYOUTS", "Layout", "Engine", "SingleEngine", "build_engine", "layout_of"]

@@ -1,20 +1,55 @@
-"""``build_engine(cfg, norm)``: the one place a configured layout becomes this rank's ``Engine``.
+"""``Layout``: everything fullgraph asks of one layout beyond its shape, registered once.
 
-Each layout registers a builder under the names ``--parallel`` accepts. A builder reads only what
-its rank needs: the single process loads the graph, a graph or hybrid rank its part, a pipeline rank
-the structure (and, on the first stage, the features), an SpMM rank its block row(s), a tensor rank
-the whole graph's structure and its rows of the rest. The trainer never branches on the layout;
-adding one is one module and one entry here.
+The ``Mesh`` (``comm.mesh``) knows a layout's shape: its axes, its grid, its communicators. Everything
+else is here, one record per family of ``--parallel`` modes: which options only it takes, how it
+checks a configuration against the model (``config_rules``), how a rank builds its ``Engine``, and
+what ``fullgraph plan`` needs of it — the bytes an epoch moves (``plan.volumes``), what each rank
+computes and sends (``plan.rank_work``) and the largest rank's peak memory (``plan.rank_memory``).
+The configuration, the trainer and the planner ask the record; none of them branches on the layout.
+Adding a layout is its own modules and one entry in ``LAYOUTS``.
+
+A builder reads only what its rank needs: the single process loads the graph, a graph or hybrid rank
+its part, a pipeline rank the structure (and, on the first stage, the features), an SpMM rank its
+block row(s), a tensor rank the whole graph's structure and its rows of the rest.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
-from fullgraph.comm.mesh import PARALLEL_MODES
+from fullgraph import config_rules
+from fullgraph.comm.mesh import PARALLEL_MODES, SPMM_MODES
+from fullgraph.errors import InputError
 from fullgraph.parallel.engine import Engine
+from fullgraph.plan import rank_memory, rank_work, volumes
 
-__all__ = ["ENGINES", "build_engine"]
+__all__ = ["Layout", "LAYOUTS", "layout_of", "build_engine", "layout_volume", "rank_works", "peak_per_rank",
+           "check_layout", "refuse_foreign_options"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One family of ``--parallel`` modes.
+
+    Attributes:
+        modes: the ``--parallel`` values it covers.
+        build: ``build(cfg, norm, graph=None, layers=None)`` -> this rank's ``Engine``.
+        options: the options only these modes take (refused with any other, when not at their default).
+        check: ``check(cfg)`` refuses, in one line, a ``TrainConfig`` these modes cannot train.
+        volume: its own bytes per epoch by ledger category, ``volume(mesh, model_shape, **sizes)``
+            (``plan.volumes.epoch_volume`` adds what every layout moves); ``None``: one process.
+        works: every rank's ``RankWork`` (``plan.rank_work.partition_works`` gives the arguments).
+        peak: the largest rank's peak bytes, ``peak(cfg, graph, parts, bounds, release_memory)``.
+    """
+
+    modes: tuple[str, ...]
+    build: Callable[..., Engine]
+    options: tuple[str, ...] = ()
+    check: Callable | None = None
+    volume: Callable | None = None
+    works: Callable | None = None
+    peak: Callable | None = None
 
 
 def _single(cfg, norm: str, graph=None, layers=None) -> Engine:
@@ -50,25 +85,75 @@ def _tensor(cfg, norm: str, graph=None, layers=None) -> Engine:
     return tensor_engine(cfg, norm, graph=graph)
 
 
-ENGINES: dict[str, Callable[..., Engine]] = {
-    "single": _single,
-    "graph": _graph,
-    "pipeline": _chunked,
-    "hybrid": _chunked,
-    **{mode: _spmm for mode in PARALLEL_MODES if mode.startswith("spmm")},
-    "tensor": _tensor,
-}
-assert set(ENGINES) == set(PARALLEL_MODES), "every layout needs a builder"
+_PARTITIONED = dict(volume=volumes.partition_volume, works=rank_work.partition_works, peak=rank_memory.partition_peak)
+
+LAYOUTS = (
+    Layout(("single",), _single),
+    Layout(("graph",), _graph, **_PARTITIONED),
+    Layout(("pipeline", "hybrid"), _chunked, options=("stage_layers", "chunks"), check=config_rules.check_chunked,
+           **_PARTITIONED),
+    Layout(SPMM_MODES, _spmm, check=config_rules.check_spmm, volume=volumes.spmm_epoch_volume,
+           works=rank_work.spmm_works, peak=rank_memory.spmm_peak),
+    Layout(("tensor",), _tensor, options=("tensor_chunks", "tensor_decoupled"), check=config_rules.check_tensor,
+           volume=volumes.tensor_epoch_volume, works=rank_work.tensor_works, peak=rank_memory.tensor_peak),
+)
+"""Every layout, once. ``PARALLEL_MODES`` (the mesh's list) and these modes must be the same set."""
+
+_BY_MODE = {mode: layout for layout in LAYOUTS for mode in layout.modes}
+assert sorted(_BY_MODE) == sorted(PARALLEL_MODES), "every --parallel mode needs exactly one Layout"
+
+
+def layout_of(mode: str) -> Layout:
+    """The record of ``--parallel mode`` (one of ``PARALLEL_MODES``: the configuration has checked it)."""
+    return _BY_MODE[mode]
+
+
+def refuse_foreign_options(p) -> None:
+    """Refuse a layout's own options (``Layout.options``) set away from their defaults under another
+    layout (``p``: a ``ParallelOptions``), naming them and the modes that take them."""
+    from dataclasses import fields
+
+    defaults = {f.name: f.default for f in fields(p)}
+    for layout in LAYOUTS:
+        if p.mode not in layout.modes and any(getattr(p, o) != defaults[o] for o in layout.options):
+            flags = " and ".join("--" + o.replace("_", "-") for o in layout.options)
+            raise InputError(f"expected {flags} only with --parallel {' or '.join(layout.modes)} (got --parallel "
+                             f"{p.mode})")
+
+
+def check_layout(cfg) -> None:
+    """``cfg``'s layout against its model and the rest of its options (the layout's ``check``)."""
+    layout = layout_of(cfg.parallel.mode)
+    if layout.check is not None:
+        layout.check(cfg)
 
 
 def build_engine(cfg, norm: str, graph=None, layers: int | None = None) -> Engine:
     """This rank's engine for ``cfg.parallel.mode``; ``graph`` (already loaded) is used by the layouts that
     hold the whole graph (single process, and SpMM when tests pass one in); ``layers``: the model's
     depth, where the layout splits its layers (default: ``cfg.model.layers``; a user's builder decides it)."""
-    engine = ENGINES[cfg.parallel.mode](cfg, norm, graph=graph, layers=layers)
+    engine = layout_of(cfg.parallel.mode).build(cfg, norm, graph=graph, layers=layers)
     if engine.fingerprint is None:
         engine.fingerprint = _fingerprint(cfg, getattr(engine, "graph", graph))
     return engine
+
+
+def layout_volume(mesh, model, **sizes) -> dict[str, int]:
+    """Bytes per epoch by ledger category of ``mesh``'s layout, summed over ranks (``plan.volumes.epoch_volume``
+    with the layout's own ``volume``): what ``fullgraph plan`` prints and the tests hold every ledger to."""
+    own = layout_of(mesh.parallel).volume
+    return volumes.epoch_volume(mesh, model, own, **sizes) if own is not None else {}
+
+
+def rank_works(cfg, *args, **kwargs) -> list:
+    """Every rank's ``RankWork`` under ``cfg``'s layout (the arguments of ``plan.rank_work.partition_works``)."""
+    return layout_of(cfg.parallel.mode).works(cfg, *args, **kwargs)
+
+
+def peak_per_rank(cfg, graph, parts, bounds, release_memory: bool = False) -> int:
+    """The largest rank's estimated peak bytes under ``cfg``'s layout (``parts``: the partition's
+    statistics, for the layouts that have one; ``bounds``: each stage's layers)."""
+    return layout_of(cfg.parallel.mode).peak(cfg, graph, parts, bounds, release_memory)
 
 
 def _fingerprint(cfg, graph) -> str | None:

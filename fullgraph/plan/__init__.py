@@ -19,9 +19,9 @@ from fullgraph.plan.rank_memory import (
     GIB, MIB, PROCESS_BYTES, check_memory, estimate_peak_bytes, graph_memory_stats, kept_activation_bytes,
     memory_breakdown, model_memory_options, part_memory_stats, partition_memory_stats, variable_bytes,
 )
-from fullgraph.plan.volumes import ModelShape, gcn_product_widths, layout_volume, spmm_volume
+from fullgraph.plan.volumes import ModelShape, epoch_volume, gcn_product_widths, spmm_volume
 
-__all__ = ["gcn_product_widths", "spmm_volume", "ModelShape", "layout_volume", "estimate_peak_bytes",
+__all__ = ["gcn_product_widths", "spmm_volume", "ModelShape", "epoch_volume", "estimate_peak_bytes",
            "memory_breakdown", "check_memory", "model_memory_options", "variable_bytes", "graph_memory_stats",
            "part_memory_stats", "partition_memory_stats", "kept_activation_bytes", "GIB", "MIB", "PROCESS_BYTES",
            "Network", "Kernels", "LayerTimer", "LayerCalls", "RankWork", "EpochEstimate", "estimate_epoch",

@@ -45,7 +45,7 @@ class PrunedCounts:
         return [sum(r) for r in self.rows]
 
     def halo_rows(self) -> list[int]:
-        """Halo rows received per layer 2..L, all parts together (what ``layout_volume`` takes)."""
+        """Halo rows received per layer 2..L, all parts together (what ``plan.volumes.partition_volume`` takes)."""
         return [sum(h) for h in self.halo[1:]]
 
 

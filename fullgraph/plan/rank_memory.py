@@ -40,8 +40,8 @@ import torch
 from fullgraph.errors import InputError
 from fullgraph.models import model_spec
 
-__all__ = ["estimate_peak_bytes", "tensor_peak_bytes", "memory_breakdown", "check_memory", "model_memory_options",
-           "variable_bytes", "graph_memory_stats", "part_memory_stats", "partition_memory_stats", "kept_activation_bytes"]
+__all__ = ["estimate_peak_bytes", "tensor_peak_bytes", "partition_peak", "spmm_peak", "tensor_peak", "memory_breakdown",
+           "check_memory", "model_memory_options", "variable_bytes", "graph_memory_stats", "part_memory_stats", "partition_memory_stats", "kept_activation_bytes"]
 
 
 def _memory_model(model: str, features: int, classes: int, sizes: dict):
@@ -250,6 +250,50 @@ def partition_memory_stats(meta: dict) -> list[dict]:
         out.append({"nodes": n, "edges": e, "halo": h, "features": int(meta["num_features"]),
                     "classes": int(meta["num_classes"]), "feature_nnz": nnz, "distributed": True})
     return out
+
+
+def _rank_inputs(cfg, graph, release_memory: bool):
+    """What every layout's estimate of a rank's peak shares: the model's options, the graph's sizes,
+    the ranks' glibc threshold (the one ``fullgraph train`` will run with: fixed with
+    ``--release-memory``, else glibc's own, not this process's), and ``nnz(rows)``, the stored feature
+    entries of ``rows`` rows where features are sparse (the graph's average; else ``None``)."""
+    from fullgraph.memory import GLIBC_MMAP_THRESHOLD_MAX, MMAP_THRESHOLD_BYTES
+
+    threshold = MMAP_THRESHOLD_BYTES if release_memory else GLIBC_MMAP_THRESHOLD_MAX
+    opts = model_memory_options(cfg) | dict(features=graph.num_features, classes=graph.num_classes,
+                                            distributed=True, mmap_threshold=threshold)
+    sparse = graph.x.layout == torch.sparse_csr
+
+    def nnz(rows: int) -> int | None:
+        return math.ceil(graph.x.values().numel() * rows / graph.num_nodes) if sparse else None
+
+    return opts, nnz
+
+
+def partition_peak(cfg, graph, parts: list[dict], bounds: list[tuple[int, int]], release_memory: bool = False) -> int:
+    """The largest rank's peak under graph parallelism, the pipeline or the hybrid: its part's rows and
+    halo, with its stage's share of the layers (``bounds``; a measured model counts all its layers)."""
+    opts, nnz = _rank_inputs(cfg, graph, release_memory)
+    layers = max(b - a for a, b in bounds)
+    return max(estimate_peak_bytes(**(opts | {"layers": max(2, layers)}), nodes=p["inner"], edges=p["edges"],
+                                   halo=p["halo"], feature_nnz=nnz(p["inner"] + p["halo"])) for p in parts)
+
+
+def spmm_peak(cfg, graph, parts, bounds, release_memory: bool = False) -> int:
+    """An SpMM rank's peak: a block row of every matrix, and as many rows again for what it receives."""
+    opts, nnz = _rank_inputs(cfg, graph, release_memory)
+    R = cfg.parallel.mesh.block_rows
+    rows = math.ceil(graph.num_nodes / R)
+    return estimate_peak_bytes(**opts, nodes=rows, edges=math.ceil(graph.num_edges / R), halo=rows,
+                               feature_nnz=nnz(2 * rows))
+
+
+def tensor_peak(cfg, graph, parts, bounds, release_memory: bool = False) -> int:
+    """A tensor rank's peak (``tensor_peak_bytes``)."""
+    opts, nnz = _rank_inputs(cfg, graph, release_memory)
+    P = cfg.parallel.nprocs
+    return tensor_peak_bytes(**opts, nodes=graph.num_nodes, edges=graph.num_edges, nprocs=P,
+                             feature_nnz=nnz(math.ceil(graph.num_nodes / P)))
 
 
 def _gib(b: float) -> str:

@@ -25,7 +25,7 @@ from fullgraph.plan.epoch_time import LayerCalls, RankWork, Traffic
 from fullgraph.plan.machines import split
 from fullgraph.plan.volumes import F32, boundary_row
 
-__all__ = ["rank_works", "chunk_sources"]
+__all__ = ["partition_works", "spmm_works", "tensor_works", "chunk_sources"]
 
 
 def chunk_sources(indptr: torch.Tensor, indices: torch.Tensor, node_part: torch.Tensor, node_chunk: torch.Tensor,
@@ -43,17 +43,17 @@ def chunk_sources(indptr: torch.Tensor, indices: torch.Tensor, node_part: torch.
     return (inner + others).tolist()
 
 
-def rank_works(cfg, graph, model, shape, bounds: list[tuple[int, int]], parts: list[dict] | None,
-               volume: dict[str, int], chunk_src: list[int] | None = None, machines=None,
-               pruned=None) -> list[RankWork]:
-    """Every rank's ``RankWork`` (stage-major: ranks ``s·W .. s·W + W - 1`` are stage ``s``). ``machines``
-    (``plan.machines.Machines``): where the ranks run, to tell the traffic between ranks of one machine
-    from the network's (without it, each rank is on a machine of its own: all of it is the network's).
-    ``pruned`` (``plan.pruned.PrunedCounts``, graph parallelism with ``--prune``): a training pass
-    computes, layer by layer, only the rows counted there, and exchanges only their halo rows."""
+def partition_works(cfg, graph, model, shape, bounds: list[tuple[int, int]], parts: list[dict] | None,
+                    volume: dict[str, int], chunk_src: list[int] | None = None, machines=None,
+                    pruned=None) -> list[RankWork]:
+    """Every rank's ``RankWork`` under graph parallelism, the pipeline or the hybrid (stage-major: ranks
+    ``s·W .. s·W + W - 1`` are stage ``s``). ``machines`` (``plan.machines.Machines``): where the ranks
+    run, to tell the traffic between ranks of one machine from the network's (without it, each rank is
+    on a machine of its own: all of it is the network's). ``pruned`` (``plan.pruned.PrunedCounts``,
+    graph parallelism with ``--prune``): a training pass computes, layer by layer, only the rows
+    counted there, and exchanges only their halo rows. Every layout's works take these arguments
+    (``parallel.registry``), each using what it needs."""
     mesh = cfg.parallel.mesh
-    if mesh.operator_layout:
-        return _operator_works(cfg, graph, model, volume, machines)
     S, W = mesh.stages, mesh.graph_ways
     K = cfg.parallel.num_chunks if S > 1 else 1
     precision = cfg.parallel.comm_precision
@@ -125,28 +125,45 @@ class _Peers:
         self.ring = float(machines is not None and W > 1 and not machines.spans(group))
 
 
-def _operator_works(cfg, graph, model, volume: dict[str, int], machines=None) -> list[RankWork]:
-    """The SpMM and tensor layouts' ranks are alike: a block row of the products (tensor: the whole Â
-    times w / P columns, the same multiply-adds as N / P rows of it at full width), the traffic shared
-    evenly, its peers taken as all the others (a broadcast, a reduction or an all-to-all reaches ranks on
-    every machine the layout spans): the share on a rank's own machine is its machine's other ranks over
-    P - 1. Tensor's chunked switch back (``--tensor-chunks``) overlaps half its bytes with the products."""
-    mesh, P = cfg.parallel.mesh, cfg.parallel.nprocs
+def spmm_works(cfg, graph, model, shape, bounds, parts, volume: dict[str, int], chunk_src=None, machines=None,
+               pruned=None) -> list[RankWork]:
+    """An SpMM layout's ranks: a block row of the products each, ``_product_steps`` messages per
+    product, the block rows' broadcasts overlapped with the products under ``--overlap``."""
+    mesh = cfg.parallel.mesh
+    overlapped = _per_rank(volume, mesh.nprocs, False, "spmm/bcast") if cfg.parallel.overlap else 0.0
+    return _operator_works(cfg, graph, model, volume, machines, rows=math.ceil(graph.num_nodes / mesh.block_rows),
+                           steps=_product_steps(mesh), overlapped=overlapped)
 
-    def per_rank(evaluation: bool, match: str = "") -> float:
-        return sum(v for k, v in volume.items() if k.startswith("eval/") == evaluation and match in k
-                   and not k.startswith("meta/")) / P
 
-    rows = math.ceil(graph.num_nodes / (P if mesh.tensor else mesh.block_rows))
+def tensor_works(cfg, graph, model, shape, bounds, parts, volume: dict[str, int], chunk_src=None, machines=None,
+                 pruned=None) -> list[RankWork]:
+    """A tensor rank: the whole Â times w / P columns (the same multiply-adds as N / P rows of it at full
+    width), an exchange with the P - 1 others each way per product; the chunked switch back
+    (``--tensor-chunks``) overlaps half its bytes with the products."""
+    P = cfg.parallel.nprocs
+    overlapped = _per_rank(volume, P, False, "tp/") / 2 if cfg.parallel.tensor_chunks else 0.0
+    return _operator_works(cfg, graph, model, volume, machines, rows=math.ceil(graph.num_nodes / P),
+                           steps=2 * (P - 1), overlapped=overlapped)
+
+
+def _per_rank(volume: dict[str, int], P: int, evaluation: bool, match: str = "") -> float:
+    """One rank's even share of the training's (or the evaluation's) bytes whose category holds ``match``."""
+    return sum(v for k, v in volume.items() if k.startswith("eval/") == evaluation and match in k
+               and not k.startswith("meta/")) / P
+
+
+def _operator_works(cfg, graph, model, volume: dict[str, int], machines, *, rows: int, steps: int,
+                    overlapped: float) -> list[RankWork]:
+    """The SpMM and tensor layouts' ranks are alike: ``rows`` rows of the products each, ``steps``
+    messages per product, the traffic shared evenly, its peers taken as all the others (a broadcast, a
+    reduction or an all-to-all reaches ranks on every machine the layout spans): the share on a rank's
+    own machine is its machine's other ranks over P - 1."""
+    P = cfg.parallel.nprocs
     L = len(model.layers)
     calls = (LayerCalls(tuple(range(L)), rows, rows, math.ceil((graph.num_edges + graph.num_nodes) / P)),)
-    messages = L * _product_steps(mesh)  # a product per layer, forward; as many backward, and the gradients' ring
-    if mesh.tensor:
-        overlapped = per_rank(False, "tp/") / 2 if cfg.parallel.tensor_chunks else 0.0
-    else:
-        overlapped = per_rank(False, "spmm/bcast") if cfg.parallel.overlap else 0.0
-    train = Traffic(stream=per_rank(False), messages=2 * messages + 2 * (P - 1), overlapped=overlapped)
-    evaluation = Traffic(stream=per_rank(True), messages=messages)
+    messages = L * steps  # a product per layer, forward; as many backward, and the gradients' ring
+    train = Traffic(stream=_per_rank(volume, P, False), messages=2 * messages + 2 * (P - 1), overlapped=overlapped)
+    evaluation = Traffic(stream=_per_rank(volume, P, True), messages=messages)
     params = sum(p.numel() for p in model.parameters())  # the weights are replicated: every rank steps them all
     works = []
     for r in range(P):
@@ -158,14 +175,11 @@ def _operator_works(cfg, graph, model, volume: dict[str, int], machines=None) ->
 
 
 def _product_steps(mesh) -> int:
-    """The messages one sparse product puts on a rank's path, one per collective call (a broadcast
+    """The messages one SpMM product puts on a rank's path, one per collective call (a broadcast
     reaches its ranks at once), a ring all-reduce over c ranks 2 (c - 1) and an exchange with q - 1
     peers q - 1: 1D and 1.5D broadcast the R / c block rows of the rank's share and sum over the c
     replicas; 2D and 3D trade column slices there and back, broadcast q dense blocks and q sparse ones
-    (row pointers, columns and values: three calls each) and sum over the d layers (``parallel.spmm``);
-    tensor exchanges with the P - 1 others twice (``parallel.tensor``)."""
-    if mesh.tensor:
-        return 2 * (mesh.nprocs - 1)
+    (row pointers, columns and values: three calls each) and sum over the d layers (``parallel.spmm``)."""
     rows, cols, depth = mesh.grid
     if not mesh.summa:
         return math.ceil(rows / cols) + 2 * (cols - 1)

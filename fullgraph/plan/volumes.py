@@ -1,6 +1,8 @@
 """What each layout must move: analytic communication volumes, in bytes per epoch summed over ranks,
-by ledger category (``fullgraph.comm.ledger``). ``layout_volume`` is what ``fullgraph plan`` prints
-and what the tests check every layout's ledger against, category by category, exactly.
+by ledger category (``fullgraph.comm.ledger``): each layout family's own (``partition_volume``,
+``spmm_epoch_volume``, ``tensor_epoch_volume``, registered with the layout in ``parallel.registry``)
+and what every layout adds (``epoch_volume``). That sum is what ``fullgraph plan`` prints and what
+the tests check every layout's ledger against, category by category, exactly.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 __all__ = ["gcn_product_widths", "spmm_volume", "switch_bytes", "tensor_volume", "ModelShape", "boundary_row",
-           "layout_volume"]
+           "partition_volume", "spmm_epoch_volume", "tensor_epoch_volume", "epoch_volume"]
 
 F32, F64 = 4, 8  # bytes of the activations and gradients; of the metric sums
 EVAL_SUMS = 7  # the evaluation's all-reduce: hits and counts of three splits, and the validation loss
@@ -194,9 +196,10 @@ def _halo_bytes(rows: list[int], model: ModelShape, precision: str) -> int:
     return sum(r * row_bytes(w, precision) for r, w in zip(rows, model.input_widths[1:], strict=True))
 
 
-def _spmm_epoch(mesh, model: ModelShape, nodes: int, nnz: int, evaluate: bool, permute: bool, seed: int,
-                precision: str) -> dict[str, int]:
-    """An SpMM layout's epoch: its products' ``spmm_volume``, the evaluation's, the gradients' sum."""
+def spmm_epoch_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, evaluate: bool = True,
+                      permute: bool = True, seed: int = 0, precision: str = "fp32", **_) -> dict[str, int]:
+    """An SpMM layout's own bytes per epoch: its products' ``spmm_volume`` (``nnz``: Â's non-zeros, self
+    loops included), the evaluation's, and the replicated weights' gradient sum on every rank."""
     out = {"grad/allreduce": mesh.nprocs * model.params * F32}
     for prefix, widths in (("", model.product_widths), ("eval/", model.forward_widths if evaluate else ())):
         for k, v in spmm_volume(mesh.parallel, list(widths), nodes, mesh.nprocs, nnz, mesh.replication, permute,
@@ -205,13 +208,16 @@ def _spmm_epoch(mesh, model: ModelShape, nodes: int, nnz: int, evaluate: bool, p
     return out
 
 
-def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_rows: int = 0,
-                  stage_starts: list[int] = (), evaluate: bool = True, chunked_stats: int = 3,
-                  permute: bool = True, seed: int = 0, precision: str = "fp32",
-                  grad_norm: bool = False, pruned_halo: list[int] | None = None,
-                  decoupled: bool = False) -> dict[str, int]:
-    """Bytes per epoch (and per evaluation, when ``evaluate``) by ledger category, summed over ranks;
-    an activation row costs ``row_bytes(width, precision)``, weight gradients and statistics fp32.
+def tensor_epoch_volume(mesh, model: ModelShape, *, nodes: int, evaluate: bool = True, precision: str = "fp32",
+                        decoupled: bool = False, **_) -> dict[str, int]:
+    """Tensor parallelism's own bytes per epoch: ``tensor_volume`` (``decoupled``: ``--tensor-decoupled``)."""
+    return tensor_volume(model, nodes, mesh.nprocs, decoupled=decoupled, evaluate=evaluate, precision=precision)
+
+
+def partition_volume(mesh, model: ModelShape, *, nodes: int, halo_rows: int = 0, stage_starts: list[int] = (),
+                     evaluate: bool = True, precision: str = "fp32", pruned_halo: list[int] | None = None,
+                     **_) -> dict[str, int]:
+    """Graph parallelism's, the pipeline's and the hybrid's own bytes per epoch.
 
     * graph (and the hybrid's stage groups, W > 1): every halo row of layers 1..L-1 once forward and
       once backward (the first layer reads its halo's features from the part itself), ``halo_rows``
@@ -221,50 +227,44 @@ def layout_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, halo_row
     * pipeline (and the hybrid's S stages): at each stage boundary (``stage_starts``: the first layer
       of every stage but the first) every node's row of that layer's input (and of H0 for GCNII)
       forward, its gradient backward; stage weights are distinct (all-reduced only across graph ways).
-    * SpMM layouts: ``spmm_volume`` of the epoch's products at ``precision`` (``nnz``: Â's
-      non-zeros, self loops included); every rank all-reduces the replicated weights' gradients.
-    * tensor: ``tensor_volume`` (``decoupled``: ``--tensor-decoupled``).
+    """
+    S, W = mesh.stages, mesh.graph_ways
+    out: dict[str, int] = {}
+    if W > 1:
+        halo = _halo_bytes([halo_rows] * (len(model.input_widths) - 1), model, precision)
+        train = halo if pruned_halo is None else _halo_bytes(pruned_halo, model, precision)
+        stats = sum(2 * w + 1 for w in model.norm_widths) * F32 * W * S
+        out |= {"halo/fwd": train, "halo/bwd": train, "eval/halo/fwd": halo if evaluate else 0,
+                "norm/fwd": stats, "norm/bwd": stats, "grad/allreduce": W * model.params * F32}
+    if S > 1:
+        if len(stage_starts) != S - 1:
+            raise ValueError(f"expected the first layer of each of stages 2..{S} (got {list(stage_starts)})")
+        pipe = nodes * sum(boundary_row(model, b, precision) for b in stage_starts)
+        out |= {"pipe/fwd": pipe, "pipe/bwd": pipe, "eval/pipe/fwd": pipe if evaluate else 0}
+    return out
+
+
+def epoch_volume(mesh, model: ModelShape, own, *, evaluate: bool = True, grad_norm: bool = False,
+                 chunked_stats: int = 3, **sizes) -> dict[str, int]:
+    """Bytes per epoch (and per evaluation, when ``evaluate``) by ledger category, summed over ranks: the
+    layout's ``own(mesh, model, evaluate=..., **sizes)`` (its registered volume:
+    ``partition_volume``, ``spmm_epoch_volume``, ``tensor_epoch_volume``), and what every layout adds.
+    An activation row costs ``row_bytes(width, precision)``; weight gradients and statistics fp32.
+
     * evaluation: a forward pass, the metric sums (not ROC-AUC's scores); ``grad_norm``: a float64 per rank.
     * ``meta/metrics``: the per-epoch all-reduce of the loss and the ledger (one float64 per category,
       and three more), plus the chunked engines' all-gather of ``chunked_stats`` timing floats.
     """
     from fullgraph.comm.ledger import CATEGORIES
 
-    P, S, W = mesh.nprocs, mesh.stages, mesh.graph_ways
-    out: dict[str, int] = {}
+    P = mesh.nprocs
     if P == 1:
-        return out
-    def add(category: str, nbytes: int) -> None:
-        if nbytes:
-            out[category] = out.get(category, 0) + int(nbytes)
-
-    if mesh.operator_layout:
-        parts = (tensor_volume(model, nodes, P, decoupled=decoupled, evaluate=evaluate, precision=precision)
-                 if mesh.tensor else _spmm_epoch(mesh, model, nodes, nnz, evaluate, permute, seed, precision))
-        for k, v in parts.items():
-            add(k, v)
-    else:
-        if W > 1:
-            halo = _halo_bytes([halo_rows] * (len(model.input_widths) - 1), model, precision)
-            add("halo/fwd", train := halo if pruned_halo is None else _halo_bytes(pruned_halo, model, precision))
-            add("halo/bwd", train)
-            add("eval/halo/fwd", halo if evaluate else 0)
-            stats = sum(2 * w + 1 for w in model.norm_widths) * F32 * W * S
-            add("norm/fwd", stats)
-            add("norm/bwd", stats)
-            add("grad/allreduce", W * model.params * F32)
-        if S > 1:
-            if len(stage_starts) != S - 1:
-                raise ValueError(f"expected the first layer of each of stages 2..{S} (got {list(stage_starts)})")
-            pipe = nodes * sum(boundary_row(model, b, precision) for b in stage_starts)
-            add("pipe/fwd", pipe)
-            add("pipe/bwd", pipe)
-            add("eval/pipe/fwd", pipe if evaluate else 0)
-    add("eval/reduce", P * EVAL_SUMS * F64 if evaluate else 0)
-    add("grad/norm", P * F64 if grad_norm else 0)
-    chunked = mesh.chunked  # their engines also all-gather timing floats
-    add("meta/metrics", P * (len(CATEGORIES) + 3) * F64 + (P * (P - 1) * chunked_stats * F64 if chunked else 0))
+        return {}
+    out = {k: int(v) for k, v in own(mesh, model, evaluate=evaluate, **sizes).items() if v}
+    common = {"eval/reduce": P * EVAL_SUMS * F64 if evaluate else 0, "grad/norm": P * F64 if grad_norm else 0,
+              "meta/metrics": P * (len(CATEGORIES) + 3) * F64 + (P * (P - 1) * chunked_stats * F64
+                                                                 if mesh.chunked else 0)}
+    for k, v in common.items():
+        if v:
+            out[k] = out.get(k, 0) + int(v)
     return out
-
-
-# ---------------------------------------------------------------- memory per rank

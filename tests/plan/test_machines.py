@@ -77,7 +77,7 @@ def test_rank_works_send_a_ranks_halo_to_its_own_machine_in_proportion_to_its_pe
     from fullgraph.cli_plan import _bounds, _partition_stats, _shape, build_planned_model, run_volume
     from fullgraph.config import TrainConfig
     from fullgraph.data.load import load_graph
-    from fullgraph.plan.rank_work import rank_works
+    from fullgraph.parallel.registry import rank_works
 
     cfg = TrainConfig.of(dataset="cora", root=str(shared_data), layers=2, hidden=16, nprocs=4, parallel="graph")
     graph = load_graph(cfg)

@@ -14,7 +14,8 @@ from fullgraph.plan.epoch_time import (
     EpochEstimate, Kernels, LayerCalls, Network, RankWork, Traffic, estimate_epoch, estimate_layout,
 )
 from fullgraph.plan.layer_timer import LayerTimer
-from fullgraph.plan.volumes import ModelShape, layout_volume
+from fullgraph.parallel.registry import layout_volume
+from fullgraph.plan.volumes import ModelShape
 
 
 def _plan(capsys, *flags) -> dict:
@@ -171,7 +172,7 @@ def test_each_ranks_traffic_adds_up_to_the_layouts_volume(shared_data, layout, p
     from fullgraph.cli_plan import _bounds, _partition_stats, _shape, build_planned_model, run_volume
     from fullgraph.config import TrainConfig
     from fullgraph.data.load import load_graph
-    from fullgraph.plan.rank_work import rank_works
+    from fullgraph.parallel.registry import rank_works
 
     cfg = TrainConfig.of(dataset="cora", root=str(shared_data), layers=4, hidden=16, nprocs=4,
                          comm_precision=precision, **layout)

@@ -131,7 +131,8 @@ def test_pipeline_clips_on_the_norm_of_every_stage(cora, tmp_path):
     assert_same_losses(got["losses"], want, what="pipeline losses")
     assert got["comm"]["grad/norm"] == 2 * 8  # one float64 from each rank, every epoch
     from fullgraph.comm.mesh import Mesh  # as the planner counts it
-    from fullgraph.plan.volumes import ModelShape, layout_volume
+    from fullgraph.parallel.registry import layout_volume
+    from fullgraph.plan.volumes import ModelShape
 
     shape = ModelShape((cora.num_features, 16, 16, 16), 1000)
     assert layout_volume(Mesh.for_mode("pipeline", 2), shape, nodes=cora.num_nodes, stage_starts=[2],
