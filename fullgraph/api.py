@@ -22,13 +22,18 @@ import logging
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from fullgraph.errors import InputError
+
+if TYPE_CHECKING:
+    from fullgraph.train.trainer import RunResult
 
 __all__ = ["train_model"]
 
 
-def train_model(model="gcn", *, callbacks=(), **options):
+def train_model(model: str | Callable | object = "gcn", *, callbacks: Sequence[Callable[[dict], None]] = (),
+                **options: object) -> RunResult:
     """Train ``model`` with ``fullgraph train``'s options; returns the run's ``RunResult``.
 
     Args:

@@ -281,7 +281,8 @@ class PyGModel(GNN):
                                      f"rows): build its MLP with norm=None, and put BatchNorm between the layers")
 
 
-def from_pyg(model, *, act="relu", norm=None, dropout: float = 0.0, act_first: bool = False) -> PyGModel:
+def from_pyg(model: nn.Module | list[nn.Module], *, act: str | nn.Module | None = "relu",
+             norm: str | list[nn.Module] | None = None, dropout: float = 0.0, act_first: bool = False) -> PyGModel:
     """A fullgraph model from PyG convolutions, unchanged (see the module docstring).
 
     Args:
