@@ -27,43 +27,7 @@ final graph. The high-water mark is reset just before the measured work of steps
 memory-mapped in steps 2-4: their pages count in RSS once read (the graph's finiteness check reads
 them all).
 
-Results (2026-11-22; 2-core AMD EPYC VM, 24 GiB, shared: load average 5-7, so wall times are
-up to twice the CPU times; Python 3.11.7, numpy 2.4.6, torch 2.13.0+cpu, pymetis 2025.2.2 with
-64-bit ``idx_t``; 100 features, 4 parts, seed 0). "peak" is the step's peak RSS less one copy of
-the features, per directed edge (it includes the ~250 MiB of imports: 23 B/edge at 1.2e7 edges,
-3 at 1e8); "rise" is the step's own, above the RSS before it. "before" is the code as it was
-(commit d632a0a), measured with the first version of this script (graph read from ``.npy``
-files, ``prepare_partition_dir`` called on it for "command")::
-
-    draws -> edges           step       wall s   CPU s   METIS wall (CPU) s   peak B/e   rise B/e
-    scale 20, 6e6 -> 1.16e7
-      before                 generate     28.3                                  151.5     128.9 *
-                             partition   104.5            94.8                  205.0     171.7
-                             write        32.5                                  136.9     103.6
-                             command     131.4           104.7                  205.3
-      after                  generate     15.4     8.1                           47.4      24.6
-                             partition    55.7    31.8    54.1 (30.7)  97%      185.5     148.7
-                             write        12.7     8.6                           62.8      21.0
-                             command     102.9    53.2    81.6 (41.9)  79%      185.6
-    scale 21, 12e6 -> 2.34e7, after
-                             generate     30.4    14.7                           28.8      17.4
-                             partition   197.7   105.8   195.5 (104.7) 99%      182.5     156.1
-                             write        28.2    12.2                           47.1      23.5
-                             command     280.5   123.0   241.3 (104.2) 86%      181.6
-    scale 23, 50e6 -> 9.82e7, after (write and command with --method random: METIS does not fit)
-                             generate    112.0    68.4                           15.7      13.0
-                             write       124.7    60.9   (book build 13.8 s)     35.5      22.6
-                             command      76.7    68.4                           34.8
-
-    * "rise" of generate is without the features, which it makes
-
-METIS alone (``pymetis.part_graph`` on R-MAT graphs of scale 17-22): 143-156 bytes per directed
-edge (1.1e6 to 4.9e7 edges), and 15.7, 30.7, 104.7, 231 s CPU for 5.8e6, 1.16e7, 2.34e7, 4.89e7
-edges. R-MAT coarsens badly: every coarsening level keeps nearly all the edges (with 8-byte
-weights), and other METIS options (cut objective, random matching, no 2-hop matching, fewer
-refinement iterations) all stay at 140-167 bytes per edge. At 10^8 edges METIS alone would need
-about 15 GB and some 8-10 CPU minutes; it was not run here (over the 12 GiB a run may take on this
-shared machine).
+Its latest results are in ``benchmarks/README.md`` ("Preparation memory").
 
 Usage::
 
