@@ -57,15 +57,12 @@ class Command:
     kinds: tuple[Command, ...] = ()
     times_kernels: bool = False
 
-    def flags(self) -> list[Option]:
-        """Its options, the configuration's sections last."""
-        out = [o for kind in self.options for o in fields_as_options(kind)]
-        return out + (options_of(self.config) if self.config is not None else [])
-
 
 def flags_of(command: Command) -> list[Option]:
-    """``command``'s options and its kinds' (for listings: hidden flags, the docs' check)."""
-    return command.flags() + [o for kind in command.kinds for o in flags_of(kind)]
+    """``command``'s options, its configuration's and its kinds' (for listings: the hidden flags)."""
+    out = [o for kind in command.options for o in fields_as_options(kind)]
+    out += options_of(command.config) if command.config is not None else []
+    return out + [o for kind in command.kinds for o in flags_of(kind)]
 
 
 def add_command(sub, command: Command) -> None:

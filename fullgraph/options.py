@@ -105,6 +105,7 @@ class Option:
     positional: bool = False
     """Given without a flag, one or more values (``fullgraph report RUN [RUN ...]``)."""
     metavar: str | None = None
+    """The value's name in ``--help`` (default: its choices, or the option's name in capitals)."""
 
     @property
     def flag(self) -> str:

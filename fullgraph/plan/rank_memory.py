@@ -40,8 +40,9 @@ import torch
 from fullgraph.errors import InputError
 from fullgraph.models import model_spec
 
-__all__ = ["estimate_peak_bytes", "tensor_peak_bytes", "partition_peak", "spmm_peak", "tensor_peak", "memory_breakdown",
-           "check_memory", "model_memory_options", "variable_bytes", "graph_memory_stats", "part_memory_stats", "partition_memory_stats", "kept_activation_bytes"]
+__all__ = ["estimate_peak_bytes", "tensor_peak_bytes", "partition_peak", "spmm_peak", "tensor_peak",
+           "memory_breakdown", "check_memory", "model_memory_options", "variable_bytes", "graph_memory_stats",
+           "part_memory_stats", "partition_memory_stats", "kept_activation_bytes"]
 
 
 def _memory_model(model: str, features: int, classes: int, sizes: dict):
