@@ -258,7 +258,9 @@ class Engine:
             raise ValueError(f"{type(self).__name__} keeps no state, but the checkpoint holds {sorted(state)[:3]}")
 
     def describe(self) -> str:
-        return self.name
+        """The graph as the run's header names it: every layout states the features in and the classes
+        out, so that a class count inferred from the labels is seen before the first epoch."""
+        return f"{self.name} ({self.in_dim} features, {self.num_classes} classes)"
 
     def summary(self) -> dict:
         """Statistics of the graph being trained (for ``summary.json``)."""

@@ -80,7 +80,7 @@ class GraphEngine(ReplicatedEngine):
         self._send_off = indptr_from_counts(self.plan.send_counts)
 
     def describe(self) -> str:
-        return (f"graph {self.name}: part {self.part.part_id} of {self.world_size}, {self.n_inner} inner and "
+        return (f"graph {super().describe()}: part {self.part.part_id} of {self.world_size}, {self.n_inner} inner and "
                 f"{self.n_halo} halo nodes")
 
     def summary(self) -> dict:

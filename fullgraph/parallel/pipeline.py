@@ -119,7 +119,7 @@ class ChunkedEngine(Engine):
         where = f"stage {self.stage + 1} of {self.num_stages} (layers {self.first + 1}-{self.last})"
         if self.group is not None:
             where += f", part {self.part_id + 1} of {self.num_parts}"
-        return (f"{self.name}: {where}; {self.K} chunks of {min(sizes)}-{max(sizes)} nodes"
+        return (f"{super().describe()}: {where}; {self.K} chunks of {min(sizes)}-{max(sizes)} nodes"
                 f"{', induced' if self.induced else ''}")
 
     def summary(self) -> dict:

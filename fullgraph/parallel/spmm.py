@@ -317,7 +317,7 @@ class SpmmEngine(ReplicatedEngine):
 
     def describe(self) -> str:
         imb = lambda v: max(v) / (sum(v) / len(v)) if v else float("nan")  # noqa: E731
-        return (f"{self.mode} {self.name}: grid {self.R} x {self.c}, process ({self.row}, {self.col}); "
+        return (f"{self.mode} {super().describe()}: grid {self.R} x {self.c}, process ({self.row}, {self.col}); "
                 f"non-zeros per block row max/mean {imb(self.block_nnz):.3f} (unpermuted "
                 f"{imb(self.block_nnz_unpermuted):.3f})")
 

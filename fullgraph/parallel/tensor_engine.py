@@ -88,7 +88,7 @@ class TensorEngine(ReplicatedEngine):
 
     def describe(self) -> str:
         extra = ", decoupled" if self.decoupled else (f", {self.chunks} chunks per owner" if self.chunks else "")
-        return (f"tensor {self.name}: {self.world_size} column slices, process {self.rank} holds rows of "
+        return (f"tensor {super().describe()}: {self.world_size} column slices, process {self.rank} holds rows of "
                 f"{self.block.num_dst} of {self.num_nodes} nodes and the whole graph ({self.nnz} non-zeros){extra}")
 
     def summary(self) -> dict:

@@ -14,6 +14,10 @@ This is the way in for data that no benchmark loader knows. The files:
   per line. Without them a single-label graph gets the seeded per-class split
   (:func:`fullgraph.data.splits.per_class_split`).
 
+Class ids run from 0 to C-1: without ``num_classes``, C is the largest label + 1, and labels that
+leave most of those classes without a node (a typo such as ``1000`` among 0..3) are refused
+(:func:`fullgraph.data.graph.check_inferred_classes`).
+
 Node ids run from 0 to N-1 with N = the number of label rows. Edges are kept as given (directed);
 ``datasets.preprocess`` symmetrizes. Every malformed line is reported with its file and line.
 """
@@ -27,7 +31,7 @@ import scipy.sparse as sp
 import torch
 
 from fullgraph.data.formats._common import features_to_torch, load_array, mask_from_ids, read_table
-from fullgraph.data.graph import Graph
+from fullgraph.data.graph import Graph, check_inferred_classes, used_classes
 from fullgraph.data.splits import per_class_split
 from fullgraph.errors import InputError
 
@@ -114,10 +118,13 @@ def _mask(path: Path, n: int, what: str) -> torch.Tensor:
 def load_edgelist(edges: str | Path, features: str | Path, labels: str | Path, *,
                   train: str | Path | None = None, val: str | Path | None = None, test: str | Path | None = None,
                   name: str | None = None, seed: int = 0, header: bool | None = None,
-                  train_per_class: int = 20, val_per_class: int = 30) -> Graph:
-    """A graph from an edge list, features, labels and (optionally) split files; see the module doc."""
+                  train_per_class: int = 20, val_per_class: int = 30, num_classes: int | None = None) -> Graph:
+    """A graph from an edge list, features, labels and (optionally) split files; see the module doc.
+    ``num_classes``: the class count, when the labels leave some classes without a node on purpose."""
     e = read_edges(edges, header=header)
     y = _labels(Path(labels))
+    if num_classes is None and y.dim() == 1 and bool((y >= 0).any()):  # refused before the features are read
+        check_inferred_classes(used_classes(y.numpy()), f" in {labels}")
     n = y.shape[0]
     x = features_to_torch(_features(Path(features)), f"features {features}")
     if x.shape[0] != n:
@@ -139,6 +146,7 @@ def load_edgelist(edges: str | Path, features: str | Path, labels: str | Path, *
     return Graph.from_edges(
         torch.from_numpy(e[:, 0].copy()), torch.from_numpy(e[:, 1].copy()), n,
         x=x, y=y, train_mask=masks[0], val_mask=masks[1], test_mask=masks[2], name=name or Path(edges).stem,
+        num_classes=num_classes,
     )
 
 
@@ -153,10 +161,11 @@ def _find(folder: Path, stem: str, exts: tuple[str, ...], required: bool = True)
     return None
 
 
-def load_edgelist_folder(folder: str | Path, *, seed: int = 0) -> Graph:
+def load_edgelist_folder(folder: str | Path, *, seed: int = 0, num_classes: int | None = None) -> Graph:
     """A graph from a folder laid out as ``edges.{txt,csv,tsv}``, ``features.{npy,txt}``,
     ``labels.{npy,txt}`` and optionally ``train``/``val``/``test`` split files (``.txt`` or ``.npy``):
-    what ``fullgraph train --dataset edgelist --root FOLDER`` reads."""
+    what ``fullgraph train --dataset edgelist --root FOLDER`` reads. ``num_classes``: as for
+    :func:`load_edgelist`."""
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(f"expected --root to be a folder holding edges.txt, features.npy and labels.txt "
@@ -166,4 +175,4 @@ def load_edgelist_folder(folder: str | Path, *, seed: int = 0) -> Graph:
     labels = _find(folder, "labels", (".npy", ".txt"))
     splits = [_find(folder, s, (".txt", ".npy"), required=False) for s in ("train", "val", "test")]
     return load_edgelist(edges, features, labels, train=splits[0], val=splits[1], test=splits[2],
-                         name=folder.name, seed=seed)
+                         name=folder.name, seed=seed, num_classes=num_classes)

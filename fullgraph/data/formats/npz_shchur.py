@@ -60,14 +60,16 @@ def _split_csr(d: dict, prefix: str, what: str) -> sp.csr_matrix:
     return checked_csr(m, f"{prefix} matrix of {what}")
 
 
-def _read(path: Path) -> tuple[sp.csr_matrix, object, np.ndarray]:
+def _read(path: Path) -> tuple[sp.csr_matrix, object, np.ndarray, int | None]:
+    """Adjacency, attributes, labels, and the class count where the file states it (the columns of
+    one-hot labels: a column no node uses is still a class, so the count is not inferred)."""
     keys = _keys(path)
     if {"adj_matrix", "node_attr", "node_label"} <= keys:
         d = load_npz_with_objects(path, ["adj_matrix", "node_attr", "node_label"])
         adj = checked_csr(_item(d["adj_matrix"]), f"{path}[adj_matrix]")
         attr = _item(d["node_attr"])
         labels = np.asarray(_item(d["node_label"]))
-        return adj, attr, labels
+        return adj, attr, labels, None
     adj_keys = {"adj_data", "adj_indices", "adj_indptr", "adj_shape"}
     if adj_keys <= keys:
         wanted = sorted(k for k in keys if k.startswith(("adj_", "attr_", "labels")))
@@ -81,6 +83,7 @@ def _read(path: Path) -> tuple[sp.csr_matrix, object, np.ndarray]:
             raise InputError(
                 f"expected node attributes (attr_data/... or attr_matrix) in {path} (found keys {sorted(keys)})"
             )
+        num_classes = None
         if "labels" in d:
             labels = d["labels"]
         elif "labels_data" in d:
@@ -90,9 +93,10 @@ def _read(path: Path) -> tuple[sp.csr_matrix, object, np.ndarray]:
                     f"expected one label per node in {path} (got nodes with several: multi-label npz is unsupported)"
                 )
             labels = labels_from_onehot(onehot.toarray(), f"{path}[labels_*]")
+            num_classes = onehot.shape[1]
         else:
             raise InputError(f"expected labels (labels or labels_data/...) in {path} (found keys {sorted(keys)})")
-        return adj, attr, labels
+        return adj, attr, labels, num_classes
     raise InputError(
         f"expected a Shchur npz in {path}: keys adj_matrix/node_attr/node_label (GraphData) or "
         f"adj_data/adj_indices/adj_indptr/adj_shape + attr_* + labels (gnn-benchmark) (found {sorted(keys)})"
@@ -103,7 +107,7 @@ def load_npz_shchur(path: str | Path, name: str | None = None, *, seed: int = 0,
                     train_per_class: int = 20, val_per_class: int = 30) -> Graph:
     """The graph in a Shchur ``.npz`` file, with a per-class split drawn from ``seed``."""
     path = Path(path)
-    adj, attr, labels = _read(path)
+    adj, attr, labels, num_classes = _read(path)
     n = adj.shape[0]
     if adj.shape != (n, n):
         raise InputError(f"expected a square adjacency matrix in {path} (got shape {adj.shape})")
@@ -118,5 +122,5 @@ def load_npz_shchur(path: str | Path, name: str | None = None, *, seed: int = 0,
     coo = adj.tocoo()  # row -> col is the stored direction
     return Graph.from_edges(
         torch.from_numpy(coo.row.astype(np.int64)), torch.from_numpy(coo.col.astype(np.int64)), n,
-        x=x, y=y, train_mask=train, val_mask=val, test_mask=test, name=name or path.stem,
+        x=x, y=y, train_mask=train, val_mask=val, test_mask=test, name=name or path.stem, num_classes=num_classes,
     )
