@@ -112,24 +112,25 @@ def _reference(fn) -> str:
 def _run_here(cfg, env, obj, callbacks=()):
     from fullgraph.cli import shared_inputs
     from fullgraph.comm.launch import report_worker_error
-    from fullgraph.train.runs import write_run_config
+    from fullgraph.train.runs import RunFolder
     from fullgraph.train.trainer import Trainer
 
-    if env is None or env.rank == 0:
-        write_run_config(cfg, model=None if obj is None else f"<{type(obj).__name__}>")
-    distributed = cfg.parallel.mesh.distributed
-    missing = cfg.parallel.partition_dir is None or (cfg.parallel.mesh.chunked and cfg.parallel.chunk_file is None)
-    if env is not None and distributed and missing:
-        shared_inputs(cfg, env)
-    trainer = Trainer(cfg, model=obj, callbacks=callbacks)
-    try:
-        return trainer.build().train()
-    except Exception as e:
-        if env is not None:
-            report_worker_error(e, input_error=isinstance(e, InputError))
-        raise
-    finally:
-        trainer.close()
+    owner = env is None or env.rank == 0
+    model = None if obj is None else f"<{type(obj).__name__}>"
+    with RunFolder(cfg, start=True, model=model) if owner else contextlib.nullcontext():
+        distributed = cfg.parallel.mesh.distributed
+        missing = cfg.parallel.partition_dir is None or (cfg.parallel.mesh.chunked and cfg.parallel.chunk_file is None)
+        if env is not None and distributed and missing:
+            shared_inputs(cfg, env)
+        trainer = Trainer(cfg, model=obj, callbacks=callbacks)
+        try:
+            return trainer.build().train()
+        except Exception as e:
+            if env is not None:
+                report_worker_error(e, input_error=isinstance(e, InputError))
+            raise
+        finally:
+            trainer.close()
 
 
 def _launch(cfg):
@@ -137,12 +138,14 @@ def _launch(cfg):
     from fullgraph.cli import launch
     from fullgraph.train.trainer import RunResult
 
-    from fullgraph.train.runs import write_run_config
+    from fullgraph.train.runs import RunFolder
 
     out = cfg.run.out or tempfile.mkdtemp(prefix="fullgraph-run-")
     cfg = cfg.with_options(out=out)
-    write_run_config(cfg)
-    rc = launch(cfg, ["train", *_flags(cfg)])
+    with RunFolder(cfg, start=True) as folder:
+        rc = launch(cfg, ["train", *_flags(cfg)])
+        if rc == InputError.exit_status:
+            folder.undo()
     if rc != 0:
         raise RuntimeError(f"fullgraph: the ranks failed with status {rc} (their logs say why)")
     data = json.loads((Path(out) / "summary.json").read_text())

@@ -27,7 +27,7 @@ from fullgraph.command_options import (ConvertOptions, DatasetsOptions, Evaluate
                                        PartitionModel, PartitionOptions, PlanModel, PlanOptions, PlantedOptions,
                                        PredictOptions, ReportOptions, RmatOptions, TrainFiles)
 from fullgraph.commands import Command, Parser, add_command, flags_of
-from fullgraph.errors import InputError
+from fullgraph.errors import EXIT_STATUS, InputError, RunFault
 from fullgraph.train.metrics import METRIC_NAMES
 
 __all__ = ["main"]
@@ -47,12 +47,12 @@ def given_options(args: argparse.Namespace) -> dict:
 
 
 def cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
+    from contextlib import nullcontext
+
     from fullgraph.comm.context import DistEnv
     from fullgraph.comm.launch import ERROR_FILE_ENV
-    from fullgraph.device import resolve_device
     from fullgraph.parallel.setup import graph_of_inputs
-    from fullgraph.train.runs import resume_config, write_run_config
-    from fullgraph.train.trainer import Trainer
+    from fullgraph.train.runs import RunFolder, resume_config
 
     resume, given = getattr(args, "resume", None), given_options(args)
     cfg, resuming = resume_config(given, resume) if resume else (TrainConfig.of(**given), False)
@@ -60,16 +60,27 @@ def cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
         raise InputError(f"expected --nprocs with --parallel {cfg.parallel.mode} (how many processes; got none, "
                          f"which would run the layout in one process)")
     env = DistEnv.from_env()
-    if not resuming and (env is None or (env.rank == 0 and not environ.has(ERROR_FILE_ENV))):
-        # as the user gave it: by this process, not by the launcher's ranks
+    owner = env is None or (env.rank == 0 and not environ.has(ERROR_FILE_ENV))  # not the launcher's ranks
+    if not resuming and owner:  # as the user gave it: by this process, not by the launcher's ranks
         taken = graph_of_inputs(cfg, dataset_given="dataset" in given)  # the graph a given --partition-dir holds
         if taken is not cfg:  # the ranks record the run under it too
             cfg, argv = taken, [*argv, "--dataset", taken.data.dataset]
-        write_run_config(cfg, replace=resume == "auto")
+    with RunFolder(cfg, start=not resuming, replace=resume == "auto") if owner else nullcontext() as folder:
+        return _train(cfg, argv, env, resuming, folder)
+
+
+def _train(cfg: TrainConfig, argv: list[str], env, resuming: bool, folder) -> int:
+    """``fullgraph train`` once its run folder is held: launch the ranks, or train this rank's share."""
+    from fullgraph.device import resolve_device
+    from fullgraph.train.trainer import Trainer
+
     local = env.local_world_size if env is not None else (cfg.parallel.nprocs if cfg.parallel.mesh.distributed else 1)
     resolve_device(cfg.run.device, 0, local)  # before any graph is read or process started
     if cfg.parallel.mesh.distributed and env is None:
-        return launch(cfg, argv)
+        rc = launch(cfg, argv)
+        if rc == InputError.exit_status and folder is not None:  # a rank refused its input
+            folder.undo()
+        return rc
     if env is not None and env.world_size != cfg.parallel.nprocs:
         raise InputError(f"expected --nprocs to match the torchrun world size (got --nprocs {cfg.parallel.nprocs}, "
                          f"WORLD_SIZE {env.world_size})")
@@ -252,9 +263,15 @@ def main(argv: list[str] | None = None) -> int:
             where = f"rank {rank}: " if rank is not None else ""
             print(f"fullgraph: error: {where}{e}", file=sys.stderr)
         return 2
+    except RunFault as e:  # a full disk, a diverged loss: one line, and a status of its own
+        report_worker_error(e, input_error=False)
+        if not launched:
+            where = f"rank {rank}: " if rank is not None else ""
+            print(f"fullgraph: error: {where}{e}", file=sys.stderr)
+        return e.exit_status
     except KeyboardInterrupt:
         print("fullgraph: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_STATUS["interrupted"]
     except Exception as e:  # a rank's unexpected failure: tell the launcher, keep the traceback
         if rank is None:
             raise

@@ -17,6 +17,7 @@ that join sections (a layout against the model's depth, batch statistics against
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -29,6 +30,12 @@ from fullgraph.options import Section as _Section, load_toml as _load_toml, need
 
 __all__ = ["TrainConfig", "GraphSource", "DataOptions", "ModelOptions", "OptimizationOptions", "ParallelOptions",
            "RunOptions", "load_toml"]
+
+MAX_THREADS = 1024
+"""The most ``--threads`` taken."""
+FLOAT32_MAX = 3.4028234663852886e38
+"""The largest float32: the optimizer's hyperparameters meet the weights in float32, and torch refuses
+(with a traceback) a value past it."""
 
 # the registries' lists, under the names callers know
 MODEL_NAMES = tuple(MODELS)
@@ -135,11 +142,15 @@ class OptimizationOptions(_Section):
         "for two classes, micro-F1 for multi-label, accuracy otherwise).")
     eval_every: int = opt(1, "Evaluate validation and test accuracy every this many epochs (and after the last).")
     seed: int = opt(0, "Seed of weights, dropout and made splits; the same seed gives the same losses, bit for bit.")
+    stop_on_nonfinite: bool = opt(True,
+        "Stop the run (exit status 4, the last good checkpoint kept) when the loss becomes NaN or infinite, or the "
+        "weights about to be checkpointed do; ``--no-stop-on-nonfinite`` trains on regardless.")
 
     def _check(self) -> None:
-        _need(self.lr > 0, "lr", self.lr, "> 0")
-        _need(self.weight_decay >= 0, "weight_decay", self.weight_decay, ">= 0")
-        _need(self.conv_weight_decay >= 0, "conv_weight_decay", self.conv_weight_decay, ">= 0")
+        _need(0 < self.lr <= FLOAT32_MAX, "lr", self.lr, "> 0 and within float32")
+        _need(0 <= self.weight_decay <= FLOAT32_MAX, "weight_decay", self.weight_decay, ">= 0 and within float32")
+        _need(0 <= self.conv_weight_decay <= FLOAT32_MAX, "conv_weight_decay", self.conv_weight_decay,
+              ">= 0 and within float32")
         _need(self.warmup_epochs >= 0, "warmup_epochs", self.warmup_epochs, ">= 0")
         _need(0 <= self.lr_min <= self.lr, "lr_min", self.lr_min, f"in [0, lr = {self.lr}]")
         _need(self.lr_step >= 1, "lr_step", self.lr_step, ">= 1")
@@ -148,6 +159,7 @@ class OptimizationOptions(_Section):
         _need(self.epochs >= 1, "epochs", self.epochs, ">= 1")
         _need(self.patience >= 0, "patience", self.patience, ">= 0")
         _need(self.eval_every >= 1, "eval_every", self.eval_every, ">= 1")
+        _need(0 <= self.seed < 2**63, "seed", self.seed, "in [0, 2**63)")  # what torch.manual_seed takes
 
 
 @dataclass
@@ -278,7 +290,9 @@ class RunOptions(_Section):
         "package: ``fullgraph[tensorboard]``).")
 
     def _check(self) -> None:
-        _need(self.threads >= 0, "threads", self.threads, ">= 0")
+        # torch aborts or crashes past a few thousand threads; more than the cores only slows a run anyway
+        _need(0 <= self.threads <= MAX_THREADS, "threads", self.threads,
+              f"in [0, {MAX_THREADS}] (0: all cores; this machine has {os.cpu_count()})")
         _need(self.comm_timeout > 0, "comm_timeout", self.comm_timeout, "> 0")
         _need(self.memory_limit >= 0, "memory_limit", self.memory_limit, ">= 0 (GiB; 0: what is available)")
         _need(self.checkpoint_every >= 0, "checkpoint_every", self.checkpoint_every, ">= 0")

@@ -10,6 +10,7 @@ choices and ``--help`` group follow from that declaration.
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 import types
 import typing
@@ -69,6 +70,12 @@ class Section:
                 setattr(self, f.name, float(value))
             elif not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
                 raise InputError(f"expected {name} to be a {expected.__name__} (got {type(value).__name__} {value!r})")
+            value = getattr(self, f.name)
+            # TOML and JSON reach here unchecked: inf, nan and integers past 64 bits would crash or train garbage
+            if expected is float:
+                need(math.isfinite(value), name, value, "to be a finite number")
+            elif expected is int:
+                need(-(2**63) <= value < 2**63, name, value, "to fit in 64 bits")
             if name in listed:
                 need(value in listed[name], name, value, f"to be one of {', '.join(listed[name])}")
         self._check()

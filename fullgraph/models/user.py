@@ -72,7 +72,7 @@ def load_builder(ref: str):
         sys.modules[name] = module  # pickling and dataclasses look a class's module up here
         try:
             spec.loader.exec_module(module)
-        except Exception as e:  # noqa: BLE001 - the user's module: whatever it raises is reported
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's module: whatever it raises is reported
             sys.modules.pop(name, None)
             raise InputError(f"expected {path} to import for --model {ref} (it raised {_one_line(e)})") from None
     else:
@@ -81,7 +81,7 @@ def load_builder(ref: str):
         except ModuleNotFoundError as e:
             raise InputError(f"expected an importable module {where!r} for --model {ref} (got {_one_line(e)})") \
                 from None
-        except Exception as e:  # noqa: BLE001
+        except (Exception, SystemExit) as e:  # noqa: BLE001
             raise InputError(f"expected module {where!r} to import for --model {ref} (it raised {_one_line(e)})") \
                 from None
     builder = getattr(module, fn, None)
@@ -128,7 +128,7 @@ def _build(ref: str, in_dim: int, out_dim: int, **model_args):
         made = load_builder(ref)(in_dim, out_dim, **model_args)
     except InputError:
         raise
-    except Exception as e:  # noqa: BLE001 - the user's builder
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's builder
         raise InputError(f"expected {ref}(in_dim={in_dim}, out_dim={out_dim}"
                          + "".join(f", {k}={v!r}" for k, v in model_args.items())
                          + f") to build a model (it raised {_one_line(e)})") from None
@@ -149,5 +149,9 @@ def user_spec(ref: str) -> ModelSpec:
 
 
 def _one_line(e: BaseException) -> str:
+    """A user's exception as one line. ``SystemExit`` is caught with the rest: a builder or module that
+    calls ``sys.exit`` would otherwise end the run with its status (0 included) and nothing trained."""
+    if isinstance(e, SystemExit):
+        return f"SystemExit: sys.exit({e.code!r}) was called, which would end the run with nothing trained"
     text = " ".join(str(e).split())
     return f"{type(e).__name__}: {text[:300]}" if text else type(e).__name__

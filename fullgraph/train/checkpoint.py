@@ -42,6 +42,7 @@ import torch
 
 from fullgraph.comm.ledger import CATEGORIES
 from fullgraph.errors import InputError
+from fullgraph.train.disk import writing
 
 log = logging.getLogger("fullgraph")
 
@@ -135,10 +136,13 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _write_manifest(folder: Path, epoch: int, fingerprint: str | None) -> None:
+def _write_manifest(folder: Path, epoch: int, fingerprint: str | None, options: dict | None) -> None:
+    """The files' digests, the graph's fingerprint and the options the weights were trained with
+    (``trained_options``: a resume compares them with the run's ``config.json``)."""
     files = {p.name: _sha256(p) for p in sorted(folder.iterdir()) if p.is_file()}
     tmp = folder / "manifest.json.tmp"
-    tmp.write_text(json.dumps({"epoch": epoch, "graph_fingerprint": fingerprint, "files": files}, indent=1))
+    tmp.write_text(json.dumps({"epoch": epoch, "graph_fingerprint": fingerprint, "options": options,
+                               "files": files}, indent=1))
     with open(tmp, "rb+") as f:
         os.fsync(f.fileno())
     tmp.rename(folder / "manifest.json")
@@ -219,8 +223,9 @@ def _barrier(engine) -> None:
 
 
 def save_checkpoint(run: str | Path, epoch: int, *, model, optimizer, engine, loop: LoopState,
-                    best_state: dict | None) -> Path:
-    """Write this epoch's checkpoint (collective: every rank calls it) and keep the last ``KEEP``."""
+                    best_state: dict | None, options: dict | None = None) -> Path:
+    """Write this epoch's checkpoint (collective: every rank calls it) and keep the last ``KEEP``.
+    ``options``: what the weights are trained with, recorded in the manifest."""
     t0 = time.perf_counter()
     root = Path(run) / CHECKPOINT_DIR
     tmp, final = root / f"{_TMP}{epoch:06d}", root / f"{_PREFIX}{epoch:06d}"
@@ -232,11 +237,14 @@ def save_checkpoint(run: str | Path, epoch: int, *, model, optimizer, engine, lo
     import torch.distributed.checkpoint as dcp
 
     state = _pack(engine.rank, model, optimizer, engine, loop, best_state)
-    with _one_process_quiet():
-        dcp.save(state, storage_writer=dcp.FileSystemWriter(tmp), no_dist=not distributed,
-                 process_group=engine.comm.world_group if distributed else None)
-    if engine.is_main:  # torch.distributed.checkpoint has gathered every rank's files by now
-        _write_manifest(tmp, epoch, engine.fingerprint)
+    # a failure here reaches every rank (torch.distributed.checkpoint gathers them); rank 0 removes the folder
+    with writing(tmp, run=run, partial=[tmp] if engine.is_main else []):
+        with _one_process_quiet():
+            dcp.save(state, storage_writer=dcp.FileSystemWriter(tmp), no_dist=not distributed,
+                     process_group=engine.comm.world_group if distributed else None)
+        if engine.is_main:  # torch.distributed.checkpoint has gathered every rank's files by now
+            _write_manifest(tmp, epoch, engine.fingerprint, options)
+    if engine.is_main:
         size = sum(f.stat().st_size for f in tmp.iterdir())
         log.info("checkpoint of epoch %d: %.1f MiB in %.2f s", epoch, size / 2**20, time.perf_counter() - t0)
         shutil.rmtree(final, ignore_errors=True)

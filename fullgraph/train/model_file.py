@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from fullgraph.errors import InputError
+from fullgraph.train.disk import writing
 
 __all__ = ["FORMAT", "MODEL_FILE", "model_args", "save_model", "load_model", "check_graph", "embedding_hook"]
 
@@ -38,8 +39,9 @@ def save_model(path: str | Path, *, state: dict, args: dict, graph: dict, config
     obj = {"format": FORMAT, "model_args": args, "graph": graph, "config": config, "metrics": metrics,
            "state_dict": {k: v.detach().cpu().contiguous() for k, v in state.items()}}
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    tmp.replace(path)
+    with writing(path, run=path.parent, partial=[tmp]):
+        torch.save(obj, tmp)
+        tmp.replace(path)
 
 
 def load_model(path: str | Path, device="cpu"):

@@ -15,6 +15,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 import fullgraph.environ as environ
+from fullgraph.train.disk import writing
 from fullgraph.progress import PROGRESS_FILE_ENV, postfix, resolve_mode, write_rank_progress
 from fullgraph.train.metrics import METRIC_NAMES
 
@@ -24,9 +25,13 @@ __all__ = ["Progress", "RunWriter", "write_json_atomic"]
 
 
 def write_json_atomic(path: Path, obj) -> None:
+    """Write ``path`` whole or not at all (a temporary name, then a rename); a full disk is a
+    ``NoSpaceError`` and leaves no temporary behind."""
+    path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
+    with writing(path, run=path.parent, partial=[tmp]):
+        tmp.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+        os.replace(tmp, path)
 
 
 class Progress:
@@ -83,24 +88,44 @@ class RunWriter:
 
     def keep_epochs(self, last: int) -> None:
         """Resuming after epoch ``last``: keep the lines of epochs up to it (a run killed later wrote
-        some past it, which the resumed run writes again) and append from there. The old file is
-        replaced atomically."""
+        some past it, which the resumed run writes again) and append from there. A line that is not
+        a whole record (a write cut short by a kill or a full disk) is dropped with a warning: the
+        checkpoint, not the log, says which epochs count. The old file is replaced atomically."""
         if self.dir is None:
             return
         self._f.close()
         path = self.dir / "metrics.jsonl"
-        kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["epoch"] <= last]
+        kept, torn = [], 0
+        for line in path.read_text(errors="replace").splitlines():
+            epoch = _epoch_of(line)
+            if epoch is None:
+                torn += bool(line.strip())
+            elif epoch <= last:
+                kept.append(line)
+        if torn:
+            lost = sorted(set(range(1, last + 1)) - {_epoch_of(line) for line in kept})
+            log.warning("dropped %d damaged line%s of %s (a write cut short); the checkpoint of epoch %d says which "
+                        "epochs count%s", torn, "s" * (torn > 1), path, last,
+                        f" (no record left of epoch {', '.join(map(str, lost))})" if lost else "")
         tmp = path.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(line + "\n" for line in kept))
-        tmp.rename(path)
+        with writing(path, run=self.dir, partial=[tmp]):
+            tmp.write_text("".join(line + "\n" for line in kept))
+            tmp.rename(path)
         self._f = path.open("a")
 
     def epoch(self, record: dict) -> None:
         if self.tb is not None:
             self.tb.epoch(record)
         if self._f is not None:
-            self._f.write(json.dumps(record) + "\n")
-            self._f.flush()
+            line = json.dumps(record) + "\n"
+            at = self._f.tell()
+            try:
+                with writing(self.dir / "metrics.jsonl", run=self.dir):
+                    self._f.write(line)
+                    self._f.flush()
+            except BaseException:  # no half line left for a resume to trip on: cut the file back
+                self._f = _cut_back(self._f, at)
+                raise
 
     def summary(self, summary: dict) -> None:
         if self.tb is not None:
@@ -115,3 +140,25 @@ class RunWriter:
         if self.tb is not None:
             self.tb.close()
             self.tb = None
+
+
+def _epoch_of(line: str) -> int | None:
+    """The epoch of a whole ``metrics.jsonl`` record, or ``None`` for a torn or foreign line."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    epoch = record.get("epoch") if isinstance(record, dict) else None
+    return epoch if isinstance(epoch, int) else None
+
+
+def _cut_back(f, size: int):
+    """``f`` truncated to ``size`` bytes (what it held before a failed append), reopened for appending.
+    Truncating needs no space, so this works on a full disk; what was buffered is dropped unwritten."""
+    path = f.name
+    try:
+        f.close()
+    except OSError:  # flushing the rest of the failed line fails again: it is dropped below
+        pass
+    os.truncate(path, size)
+    return open(path, "a")

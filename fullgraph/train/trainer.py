@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
-import signal
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
 
 import torch
 
-import fullgraph.environ as environ
 from fullgraph.config import TrainConfig
 from fullgraph.data.graph import Graph
 from fullgraph.data.load import load_graph, published_metric
@@ -33,6 +30,8 @@ from fullgraph.memory import peak_rss_bytes
 from fullgraph.ops.loss import loss_sum
 from fullgraph.train.metrics import counts, resolve_metric, roc_auc_columns, score_columns
 from fullgraph.train.checkpoint import LoopState, load_checkpoint, save_checkpoint
+from fullgraph.train.faults import check_loss, check_weights, fault
+from fullgraph.train.runs import trained_options
 from fullgraph.train.model_file import MODEL_FILE, save_model
 from fullgraph.train.pruning import rows_per_layer
 from fullgraph.train.run_model import RunModel
@@ -97,21 +96,6 @@ class RunResult:
         if not with_losses:
             d.pop("losses")
         return d
-
-
-def _fault(epoch: int, rank: int) -> None:
-    """A testing hook: ``FULLGRAPH_FAULT=kill:RANK:EPOCH[:ONCE_FILE]`` makes that rank SIGKILL itself as
-    the epoch starts, as a lost machine would; with ``ONCE_FILE``, only if that file does not exist
-    yet (it is created first), so that a restarted run gets past the epoch (the kill-and-resume tests)."""
-    spec = (environ.get("FULLGRAPH_FAULT") or "").split(":")
-    if spec[0] != "kill" or spec[1:3] != [str(rank), str(epoch)]:
-        return
-    if len(spec) > 3:
-        try:
-            open(spec[3], "x").close()
-        except FileExistsError:
-            return
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 class Trainer:
@@ -309,8 +293,9 @@ class Trainer:
         epoch = s.epoch
         try:
             for epoch in range(s.epoch + 1, cfg.optimization.epochs + 1):
-                _fault(epoch, e.rank)
+                fault(epoch, e.rank)
                 record = self._epoch(epoch)
+                check_loss(cfg, record)
                 s.record(record)
                 if "eval_time_s" in record and self._select(record, s):
                     best_state = copy.deepcopy(self.model.state_dict())
@@ -321,8 +306,9 @@ class Trainer:
                     callback(dict(record))
                 s.epoch, s.update = epoch, self.update.state()
                 if cfg.run.checkpoint_every and cfg.run.out and epoch % cfg.run.checkpoint_every == 0:
+                    check_weights(cfg, epoch, self.model, e)
                     save_checkpoint(cfg.run.out, epoch, model=self.model, optimizer=self.update.optimizer, engine=e, loop=s,
-                                    best_state=best_state)
+                                    best_state=best_state, options=trained_options(cfg.options()))
                 if cfg.optimization.patience and s.bad_evals >= cfg.optimization.patience:
                     if e.is_main:
                         log.info("stopping at epoch %d: no better validation %s in %d evaluations",
