@@ -82,8 +82,11 @@ def _train(cfg: TrainConfig, argv: list[str], env, resuming: bool, folder) -> in
             folder.undo()
         return rc
     if env is not None and env.world_size != cfg.parallel.nprocs:
+        from fullgraph.comm.context import stale_env_hint
+
+        hint = stale_env_hint()  # RANK and WORLD_SIZE left in a shell from a torchrun, most likely
         raise InputError(f"expected --nprocs to match the torchrun world size (got --nprocs {cfg.parallel.nprocs}, "
-                         f"WORLD_SIZE {env.world_size})")
+                         f"WORLD_SIZE {env.world_size})" + (f". {hint}" if hint else ""))
     missing = cfg.parallel.partition_dir is None or (cfg.parallel.mesh.chunked and cfg.parallel.chunk_file is None)
     if env is not None and cfg.parallel.mesh.distributed and missing:
         shared_inputs(cfg, env)

@@ -22,6 +22,8 @@ VARIABLES: dict[str, str] = {
                             "reason (its presence also tells a rank it was started by that launcher)",
     "FULLGRAPH_PROGRESS_FILE": "set by the launcher for rank 0: where it reports each epoch for the launcher's bar",
     "FULLGRAPH_FAULT": "a testing hook, kill:RANK:EPOCH[:ONCE_FILE]: that rank kills itself as the epoch starts",
+    "FULLGRAPH_CONNECT_TIMEOUT": "seconds a rank tries to reach the rendezvous store at MASTER_ADDR:MASTER_PORT, and "
+                                 "rank 0 (when it hosts the store) waits for every rank to connect (default 60)",
     # torchrun's (fullgraph's launcher sets the same)
     "RANK": "this process's rank in the world",
     "WORLD_SIZE": "the number of processes",

@@ -201,12 +201,13 @@ def test_a_wrong_layout_is_one_error_before_any_process_starts(tmp_path, args, w
 def test_a_stalled_rank_times_out_instead_of_hanging(tmp_path, mode):
     """A rank that stops answering (SIGSTOP, as a hung machine would) is not a dead process, so only
     the communication timeout can notice it: the peers' next exchange (a collective, or in the
-    pipeline a point-to-point receive from the next stage) fails after --comm-timeout."""
+    pipeline a point-to-point receive from the next stage) fails after --comm-timeout. The launcher
+    names the stopped rank, not the peer whose error it is, and kills it though it is stopped."""
     launcher, victim = _start_training(tmp_path, "--comm-timeout", "5", mode=mode)
     os.kill(victim, signal.SIGSTOP)
     rc, elapsed, err = _wait(launcher)
     assert rc != 0 and elapsed < 60, (rc, elapsed)
-    assert "rank 0 of 2 failed" in err, err
+    assert "rank 1 of 2 stopped answering (state: stopped by a signal) — rank 0 timed out waiting for it" in err, err
     assert not _children(launcher.pid)
 
 

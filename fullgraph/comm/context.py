@@ -5,14 +5,22 @@ Ranks find each other through the torchrun environment (``RANK``, ``WORLD_SIZE``
 launcher (``fullgraph.comm.launch``) started them. Backend: NCCL when every local rank has a GPU,
 gloo otherwise.
 
-Nothing may hang: set-up waits at most ``setup_timeout_s`` (rank 0 may be partitioning a large
-graph), and every training collective runs on a group whose timeout is ``timeout_s``.
+Nothing may hang: reaching the rendezvous store takes at most ``connect_timeout_s`` (60 s, or
+``FULLGRAPH_CONNECT_TIMEOUT``), set-up then waits at most ``setup_timeout_s`` (rank 0 may be
+partitioning a large graph), and every training collective runs on a group whose timeout is
+``timeout_s``. Nothing waits silently either: a rank still waiting after a few seconds says on stderr
+what for. A process left with RANK and WORLD_SIZE from a torchrun shell thus hears, within seconds,
+that it waits for a rank 0 nobody started, and gives up with one line (``RendezvousError``).
 """
 
 from __future__ import annotations
 
 import math
+import socket
+import sys
+import threading
 import time
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -21,11 +29,63 @@ import torch.distributed as dist
 
 import fullgraph.environ as environ
 from fullgraph.comm.ledger import Ledger
+from fullgraph.errors import InputError
 
-__all__ = ["DistEnv", "Comm", "Pending", "broadcast_object", "init_world"]
+__all__ = ["DistEnv", "Comm", "Pending", "RendezvousError", "broadcast_object", "init_world", "stale_env_hint"]
 
 EXCHANGE_TAG = 1 << 24
 """The tag of an all-to-all's transfers on gloo's lanes, above any a pipeline's chunk transfer uses."""
+
+CONNECT_TIMEOUT_S = 60.0
+"""How long a rank tries to reach the rendezvous store, and rank 0 (when it hosts it) waits for every
+rank to connect, unless ``FULLGRAPH_CONNECT_TIMEOUT`` says otherwise. Ranks start together, so this
+is short; the set-up timeout that follows is long, for rank 0's partitioning."""
+
+NOTICE_S = 5.0
+"""After this many seconds of waiting for its peers, a rank says on stderr what it waits for."""
+
+
+class RendezvousError(InputError):
+    """The ranks could not meet: the torchrun environment is incomplete, or names a rank 0 that is not
+    there. Most often RANK and WORLD_SIZE were left in a shell, so it is input (exit status 2)."""
+
+
+def stale_env_hint() -> str:
+    """How to fix an environment that makes this process a rank, for messages about it; empty in a
+    rank of fullgraph's launcher, whose environment the launcher wrote."""
+    if environ.has("FULLGRAPH_ERROR_FILE"):
+        return ""
+    return (f"RANK and WORLD_SIZE are set (RANK={environ.get('RANK')}, WORLD_SIZE={environ.get('WORLD_SIZE')}), "
+            f"as torchrun sets them: if this process was not started by torchrun, unset them "
+            f"('unset RANK WORLD_SIZE')")
+
+
+def _hinted(message: str, otherwise: str = "") -> str:
+    """``message``, then the stale-environment hint and what to check if the environment is right."""
+    hint = stale_env_hint()
+    if not hint:
+        return message + (f"; {otherwise}" if otherwise else "")
+    return f"{message}. {hint}" + (f"; if it was, {otherwise}" if otherwise else "")
+
+
+@contextmanager
+def _notice(line, first_s: float = NOTICE_S):
+    """While the body waits: after ``first_s`` seconds, then after twice as long each time, print
+    ``line(seconds so far)`` on stderr, so that no wait for other processes is silent."""
+    done = threading.Event()
+    t0 = time.monotonic()
+
+    def speak():
+        wait = first_s
+        while not done.wait(wait):
+            print(f"fullgraph: {line(time.monotonic() - t0)}", file=sys.stderr, flush=True)
+            wait *= 2
+
+    threading.Thread(target=speak, name="fullgraph-notice", daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()
 
 
 @dataclass(frozen=True)
@@ -40,22 +100,108 @@ class DistEnv:
         """The torchrun environment, or ``None`` when this process was not started as a rank."""
         if not environ.has("WORLD_SIZE") or not environ.has("RANK"):
             return None
-        ws = int(environ.get("WORLD_SIZE"))
-        return cls(
-            rank=int(environ.get("RANK")),
-            world_size=ws,
-            local_rank=int(environ.get("LOCAL_RANK", environ.get("RANK"))),
-            local_world_size=int(environ.get("LOCAL_WORLD_SIZE", str(ws))),
-        )
+        names = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
+        try:
+            rank, ws = int(environ.get("RANK")), int(environ.get("WORLD_SIZE"))
+            env = cls(rank=rank, world_size=ws, local_rank=int(environ.get("LOCAL_RANK", str(rank))),
+                      local_world_size=int(environ.get("LOCAL_WORLD_SIZE", str(ws))))
+        except ValueError:
+            got = ", ".join(f"{n}={environ.get(n)!r}" for n in names if environ.has(n))
+            raise RendezvousError(_hinted(f"expected whole numbers in {', '.join(names)} (got {got})")) from None
+        if not 0 <= rank < ws:
+            raise RendezvousError(_hinted(f"expected 0 <= RANK < WORLD_SIZE (got RANK={rank}, WORLD_SIZE={ws})"))
+        return env
 
 
-def init_world(env: DistEnv, device: str = "auto", setup_timeout_s: float = 1800.0) -> torch.device:
+def _connect_seconds() -> float:
+    """Seconds to reach the rendezvous store: ``FULLGRAPH_CONNECT_TIMEOUT``, else ``CONNECT_TIMEOUT_S``."""
+    value = environ.get("FULLGRAPH_CONNECT_TIMEOUT")
+    try:
+        seconds = CONNECT_TIMEOUT_S if value is None else float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise RendezvousError(f"expected FULLGRAPH_CONNECT_TIMEOUT to be seconds > 0 (got {value!r})")
+    return seconds
+
+
+def _master_address() -> tuple[str, int]:
+    """MASTER_ADDR and MASTER_PORT, checked: torch's own error for a missing one is a traceback that
+    does not say that RANK and WORLD_SIZE are what made this process look for them."""
+    addr, port = environ.get("MASTER_ADDR"), environ.get("MASTER_PORT")
+    if not addr or not port:
+        missing = " and ".join(n for n, v in (("MASTER_ADDR", addr), ("MASTER_PORT", port)) if not v)
+        raise RendezvousError(_hinted(f"expected MASTER_ADDR and MASTER_PORT (where the ranks meet) with RANK and "
+                                      f"WORLD_SIZE (got no {missing})", "set MASTER_ADDR and MASTER_PORT"))
+    if not port.isdigit() or not 0 < int(port) < 2**16:
+        raise RendezvousError(f"expected MASTER_PORT to be a port number (got {port!r})")
+    return addr, int(port)
+
+
+def _reach(addr: str, port: int, seconds: float) -> None:
+    """Wait until something listens at the store's address, trying with a plain socket: TCPStore's own
+    retries print a C++ stack trace at every failed try, and a rank 0 that never comes deserves one
+    line, not pages."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection((addr, port), timeout=min(2.0, seconds)).close()
+            return
+        except OSError as e:  # refused, unreachable, unknown host: rank 0 may not be up yet
+            last = e.strerror or str(e)
+        if time.monotonic() >= deadline:
+            raise RendezvousError(_hinted(
+                f"no rank 0 answered at {addr}:{port} (MASTER_ADDR:MASTER_PORT) within {seconds:g} s ({last})",
+                "check that rank 0 runs and that MASTER_ADDR and MASTER_PORT reach it "
+                "(FULLGRAPH_CONNECT_TIMEOUT waits longer)"))
+        time.sleep(0.2)
+
+
+def _waiting(env: DistEnv, where: str, hosts: bool, seconds: float):
+    """The notice of a rank that waits to meet the others."""
+    them = (f"ranks 1 to {env.world_size - 1}" if env.world_size > 2 else "rank 1") + f" to connect to {where}"
+    what = f"waiting for {them}" if hosts else f"waiting for rank 0 at {where}"
+    return lambda s: _hinted(f"rank {env.rank} of {env.world_size}: {what} ({s:.0f} s so far; giving up after "
+                             f"{seconds:g} s)")
+
+
+def _store(env: DistEnv, connect_s: float, setup_s: float) -> dist.Store:
+    """The store the ranks meet at, reached within ``connect_s``, then given ``setup_s`` for what
+    follows. Rank 0 hosts it (torch's env:// rendezvous), unless torchrun's agent does
+    (TORCHELASTIC_USE_AGENT_STORE, as fullgraph's launcher sets too)."""
+    addr, port = _master_address()
+    agent = environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    hosts, where = env.rank == 0 and not agent, f"{addr}:{port}"
+    with _notice(_waiting(env, where, hosts, connect_s), min(NOTICE_S, connect_s / 2)):
+        if not hosts:
+            _reach(addr, port, connect_s)
+        try:
+            store = dist.TCPStore(addr, port, env.world_size, is_master=hosts, multi_tenant=hosts,
+                                  timeout=timedelta(seconds=connect_s))
+        except dist.DistError as e:
+            problem = (f"not every rank connected to {where} within {connect_s:g} s" if "waiting for clients" in str(e)
+                       else f"could not {'host' if hosts else 'find'} the rendezvous store at {where}")
+            raise RendezvousError(_hinted(f"{problem} ({e})", "check MASTER_ADDR, MASTER_PORT and that every rank "
+                                                              "starts")) from None
+    store.set_timeout(timedelta(seconds=setup_s))
+    restart = environ.get("TORCHELASTIC_RESTART_COUNT")
+    if restart is not None and agent:
+        # torchrun --max-restarts: the agent's store outlives a failed attempt, keys and all, so a
+        # restarted rank would find the dead ranks' addresses there; each attempt gets its own keys
+        return dist.PrefixStore(f"fullgraph/attempt-{restart}/", store)
+    return dist.PrefixStore("default_pg", store)  # as env:// names its keys
+
+
+def init_world(env: DistEnv, device: str = "auto", setup_timeout_s: float = 1800.0,
+               connect_timeout_s: float | None = None) -> torch.device:
     """Join the world process group (once per process) and return this rank's device.
 
     With a GPU per local rank the group is made ``cpu:gloo,cuda:nccl``: CUDA tensors travel over NCCL,
     and the CPU objects of set-up (``broadcast_object_list`` of the launch flags, checkpoint metadata)
     over gloo. Whoever calls this first (the CLI, before it shares the partition; or ``Comm``), the
-    group is the same, so NCCL is never left out by an earlier gloo-only set-up."""
+    group is the same, so NCCL is never left out by an earlier gloo-only set-up. Reaching the store
+    has its own bound, ``connect_timeout_s`` (default: ``FULLGRAPH_CONNECT_TIMEOUT``, else 60 s): a
+    rank 0 that never comes is reported then, not after ``setup_timeout_s``."""
     from fullgraph.device import resolve_device
 
     dev = resolve_device(device, env.local_rank, env.local_world_size)
@@ -63,26 +209,24 @@ def init_world(env: DistEnv, device: str = "auto", setup_timeout_s: float = 1800
         torch.cuda.set_device(dev)
     if not dist.is_initialized():
         backend = "cpu:gloo,cuda:nccl" if dev.type == "cuda" else "gloo"
-        timeout = timedelta(seconds=setup_timeout_s)
-        restart = environ.get("TORCHELASTIC_RESTART_COUNT")
-        if restart is not None and environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
-            # torchrun --max-restarts: the agent's store outlives a failed attempt, keys and all, so a
-            # restarted rank would find the dead ranks' addresses there; each attempt gets its own keys
-            store = dist.PrefixStore(f"fullgraph/attempt-{restart}/", dist.TCPStore(
-                environ.get("MASTER_ADDR"), int(environ.get("MASTER_PORT")), env.world_size, is_master=False,
-                timeout=timeout))
-            dist.init_process_group(backend, store=store, rank=env.rank, world_size=env.world_size, timeout=timeout)
-        else:
-            dist.init_process_group(backend, init_method="env://", rank=env.rank, world_size=env.world_size,
-                                    timeout=timeout)
+        store = _store(env, min(setup_timeout_s, connect_timeout_s or _connect_seconds()), setup_timeout_s)
+        with _notice(lambda s: f"rank {env.rank} of {env.world_size}: waiting for the other ranks to join the "
+                               f"process group ({s:.0f} s so far; giving up after {setup_timeout_s:g} s)"):
+            dist.init_process_group(backend, store=store, rank=env.rank, world_size=env.world_size,
+                                    timeout=timedelta(seconds=setup_timeout_s))
     return dev
 
 
 def broadcast_object(obj, src: int = 0):
     """A picklable set-up object from rank ``src`` to every rank of the world group (launch flags,
-    before a ``Comm`` exists). It is no training traffic, so no ledger counts it."""
+    before a ``Comm`` exists). It is no training traffic, so no ledger counts it. The others may wait
+    long (rank ``src`` may be partitioning a large graph first): they say so after a few seconds."""
     box = [obj]
-    dist.broadcast_object_list(box, src=src)
+    rank, size = dist.get_rank(), dist.get_world_size()
+    with nullcontext() if rank == src else _notice(
+            lambda s: f"rank {rank} of {size}: waiting for rank {src} to finish its set-up (partitioning a large "
+                      f"graph can take minutes; {s:.0f} s so far)", 2 * NOTICE_S):
+        dist.broadcast_object_list(box, src=src)
     return box[0]
 
 

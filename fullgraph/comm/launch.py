@@ -3,15 +3,21 @@
 It hosts the rendezvous store on a free port (the OS picks it: no fixed port numbers, no race
 between choosing a port and binding it), starts each rank as ``python -m fullgraph ...`` with the
 torchrun environment, and watches them. When a rank fails (an exception, bad input, a kill), the
-launcher stops every other rank at once, prints which rank failed and why, and exits non-zero
-(2 when the failure was bad input). Each rank writes its error as JSON to a file the launcher
+launcher stops every other rank at once, prints which rank failed and why, and exits with the
+failure's own status (2 for bad input, 3 for a full disk: ``fullgraph.errors``; 1 otherwise). Each rank writes its error as JSON to a file the launcher
 names, and its stderr to a log file kept for inspection.
+
+A rank that stops answering (SIGSTOP, a hung machine) neither exits nor reports: its peers fail
+after ``--comm-timeout``, and their error names only themselves. When the first failure is such a
+communication timeout and a rank is still there having reported nothing, the launcher names that
+rank instead, with the state the kernel gives it (``stopped by a signal``, ...).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import shutil
 import subprocess
@@ -44,7 +50,8 @@ def report_worker_error(exc: BaseException, input_error: bool) -> None:
         return
     try:
         with open(path, "x") as f:
-            f.write(json.dumps({"type": type(exc).__name__, "message": str(exc), "input_error": input_error}))
+            f.write(json.dumps({"type": type(exc).__name__, "message": str(exc), "input_error": input_error,
+                                "exit_status": getattr(exc, "exit_status", None)}))
     except OSError:  # reported already (FileExistsError), or nowhere to write
         pass
 
@@ -67,22 +74,25 @@ class _Rank:
     log_file: Path
 
 
-def _reason(r: _Rank) -> tuple[str, bool]:
+def _reason(r: _Rank) -> tuple[str, int]:
+    """Why rank ``r`` failed, and the exit status the run ends with: the one its error has (2 for bad
+    input, 3 for a full disk, ...: ``fullgraph.errors``), else 1."""
     rc = r.proc.returncode
     try:
         err = json.loads(r.error_file.read_text())
-        return f"{err['type']}: {err['message']}", bool(err.get("input_error"))
-    except (OSError, ValueError, KeyError):
+        status = err.get("exit_status") or (2 if err.get("input_error") else 1)
+        return f"{err['type']}: {err['message']}", int(status)
+    except (OSError, ValueError, KeyError, TypeError):
         pass
     if rc is not None and rc < 0:
-        return f"killed by signal {signal.Signals(-rc).name}", False
+        return f"killed by signal {signal.Signals(-rc).name}", 1
     tail = ""
     try:
         lines = [x for x in r.log_file.read_text(errors="replace").splitlines() if x.strip()]
         tail = lines[-1] if lines else ""
     except OSError:
         pass
-    return f"exit status {rc}" + (f": {tail}" if tail else ""), False
+    return f"exit status {rc}" + (f": {tail}" if tail else ""), 1
 
 
 def _first_failure(failed: list[_Rank]) -> _Rank:
@@ -103,10 +113,67 @@ def _first_failure(failed: list[_Rank]) -> _Rank:
     return min(failed, key=lambda r: (when(r), r.rank))
 
 
+_COMM_TIMEOUT = re.compile(r"Timed out waiting \d+ ?ms|did not finish in [\d.]+ ?s|collective operation timeout"
+                           r"|before timing out")
+"""What a rank's error says when it gave up waiting for a peer: gloo's (``Timed out waiting 5000ms for
+recv operation to complete``, which names no peer), ``Pending.wait``'s, NCCL's watchdog's."""
+
+_STATES = {"R": "running", "S": "sleeping", "D": "in an uninterruptible wait (disk or kernel)",
+           "T": "stopped by a signal", "t": "stopped by a debugger", "Z": "exited"}
+
+
+def _state(pid: int) -> str | None:
+    """The kernel's one-letter state of a process (``/proc/PID/stat``), or ``None`` where it cannot be
+    read (not Linux, or gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _stopped(r: _Rank) -> bool:
+    return r.proc.poll() is None and _state(r.proc.pid) in ("T", "t")
+
+
+def _unanswering(cause: _Rank, reason: str, ranks: list[_Rank]) -> list[_Rank]:
+    """The ranks ``cause`` timed out waiting for, as far as the launcher can tell.
+
+    Only a communication timeout points away from the rank that raised it: any other error is its
+    own, and a rank merely waiting on it is innocent. The suspects are the ranks still there that
+    reported nothing (every peer of a failed collective fails or reports within moments of the
+    cause; one that does neither is not taking part). Stopped ones (SIGSTOP) are certain and go
+    first; else every silent rank is named, since gloo does not say which peer it waited for."""
+    if not _COMM_TIMEOUT.search(reason):
+        return []
+    silent = [r for r in ranks if r is not cause and r.proc.poll() is None and not r.error_file.exists()]
+    return [r for r in silent if _stopped(r)] or silent
+
+
+def _failure_line(cause: _Rank, ranks: list[_Rank]) -> tuple[str, int]:
+    """What the launcher says of a failed run (read before the ranks are stopped: a stopped rank's
+    state is gone once it is killed), and the exit status it ends with."""
+    reason, status = _reason(cause)
+    silent = _unanswering(cause, reason, ranks)
+    n = len(ranks)
+    if not silent:
+        return f"rank {cause.rank} of {n} failed: {reason}", status
+    reason = re.sub(r"^(\w+: )\[[^\]]+\.(?:cc|cpp|h):\d+\] ", r"\1", reason)  # gloo's source line: noise here
+    states = sorted({_STATES.get(_state(r.proc.pid) or "", "unknown") for r in silent})
+    who = ("rank " if len(silent) == 1 else "ranks ") + ", ".join(str(r.rank) for r in silent)
+    return (f"{who} of {n} stopped answering (state: {', '.join(states)}) — rank {cause.rank} timed out "
+            f"waiting for {'it' if len(silent) == 1 else 'them'}: {reason}"), 1
+
+
 def _stop(ranks: list[_Rank], grace_s: float = 5.0) -> None:
+    """SIGTERM every rank still running, SIGKILL those still there after ``grace_s``. A stopped rank
+    acts on no signal but SIGKILL until it is continued, so it is sent SIGCONT after the SIGTERM:
+    it ends now, not after the grace."""
     for r in ranks:
         if r.proc.poll() is None:
+            stopped = _stopped(r)
             r.proc.terminate()
+            if stopped:
+                r.proc.send_signal(signal.SIGCONT)
     deadline = time.monotonic() + grace_s
     for r in ranks:
         left = max(0.0, deadline - time.monotonic())
@@ -167,12 +234,11 @@ def launch_local(argv: list[str], nprocs: int, *, threads: int = 0, log_dir: str
             if any(r.proc.poll() not in (None, 0) for r in ranks):
                 time.sleep(0.5)  # let the peers that fail because of it fail too, then name the first
                 failed = _first_failure([r for r in ranks if r.proc.poll() not in (None, 0) or r.error_file.exists()])
+                line, status = _failure_line(failed, ranks)
                 _stop(ranks)
                 watch and watch.close()  # the error on a line of its own
-                reason, input_error = _reason(failed)
-                print(f"fullgraph: error: rank {failed.rank} of {nprocs} failed: {reason} "
-                      f"(rank logs in {logs})", file=sys.stderr)
-                return 2 if input_error else 1
+                print(f"fullgraph: error: {line} (rank logs in {logs})", file=sys.stderr)
+                return status
             if watch is not None:
                 watch.poll()
             if all(r.proc.poll() == 0 for r in ranks):

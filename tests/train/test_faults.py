@@ -130,15 +130,17 @@ def on_tmpfs(tmp_path: Path, kib: int, args: list[str], fill_kib: int = 0):
 
 
 @needs_mount
-def test_a_full_disk_while_checkpointing_names_the_last_good_one_and_resumes(tmp_path, cora):
-    run = on_tmpfs(tmp_path, 3072, [*cora, "--epochs", "20", "--checkpoint-every", "5"])  # 1.5 MiB each
+@pytest.mark.parametrize("layout", [[], ["--parallel", "graph", "--nprocs", "2"]], ids=["single", "graph-2"])
+def test_a_full_disk_while_checkpointing_names_the_last_good_one_and_resumes(tmp_path, cora, layout):
+    args = [*cora, "--epochs", "20", *layout]
+    run = on_tmpfs(tmp_path, 3072, [*args, "--checkpoint-every", "5"])  # 1.5 MiB each: the third does not fit
     assert run.returncode == EXIT_STATUS["no_space"], run.stderr
     line = one_error_line(run.stderr)
     assert "no space left" in line and ".tmp-epoch-000015" in line and "epoch-000010" in line, line
     assert ".tmp-" not in (tmp_path / "ckpts").read_text()  # the partial checkpoint is gone
     copy = tmp_path / "copy"
     train("--resume", str(copy))
-    train(*cora, "--epochs", "20", "--out", str(tmp_path / "whole"))
+    train(*args, "--out", str(tmp_path / "whole"))
     assert losses(copy) == losses(tmp_path / "whole")
 
 
