@@ -19,24 +19,35 @@ from fullgraph.errors import InputError
 from fullgraph.models.base import GNN, GraphLayer, glorot_
 from fullgraph.models.spec import MemoryModel, ModelSpec, register
 from fullgraph.ops import Block, dropout, matmul
+from fullgraph.ops.edges import EdgeSums
 from fullgraph.ops.norm import BatchNorm, apply_norm, make_norm
 
 
-def edge_softmax(scores: torch.Tensor, dst: torch.Tensor, num_dst: int) -> torch.Tensor:
-    """Softmax of ``scores [E, heads]`` over the edges that share a dst node."""
+def edge_softmax(scores: torch.Tensor, dst: torch.Tensor, num_dst: int, sums: EdgeSums | None = None) -> torch.Tensor:
+    """Softmax of ``scores [E, heads]`` over the edges that share a dst node.
+
+    The per-node maximum subtracted for stability is a constant to autograd (as in PyG): the softmax
+    does not depend on it, so its exact gradient is zero. ``sums`` (the block's ``EdgeSums``) sums
+    the denominators and their gradients in a fixed order, so that a run gives the same bits every
+    time (``ops.edges``). Without it (``parallel.tensor``'s own edges) they run through ``index_add_``
+    and ``gather``, deterministic on CPU too; whether that layout's run is depends on its gathers."""
     heads = scores.shape[1]
     idx = dst.unsqueeze(1).expand(-1, heads)
-    top = torch.full((num_dst, heads), float("-inf"), dtype=scores.dtype, device=scores.device)
-    top = top.scatter_reduce(0, idx, scores, reduce="amax", include_self=True)
-    e = (scores - top.gather(0, idx)).exp()
+    with torch.no_grad():
+        top = torch.full((num_dst, heads), float("-inf"), dtype=scores.dtype, device=scores.device)
+        top = top.scatter_reduce(0, idx, scores, reduce="amax", include_self=True).gather(0, idx)
+    e = (scores - top).exp()
+    if sums is not None:
+        return e / sums.gather_dst(sums.sum_at_dst(e))
     denom = torch.zeros((num_dst, heads), dtype=scores.dtype, device=scores.device).index_add_(0, dst, e)
     return e / denom.gather(0, idx)
 
 
-def weigh(e_src: torch.Tensor, e_dst: torch.Tensor, dst: torch.Tensor, num_dst: int) -> torch.Tensor:
+def weigh(e_src: torch.Tensor, e_dst: torch.Tensor, dst: torch.Tensor, num_dst: int,
+          sums: EdgeSums | None = None) -> torch.Tensor:
     """Each edge's attention weight ``[E, heads]`` from its ends' scores: LeakyReLU (slope 0.2) of
-    their sum, softmax over the edges that share a dst node."""
-    return edge_softmax(F.leaky_relu(e_src + e_dst, 0.2), dst, num_dst)
+    their sum, softmax over the edges that share a dst node (``sums``: see :func:`edge_softmax`)."""
+    return edge_softmax(F.leaky_relu(e_src + e_dst, 0.2), dst, num_dst, sums)
 
 
 class GATLayer(GraphLayer):
@@ -58,11 +69,12 @@ class GATLayer(GraphLayer):
         if block.attention is not None:  # the layout holds column slices while it sums (parallel.tensor)
             out = block.attention(wh.reshape(wh.shape[0], -1), s_src, s_dst, weigh)
         else:
-            src, dst = block.edges()
-            alpha = weigh(s_src[src], s_dst[dst], dst, block.num_dst)
-            msg = wh[src] * alpha.unsqueeze(-1)
-            out = msg.new_zeros((block.num_dst, self.heads, self.d_head)).index_add_(0, dst, msg)  # msg's precision
-            out = out.reshape(block.num_dst, -1)
+            # gathers and sums through the block's EdgeSums: a fixed summation order, the same bits
+            # every run (x[src]'s backward, an accumulating index_put_, adds in thread order)
+            sums = block.edge_sums()
+            alpha = weigh(sums.gather_src(s_src), sums.gather_dst(s_dst), sums.dst, block.num_dst, sums)
+            msg = sums.gather_src(wh) * alpha.unsqueeze(-1)
+            out = sums.sum_at_dst(msg).reshape(block.num_dst, -1)  # msg's precision
         out = out if self.bias is None else out + self.bias
         return out if self.last else F.elu(apply_norm(self.norm, out, block.reduce))
 
@@ -98,7 +110,8 @@ def _kept(*, nodes, halo, block_nnz, classes, hidden, layers, heads, dropped_x, 
         last = i == L - 1
         width, hk = (C, 1) if last else (H, k)
         inp = dropped_x if i == 0 else 5 * m * H  # X', or mask and dropped input
-        edge = 2 * 4 * E * width + 5 * 4 * E * hk  # messages twice; five [E', heads] score tensors
+        # the messages once, four [E', heads] score tensors (the gathers and sums of ops.edges keep none)
+        edge = 4 * E * width + 4 * 4 * E * hk
         total += inp + 4 * m * width + edge + (0 if last else 4 * n * width)  # Wh; ELU output
     return total  # (a fetched copy is dropped out at once: its mask and copy are counted)
 

@@ -15,6 +15,7 @@ import torch
 
 from fullgraph.ops.adjacency import normalized
 from fullgraph.ops.csr import row_ids
+from fullgraph.ops.edges import EdgeSums
 from fullgraph.ops.sparse import SparseOp
 
 __all__ = ["Block"]
@@ -48,6 +49,7 @@ class Block:
     dst_ids: torch.Tensor | None = field(default=None, repr=False)
     reduce: Callable[[torch.Tensor], torch.Tensor] | None = field(default=None, repr=False)
     attention: Callable | None = field(default=None, repr=False)
+    _sums: EdgeSums | None = field(default=None, repr=False)
 
     @property
     def num_dst(self) -> int:
@@ -62,6 +64,13 @@ class Block:
         if self._edges is None:
             self._edges = (self.adj.indices, row_ids(self.adj.indptr))
         return self._edges
+
+    def edge_sums(self) -> EdgeSums:
+        """Gathers onto the edges and sums over them whose float sums run in a fixed order (attention:
+        two runs with the same seed give the same bits; see ``ops.edges``), built on first use and kept."""
+        if self._sums is None:
+            self._sums = EdgeSums(self.adj, self.edges())
+        return self._sums
 
     def to(self, device) -> "Block":
         if self.adj.indptr.device == torch.device(device):

@@ -109,6 +109,12 @@ class SparseOp:
             self._At = _csr(self._t_indptr, self._t_indices, vals, self.shape[::-1])
         return self._At
 
+    def transpose_order(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(indptr, positions)`` of ``Aᵀ``'s structure, built on first use and kept: row ``u`` of the
+        transpose lists the CSR positions of column ``u``'s entries of ``A``, in row order."""
+        self._transpose_structure()
+        return self._t_indptr, self._perm
+
     def _transpose_structure(self) -> None:
         if self._perm is None:
             pos = self._scipy(np.arange(1, self.nnz + 1, dtype=np.int64)).T.tocsr()

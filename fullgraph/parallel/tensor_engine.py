@@ -21,7 +21,8 @@ from fullgraph.comm.context import Comm
 from fullgraph.comm.stats import sum_over
 from fullgraph.errors import InputError
 from fullgraph.ops import Block
-from fullgraph.ops.csr import row_ids, take_rows
+from fullgraph.ops.csr import take_rows
+from fullgraph.ops.edges import EdgeSums
 from fullgraph.parallel.engine import ReplicatedEngine, input_features, world_comm
 from fullgraph.parallel.tensor import (Switch, TensorOp, _GatherRows, _ToColumns, _ToRows, column_counts,
                                        layer_sites, node_counts)
@@ -36,22 +37,22 @@ class WholeGraphAttention:
 
     def __init__(self, op: TensorOp):
         self.op = op
-        self._edges = None
+        self._sums = None
 
     def __call__(self, wh: torch.Tensor, s_src: torch.Tensor, s_dst: torch.Tensor, weigh) -> torch.Tensor:
         sw, n = self.op.switch, self.op.a.shape[0]
-        if self._edges is None:
-            self._edges = (self.op.a.indices, row_ids(self.op.a.indptr))
-        src, dst = self._edges
-        alpha = weigh(_GatherRows.apply(s_src, sw)[src], _GatherRows.apply(s_dst, sw)[dst], dst, n)  # [E, heads]
+        if self._sums is None:  # gathers and sums in a fixed order: the same bits every run (ops.edges)
+            self._sums = EdgeSums(self.op.a)
+        sums = self._sums
+        alpha = weigh(sums.gather_src(_GatherRows.apply(s_src, sw)), sums.gather_dst(_GatherRows.apply(s_dst, sw)),
+                      sums.dst, n, sums)  # [E, heads]
         width, heads = wh.shape[1], s_src.shape[1]
         sites, key = layer_sites(self.op.sites), self.op.sites.key
         xc = _ToColumns.apply(wh, sw, sites, key)  # [N, w_me]
         start = sum(column_counts(width, sw.P)[:sw.me])
         head = torch.arange(start, start + xc.shape[1], device=xc.device) // (width // heads)
-        msg = xc[src] * alpha[:, head]
-        out = msg.new_zeros((n, xc.shape[1])).index_add_(0, dst, msg)
-        return _ToRows.apply(out, width, sw, sites, key)
+        msg = sums.gather_src(xc) * alpha.index_select(1, head)  # (alpha[:, head]'s backward accumulates in thread order)
+        return _ToRows.apply(sums.sum_at_dst(msg), width, sw, sites, key)
 
 
 class TensorEngine(ReplicatedEngine):
