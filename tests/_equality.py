@@ -91,6 +91,15 @@ hardly any training node sees): there float32 noise decides Adam's step m/√v i
 most lr = 1e-2, and the largest such difference seen is ~2e-5. A wrong gradient moves a weight by
 whole steps (1e-2)."""
 
+WEIGHTS_BATCH_NORM = Tol("WEIGHTS_BATCH_NORM", rtol=1e-4, atol=3e-4)
+"""Final weights of a BatchNorm model trained over parts against one process (as WEIGHTS_REORDERED).
+The statistics are sums over ranks in another order, and every activation is divided by their
+square root, so a last-bit difference reaches every row, not only the rows a part sums; a weight
+whose gradient is nearly zero takes Adam steps that this noise decides. Seen: 1.2e-4 on one of
+22,928 weights (SAGE with BatchNorm, METIS P = 2, Cora, a 2-core Xeon; 2e-5 elsewhere), hence 3e-4
+absolute, 3% of one step. Statistics that were a part's own instead of the whole graph's move the
+losses by 1e-3 from epoch 1 (LOSSES_REORDERED catches it) and the weights by whole steps."""
+
 RECOMPUTED = Tol("RECOMPUTED", rtol=1e-6, atol=0.0)
 """With ``--recompute`` against without: the same kernels on the same inputs, and the recomputed
 forward redraws the same keyed masks; only the order in which autograd accumulates gradient
