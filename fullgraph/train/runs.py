@@ -50,8 +50,9 @@ def write_run_config(cfg: TrainConfig, *, replace: bool = False, model: str | No
     A folder holding an earlier run is refused, so that a rerun never silently replaces results: its
     checkpoints always (they are hours of someone's training: resume it, or remove them), its other
     files unless ``cfg.run.overwrite`` (or ``replace``: ``--resume auto`` restarting a run that never
-    reached its first checkpoint). What is replaced is removed first, so the new run's files are never
-    mixed with the old run's; other files in the folder are left alone. The leftovers of a checkpoint
+    reached its first checkpoint). What is replaced is moved aside first (``REPLACED``, until
+    :class:`RunFolder` knows the new run started), so the new run's files are never mixed with the old
+    run's; other files in the folder are left alone. The leftovers of a checkpoint
     never completed are removed (a resume must never pick up another run's state). ``model``: what
     the run trains where the options do not say it (a model object's ``<ClassName>``)."""
     if not cfg.run.out:
