@@ -10,6 +10,19 @@ import pytest
 os.environ.setdefault("FULLGRAPH_DEVICE", "cpu")
 
 
+@pytest.fixture(autouse=True)
+def _same_threads():
+    """Each test starts at the process's own thread count: a run in this process with ``--threads``
+    sets torch's count for the whole process, and a later in-process run compared bit for bit with
+    one in a fresh process (the kill-and-resume tests) would otherwise compute with another count,
+    whose dense products round differently."""
+    import torch
+
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The offline benchmark graphs: ``$FULLGRAPH_DATA``, else ``<repo>/../shared/data``.

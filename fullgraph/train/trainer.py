@@ -116,10 +116,12 @@ class Trainer:
         self.writer: RunWriter | None = None
         self.callbacks = list(callbacks)  # called with each epoch's record, on rank 0 (fullgraph.train_model)
         self.stepped: dict = {}  # what the last weight update said (its learning rate, gradient norm)
+        self.threads_before: int | None = None  # torch's thread count before build() set --threads
 
     # ------------------------------------------------------------------ build
     def build(self) -> "Trainer":
         cfg = self.cfg
+        self.threads_before = torch.get_num_threads()  # put back by close(): a library call leaves no trace
         if cfg.run.threads:
             torch.set_num_threads(cfg.run.threads)
         elif cfg.parallel.mesh.distributed:  # cores ÷ local processes, as torchrun would not do for us
@@ -379,6 +381,8 @@ class Trainer:
                    config=self.run_model.options(), metrics=dict(best))
 
     def close(self) -> None:
+        if self.threads_before:
+            torch.set_num_threads(self.threads_before)
         if self.writer is not None:
             self.writer.close()
         if self.engine is not None:
