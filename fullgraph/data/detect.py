@@ -11,8 +11,11 @@ ogb            ``raw/data.npz`` (ogbn-papers100M's binary layout), or ``raw/edge
                (:mod:`.formats.ogb`)
 graphsaint     ``adj_full.npz``, or ``class_map.json`` with ``role.json`` (:mod:`.formats.graphsaint`)
 planetoid      ``ind.NAME.graph`` (with the other ``ind.NAME.*`` files; :mod:`.formats.planetoid`)
-edgelist       ``edges.txt``/``.csv``/``.tsv`` with ``features.*`` and ``labels.*``
-               (:func:`.formats.edgelist.load_edgelist_folder`)
+edgelist       ``edges.*``, ``features.*`` or ``labels.*`` with an extension of
+               :data:`.formats.edgelist.FOLDER_FILES` (``edges.txt``/``.csv``/``.tsv``/``.npy``,
+               ``features.npy``/``.npz``/text, ...): the table the folder loader
+               :func:`.formats.edgelist.load_edgelist_folder` reads, so that what it reads is found
+               here, and any one of the three marks the folder (the loader names those missing)
 npz            exactly one ``.npz`` file in the folder, read as a file (below)
 =============  ==================================================================================
 
@@ -25,7 +28,8 @@ cheap enough to run twice, once to load and once to resolve ``--feature-norm aut
 The loaded graph is preprocessed (symmetric, deduplicated, no self loops) exactly as the named
 datasets are, except a native folder whose ``meta.json`` says it already is: that one is used as
 stored, memory-mapped. ``--split`` means what it means for the named datasets: the fixed split of a
-heterophilous ``.npz`` (0..9), the seed of the per-class split drawn for a Shchur ``.npz`` or an edge
+heterophilous ``.npz`` (0..9) or of a native folder that holds several (``fullgraph convert`` keeps
+them all: :func:`fixed_splits`), the seed of the per-class split drawn for a Shchur ``.npz`` or an edge
 list without split files, and 0 for formats with one published split. ``--feature-norm auto`` is
 ``row`` for a Planetoid folder, what ``meta.json`` says for a native folder (``convert`` records it,
 so a converted Cora trains like ``--dataset cora``), and ``none`` otherwise. ``--metric auto`` is
@@ -44,13 +48,13 @@ from pathlib import Path
 from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
 
-__all__ = ["Detected", "detect", "looks_like_path", "load_path"]
+__all__ = ["Detected", "detect", "looks_like_path", "load_path", "fixed_splits"]
 
 log = logging.getLogger("fullgraph")
 
 _WHAT_WE_LOOK_FOR = (
     "meta.json of a fullgraph native folder; raw/data.npz or raw/edge.csv.gz (OGB); adj_full.npz or class_map.json + "
-    "role.json (GraphSAINT); ind.NAME.graph (Planetoid); edges.txt|csv|tsv + features + labels (edge list); "
+    "role.json (GraphSAINT); ind.NAME.graph (Planetoid); edges.{edges} + features + labels (edge list); "
     "one .npz file (Shchur or heterophilous-graphs)"
 )
 
@@ -108,7 +112,7 @@ def _name_of(path: Path) -> str:
 
 def detect(path: str | os.PathLike) -> Detected:
     """The format of the dataset at ``path`` (a folder, or an ``.npz`` file); see the module doc."""
-    from fullgraph.data.formats.native_read import is_native_folder, read_native_meta
+    from fullgraph.data.formats.native_read import is_native_folder, num_splits, read_native_meta
 
     p = Path(path).expanduser()
     if not p.exists():
@@ -123,7 +127,7 @@ def detect(path: str | os.PathLike) -> Detected:
         norm = meta.get("feature_norm") if meta.get("feature_norm") in ("row", "none") else "none"
         metric = meta.get("metric") if meta.get("metric") in ("acc", "rocauc", "micro-f1") else None
         return Detected("native", p, meta.get("name") or _name_of(p), norm, metric,
-                        {"preprocessed": bool(meta.get("preprocessed"))})
+                        {"preprocessed": bool(meta.get("preprocessed")), "num_splits": num_splits(meta)})
     from fullgraph.data.formats.ogb import ogb_layout
 
     layout = ogb_layout(p)
@@ -138,8 +142,10 @@ def detect(path: str | os.PathLike) -> Detected:
                          f"point --dataset at a folder holding one)")
     if prefixes:
         return Detected("planetoid", p, prefixes[0], "row", options={"prefix": prefixes[0]})
-    if any((p / f"edges{ext}").is_file() for ext in (".txt", ".csv", ".tsv")):
-        return Detected("edgelist", p, _name_of(p))
+    from fullgraph.data.formats.edgelist import FOLDER_FILES
+
+    if any((p / f"{stem}{ext}").is_file() for stem in ("edges", "features", "labels") for ext in FOLDER_FILES[stem]):
+        return Detected("edgelist", p, _name_of(p))  # its loader names any of the three that is missing
     npz = sorted(f for f in p.glob("*.npz") if f.is_file())
     if len(npz) == 1:
         return Detected(_npz_kind(npz[0]), npz[0], npz[0].stem)
@@ -148,7 +154,8 @@ def detect(path: str | os.PathLike) -> Detected:
                          f"pass --dataset {p}/FILE.npz)")
     if (p / "meta.json").is_file():
         read_native_meta(p)  # says what is wrong with it (not JSON, another format's meta.json)
-    raise InputError(f"expected a dataset in a format fullgraph reads at {p} (found none of: {_WHAT_WE_LOOK_FOR})")
+    raise InputError(f"expected a dataset in a format fullgraph reads at {p} (found none of: "
+                     f"{_WHAT_WE_LOOK_FOR.format(edges='|'.join(e[1:] for e in FOLDER_FILES['edges']))})")
 
 
 def _only_split_zero(det: Detected, split: int) -> None:
@@ -166,8 +173,7 @@ def load_path(path: str | os.PathLike, *, split: int = 0, verify: bool | None = 
     if det.kind == "native":
         from fullgraph.data.formats.native_read import load_native
 
-        _only_split_zero(det, split)
-        graph = load_native(det.path, verify=verify)
+        graph = load_native(det.path, verify=verify, split=split)
         if det.options["preprocessed"]:
             return graph
         log.info("%s: meta.json says the graph is not preprocessed; symmetrizing it", det.path)
@@ -201,3 +207,33 @@ def load_path(path: str | os.PathLike, *, split: int = 0, verify: bool | None = 
         graph = load_npz_shchur(det.path, det.name, seed=split)
     graph.name = det.name
     return preprocess(graph)
+
+
+def fixed_splits(dataset: str, root: str | None = None):
+    """Every fixed split of the dataset ``--dataset dataset`` names, as ``(train, val, test)`` bool
+    arrays ``[S, N]``, when it has more than one (a heterophilous ``.npz``, by name or path, or a
+    native folder holding several); else ``None``. What ``fullgraph convert`` stores beside the graph,
+    so that the converted folder answers ``--split k`` as its source does. Loading never reorders
+    nodes, so the file's masks are the loaded graph's. Call it after loading the graph: a named
+    dataset's file is then present (downloaded, checked)."""
+    if dataset in ("synthetic", "edgelist"):
+        return None
+    if looks_like_path(dataset):
+        det = detect(dataset)
+        kind, path = det.kind, det.path
+    else:
+        from fullgraph.data.datasets import get_spec, resolve_root
+
+        spec = get_spec(dataset)
+        kind, path = spec.format, resolve_root(root) / spec.path
+    if kind == "npz_hetero":
+        from fullgraph.data.formats.npz_hetero import read_hetero_splits
+
+        splits = read_hetero_splits(path)
+    elif kind == "native":
+        from fullgraph.data.formats.native_read import read_native_splits
+
+        splits = read_native_splits(path, verify=False)  # loaded, and so checked, just before
+    else:
+        return None
+    return splits if len(splits[0]) > 1 else None

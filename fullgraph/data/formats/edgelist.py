@@ -1,18 +1,26 @@
 """Your own graph from plain files: an edge list, a feature matrix, labels, and optionally a split.
 
-This is the way in for data that no benchmark loader knows. The files:
+This is the way in for data that no benchmark loader knows. The files (text: ``.txt``, ``.csv`` or
+``.tsv``, values separated by whitespace or commas):
 
-* edges: text, one ``src dst`` pair per line (whitespace or comma separated; a third column, e.g.
-  a weight, is refused: every edge weighs 1 in Â, and a weight silently dropped would train
-  another graph than the user's), ``#`` starts a comment, a non-numeric first line (a header
-  such as ``node_id<TAB>node_id``) is skipped; or a ``.npy`` int array [E, 2];
-* features: ``.npy`` [N, F], ``.npz`` as written by ``scipy.sparse.save_npz`` (stays sparse), or
-  text with one row of numbers per node;
+* edges: text, one ``src dst`` pair per line (a third column, e.g. a weight, is refused: every
+  edge weighs 1 in Â, and a weight silently dropped would train another graph than the user's),
+  ``#`` starts a comment, a non-numeric first line (a header such as ``node_id<TAB>node_id``) is
+  skipped; or a ``.npy`` int array [E, 2];
+* features: ``.npy`` [N, F]; ``.npz``, either a scipy sparse matrix (``scipy.sparse.save_npz``,
+  which stays sparse: a bag-of-words matrix densified can cost 20 times the memory and time) or one
+  dense array (``numpy.savez``); or text with one row of numbers per node;
 * labels: ``.npy`` or text; one value per node (a class id, ``-1`` for unlabelled) or one 0/1 row
   per node (multi-label);
 * splits (optional, all three or none): ``.npy`` bool masks or id arrays, or text with one node id
   per line. Without them a single-label graph gets the seeded per-class split
   (:func:`fullgraph.data.splits.per_class_split`).
+
+A folder (:func:`load_edgelist_folder`) names them ``edges``, ``features``, ``labels``, ``train``,
+``val`` and ``test`` with the extensions of :data:`FOLDER_FILES`: the one table that the folder scan
+and the format detection (:mod:`fullgraph.data.detect`) both read, so that every form the reader
+takes is also found in a folder. Two files of one name (``features.npy`` and ``features.npz``) are
+refused rather than one picked silently.
 
 Class ids run from 0 to C-1: without ``num_classes``, C is the largest label + 1, and labels that
 leave most of those classes without a node (a typo such as ``1000`` among 0..3) are refused
@@ -35,7 +43,17 @@ from fullgraph.data.graph import Graph, check_inferred_classes, used_classes
 from fullgraph.data.splits import per_class_split
 from fullgraph.errors import InputError
 
-__all__ = ["load_edgelist", "read_edges"]
+__all__ = ["load_edgelist", "read_edges", "load_edgelist_folder", "find_folder_files", "FOLDER_FILES"]
+
+TEXT = (".txt", ".csv", ".tsv")
+SPLIT_STEMS = ("train", "val", "test")
+FOLDER_FILES: dict[str, tuple[str, ...]] = {
+    "edges": (*TEXT, ".npy"),
+    "features": (".npy", ".npz", *TEXT),
+    "labels": (".npy", *TEXT),
+    **{s: (".npy", *TEXT) for s in SPLIT_STEMS},
+}
+"""The file names of a folder, by stem: the extensions each reader below takes."""
 
 
 def _exists(path: Path, what: str) -> Path:
@@ -51,7 +69,8 @@ def read_edges(path: str | Path, *, header: bool | None = None) -> np.ndarray:
     if path.suffix == ".npy":
         edges = load_array(path, "edge list")
         if edges.ndim != 2 or edges.shape[1] != 2 or not np.issubdtype(edges.dtype, np.integer):
-            raise InputError(f"expected an integer [E, 2] array in {path} (got {edges.dtype} {edges.shape})")
+            hint = "; a PyG edge_index is [2, E]: save its transpose" if edges.shape[:1] == (2,) else ""
+            raise InputError(f"expected an integer [E, 2] array in {path} (got {edges.dtype} {edges.shape}{hint})")
         return edges.astype(np.int64)
     try:
         edges = read_table(path, dtype=np.int64, what="edge list", header=header)
@@ -69,17 +88,28 @@ def read_edges(path: str | Path, *, header: bool | None = None) -> np.ndarray:
     return np.ascontiguousarray(edges[:, :2])
 
 
+def _npz_features(path: Path):
+    """A scipy sparse matrix (kept sparse) or the one dense array of an ``np.savez`` file; never pickles."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            keys = sorted(z.files)
+            if {"format", "shape", "data"} <= set(keys):
+                return sp.load_npz(path)
+            if len(keys) == 1:
+                return z[keys[0]]
+    except (ValueError, OSError, KeyError, EOFError) as e:
+        raise InputError(f"expected {path} to be a scipy.sparse.save_npz file or one numpy.savez array "
+                         f"(got {type(e).__name__}: {e})") from None
+    raise InputError(f"expected {path} to be a scipy.sparse.save_npz file or one numpy.savez array "
+                     f"(got the arrays {', '.join(keys[:8]) or 'none'})")
+
+
 def _features(path: Path):
     path = _exists(path, "features")
     if path.suffix == ".npy":
         return load_array(path, "features")
     if path.suffix == ".npz":
-        try:
-            return sp.load_npz(path)
-        except (ValueError, OSError, KeyError) as e:
-            raise InputError(
-                f"expected {path} to be a scipy.sparse.save_npz file (got {type(e).__name__}: {e})"
-            ) from None
+        return _npz_features(path)
     return read_table(path, dtype=np.float32, what="features", header=False)
 
 
@@ -150,29 +180,45 @@ def load_edgelist(edges: str | Path, features: str | Path, labels: str | Path, *
     )
 
 
-def _find(folder: Path, stem: str, exts: tuple[str, ...], required: bool = True) -> Path | None:
-    for ext in exts:
-        p = folder / f"{stem}{ext}"
-        if p.is_file():
-            return p
-    if required:
-        names = ", ".join(f"{stem}{e}" for e in exts)
-        raise InputError(f"expected one of {names} in {folder} (got none)")
-    return None
+def find_folder_files(folder: str | Path) -> dict[str, Path | None]:
+    """The files of :data:`FOLDER_FILES` in ``folder``, by stem (``None``: absent). Two files of one
+    stem are refused: which of ``features.npy`` and ``features.npz`` is the user's data is theirs to say."""
+    folder = Path(folder)
+    found: dict[str, Path | None] = {}
+    for stem, exts in FOLDER_FILES.items():
+        paths = [folder / f"{stem}{ext}" for ext in exts if (folder / f"{stem}{ext}").is_file()]
+        if len(paths) > 1:
+            raise InputError(f"expected one {stem} file in {folder} (got {' and '.join(p.name for p in paths)}; "
+                             f"move the ones not to be read elsewhere)")
+        found[stem] = paths[0] if paths else None
+    return found
+
+
+def _names(stem: str) -> str:
+    return ", ".join(f"{stem}{e}" for e in FOLDER_FILES[stem])
 
 
 def load_edgelist_folder(folder: str | Path, *, seed: int = 0, num_classes: int | None = None) -> Graph:
-    """A graph from a folder laid out as ``edges.{txt,csv,tsv}``, ``features.{npy,txt}``,
-    ``labels.{npy,txt}`` and optionally ``train``/``val``/``test`` split files (``.txt`` or ``.npy``):
-    what ``fullgraph train --dataset edgelist --root FOLDER`` reads. ``num_classes``: as for
-    :func:`load_edgelist`."""
+    """A graph from a folder holding ``edges``, ``features``, ``labels`` and optionally ``train``,
+    ``val`` and ``test`` files, each with one of the extensions of :data:`FOLDER_FILES`: what
+    ``fullgraph train --dataset FOLDER`` and ``--dataset edgelist --root FOLDER`` read. ``seed``
+    (``--split``) seeds the per-class split of a folder without split files; split files are one
+    fixed split, so any other value than 0 is refused there rather than ignored. ``num_classes``: as
+    for :func:`load_edgelist`."""
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(f"expected --root to be a folder holding edges.txt, features.npy and labels.txt "
                          f"(got {folder}, which is not a folder)")
-    edges = _find(folder, "edges", (".txt", ".csv", ".tsv"))
-    features = _find(folder, "features", (".npy", ".txt"))
-    labels = _find(folder, "labels", (".npy", ".txt"))
-    splits = [_find(folder, s, (".txt", ".npy"), required=False) for s in ("train", "val", "test")]
-    return load_edgelist(edges, features, labels, train=splits[0], val=splits[1], test=splits[2],
-                         name=folder.name, seed=seed, num_classes=num_classes)
+    files = find_folder_files(folder)
+    missing = [stem for stem in ("edges", "features", "labels") if files[stem] is None]
+    if missing:
+        raise InputError(f"expected {'; '.join(f'one of {_names(m)}' for m in missing)} in {folder} (got none)")
+    splits = [files[s] for s in SPLIT_STEMS]
+    if any(splits) and not all(splits):
+        got = ", ".join(p.name for p in splits if p is not None)
+        raise InputError(f"expected all three split files (train, val, test) or none in {folder} (got only {got})")
+    if all(splits) and seed != 0:
+        raise InputError(f"expected --split 0 for {folder} (its train, val and test files are one fixed split) "
+                         f"(got {seed})")
+    return load_edgelist(files["edges"], files["features"], files["labels"], train=splits[0], val=splits[1],
+                         test=splits[2], name=folder.name, seed=seed, num_classes=num_classes)

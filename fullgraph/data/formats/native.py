@@ -5,7 +5,8 @@ be parsed into memory before training starts. A native folder is read with ``np.
 loading a 10^8-edge graph costs page-cache reads, not a parse and a second copy, and every rank of a
 run on one machine shares the same pages.
 
-The folder (version 1)::
+The folder (version 2; a folder with one split is written as version 1, which is version 2 without
+the ``*_masks.npy`` files, so that an older fullgraph still reads it)::
 
     meta.json          format name + version, counts, and one entry per array (see below)
     indptr.npy         int64 [N+1]  CSR row pointers over in-edges (row v = the edges u -> v)
@@ -16,7 +17,9 @@ The folder (version 1)::
       x_indices.npy    int64 [nnz]  column ids, sorted within each row
       x_values.npy     float32 [nnz]
     y.npy              int64 [N] class ids (-1: unlabelled), or float32 [N, C] of 0/1 (multi-label)
-    train_mask.npy, val_mask.npy, test_mask.npy   bool [N]
+    train_mask.npy, val_mask.npy, test_mask.npy   bool [N]    split 0
+    train_masks.npy, val_masks.npy, test_masks.npy    bool [S, N]  every split, S >= 2 (version 2
+                                                      only; row 0 is split 0 again)
 
 This is exactly the :class:`~fullgraph.data.graph.Graph` container on disk (same in-edge CSR
 convention). Arrays are plain ``.npy`` files (format 1.0, little-endian, C order, never pickled
@@ -25,12 +28,20 @@ objects), so ``numpy.load`` reads each one on its own. ``meta.json`` holds::
     {"format": "fullgraph-native", "version": 1, "name": "cora",
      "counts": {"num_nodes": N, "num_edges": E, "num_features": F, "num_classes": C,
                 "multilabel": false, "feature_nnz": nnz (sparse only),
-                "split_sizes": {"train": ..., "val": ..., "test": ...}},
+                "split_sizes": {"train": ..., "val": ..., "test": ...},         # split 0
+                "num_splits": S, "split_sizes_all": [{"train": ...}, ...]},   # version 2, S >= 2
      "features": "dense" | "sparse_csr",
      "preprocessed": true,     # symmetric, no duplicate edges, no self loops (datasets.preprocess)
      "feature_norm": "none",   # what --feature-norm auto means for this graph ("row" for Planetoid)
      "source": "...", "created_by": "fullgraph 0.1.0",
      "files": {"indptr.npy": {"dtype": "<i8", "shape": [N+1], "bytes": ..., "sha256": "..."}, ...}}
+
+Why several splits: the heterophilous graphs ship ten fixed splits, and results are reported as
+the mean over them; a converted folder that kept one would refuse ``--split 3`` or, worse, train
+another split than the one asked. Split 0 stays in ``*_mask.npy`` so that the readers of version 1
+(the streaming partitioner among them, :mod:`fullgraph.partition.stream_store`) find it where they
+always did; :func:`~fullgraph.data.formats.native_read.load_native` maps row ``k`` of the
+``[S, N]`` arrays for split ``k`` (a contiguous row: still memory-mapped, no copy).
 
 ``bytes`` is the whole file's size; ``sha256`` is over the array's data bytes only (not the ``.npy``
 header), so that it names the numbers whatever header padding a tool writes.
@@ -62,18 +73,21 @@ from fullgraph.data.graph import Graph
 from fullgraph.data.preprocess import is_standard_structure
 from fullgraph.errors import InputError
 
-__all__ = ["NATIVE_FORMAT", "NATIVE_VERSION", "VERIFY_AUTO_MAX_BYTES", "write_native", "is_preprocessed",
-           "check_target"]
+__all__ = ["NATIVE_FORMAT", "NATIVE_VERSION", "READ_VERSIONS", "VERIFY_AUTO_MAX_BYTES", "write_native",
+           "is_preprocessed", "check_target", "checked_splits"]
 
 NATIVE_FORMAT = "fullgraph-native"
-NATIVE_VERSION = 1
+NATIVE_VERSION = 2
+READ_VERSIONS = (1, 2)
+"""The versions this fullgraph reads; it writes 1 for a folder with one split, 2 for several."""
 VERIFY_AUTO_MAX_BYTES = 512 << 20
 BLOCK_BYTES = 64 << 20
 META = "meta.json"
 MASKS = ("train_mask", "val_mask", "test_mask")
+SPLIT_MASKS = ("train_masks", "val_masks", "test_masks")
 SPLITS = ("train", "val", "test")
 ARRAY_FILES = ("indptr.npy", "indices.npy", "x.npy", "x_indptr.npy", "x_indices.npy", "x_values.npy", "y.npy",
-               *(f"{m}.npy" for m in MASKS))
+               *(f"{m}.npy" for m in MASKS), *(f"{m}.npy" for m in SPLIT_MASKS))
 INT32_MAX = np.iinfo(np.int32).max
 
 _I8, _I4, _F4, _B1 = np.dtype("<i8"), np.dtype("<i4"), np.dtype("<f4"), np.dtype("|b1")
@@ -191,25 +205,65 @@ def is_preprocessed(graph: Graph) -> bool:
     return is_standard_structure(graph.indptr, graph.indices)
 
 
-def _base_meta(graph: Graph, *, preprocessed: bool, feature_norm: str, source: str | None) -> dict:
+def checked_splits(splits, y) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``splits`` (``(train, val, test)``, each bool ``[S, N]``, numpy or torch) as three C-ordered bool
+    arrays, with each split checked as :class:`Graph` checks its masks (non-empty, disjoint, labelled
+    nodes only): a bad split ``k`` is refused when written, not when a later run asks for it."""
+    if splits is None:
+        return None
+    if not isinstance(splits, (tuple, list)) or len(splits) != 3:
+        raise InputError(f"expected splits as (train, val, test) masks of shape [S, N] (got {type(splits).__name__})")
+    y = y.numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+    n = y.shape[0]
+    out = []
+    for what, m in zip(SPLITS, splits):
+        m = m.detach().cpu().numpy() if isinstance(m, torch.Tensor) else np.asarray(m)
+        if m.dtype != np.bool_ or m.ndim != 2 or m.shape[1] != n or m.shape[0] < 1:
+            raise InputError(f"expected the {what} masks of the splits to be bool [S, {n}] (got {m.dtype} "
+                             f"{list(m.shape)})")
+        out.append(np.ascontiguousarray(m))
+    if len({m.shape[0] for m in out}) != 1:
+        raise InputError(f"expected as many train, val and test masks (got {', '.join(str(len(m)) for m in out)})")
+    train, val, test = out
+    labelled = y >= 0 if y.ndim == 1 else np.ones(n, dtype=bool)
+    bad = [(k, why) for k in range(len(train)) for why, ok in (
+        ("an empty split", train[k].any() and val[k].any() and test[k].any()),
+        ("a node in two splits", not ((train[k] & val[k]) | (train[k] & test[k]) | (val[k] & test[k])).any()),
+        ("an unlabelled node in a split", labelled[train[k] | val[k] | test[k]].all())) if not ok]
+    if bad:
+        raise InputError(f"expected {len(train)} valid splits (got {bad[0][1]} in split {bad[0][0]})")
+    return train, val, test
+
+
+def _split_sizes(masks) -> dict:
+    return {s: int(m.sum()) for s, m in zip(SPLITS, masks)}
+
+
+def _base_meta(graph: Graph, *, preprocessed: bool, feature_norm: str, source: str | None, splits=None) -> dict:
+    """meta.json short of ``files``; ``splits``: :func:`checked_splits`' arrays (``None``: the graph's masks)."""
     if feature_norm not in ("row", "none"):
         raise InputError(f"expected feature_norm 'row' or 'none' (got {feature_norm!r})")
     from fullgraph import __version__
 
-    sizes = {s: int(getattr(graph, f"{s}_mask").sum()) for s in SPLITS}
+    first = [m[0] for m in splits] if splits is not None else [getattr(graph, m) for m in MASKS]
     counts = {"num_nodes": graph.num_nodes, "num_edges": graph.num_edges, "num_features": graph.num_features,
               "num_classes": int(graph.num_classes), "multilabel": graph.multilabel}
     sparse = graph.x.layout == torch.sparse_csr
     if sparse:
         counts["feature_nnz"] = int(graph.x.values().numel())
-    counts["split_sizes"] = sizes
-    return {"format": NATIVE_FORMAT, "version": NATIVE_VERSION, "name": graph.name, "counts": counts,
-            "features": "sparse_csr" if sparse else "dense", "preprocessed": bool(preprocessed),
+    counts["split_sizes"] = _split_sizes(first)
+    several = splits is not None and len(splits[0]) > 1
+    if several:
+        counts["num_splits"] = len(splits[0])
+        counts["split_sizes_all"] = [_split_sizes(row) for row in zip(*splits)]
+    return {"format": NATIVE_FORMAT, "version": NATIVE_VERSION if several else 1, "name": graph.name,
+            "counts": counts, "features": "sparse_csr" if sparse else "dense", "preprocessed": bool(preprocessed),
             "feature_norm": feature_norm, "source": source, "created_by": f"fullgraph {__version__}"}
 
 
 def write_native(graph: Graph, out_dir: str | os.PathLike, *, preprocessed: bool | None = None,
-                 feature_norm: str = "none", source: str | None = None, block_bytes: int = BLOCK_BYTES) -> dict:
+                 feature_norm: str = "none", source: str | None = None, block_bytes: int = BLOCK_BYTES,
+                 splits=None) -> dict:
     """Write ``graph`` as a native folder at ``out_dir`` (see the module doc); return its meta.json
     content plus ``total_bytes``, the bytes written.
 
@@ -217,25 +271,28 @@ def write_native(graph: Graph, out_dir: str | os.PathLike, *, preprocessed: bool
     ``fullgraph train --dataset FOLDER`` then trains on as stored; otherwise it preprocesses on
     every load); ``None`` checks (:func:`is_preprocessed`). ``feature_norm``: what ``auto`` feature
     normalization means for this graph. ``source``: a free-form note of where the graph came from.
+    ``splits``: every fixed split of the dataset, ``(train, val, test)`` bool ``[S, N]`` each, stored
+    instead of the graph's own masks (split ``k`` is row ``k``; see :func:`checked_splits`).
     """
     if not isinstance(graph, Graph):
         raise InputError(f"expected a fullgraph Graph to write (got {type(graph).__name__})")
     if preprocessed is None:
         preprocessed = is_preprocessed(graph)
-    meta = _base_meta(graph, preprocessed=preprocessed, feature_norm=feature_norm, source=source)
+    splits = checked_splits(splits, graph.y)
+    meta = _base_meta(graph, preprocessed=preprocessed, feature_norm=feature_norm, source=source, splits=splits)
     w = _FolderWriter(out_dir, block_bytes)
     try:
         w.tensor("indptr.npy", _I8, graph.indptr)
         w.tensor("indices.npy", _I4 if graph.num_nodes - 1 <= INT32_MAX else _I8, graph.indices)
-        _write_nodes(w, graph)
+        _write_nodes(w, graph, splits)
         return w.commit(meta)
     except BaseException:
         w.abort()
         raise
 
 
-def _write_nodes(w: _FolderWriter, graph: Graph) -> None:
-    """Features, labels and masks: everything but the structure."""
+def _write_nodes(w: _FolderWriter, graph: Graph, splits=None) -> None:
+    """Features, labels and masks: everything but the structure (``splits``: as for :func:`_base_meta`)."""
     x = graph.x
     if x.layout == torch.sparse_csr:
         w.tensor("x_indptr.npy", _I8, x.crow_indices())
@@ -244,5 +301,8 @@ def _write_nodes(w: _FolderWriter, graph: Graph) -> None:
     else:
         w.tensor("x.npy", _F4, x)
     w.tensor("y.npy", _F4 if graph.multilabel else _I8, graph.y)
-    for m in MASKS:
-        w.tensor(f"{m}.npy", _B1, getattr(graph, m))
+    for i, m in enumerate(MASKS):
+        w.tensor(f"{m}.npy", _B1, getattr(graph, m) if splits is None else splits[i][0])
+    if splits is not None and len(splits[0]) > 1:
+        for i, m in enumerate(SPLIT_MASKS):
+            w.tensor(f"{m}.npy", _B1, splits[i])

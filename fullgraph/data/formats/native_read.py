@@ -9,6 +9,11 @@ default) when the arrays total at most :data:`VERIFY_AUTO_MAX_BYTES` (512 MiB, w
 of hashing; the pages read then serve the load too). Arrays are mapped copy-on-write
 (``mmap_mode="c"``): nothing is read until used, and an in-place write by later code changes a
 private page instead of the file (a read-only map would turn such a write into a crash).
+
+Versions 1 and 2 are read (:data:`~fullgraph.data.formats.native.READ_VERSIONS`). ``split`` picks one
+of a version-2 folder's fixed splits: split 0 from ``*_mask.npy`` as in version 1, split ``k`` as
+row ``k`` of the ``[S, N]`` ``*_masks.npy`` maps; any other split is one error that says how many
+the folder holds, never a silent fall back to split 0.
 """
 
 from __future__ import annotations
@@ -24,12 +29,13 @@ import numpy as np
 import torch
 
 from fullgraph.data.formats.native import (
-    _B1, _F4, _I4, _I8, MASKS, META, NATIVE_FORMAT, NATIVE_VERSION, SPLITS, VERIFY_AUTO_MAX_BYTES, _dtype_name,
+    _B1, _F4, _I4, _I8, MASKS, META, NATIVE_FORMAT, READ_VERSIONS, SPLIT_MASKS, SPLITS, VERIFY_AUTO_MAX_BYTES,
+    _dtype_name,
 )
 from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
 
-__all__ = ["load_native", "read_native_meta", "is_native_folder"]
+__all__ = ["load_native", "read_native_meta", "is_native_folder", "num_splits", "read_native_splits"]
 
 
 def is_native_folder(folder: str | os.PathLike) -> bool:
@@ -63,9 +69,9 @@ def read_native_meta(folder: str | os.PathLike) -> dict:
     if not isinstance(meta, dict) or meta.get("format") != NATIVE_FORMAT:
         got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
         raise InputError(f"expected format {NATIVE_FORMAT!r} in {path} (got {got!r})")
-    if meta.get("version") != NATIVE_VERSION:
-        raise InputError(f"expected version {NATIVE_VERSION} of the {NATIVE_FORMAT} format in {path} "
-                         f"(got {meta.get('version')!r}; written by a newer fullgraph?)")
+    if meta.get("version") not in READ_VERSIONS:
+        raise InputError(f"expected version {' or '.join(map(str, READ_VERSIONS))} of the {NATIVE_FORMAT} format "
+                         f"in {path} (got {meta.get('version')!r}; written by a newer fullgraph?)")
     counts = meta.get("counts")
     _need(isinstance(counts, dict), folder, "a 'counts' object")
     for k in ("num_nodes", "num_edges", "num_features", "num_classes"):
@@ -76,6 +82,7 @@ def read_native_meta(folder: str | os.PathLike) -> dict:
     sizes = counts.get("split_sizes")
     _need(isinstance(sizes, dict) and all(isinstance(sizes.get(s), int) for s in SPLITS), folder,
           "integer counts.split_sizes.train/val/test")
+    _check_splits_meta(counts, folder)
     _need(meta.get("features") in ("dense", "sparse_csr"), folder, "'features' to be 'dense' or 'sparse_csr'")
     if meta["features"] == "sparse_csr":
         nnz = counts.get("feature_nnz")
@@ -83,6 +90,22 @@ def read_native_meta(folder: str | os.PathLike) -> dict:
     _need(isinstance(meta.get("files"), dict), folder, "a 'files' object")
     _need(isinstance(meta.get("name", ""), str), folder, "a string 'name'")
     return meta
+
+
+def _check_splits_meta(counts: dict, folder: Path) -> None:
+    """``num_splits`` (absent: 1, as in version 1) and, for several, each split's sizes."""
+    s = counts.get("num_splits", 1)
+    _need(isinstance(s, int) and not isinstance(s, bool) and s >= 1, folder, "an integer counts.num_splits >= 1")
+    if s > 1:
+        every = counts.get("split_sizes_all")
+        _need(isinstance(every, list) and len(every) == s and all(
+            isinstance(d, dict) and all(isinstance(d.get(k), int) for k in SPLITS) for d in every), folder,
+            f"counts.split_sizes_all: {s} objects of integer train/val/test sizes")
+
+
+def num_splits(meta: dict) -> int:
+    """How many fixed splits a native folder's (checked) ``meta.json`` says it holds."""
+    return int(meta["counts"].get("num_splits", 1))
 
 
 def _expected(meta: dict) -> dict[str, tuple[tuple[np.dtype, ...], tuple[int, ...]]]:
@@ -99,6 +122,9 @@ def _expected(meta: dict) -> dict[str, tuple[tuple[np.dtype, ...], tuple[int, ..
     out["y.npy"] = ((_F4,), (n, c["num_classes"])) if c["multilabel"] else ((_I8,), (n,))
     for m in MASKS:
         out[f"{m}.npy"] = ((_B1,), (n,))
+    if num_splits(meta) > 1:
+        for m in SPLIT_MASKS:
+            out[f"{m}.npy"] = ((_B1,), (num_splits(meta), n))
     return out
 
 
@@ -194,8 +220,61 @@ def _map(path: Path) -> torch.Tensor:
     return torch.from_numpy(arr)
 
 
-def load_native(folder: str | os.PathLike, *, verify: bool | None = None) -> Graph:
-    """The graph in a native folder, memory-mapped; see the module doc for the checks and ``verify``.
+def _check_split(folder: Path, meta: dict, split: int) -> None:
+    """Refuse a split the folder does not hold, before any file is read or hashed."""
+    count = num_splits(meta)
+    if isinstance(split, bool) or not isinstance(split, int) or not 0 <= split < count:
+        which = "0" if count == 1 else f"in 0..{count - 1}"
+        raise InputError(f"expected --split {which} for {folder} (it holds {count} fixed split"
+                         f"{'s' if count > 1 else ''}) (got {split})")
+
+
+def _split_masks(folder: Path, meta: dict, split: int) -> dict[str, torch.Tensor]:
+    """The masks of fixed split ``split`` (checked by :func:`_check_split`), memory-mapped; their sizes
+    checked against ``meta.json``."""
+    if split == 0:
+        masks = {m: _map(folder / f"{m}.npy") for m in MASKS}
+        sizes, where = meta["counts"]["split_sizes"], {m: f"{m}.npy" for m in MASKS}
+    else:
+        masks = {m: _map(folder / f"{many}.npy")[split] for m, many in zip(MASKS, SPLIT_MASKS)}
+        sizes = meta["counts"]["split_sizes_all"][split]
+        where = {m: f"{many}.npy (row {split})" for m, many in zip(MASKS, SPLIT_MASKS)}
+    for s, m in zip(SPLITS, MASKS):
+        got = int(masks[m].sum())
+        if got != sizes[s]:
+            raise InputError(f"expected {sizes[s]} nodes in {folder}/{where[m]} as meta.json says (got {got})")
+    return masks
+
+
+def _features(folder: Path, meta: dict) -> torch.Tensor:
+    c = meta["counts"]
+    if meta["features"] != "sparse_csr":
+        return _map(folder / "x.npy")
+    crow, col, vals = (_map(folder / f"x_{k}.npy") for k in ("indptr", "indices", "values"))
+    col = col if col.dtype == torch.int64 else col.to(torch.int64)
+    if int(crow[0]) != 0 or int(crow[-1]) != vals.numel() or bool((crow[1:] < crow[:-1]).any()):
+        raise InputError(f"expected x_indptr.npy in {folder} to rise from 0 to {vals.numel()} (got other values)")
+    if col.numel() and (int(col.min()) < 0 or int(col.max()) >= c["num_features"]):
+        raise InputError(f"expected feature column ids in [0, {c['num_features']}) in {folder}/x_indices.npy")
+    with warnings.catch_warnings():  # torch's one-time "sparse CSR is in beta" notice
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return torch.sparse_csr_tensor(crow, col, vals, size=(c["num_nodes"], c["num_features"]),
+                                       check_invariants=False)
+
+
+def read_native_splits(folder: str | os.PathLike, *, verify: bool | None = None) -> tuple[np.ndarray, ...]:
+    """Every fixed split of a native folder as ``(train, val, test)`` bool arrays ``[S, N]`` (memory-mapped;
+    ``S = 1`` for a folder with one): what converting the folder again keeps."""
+    folder = Path(folder).expanduser()
+    meta = read_native_meta(folder)
+    _check_files(folder, meta, verify)
+    names = SPLIT_MASKS if num_splits(meta) > 1 else MASKS
+    return tuple(_map(folder / f"{m}.npy").numpy().reshape(num_splits(meta), -1) for m in names)
+
+
+def load_native(folder: str | os.PathLike, *, verify: bool | None = None, split: int = 0) -> Graph:
+    """The graph in a native folder, memory-mapped; see the module doc for the checks, ``verify``
+    and ``split`` (which of the folder's fixed splits the masks are).
 
     Features, labels, masks and ``indptr`` stay memory-mapped (copy-on-write). ``Graph`` needs int64
     edge ``indices``, so an int32 ``indices.npy`` is converted once: an ``8 E``-byte copy, the one
@@ -205,30 +284,14 @@ def load_native(folder: str | os.PathLike, *, verify: bool | None = None) -> Gra
     """
     folder = Path(folder).expanduser()
     meta = read_native_meta(folder)
+    _check_split(folder, meta, split)
     _check_files(folder, meta, verify)
-    c = meta["counts"]
+    masks = _split_masks(folder, meta, split)
     indptr = _map(folder / "indptr.npy")
     indices = _map(folder / "indices.npy")
     if indices.dtype != torch.int64:
         indices = indices.to(torch.int64)
-    if meta["features"] == "sparse_csr":
-        crow, col, vals = (_map(folder / f"x_{k}.npy") for k in ("indptr", "indices", "values"))
-        col = col if col.dtype == torch.int64 else col.to(torch.int64)
-        if int(crow[0]) != 0 or int(crow[-1]) != vals.numel() or bool((crow[1:] < crow[:-1]).any()):
-            raise InputError(f"expected x_indptr.npy in {folder} to rise from 0 to {vals.numel()} (got other values)")
-        if col.numel() and (int(col.min()) < 0 or int(col.max()) >= c["num_features"]):
-            raise InputError(f"expected feature column ids in [0, {c['num_features']}) in {folder}/x_indices.npy")
-        with warnings.catch_warnings():  # torch's one-time "sparse CSR is in beta" notice
-            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-            x = torch.sparse_csr_tensor(crow, col, vals, size=(c["num_nodes"], c["num_features"]),
-                                        check_invariants=False)
-    else:
-        x = _map(folder / "x.npy")
+    x = _features(folder, meta)
     y = _map(folder / "y.npy")
-    masks = {m: _map(folder / f"{m}.npy") for m in MASKS}
-    for s, m in zip(SPLITS, MASKS):
-        got = int(masks[m].sum())
-        if got != c["split_sizes"][s]:
-            raise InputError(f"expected {c['split_sizes'][s]} nodes in {folder}/{m}.npy as meta.json says (got {got})")
     return Graph(indptr=indptr, indices=indices, x=x, y=y, name=meta.get("name") or folder.name,
-                 num_classes=c["num_classes"], **masks)
+                 num_classes=meta["counts"]["num_classes"], **masks)

@@ -19,16 +19,34 @@ from fullgraph.data.graph import Graph
 from fullgraph.data.safe_pickle import load_npz_with_objects
 from fullgraph.errors import InputError
 
-__all__ = ["load_npz_hetero"]
+__all__ = ["load_npz_hetero", "read_hetero_splits"]
 
 _KEYS = ["node_features", "node_labels", "edges", "train_masks", "val_masks", "test_masks"]
 
 
-def _masks(arr: np.ndarray, key: str, n: int, split: int, path: Path) -> torch.Tensor:
+def _mask_rows(arr: np.ndarray, key: str, n: int, path: Path) -> np.ndarray:
     if arr.ndim == 1:  # a file with a single split
         arr = arr[None, :]
     if arr.ndim != 2 or arr.shape[1] != n:
         raise InputError(f"expected {key} of shape [splits, {n}] in {path} (got {arr.shape})")
+    return arr
+
+
+def read_hetero_splits(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every fixed split of the file, as ``(train, val, test)`` bool arrays ``[S, N]``, read without the
+    graph: what ``fullgraph convert`` keeps beside the split it loaded."""
+    path = Path(path)
+    d = load_npz_with_objects(path, ["node_labels", *_KEYS[3:]])
+    n = d["node_labels"].shape[0]
+    rows = [np.ascontiguousarray(_mask_rows(d[k], k, n, path)).astype(bool) for k in _KEYS[3:]]
+    if len({r.shape[0] for r in rows}) != 1:
+        raise InputError(f"expected as many train, val and test masks in {path} (got "
+                         f"{', '.join(str(r.shape[0]) for r in rows)})")
+    return rows[0], rows[1], rows[2]
+
+
+def _masks(arr: np.ndarray, key: str, n: int, split: int, path: Path) -> torch.Tensor:
+    arr = _mask_rows(arr, key, n, path)
     if not 0 <= split < arr.shape[0]:
         raise InputError(f"expected a split index in 0..{arr.shape[0] - 1} for {path} (got {split})")
     return torch.from_numpy(np.ascontiguousarray(arr[split]).astype(bool))
