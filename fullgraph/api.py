@@ -11,6 +11,14 @@ model is whatever ``--model`` takes, or the builder function itself, or a model 
 
 A model object cannot be sent to ranks that start afresh: it trains in one process, or under torchrun,
 where every rank builds its own (they are then made equal: rank 0's initial weights are broadcast).
+
+The graph is ``dataset=`` (a name or a folder, as ``--dataset``), or ``data=``, a PyG ``Data``: it is
+written once into the cache as a native folder (ranks that start afresh cannot receive the object,
+and the run folder must name a graph that ``evaluate`` and ``--resume`` can read again).
+
+A builder defined in the script itself is found by importing the script, in each rank: its
+``train_model`` call must sit under ``if __name__ == "__main__":``, or the import would run it again.
+Such a nested call is refused in one line saying so (``fullgraph.models.user.check_not_importing``).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import contextlib
 import inspect
 import json
 import logging
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -31,9 +40,11 @@ if TYPE_CHECKING:
 
 __all__ = ["train_model"]
 
+log = logging.getLogger("fullgraph")
 
-def train_model(model: str | Callable | object = "gcn", *, callbacks: Sequence[Callable[[dict], None]] = (),
-                **options: object) -> RunResult:
+
+def train_model(model: str | Callable | object = "gcn", *, data: object = None,
+                callbacks: Sequence[Callable[[dict], None]] = (), **options: object) -> RunResult:
     """Train ``model`` with ``fullgraph train``'s options; returns the run's ``RunResult``.
 
     Args:
@@ -41,6 +52,10 @@ def train_model(model: str | Callable | object = "gcn", *, callbacks: Sequence[C
             ``"package.module:build"``), a builder function defined at module level (its reference is
             taken), or a model object: a fullgraph ``GNN``, PyG convolutions or a PyG ``BasicGNN``
             (one process, or every ``torchrun`` rank).
+        data: a PyTorch Geometric ``Data`` to train on, instead of ``dataset=``: read as
+            ``fullgraph.data.pyg.write_pyg`` reads it (``split=`` picks a column of 2-D masks, or
+            seeds a per-class split where it has none) and cached once as a native folder, which
+            ``config.json`` names as the run's dataset (see :func:`_with_data`).
         callbacks: functions called with each epoch's record (the line ``metrics.jsonl`` gets: epoch,
             loss, learning rate, bytes moved, and the evaluation where one ran), in the process that
             trains rank 0: one process, or rank 0 under torchrun.
@@ -54,23 +69,89 @@ def train_model(model: str | Callable | object = "gcn", *, callbacks: Sequence[C
     """
     from fullgraph.comm.context import DistEnv
     from fullgraph.config import TrainConfig
+    from fullgraph.models.user import ReimportedCall, check_not_importing
 
+    check_not_importing()  # the script's own call, run again by the ranks' import of its builder
+    if data is not None and "dataset" in options:
+        raise InputError(f"expected data= or dataset=, not both (got a {type(data).__name__} and dataset="
+                         f"{options['dataset']!r}): data= is the graph itself, dataset= names one")
     obj = None
     if callable(model) and not isinstance(model, str) and not _is_module(model):
         model = _reference(model)
     elif not isinstance(model, str):
         obj, model = model, "gcn"  # the object trains; the options' model is never built nor recorded
-    cfg = TrainConfig.of(model=model, **options)
+    try:
+        cfg = TrainConfig.of(model=model, **options)
+    except ReimportedCall as e:  # raised anew here: the traceback ends at the user's call, not in the import
+        raise InputError(str(e)) from None
     env = DistEnv.from_env()
+    if env is not None and env.world_size != cfg.parallel.nprocs:  # as fullgraph train refuses it
+        raise InputError(f"expected nprocs to match the torchrun world size (got nprocs={cfg.parallel.nprocs}, "
+                         f"WORLD_SIZE {env.world_size})")
     with _printing():
-        if cfg.parallel.mesh.distributed and env is None:
-            if obj is not None or callbacks:
-                raise InputError(f"expected a builder (a function, or FILE.py:FUNCTION) and no callbacks to start "
-                                 f"several processes (got {'callbacks' if obj is None else 'a model object'}, which "
-                                 f"cannot reach processes that start afresh); or run the script under torchrun, "
-                                 f"where every rank runs it")
-            return _launch(cfg)
-        return _run_here(cfg, env, obj, callbacks)
+        launched = cfg.parallel.mesh.distributed and env is None
+        if launched and (obj is not None or callbacks):
+            raise InputError(f"expected a builder (a function, or FILE.py:FUNCTION) and no callbacks to start "
+                             f"several processes (got {'callbacks' if obj is None else 'a model object'}, which "
+                             f"cannot reach processes that start afresh); or run the script under torchrun, "
+                             f"where every rank runs it")
+        cfg, graph = _with_data(cfg, data, env) if data is not None else (cfg, None)
+        return _launch(cfg) if launched else _run_here(cfg, env, obj, callbacks, graph)
+
+
+def _with_data(cfg, data, env):
+    """``cfg`` naming the native folder a PyG ``data`` is cached as, and the graph to train on here
+    (``None`` where the ranks read partitions made from the folder).
+
+    Every process that has ``data`` converts it (``pyg_graph``: the checks and preprocessing of
+    ``write_pyg``), so bad data is refused alike everywhere. The folder is keyed by the graph's
+    content fingerprint (a changed ``Data`` is a new folder), written atomically by ``write_native``
+    and only once: by this process, or rank 0 under torchrun while the others wait. It is written in
+    one process too, because ``config.json`` names it as the run's ``dataset``: ``evaluate``,
+    ``predict`` and ``--resume`` find the graph there. Across machines, FULLGRAPH_CACHE must be
+    storage they all see, as for the partitions rank 0 makes."""
+    from fullgraph.data.load import feature_norm_of
+    from fullgraph.data.preprocess import row_normalize_features
+    from fullgraph.data.pyg import pyg_graph
+
+    graph = pyg_graph(data, split=cfg.data.split, seed=cfg.data.split)
+    folder = _data_folder(graph)
+    if env is None or env.rank == 0:
+        _write_once(graph, folder)
+    if env is not None and cfg.parallel.mesh.distributed:
+        from fullgraph.comm.context import broadcast_object, init_world
+
+        init_world(env, cfg.run.device, setup_timeout_s=1800.0)  # the group shared_inputs then uses
+        broadcast_object(None, src=0)  # the others go on once rank 0 has written the folder
+    cfg = cfg.with_options(dataset=str(folder), split=0)  # the folder holds the chosen split as its only one
+    if cfg.parallel.mesh.distributed:
+        return cfg, None
+    return cfg, row_normalize_features(graph) if feature_norm_of(cfg) == "row" else graph
+
+
+def _data_folder(graph) -> Path:
+    """``$FULLGRAPH_CACHE/data/NAME-FINGERPRINT``: the folder of a graph given as a PyG ``Data``."""
+    from fullgraph.partition import cache_root
+
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", graph.name)[:40].strip("._") or "pyg"
+    return cache_root() / "data" / f"{name}-{graph.fingerprint()[:24]}"
+
+
+def _write_once(graph, folder: Path) -> None:
+    """Write ``graph`` as a native folder at ``folder`` unless a complete one is there (its name is
+    its content's fingerprint, as a partition's cache folder is; a damaged one is written anew)."""
+    from fullgraph.data.formats.native import write_native
+    from fullgraph.data.formats.native_read import read_native_meta
+
+    try:
+        read_native_meta(folder)
+        log.info("data: the PyG Data as %s (cached)", folder)
+        return
+    except InputError:
+        pass
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    write_native(graph, folder, preprocessed=True, feature_norm="none", source="fullgraph.train_model(data=...)")
+    log.info("data: wrote the PyG Data as %s", folder)
 
 
 @contextlib.contextmanager
@@ -109,7 +190,7 @@ def _reference(fn) -> str:
     return f"{fn.__module__}:{fn.__name__}"
 
 
-def _run_here(cfg, env, obj, callbacks=()):
+def _run_here(cfg, env, obj, callbacks=(), graph=None):
     from fullgraph.cli import shared_inputs
     from fullgraph.comm.launch import report_worker_error
     from fullgraph.train.runs import RunFolder
@@ -122,7 +203,7 @@ def _run_here(cfg, env, obj, callbacks=()):
         missing = cfg.parallel.partition_dir is None or (cfg.parallel.mesh.chunked and cfg.parallel.chunk_file is None)
         if env is not None and distributed and missing:
             shared_inputs(cfg, env)
-        trainer = Trainer(cfg, model=obj, callbacks=callbacks)
+        trainer = Trainer(cfg, graph=graph, model=obj, callbacks=callbacks)
         try:
             return trainer.build().train()
         except Exception as e:

@@ -124,3 +124,39 @@ def test_python_api_trains_an_object_and_a_builder_in_one_process_and_across_pro
     assert_same_losses(two.losses, one.losses, LOSSES_REORDERED, "fullgraph.train_model, graph P=2")
     with pytest.raises(Exception, match="expected a builder .* to start several processes"):
         fullgraph.train_model(GraphSAGE(1433, 8, 2, 7), parallel="graph", nprocs=2, **common)
+
+
+SCRIPT = '''import fullgraph
+from torch_geometric.nn import GCNConv
+from fullgraph.models import from_pyg
+
+
+def build(in_dim, out_dim):
+    return from_pyg([GCNConv(in_dim, 8), GCNConv(8, out_dim)])
+
+'''
+CALL = 'fullgraph.train_model(build, nprocs={nprocs}, parallel="{parallel}", epochs=1, progress="none", out="run")\n'
+
+
+@pytest.mark.parametrize("nprocs", [1, 2])
+def test_a_script_without_the_main_guard_is_told_where_to_put_it_and_trains_with_it(nprocs, tmp_path):
+    """The ranks (and every later import: evaluate, predict, --resume) import the script to find its
+    builder: an unguarded top-level call would run again there. It is refused, before any rank starts,
+    in one line that names the script and the guard."""
+    call = CALL.format(nprocs=nprocs, parallel="graph" if nprocs > 1 else "single")
+    script = tmp_path / "train_script.py"
+    script.write_text(SCRIPT + call)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env=os.environ | {"PYTHONWARNINGS": "ignore"})
+    assert proc.returncode == 1 and proc.stdout == "", proc.stdout
+    err = proc.stderr.strip().splitlines()
+    assert err[-1] == (f'fullgraph.errors.InputError: put the fullgraph.train_model(...) call in {script} under `if '
+                       f'__name__ == "__main__":`: every process that trains (and evaluate, predict, --resume) '
+                       f'imports {script} to find the builder, and the import ran the call again'), proc.stderr
+    assert proc.stderr.count("put the") == 1 and not (tmp_path / "run").exists()
+    if nprocs == 1:  # the guarded script trains (across processes: tests/test_api_data.py)
+        script.write_text(SCRIPT + 'if __name__ == "__main__":\n    ' + call)
+        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                              cwd=tmp_path, env=os.environ | {"PYTHONWARNINGS": "ignore"})
+        assert proc.returncode == 0, proc.stderr
+        assert len(losses(tmp_path / "run")) == 1

@@ -9,6 +9,10 @@ Conventions: ``edge_index`` is ``[2, E]`` with row 0 the source and row 1 the de
 
 :func:`write_pyg` stores a ``Data`` as a native dataset folder (:mod:`fullgraph.data.formats.native`),
 so that ``fullgraph train --dataset FOLDER`` trains on any graph PyG can build.
+
+Edge data (``edge_weight``, ``edge_attr``, any other ``edge_*`` tensor) is refused, not dropped: a
+``Graph`` has no per-edge values yet (every edge weighs 1, as the edge-list reader's third column is
+refused), and a model silently trained without them would be another model than the user's.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from fullgraph.data.graph import Graph
 from fullgraph.data.splits import per_class_split
 from fullgraph.errors import InputError
 
-__all__ = ["to_pyg", "from_pyg", "write_pyg"]
+__all__ = ["to_pyg", "from_pyg", "pyg_graph", "write_pyg"]
 
 
 def _pyg_data_class():
@@ -85,12 +89,33 @@ def _mask(data, key: str, split: int) -> torch.Tensor | None:
     return m.to(torch.bool).contiguous()
 
 
+def _edge_data(data) -> list[str]:
+    """The names of the edge tensors on ``data`` besides ``edge_index`` (``edge_weight``, ``edge_attr``,
+    ``edge_type``, ...) that are set: what a ``Graph`` cannot hold yet."""
+    keys = getattr(data, "keys", None)
+    names = keys() if callable(keys) else ("edge_weight", "edge_attr")
+    return sorted(k for k in names
+                  if k.startswith("edge_") and k != "edge_index" and getattr(data, k, None) is not None)
+
+
+def check_no_edge_data(data) -> None:
+    """Refuse edge data in one line (what, why, what to do), rather than drop it silently."""
+    found = _edge_data(data)
+    if found:
+        drop = "; ".join(f"data.{k} = None" for k in found)
+        raise InputError(f"expected no edge data on the PyG Data (got {', '.join(found)}): fullgraph's graphs do not "
+                         f"carry per-edge values yet (every edge weighs 1), so they cannot be kept; to train without "
+                         f"them, drop them first ({drop}), knowing the model will not see them")
+
+
 def from_pyg(data, name: str | None = None, *, split: int = 0, seed: int | None = None) -> Graph:
     """A ``Graph`` from a PyG ``Data`` (edges kept as given: no symmetrization).
 
     Masks of shape ``[N, S]`` pick column ``split``. Without masks, ``seed`` draws the per-class
-    split of :func:`fullgraph.data.splits.per_class_split`; with neither, this is an error.
+    split of :func:`fullgraph.data.splits.per_class_split`; with neither, this is an error. Edge
+    data is refused (:func:`check_no_edge_data`: see the module docstring).
     """
+    check_no_edge_data(data)
     edge_index = getattr(data, "edge_index", None)
     if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2 or edge_index.shape[0] != 2:
         raise InputError(
@@ -125,10 +150,19 @@ def write_pyg(data, out_dir, name: str | None = None, *, split: int = 0, seed: i
     """
     from fullgraph.data.formats.native import write_native
 
+    graph = pyg_graph(data, name, split=split, seed=seed, preprocess=preprocess)
+    return write_native(graph, out_dir, preprocessed=True if preprocess else None, feature_norm=feature_norm,
+                        **options)
+
+
+def pyg_graph(data, name: str | None = None, *, split: int = 0, seed: int | None = None,
+              preprocess: bool = True) -> Graph:
+    """The ``Graph`` :func:`write_pyg` writes for ``data`` (same arguments): :func:`from_pyg`, then the
+    standard preprocessing where ``preprocess``. ``fullgraph.train_model(data=...)`` trains on it, so
+    that a ``Data`` given in memory trains exactly as its folder would."""
     graph = from_pyg(data, name, split=split, seed=seed)
     if preprocess:
         from fullgraph.data.datasets import preprocess as standard
 
         graph = standard(graph)
-    return write_native(graph, out_dir, preprocessed=True if preprocess else None, feature_norm=feature_norm,
-                        **options)
+    return graph

@@ -10,10 +10,18 @@ one sparse product (the SpMM layouts refuse it), and its memory is measured, not
 Every way this can go wrong — no such file, no such module or function, a builder that raises,
 returns something else, or does not take a ``--model-arg`` — is one ``InputError`` naming the
 reference.
+
+Importing the builder's file runs its top-level code. A script that calls ``fullgraph.train_model``
+at its top level, not under ``if __name__ == "__main__":``, would run that call again in the import
+(in every rank, and in ``evaluate``, ``predict``, ``--resume``): a second run nested in the first, or
+a launch that fails in a way that names neither the script nor the fix. So the import is marked
+while it runs (:func:`check_not_importing`), and a ``train_model`` call made during it is refused as
+:class:`ReimportedCall`, which passes through unwrapped and says where the guard goes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib
@@ -27,12 +35,39 @@ from fullgraph.errors import InputError
 from fullgraph.models.spec import ModelSpec
 
 __all__ = ["is_reference", "absolute_reference", "user_spec", "load_builder", "check_model_args", "check_options",
-           "BUILDER_DECIDES"]
+           "BUILDER_DECIDES", "ReimportedCall", "check_not_importing"]
 
 BUILDER_DECIDES = ("layers", "hidden", "heads", "norm", "gcnii_alpha", "gcnii_lambda", "appnp_alpha", "gcn_kernel")
 """The model options a user's builder decides instead (``--dropout`` too is the builder's: ignored)."""
 
 _FUNCTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
+
+_IMPORTING: list[str] = []
+"""The files (or modules) this process is importing for a builder, innermost last."""
+
+
+class ReimportedCall(InputError):
+    """``fullgraph.train_model`` called while a builder's module is being imported: the script's own
+    top-level call, run again by the import. Raised unwrapped through :func:`load_builder`, so the
+    outermost caller sees where the guard goes, not "expected FILE to import"."""
+
+
+def check_not_importing(call: str = "fullgraph.train_model") -> None:
+    """Refuse ``call`` while a builder's module is being imported in this process (module docstring)."""
+    if _IMPORTING:
+        where = _IMPORTING[-1]
+        raise ReimportedCall(f"put the {call}(...) call in {where} under `if __name__ == \"__main__\":`: every "
+                             f"process that trains (and evaluate, predict, --resume) imports {where} to find the "
+                             f"builder, and the import ran the call again")
+
+
+@contextlib.contextmanager
+def _importing(where: str):
+    _IMPORTING.append(where)
+    try:
+        yield
+    finally:
+        _IMPORTING.pop()
 
 
 def is_reference(name: str) -> bool:
@@ -71,13 +106,20 @@ def load_builder(ref: str):
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # pickling and dataclasses look a class's module up here
         try:
-            spec.loader.exec_module(module)
+            with _importing(str(path)):
+                spec.loader.exec_module(module)
+        except ReimportedCall:
+            sys.modules.pop(name, None)
+            raise
         except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's module: whatever it raises is reported
             sys.modules.pop(name, None)
             raise InputError(f"expected {path} to import for --model {ref} (it raised {_one_line(e)})") from None
     else:
         try:
-            module = importlib.import_module(where)
+            with _importing(where):
+                module = importlib.import_module(where)
+        except ReimportedCall:
+            raise
         except ModuleNotFoundError as e:
             raise InputError(f"expected an importable module {where!r} for --model {ref} (got {_one_line(e)})") \
                 from None
