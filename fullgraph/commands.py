@@ -10,6 +10,7 @@ dispatches through it, so adding a command is one options class, one function an
 from __future__ import annotations
 
 import argparse
+import difflib
 from dataclasses import dataclass
 from typing import Callable
 
@@ -23,7 +24,25 @@ class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (and exit 2), like every other input error."""
 
     def error(self, message: str):  # noqa: D401 - argparse's hook
-        raise InputError(f"{self.prog}: {message}")
+        where = self.prog.removeprefix("fullgraph").strip()  # the command line prints "fullgraph: error:"
+        raise InputError((f"{where}: " if where else "") + message + self._nearest(message))
+
+    def _nearest(self, message: str) -> str:
+        """For a mistyped flag, the flags it is closest to (any command's: an unknown flag is reported
+        by the top-level parser, which does not know the command it was meant for)."""
+        if "unrecognized arguments:" not in message:
+            return ""
+        known, todo = set(), [self]
+        while todo:
+            parser = todo.pop()
+            for action in parser._actions:
+                known.update(o for o in action.option_strings if o.startswith("--"))
+                if isinstance(action, argparse._SubParsersAction):
+                    todo += list(action.choices.values())
+        unknown = [w.split("=")[0] for w in message.split(":", 1)[1].split() if w.startswith("--")]
+        close = {w: difflib.get_close_matches(w, sorted(known), n=2, cutoff=0.75) for w in unknown}
+        hints = [f"{w}: did you mean {' or '.join(c)}?" for w, c in close.items() if c]
+        return f" ({'; '.join(hints)})" if hints else ""
 
 
 @dataclass(frozen=True)

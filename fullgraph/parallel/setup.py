@@ -43,9 +43,12 @@ def native_folder_as_stored(cfg) -> Path | None:
 
 def _partition_key(cfg, parts: int, identity: str) -> str:
     """The cache key of a partition: the graph's ``identity`` (its fingerprint, or its folder's
-    checksums), the partitioner, parts, seed, METIS's sample and the model a memory balance is for."""
+    checksums) and the dataset as the run names it (the parts record that name, which the ranks'
+    summary reports: one graph under two names gets two partitions), the partitioner, parts, seed,
+    METIS's sample and the model a memory balance is for."""
     method, weight = _method(cfg.parallel.partitioner)
-    key = f"{identity[:20]}-{cfg.parallel.partitioner}-{parts}-{cfg.optimization.seed}"
+    named = hashlib.sha256(cfg.data.dataset.encode()).hexdigest()[:8]
+    key = f"{identity[:20]}-{named}-{cfg.parallel.partitioner}-{parts}-{cfg.optimization.seed}"
     if cfg.parallel.metis_sample != 1.0 and method == "metis":
         key += f"-q{cfg.parallel.metis_sample:g}"
     if weight == "memory":  # balanced for one model: another model gets its own parts

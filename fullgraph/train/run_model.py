@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fullgraph.models import GNN, as_gnn, build_model, model_spec, norm_and_depth
 from fullgraph.train.model_file import model_args
 
-__all__ = ["RunModel"]
+__all__ = ["RunModel", "MODEL_DECIDES", "recorded_options"]
 
 
 @dataclass
@@ -72,10 +72,29 @@ class RunModel:
 
     def options(self) -> dict:
         """The run's options as its files record them (an object's name in place of ``--model``)."""
-        return self.cfg.options() | ({"model": self.name} if self.obj is not None else {})
+        return recorded_options(self.cfg, self.obj_name if self.obj is not None else None)
 
     def file_args(self, in_dim: int, num_classes: int) -> dict:
         """What ``model.pt`` records to rebuild the model (an object's name only: it is not rebuilt)."""
         if self.obj is not None:
             return {"name": self.name, "in_dim": in_dim, "out_dim": num_classes}
         return model_args(self.cfg, in_dim, num_classes)
+
+
+MODEL_DECIDES = ("layers", "hidden", "heads", "norm", "dropout", "gcnii_alpha", "gcnii_lambda", "appnp_alpha",
+                 "gcn_kernel")
+"""The options that shape a built-in model only: a builder or a model object decides them itself."""
+
+
+def recorded_options(cfg, object_name: str | None = None) -> dict:
+    """The options a run's files (``config.json``, ``summary.json``, ``model.pt``) record: all of them,
+    but for a user's builder or a model object (``object_name``: its class) without the built-in
+    models' shape options, which such a model never reads (recording ``hidden 64`` would say
+    something false of it)."""
+    from fullgraph.models import is_reference
+
+    options = cfg.options()
+    if object_name is None and not is_reference(cfg.model.name):
+        return options
+    options = {k: v for k, v in options.items() if k not in MODEL_DECIDES}
+    return options | ({"model": f"<{object_name}>"} if object_name is not None else {})

@@ -19,6 +19,7 @@ from fullgraph.config import TrainConfig
 from fullgraph.errors import InputError
 from fullgraph.train.model_file import MODEL_FILE
 from fullgraph.train.report import write_json_atomic
+from fullgraph.train.run_model import recorded_options
 
 __all__ = ["CONFIG_FILE", "RUN_FILES", "write_run_config", "read_run_config", "resume_config"]
 
@@ -53,8 +54,8 @@ def write_run_config(cfg: TrainConfig, *, replace: bool = False, model: str | No
     reached its first checkpoint). What is replaced is moved aside first (``REPLACED``, until
     :class:`RunFolder` knows the new run started), so the new run's files are never mixed with the old
     run's; other files in the folder are left alone. The leftovers of a checkpoint
-    never completed are removed (a resume must never pick up another run's state). ``model``: what
-    the run trains where the options do not say it (a model object's ``<ClassName>``)."""
+    never completed are removed (a resume must never pick up another run's state). ``model``: the
+    name of the model object the run trains (``<ClassName>``), where the options do not name the model."""
     if not cfg.run.out:
         return
     from fullgraph.train.checkpoint import CHECKPOINT_DIR, complete_checkpoints
@@ -77,7 +78,7 @@ def write_run_config(cfg: TrainConfig, *, replace: bool = False, model: str | No
         aside.mkdir(exist_ok=True)
         (out / name).rename(aside / name)
     shutil.rmtree(out / CHECKPOINT_DIR, ignore_errors=True)
-    write_json_atomic(out / CONFIG_FILE, cfg.options() | ({"model": model} if model else {}))
+    write_json_atomic(out / CONFIG_FILE, recorded_options(cfg, model.strip("<>") if model else None))
 
 
 def read_run_config(run: str | Path) -> dict:
@@ -135,7 +136,7 @@ def resume_config(given: dict, resume: str) -> tuple[TrainConfig, bool]:
         if not complete_checkpoints(cfg.run.out):
             return cfg, False
         saved = read_run_config(cfg.run.out)
-        differ = sorted(k for k, v in cfg.options().items()
+        differ = sorted(k for k, v in recorded_options(cfg).items()
                         if k not in MAY_CHANGE + SET_BY_LAUNCHER and saved.get(k) != v)
         if differ:
             raise InputError(f"expected the options of the run in {cfg.run.out} with --resume auto (these differ: "

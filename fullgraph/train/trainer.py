@@ -28,7 +28,7 @@ from fullgraph.parallel.setup import input_widths
 from fullgraph.device import environment, peak_device_bytes, reset_peak, synchronize
 from fullgraph.memory import peak_rss_bytes
 from fullgraph.ops.loss import loss_sum
-from fullgraph.train.metrics import counts, resolve_metric, roc_auc_columns, score_columns
+from fullgraph.train.metrics import METRIC_NAMES, counts, resolve_metric, roc_auc_columns, score_columns
 from fullgraph.train.checkpoint import LoopState, load_checkpoint, save_checkpoint
 from fullgraph.train.faults import check_loss, check_weights, fault
 from fullgraph.train.runs import trained_options
@@ -313,8 +313,9 @@ class Trainer:
                                     best_state=best_state, options=trained_options(cfg.options()))
                 if cfg.optimization.patience and s.bad_evals >= cfg.optimization.patience:
                     if e.is_main:
+                        selected = "loss" if cfg.optimization.select == "loss" else METRIC_NAMES[self.metric]
                         log.info("stopping at epoch %d: no better validation %s in %d evaluations",
-                                 epoch, cfg.optimization.select, cfg.optimization.patience)
+                                 epoch, selected, cfg.optimization.patience)
                     break
         finally:
             progress.close()

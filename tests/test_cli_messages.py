@@ -1,0 +1,71 @@
+"""What the command line says, each a user's minute (issue 50 §6): a mistyped flag gets the nearest
+flag, early stopping names the metric it selected by, a run names its own graph whatever partition
+cache it reads, and a run folder records only the options its model reads."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from fullgraph.cli import main
+
+from tests.train.test_checkpoint import train
+
+
+def test_a_mistyped_flag_is_one_line_with_the_nearest_flags(capsys):
+    assert main(["train", "--paralel", "graph", "--epoch", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("fullgraph: error: unrecognized arguments: --paralel graph"), err
+    assert "did you mean --parallel?" in err[0] and "fullgraph: error: fullgraph" not in err[0]
+    assert main(["train", "--no-such-flag-at-all"]) == 2
+    assert "did you mean" not in capsys.readouterr().err  # nothing near: no guess
+
+
+def test_early_stopping_names_the_metric_it_selects_by(shared_data):
+    res = train("--dataset", "cora", "--root", str(shared_data), "--metric", "rocauc", "--patience", "1",
+                "--epochs", "50", "--hidden", "8", "--lr", "0.5")
+    assert "no better validation ROC-AUC in 1 evaluations" in res.text, res.text
+
+
+def test_a_graph_parallel_run_names_its_own_graph_not_a_cached_partitions(tmp_path, cora, monkeypatch):
+    """One graph written under two names: the second run must not take the first's name from the
+    partition cache (both have the same fingerprint)."""
+    from fullgraph.data.formats.native import write_native
+
+    monkeypatch.setenv("FULLGRAPH_CACHE", str(tmp_path / "cache"))
+    for name in ("first", "second"):
+        graph = copy.copy(cora)
+        graph.name = name
+        write_native(graph, tmp_path / name)
+        train("--dataset", str(tmp_path / name), "--parallel", "graph", "--nprocs", "2", "--epochs", "1",
+              "--hidden", "8", "--out", str(tmp_path / f"run-{name}"))
+        assert json.loads((tmp_path / f"run-{name}" / "summary.json").read_text())["dataset"] == name
+
+
+BUILDER = "from tests.user_models import sage as build\n"
+
+
+@pytest.mark.parametrize("how", ["builder", "object"])
+def test_a_run_records_only_the_options_its_model_reads(tmp_path, shared_data, how):
+    """A builder or a model object decides its depth, widths and dropout: ``config.json`` and
+    ``summary.json`` must not claim the built-in models' defaults (hidden 64, dropout 0.5)."""
+    out = tmp_path / "run"
+    if how == "builder":
+        (tmp_path / "mine.py").write_text(BUILDER)
+        train("--dataset", "cora", "--root", str(shared_data), "--model", f"{tmp_path}/mine.py:build",
+              "--epochs", "1", "--out", str(out))
+    else:
+        import fullgraph
+        from torch_geometric.nn import GraphSAGE
+
+        fullgraph.train_model(GraphSAGE(1433, 16, 2, 7), dataset="cora", root=str(shared_data), epochs=1,
+                              out=str(out), progress="none")
+    for recorded in (json.loads((out / "config.json").read_text()),
+                     json.loads((out / "summary.json").read_text())["config"]):
+        assert not {"hidden", "layers", "dropout", "heads", "norm"} & set(recorded), recorded
+        assert recorded["epochs"] == 1 and recorded["dataset"] == "cora"
+    if how == "builder":  # the run folder still evaluates and resumes from what it recorded
+        assert main(["evaluate", "--run", str(out), "--root", str(shared_data)]) == 0
