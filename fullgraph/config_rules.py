@@ -10,23 +10,37 @@ from __future__ import annotations
 
 from fullgraph.errors import InputError
 from fullgraph.models import MODELS, SPMM_MODELS, is_reference, model_spec
+from fullgraph.models.base import reads_every_layer_refusal
 
-__all__ = ["check_chunked", "check_spmm", "check_tensor", "check_depth"]
+__all__ = ["check_chunked", "check_readout", "check_spmm", "check_tensor", "check_depth"]
 
 
 def check_chunked(cfg) -> None:
-    """The pipeline and the hybrid: their stages against the model's depth, no boundary sampling, and
-    batch statistics only with one chunk per part."""
+    """The pipeline and the hybrid: batch statistics only with one stage and one chunk per part (first:
+    its refusal says what runs, where the stage and chunk rules would each ask for the other), their
+    stages against the model's depth, a model whose output reads only its last layer, no boundary
+    sampling."""
     p, model = cfg.parallel, cfg.model
+    if model.norm == "batch" and (p.chunks != 1 or p.mesh.stages > 1):
+        s = p.mesh.stages
+        raise InputError(f"expected --norm layer (or none) with --parallel {p.mode} of {s} stage{'s' * (s > 1)} and "
+                         f"--chunks {p.chunks or 'default'} (got --norm batch): batch statistics need a layer's whole "
+                         f"part at once, so one chunk, and S stages need at least S chunks; batch norm runs with "
+                         f"--parallel graph, or a hybrid of one stage with one chunk (--stages 1 --chunks 1)")
     check_depth(p, None if is_reference(model.name) else model.layers)
+    check_readout(cfg, model_spec(model.name).reads_every_layer, model.name)
     if p.boundary_rate < 1.0:
         raise InputError(f"expected --boundary-rate 1 with --parallel {p.mode} (got {p.boundary_rate}); boundary "
                          f"sampling runs with --parallel graph")
-    if model.norm == "batch" and p.chunks != 1:
-        raise InputError(f"expected --chunks 1 with --norm batch and --parallel {p.mode} (got --chunks "
-                         f"{p.chunks or 'default'}): statistics over all nodes need a layer's whole part "
-                         f"at once, and chunks run it piece by piece (a pipeline of S stages needs S chunks, so "
-                         f"batch norm runs in hybrid layouts of one stage); or use --norm layer")
+
+
+def check_readout(cfg, reads_every_layer: bool, what: str) -> None:
+    """A layout whose ranks do not hold every layer's output (``parallel.registry.Layout.holds_every_layer``:
+    a pipeline stage holds its own layers') against a model whose ``post`` reads them all (jumping
+    knowledge), ``what`` naming it: from its spec here, from the built model for a user's
+    (``parallel.registry.check_model_layout``)."""
+    if reads_every_layer:
+        raise InputError(reads_every_layer_refusal(what, cfg.parallel.mode))
 
 
 def check_spmm(cfg) -> None:
@@ -47,10 +61,11 @@ def check_tensor(cfg) -> None:
     p = cfg.parallel
     if p.boundary_rate < 1.0:
         raise InputError(f"expected --boundary-rate 1 with --parallel tensor (got {p.boundary_rate}): every "
-                         f"process aggregates over the whole graph, so there is no boundary to sample")
+                         f"process aggregates over the whole graph, so there is no boundary to sample; boundary "
+                         f"sampling runs with --parallel graph")
     if p.tensor_decoupled and p.tensor_chunks:
         raise InputError("expected --tensor-chunks 0 with --tensor-decoupled (the decoupled pass keeps its "
-                         "column slices between steps, so there is no per-step product to chunk)")
+                         "column slices between steps, so there is no per-step product to chunk): give one of them")
     _check_tensor_model(cfg)
 
 
@@ -64,7 +79,8 @@ def _check_tensor_model(cfg) -> None:
     if cfg.parallel.tensor_decoupled and not spec.separable:
         takes = ", ".join(n for n in MODELS if model_spec(n).separable) or "none"
         raise InputError(f"expected a model whose propagation keeps the feature columns apart ({takes}) with "
-                         f"--tensor-decoupled (got {name}, whose layers mix columns between aggregations)")
+                         f"--tensor-decoupled (got {name}, whose layers mix columns between aggregations); train "
+                         f"it with --parallel tensor without --tensor-decoupled")
 
 
 def check_depth(p, layers: int | None) -> None:

@@ -101,7 +101,8 @@ def chunked_runs(payload: dict, comm: Comm) -> dict:
     return out
 
 
-def _replicated_runs(payload: dict, comm: Comm, build, options: dict, extra=lambda engine: {}) -> dict:
+def _replicated_runs(payload: dict, comm: Comm, build, options: dict, extra=lambda engine: {},
+                     model=lambda run: None) -> dict:
     """Training for each run of the payload in a layout whose ranks all hold every weight (SpMM, tensor),
     built by ``build(cfg, norm, comm=comm)``. Rank 0 writes the layout's block-row folder, as the
     launcher does, and every rank reads only what it needs from it (the raw dataset is out of reach)."""
@@ -117,8 +118,9 @@ def _replicated_runs(payload: dict, comm: Comm, build, options: dict, extra=lamb
             prepare_block_rows_dir(cfg, out=folder)
         comm.barrier()
         cfg = cfg.with_options(partition_dir=str(folder), root=str(folder / "no-raw-dataset-here"))
-        engine = build(cfg, shape(cfg)[0], comm=comm)
-        trainer = Trainer(cfg, engine=engine)
+        obj = model(run)  # a model object to train instead of the one cfg names (object_runs)
+        engine = build(cfg, shape(cfg)[0] if obj is None else obj.norm, comm=comm)
+        trainer = Trainer(cfg, engine=engine, model=obj)
         result = trainer.build().train()
         # every rank holds all weights: how far apart they ended (0 unless replicas saw different rows)
         flat = torch.cat([v.detach().reshape(-1).double() for v in trainer.model.state_dict().values()])
@@ -143,6 +145,26 @@ def tensor_runs(payload: dict, comm: Comm) -> dict:
     from fullgraph.parallel.tensor_engine import tensor_engine
 
     return _replicated_runs(payload, comm, tensor_engine, {"parallel": "tensor"})
+
+
+def object_runs(payload: dict, comm: Comm) -> dict:
+    """SpMM or tensor training (as each run's config names the layout) of a model object that each rank
+    builds with the run's ``builder`` (``path/file.py:function``, called with ``widths`` and
+    ``builder_args``) from the run's seed, handed to the trainer as ``fullgraph.train_model(model=...)``
+    hands one to each torchrun rank: the config names a built-in model, which these layouts take."""
+    from fullgraph.models import as_gnn
+    from fullgraph.models.user import load_builder
+    from fullgraph.parallel.spmm import spmm_engine
+    from fullgraph.parallel.tensor_engine import tensor_engine
+
+    def model(run):
+        torch.manual_seed(run["config"].get("seed", 0))
+        return as_gnn(load_builder(run["builder"])(*run["widths"], **run.get("builder_args", {})))
+
+    def build(cfg, norm, comm):
+        return (tensor_engine if cfg.parallel.mode == "tensor" else spmm_engine)(cfg, norm, comm=comm)
+
+    return _replicated_runs(payload, comm, build, {}, model=model)
 
 
 def main(path: str) -> int:

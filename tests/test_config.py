@@ -62,8 +62,14 @@ def test_rules_that_join_sections_are_checked_by_the_whole():
         TrainConfig(model=model, parallel=parallel)
     with pytest.raises(InputError, match="expected a model whose aggregation is one sparse product"):
         TrainConfig(model=ModelOptions(name="gat"), parallel=ParallelOptions(mode="spmm-1d", nprocs=2))
-    with pytest.raises(InputError, match="expected --chunks 1 with --norm batch"):
+    with pytest.raises(InputError, match="expected --norm layer .or none. with --parallel hybrid of 1 stage and"):
         TrainConfig(model=ModelOptions(norm="batch"), parallel=ParallelOptions(mode="hybrid", nprocs=2, stages=1))
+    # a pipeline of two stages: one chunk is what batch statistics need, two what the stages need
+    for chunks in (0, 1):
+        with pytest.raises(InputError, match="expected --norm layer .or none. with --parallel pipeline of 2 stages"):
+            TrainConfig(model=ModelOptions(norm="batch"), parallel=ParallelOptions(mode="pipeline", nprocs=2,
+                                                                                   chunks=chunks))
+    TrainConfig(model=ModelOptions(norm="batch"), parallel=ParallelOptions(mode="hybrid", nprocs=2, stages=1, chunks=1))
 
 
 def test_the_options_the_launcher_sets_are_hidden_and_renamed_fields_keep_their_flags():

@@ -38,6 +38,23 @@ def graphconv(in_dim, out_dim, hidden=16, dropout=0.5):
                     norm="layer", dropout=dropout)
 
 
+def sage_jk(in_dim, out_dim, hidden=16, layers=3, jk="cat", dropout=0.5):
+    """PyG's GraphSAGE with jumping knowledge: its JumpingKnowledge and final Linear read every layer's output."""
+    return GraphSAGE(in_dim, hidden, layers, out_dim, dropout=dropout, jk=jk)
+
+
+def residual_sage(in_dim, out_dim, hidden=16, layers=3, dropout=0.5):
+    """SAGEConvs with from_pyg's residual: a projection into and out of the hidden width, the identity between."""
+    widths = [in_dim] + [hidden] * (layers - 1) + [out_dim]
+    return from_pyg([SAGEConv(widths[i], widths[i + 1]) for i in range(layers)], residual=True, dropout=dropout)
+
+
+def sage_graph_norm(in_dim, out_dim, hidden=16, layers=3, dropout=0.5):
+    """PyG's GraphSAGE with norm="layer_norm": PyG's LayerNorm in its default mode='graph' (statistics over
+    every node) between the convolutions."""
+    return GraphSAGE(in_dim, hidden, layers, out_dim, dropout=dropout, norm="layer_norm")
+
+
 def one_conv(in_dim, out_dim):
     """A single convolution, returned as it is: the builder's result is adapted."""
     return SAGEConv(in_dim, out_dim)

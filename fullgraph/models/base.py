@@ -4,6 +4,11 @@ Only the layers read the graph, and each reads it through one ``Block``:
 ``h_dst = layer(block, h_src, h0_dst)``. ``pre`` and ``post`` act row by row, so any layout may run
 them on whatever rows it owns. A pipeline stage owns a run of layers; a graph-parallel rank owns a
 block per layer; neither needs the model to know about it. Models import no process group.
+
+A model whose ``post`` reads every layer's output (jumping knowledge, ``GNN.reads_every_layer``)
+gets them all, cut to the rows it computes: a layout whose ranks hold their rows of every layer (one
+process, graph, SpMM, tensor) runs it; a pipeline stage, which holds only its own layers' outputs,
+cannot (``reads_every_layer_refusal``).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from torch.utils.checkpoint import checkpoint
 
 from fullgraph.ops import Block, SparseOp, matmul
 
-__all__ = ["GNN", "GraphLayer", "Linear", "glorot_", "INITS", "dst_rows"]
+__all__ = ["GNN", "GraphLayer", "Linear", "glorot_", "INITS", "dst_rows", "reads_every_layer_refusal"]
 
 INITS = ("glorot", "torch")
 """How :class:`Linear` draws its parameters: ``glorot`` (Glorot & Bengio: weights U(±√(6 / (fan_in +
@@ -110,6 +115,19 @@ class GraphLayer(nn.Module):
         raise NotImplementedError
 
 
+def reads_every_layer_refusal(what: str, mode: str | None = None) -> str:
+    """The one line that refuses ``what``, a model whose ``post`` reads every layer's output, under
+    ``--parallel mode``; ``None``: found out as the model ran, its ``post`` handed one layer's output
+    (a pipeline or hybrid stage; ``fullgraph plan``, which times ``post`` alone, too)."""
+    instead = ("a stage holds only its own layers' outputs; train it with --parallel graph (or spmm-*/tensor, for "
+               "the models they take), or without jumping knowledge")
+    if mode is None:
+        return (f"expected every graph layer's output at the end of {what} (got one layer's, as a pipeline or "
+                f"hybrid stage holds it): {instead}")
+    return (f"expected a model whose output reads only its last graph layer with --parallel {mode} (got {what}, "
+            f"which reads every layer's output at the end): {instead}")
+
+
 def _run_in(ctx: contextvars.Context, fn, *args):
     return ctx.run(fn, *args)
 
@@ -127,6 +145,10 @@ class GNN(nn.Module):
     """Names of the submodules ``pre`` uses (a pipeline's first stage owns them)."""
     post_modules: tuple[str, ...] = ()
     """Names of the submodules ``post`` uses (a pipeline's last stage owns them)."""
+    reads_every_layer: bool = False
+    """Whether ``post`` reads every graph layer's output, not the last one only (jumping knowledge):
+    ``forward`` then hands it the list of them, each cut to the rows of the last block's dst nodes.
+    The pipeline and the hybrid refuse such a model: a stage holds only its own layers' outputs."""
 
     PRE_SITE = 0
     """Dropout site of ``pre``; graph layer ``i`` is site ``i + 1`` and ``post`` is ``num_layers + 1``."""
@@ -155,8 +177,9 @@ class GNN(nn.Module):
         """Node-wise input map; ``rows`` are the global ids of ``x``'s rows (they key dropout)."""
         return x
 
-    def post(self, h: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
-        """Node-wise output map; ``rows`` are the global ids of ``h``'s rows (they key dropout)."""
+    def post(self, h: torch.Tensor | list[torch.Tensor], rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Node-wise output map; ``rows`` are the global ids of ``h``'s rows (they key dropout). ``h`` is
+        the last layer's output, or every layer's in order where ``reads_every_layer`` is set."""
         return h
 
     def forward(self, blocks: Block | Sequence[Block], x: torch.Tensor | SparseOp,
@@ -165,16 +188,24 @@ class GNN(nn.Module):
 
         ``x`` holds the src rows of the first block. Between layers, ``fetch`` (given by a parallel
         layout) turns a layer's dst rows into the next layer's src rows, e.g. by appending halo rows
-        received from other parts; without it the dst rows are used as they are.
+        received from other parts; without it the dst rows are used as they are. Where ``post`` reads
+        every layer (``reads_every_layer``), each layer's output is kept as it left the layer, before
+        the next fetch, and cut to the last block's dst rows: a layer's dst rows are always its
+        successor's first src rows, so these are the same nodes in every layer (``--prune`` included).
         """
         first = blocks if isinstance(blocks, Block) else blocks[0]
         h = self.pre(x, first.src_ids)
         h0 = h if self.uses_h0 else None
+        outs = []
         for i, layer in enumerate(self.layers):
             block = blocks if isinstance(blocks, Block) else blocks[i]
             if i > 0 and fetch is not None:
                 h = fetch(h)
             h = layer(block, h, None if h0 is None else h0[: block.num_dst])
+            if self.reads_every_layer:
+                outs.append(h)
+        if self.reads_every_layer:
+            h = [out[: block.num_dst] for out in outs]
         return self.post(h, block.dst_ids)
 
     def param_groups(self, weight_decay: float, conv_weight_decay: float | None = None) -> list[dict]:

@@ -107,5 +107,5 @@ def _run(layer, i: int, block: Block, h: torch.Tensor, h0) -> torch.Tensor:
     except Exception as e:  # noqa: BLE001 - the user's layer: whatever it raises is reported
         text = " ".join(str(e).split())[:300]
         raise InputError(f"expected layer {i} ({type(layer).__name__}) to run on a block of {block.num_dst} dst and "
-                         f"{block.num_src} src rows of width {h.shape[1]} (it raised {type(e).__name__}: {text})") \
-            from None
+                         f"{block.num_src} src rows of width {h.shape[1]} (it raised {type(e).__name__}: {text}): "
+                         f"make it take any block the contract allows (docs/your-model.md)") from None

@@ -58,6 +58,9 @@ class ModelSpec:
             a layout holding column slices completes (``parallel.tensor``).
         separable: its graph layers keep the feature columns apart (pure propagation, APPNP), so a
             layout may run every layer on column slices without switching between them.
+        reads_every_layer: its ``post`` reads every graph layer's output (jumping knowledge,
+            ``GNN.reads_every_layer``), which the pipeline and the hybrid refuse (a stage holds only
+            its own layers' outputs). A user's model says it once built (``parallel.registry.check_model_layout``).
         options: the ``ModelOptions`` fields its builder reads: what the trainer passes it and
             ``model.pt`` records to rebuild it.
         takes_norm: whether ``--norm`` (a norm between hidden layers) applies to it.
@@ -73,6 +76,7 @@ class ModelSpec:
     spmm: str | None = None
     attention: bool = False
     separable: bool = False
+    reads_every_layer: bool = False
     options: tuple[str, ...] = ("layers", "hidden", "dropout")
     takes_norm: bool = False
     memory: MemoryModel | None = None

@@ -14,6 +14,12 @@ in two passes (Σx, then Σ(x - μ)²), which keeps the variance exact where ``E
 In evaluation the running statistics are used, as ``torch.nn.BatchNorm1d`` does; they are updated
 from the global statistics, so they are the same on every rank.
 
+PyG's ``LayerNorm`` in its default ``mode='graph'`` takes one mean and one standard deviation over
+every entry of every node of the graph (``x - mean``, divided by ``std + eps``, unbiased=False), and
+it takes them in evaluation too: it keeps no running statistics. ``graph_layer_norm_over`` sums the
+same two statistics over the processes with ``reduce`` (three floats per layer forward, three
+backward), so every rank normalizes by the whole graph's, as one process does.
+
 A layer followed by BatchNorm has no bias of its own: the mean subtraction cancels any bias, so its
 gradient is zero up to rounding, and Adam, which divides by the gradient's running RMS, would turn
 that rounding into steps of size ``lr`` (BatchNorm's shift plays the bias's part). The function the
@@ -27,7 +33,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-__all__ = ["NORMS", "BatchNorm", "batch_norm_over", "make_norm", "apply_norm"]
+__all__ = ["NORMS", "BatchNorm", "batch_norm_over", "graph_layer_norm_over", "make_norm", "apply_norm"]
 
 NORMS = ("none", "layer", "batch")
 
@@ -64,6 +70,24 @@ def batch_norm_over(bn: nn.BatchNorm1d, x: torch.Tensor,
             bn.num_batches_tracked += 1
     out = d * torch.rsqrt(var + bn.eps)
     return out * bn.weight + bn.bias if bn.affine else out
+
+
+def graph_layer_norm_over(ln: nn.Module, x: torch.Tensor,
+                          reduce: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
+    """What PyG's ``LayerNorm(mode='graph')`` ``ln`` computes on ``x`` without a batch vector (the whole
+    graph is one example), with its mean and variance summed by ``reduce`` over the processes that
+    hold the other rows; in training and evaluation alike (it has no running statistics)."""
+    s = torch.stack([x.sum(), x.new_tensor(float(x.numel()))])
+    if reduce is not None:
+        s = reduce(s)
+    d = x - s[0] / s[1]
+    v = (d * d).sum().reshape(1)
+    if reduce is not None:
+        v = reduce(v)
+    out = d / ((v[0] / s[1]).sqrt() + ln.eps)
+    if getattr(ln, "weight", None) is not None and getattr(ln, "bias", None) is not None:
+        out = out * ln.weight + ln.bias
+    return out
 
 
 def make_norm(kind: str, width: int) -> nn.Module | None:

@@ -142,9 +142,12 @@ class Engine:
         Set-up, not an epoch's traffic: left out of the ledger's epochs."""
         from fullgraph.parallel.prune import receptive_field
 
-        if self.prune and any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules()):
-            raise InputError("expected a model without batch normalization with --prune (its statistics are over "
-                             "the rows computed, which pruning changes); use --norm layer or none")
+        whole = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) or getattr(m, "graph_statistics", False)
+                    for m in model.modules())
+        if self.prune and whole:
+            raise InputError("expected a model without statistics over all nodes (batch normalization, PyG's "
+                             "LayerNorm(mode='graph')) with --prune (its statistics are over the rows computed, which "
+                             "pruning changes); use --norm layer or none, or leave out --prune")
         self.pruning = receptive_field(self.block.adj, self.train_mask, model.num_layers, self._ask_owners())
         if self.ledger is not None:
             self.ledger.take()

@@ -25,7 +25,7 @@ from fullgraph.parallel.engine import Engine
 from fullgraph.plan import rank_memory, rank_work, volumes
 
 __all__ = ["Layout", "LAYOUTS", "layout_of", "build_engine", "layout_volume", "rank_works", "peak_per_rank",
-           "check_layout", "refuse_foreign_options"]
+           "check_layout", "check_model_layout", "refuse_foreign_options"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,9 @@ class Layout:
             (``plan.volumes.epoch_volume`` adds what every layout moves); ``None``: one process.
         works: every rank's ``RankWork`` (``plan.rank_work.partition_works`` gives the arguments).
         peak: the largest rank's peak bytes, ``peak(cfg, graph, parts, bounds, release_memory)``.
+        holds_every_layer: whether each rank holds its rows of every graph layer's output when the
+            forward ends, so that a model whose ``post`` reads them all (jumping knowledge) runs; a
+            pipeline stage holds only its own layers' (``config_rules.check_readout``).
     """
 
     modes: tuple[str, ...]
@@ -50,6 +53,7 @@ class Layout:
     volume: Callable | None = None
     works: Callable | None = None
     peak: Callable | None = None
+    holds_every_layer: bool = True
 
 
 def _single(cfg, norm: str, graph=None, layers=None) -> Engine:
@@ -91,7 +95,7 @@ LAYOUTS = (
     Layout(("single",), _single),
     Layout(("graph",), _graph, **_PARTITIONED),
     Layout(("pipeline", "hybrid"), _chunked, options=("stage_layers", "chunks"), check=config_rules.check_chunked,
-           **_PARTITIONED),
+           holds_every_layer=False, **_PARTITIONED),
     Layout(SPMM_MODES, _spmm, check=config_rules.check_spmm, volume=volumes.spmm_epoch_volume,
            works=rank_work.spmm_works, peak=rank_memory.spmm_peak),
     Layout(("tensor",), _tensor, options=("tensor_chunks", "tensor_decoupled"), check=config_rules.check_tensor,
@@ -118,7 +122,7 @@ def refuse_foreign_options(p) -> None:
         if p.mode not in layout.modes and any(getattr(p, o) != defaults[o] for o in layout.options):
             flags = " and ".join("--" + o.replace("_", "-") for o in layout.options)
             raise InputError(f"expected {flags} only with --parallel {' or '.join(layout.modes)} (got --parallel "
-                             f"{p.mode})")
+                             f"{p.mode}): leave them out, or use --parallel {' or '.join(layout.modes)}")
 
 
 def check_layout(cfg) -> None:
@@ -126,6 +130,15 @@ def check_layout(cfg) -> None:
     layout = layout_of(cfg.parallel.mode)
     if layout.check is not None:
         layout.check(cfg)
+
+
+def check_model_layout(cfg, model) -> None:
+    """``cfg``'s layout against the built ``model``: what a spec cannot say of a user's model before
+    its builder has run (``check_layout`` checks the spec's). One line, before any epoch: a model
+    whose ``post`` reads every layer's output where the layout's ranks do not hold them all."""
+    if not layout_of(cfg.parallel.mode).holds_every_layer:
+        what = f"jk={model.jk_mode!r}" if getattr(model, "jk_mode", None) else type(model).__name__
+        config_rules.check_readout(cfg, getattr(model, "reads_every_layer", False), what)
 
 
 def build_engine(cfg, norm: str, graph=None, layers: int | None = None) -> Engine:

@@ -23,7 +23,7 @@ from fullgraph.models import GNN
 from fullgraph.models.contract import check_model
 from fullgraph.ops.dropout import keyed_dropout
 from fullgraph.parallel.engine import Engine
-from fullgraph.parallel.registry import build_engine
+from fullgraph.parallel.registry import build_engine, check_model_layout
 from fullgraph.parallel.setup import input_widths
 from fullgraph.device import environment, peak_device_bytes, reset_peak, synchronize
 from fullgraph.memory import peak_rss_bytes
@@ -145,6 +145,7 @@ class Trainer:
         torch.manual_seed(cfg.optimization.seed)  # the same initial weights on every rank
         self.model = self.run_model.build(e.in_dim, e.num_classes)
         check_model(self.model, distributed=e.world_size > 1)
+        check_model_layout(cfg, self.model)  # what a user's model reveals once built (jumping knowledge)
         reset_peak(e.device)  # the peak reported is this run's, from the model on
         self.model.to(e.device)
         if self.run_model.obj is not None:  # built by the caller, in each rank: rank 0's initial weights for all

@@ -129,7 +129,7 @@ def test_pruning_composes_with_boundary_sampling(cora, tmp_path):
 def test_prune_is_refused_where_it_cannot_be_exact(cora):
     with pytest.raises(InputError, match="--prune runs with --parallel single or graph"):
         TrainConfig.of(model="gcn", parallel="pipeline", nprocs=2, layers=2, prune=True)
-    with pytest.raises(InputError, match="without batch normalization with --prune"):
+    with pytest.raises(InputError, match="without statistics over all nodes"):
         Trainer(TrainConfig.of(model="sage", norm="batch", layers=2, prune=True, progress="none"), cora).build()
 
 
