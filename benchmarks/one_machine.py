@@ -41,7 +41,7 @@ def plan(a, nprocs: int, cluster: bool) -> dict[str, dict]:
            str(nprocs), "--json", *flags]
     out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=True).stdout
     result = json.loads(out)
-    return {r["layout"]: r | {"setting": result["setting"]} for r in result["layouts"]}
+    return {r["layout"]: r | {"setting": result["setting"]} for r in result["layouts"] if r["nprocs"] == nprocs}
 
 
 def train_flags(options: dict) -> list[str]:

@@ -1,5 +1,6 @@
-"""``fullgraph plan``: every layout that fits P processes, what each would move, hold and take per
-epoch on a given network, ranked, with the one to pick and why.
+"""``fullgraph plan``: every layout that fits each process count up to P (one process, ``single``,
+included: ``plan.sizes`` says which counts), what each would move, hold and take per epoch on a given
+network, ranked, with the one to pick and why, or the tie the timings cannot break (``plan.ranking``).
 
 Each layout's bytes, works and memory come from its record (``parallel.registry.Layout``). The bytes
 are its volume over the real partition (the same partitions ``fullgraph train`` would cut and cache,
@@ -21,13 +22,19 @@ from fullgraph.errors import InputError
 __all__ = ["cmd_plan", "candidates", "run_volume"]
 
 
-def candidates(nprocs: int, layers: int, model: str, model_args: dict | None = None) -> tuple[list[dict], list[str]]:
+def candidates(nprocs: int, layers: int, model: str, model_args: dict | None = None,
+               probe=None) -> tuple[list[dict], list[str]]:
     """The layouts of ``nprocs`` processes (``TrainConfig`` options each), and one line per layout
     that does not fit, saying why (the configuration's own refusal). ``layers``: the model's depth
-    (a user's builder decides it: it is checked against the stages, not given as an option)."""
+    (a user's builder decides it: it is checked against the stages, not given as an option). One process
+    has one layout, ``single``: graph parallelism or a pipeline of one rank would be it with more steps.
+    ``probe``: a user's model as built, checked against each layout (jumping knowledge: not in a pipeline)."""
     from fullgraph.comm.mesh import Mesh
     from fullgraph.models import is_reference, model_spec
+    from fullgraph.parallel.registry import check_model_layout
 
+    if nprocs == 1:
+        return [dict(parallel="single")], []
     opts = Mesh.layouts_of(nprocs)
     user = is_reference(model)
     if not user and model_spec(model).separable:  # its propagation runs on column slices throughout
@@ -39,6 +46,8 @@ def candidates(nprocs: int, layers: int, model: str, model_args: dict | None = N
                                  **({} if user else {"layers": layers}))
             if user and cfg.parallel.mesh.stages > 1:
                 cfg.check_depth(layers)
+            if user and probe is not None:
+                check_model_layout(cfg, probe)
             fits.append(o)
         except InputError as e:
             refused.append(f"{label(o)}: {e}")
@@ -56,11 +65,17 @@ def label(o: dict) -> str:
 
 
 def cmd_plan(args: argparse.Namespace, argv: list[str] = ()) -> int:
+    """Plan every process count of ``plan_sizes(--nprocs)`` (``--nprocs`` alone with ``--layout``), each
+    layout that fits it, on the machines it would run on; rank them, say a tie, recommend one."""
+    from fullgraph.comm.mesh import Mesh
     from fullgraph.data.load import load_graph
-    from fullgraph.plan.layer_timer import LayerTimer
+    from fullgraph.plan.ranking import recommend, render, tie_line
+    from fullgraph.plan.sizes import plan_sizes
 
-    if args.nprocs < 2:
-        raise InputError(f"expected --nprocs >= 2 to plan a layout (got {args.nprocs})")
+    if args.nprocs < 1:
+        raise InputError(f"expected --nprocs >= 1 (got {args.nprocs})")
+    if args.layout is not None and args.nprocs < 2 and Mesh(parallel=args.layout).distributed:
+        raise InputError(f"expected --nprocs >= 2 with --layout {args.layout} (one process is --layout single)")
     machines, network = where(args)
     base = dict(dataset=args.dataset, root=args.root, split=args.split, feature_norm=args.feature_norm,
                 model=args.model, model_args=dict(args.model_args),
@@ -68,40 +83,106 @@ def cmd_plan(args: argparse.Namespace, argv: list[str] = ()) -> int:
     TrainConfig.of(**base)  # the model's options, checked before anything is read
     graph = load_graph(TrainConfig.of(**base))
     depth = _depth(TrainConfig.of(**base), graph)
-    fits, refused = candidates(args.nprocs, depth, args.model, base["model_args"])
-    if args.layout is not None:
-        cfg = TrainConfig.of(**base, parallel=args.layout, nprocs=args.nprocs)  # refuses with the reason
-        if cfg.parallel.mesh.stages > 1:
-            cfg.check_depth(depth)
-        fits = [o for o in fits if o["parallel"] == args.layout]
-    timer = LayerTimer(build_planned_model(TrainConfig.of(**base), graph), graph.x,
-                       threads=args.threads or machines.threads)
-    rows = [plan_layout(graph, base, o, args, timer, network, machines=machines) for o in fits]  # each kind once
-    timer.settle()  # ... and again, in rounds over all of them
-    rows = [plan_layout(graph, base, o, args, timer, network, machines=machines) for o in fits]
+    sizes = [args.nprocs] if args.layout is not None else plan_sizes(args.nprocs)
+    probe = build_planned_model(TrainConfig.of(**base), graph)
+    plans, refused = _layouts(args, sizes, depth, base, probe)
+    timers = _Timers(probe, graph.x, args, machines)
+    for P, o in plans:  # each kind timed once ...
+        plan_layout(graph, base, o, args, timers.get(P), network, machines=timers.machines(P))
+    timers.settle()  # ... and again, in rounds over all of them
+    rows = [plan_layout(graph, base, o, args, timers.get(P), network, machines=timers.machines(P)) for P, o in plans]
     rows.sort(key=lambda r: r["epoch_s"])
-    from fullgraph.models import model_spec
-
-    from fullgraph.plan.pruned import minibatch_outlook, pruned_counts
-
-    needed = pruned_counts(graph, timer.model.norm, depth).total_rows()
-    measured = model_spec(args.model).memory is None
-    given = args.bandwidth_gbps is not None or args.latency_us is not None
-    result = {"setting": machines.describe(network, given),
-              "graph": graph.name, "nodes": graph.num_nodes, "edges": graph.num_edges, "model": args.model,
-              "layers": depth, "hidden": max(timer.model.layer_input_widths()[1:], default=args.hidden),
-              "nprocs": args.nprocs,
-              "memory_model": "measured on probe blocks (fullgraph.plan.measured)" if measured else "derived (its spec)",
-              "machines": _machines_json(machines, network, timer.threads),
-              "network": {"bandwidth_gbps": network.bandwidth_gbps, "latency_us": network.latency_us},
-              "layouts": rows, "refused": refused, "recommendation": recommend(rows, network, machines),
-              "rows_needed_per_layer": needed,
-              "minibatch": minibatch_outlook(int(graph.train_mask.sum()), graph.num_nodes, needed)}
+    result = _result(args, graph, depth, timers, machines, network, rows, refused) | {"sizes": sizes}
+    result |= {"tie": tie_line(rows), "recommendation": recommend(rows, network, machines)}
     if args.json:
         print(json.dumps(result, indent=1))
     else:
         print("\n".join(render(result)))
     return 0
+
+
+def _layouts(args, sizes: list[int], depth: int, base: dict, probe) -> tuple[list[tuple[int, dict]], list[str]]:
+    """(P, options) of every layout planned, and a line per layout that does not fit, with its P
+    (``probe``: the model built, for what only a user's built model says)."""
+    plans, refused = [], []
+    for P in sizes:
+        fits, no = candidates(P, depth, args.model, base["model_args"], probe)
+        if args.layout is not None:
+            cfg = TrainConfig.of(**base, parallel=args.layout, nprocs=P)  # refuses with the reason
+            if cfg.parallel.mesh.stages > 1:
+                cfg.check_depth(depth)
+            fits = [o for o in fits if o["parallel"] == args.layout]
+        plans += [(P, o) for o in fits]
+        refused += [f"P={P} {line}" for line in no]
+    return plans, refused
+
+
+class _Timers:
+    """One ``LayerTimer`` per thread count the planned runs use (a run of P ranks on one machine takes its
+    cores over P each: ``plan.sizes.threads_for``), and the machines each P runs on."""
+
+    def __init__(self, model, features, args, machines):
+        from fullgraph.machine_load import busy_cores
+
+        self.model, self.features, self.args, self.top = model, features, args, machines
+        one = machines.count == 1 and not args.threads
+        self.busy = busy_cores() if one else None  # the cores other work keeps busy, once for the plan
+        self.timers: dict = {}
+
+    def machines(self, P: int):
+        from fullgraph.plan.machines import Machines
+        from fullgraph.plan.sizes import machines_for
+
+        given = self.args.bandwidth_gbps is not None or self.args.latency_us is not None
+        if P == self.top.nprocs:
+            return self.top
+        return Machines(machines_for(P, self.args.machines, given), P, self.top.cores)
+
+    def threads(self, P: int) -> int:
+        from fullgraph.plan.sizes import threads_for
+
+        m = self.machines(P)
+        return threads_for(self.args.threads, m.per_machine, m.cores)
+
+    def get(self, P: int):
+        from fullgraph.plan.layer_timer import LayerTimer
+
+        t = self.threads(P)
+        if t not in self.timers:
+            self.timers[t] = LayerTimer(self.model, self.features, threads=t)
+        return self.timers[t]
+
+    def settle(self) -> None:
+        """Every timer's rounds (``LayerTimer.settle``), one round over all the timers at a time, so that
+        a round's timings of every kind lie close together (``plan.ranking`` compares layouts round by
+        round)."""
+        timers = list(self.timers.values())
+        for r in range(max((t.rounds for t in timers), default=1) - 1):
+            for timer in timers:
+                timer.sample(fewer_than=min(timer.rounds, r + 2))
+
+
+def _result(args, graph, depth, timers, machines, network, rows, refused) -> dict:
+    """The plan as JSON (``--json``), less the tie and the recommendation."""
+    from fullgraph.models import model_spec
+    from fullgraph.plan.pruned import minibatch_outlook, pruned_counts
+
+    model = timers.model
+    needed = pruned_counts(graph, model.norm, depth).total_rows()
+    measured = model_spec(args.model).memory is None
+    given = args.bandwidth_gbps is not None or args.latency_us is not None
+    return {"setting": machines.describe(network, given),
+            "graph": graph.name, "nodes": graph.num_nodes, "edges": graph.num_edges, "model": args.model,
+            "layers": depth, "hidden": max(model.layer_input_widths()[1:], default=args.hidden),
+            "nprocs": args.nprocs,
+            "memory_model": "measured on probe blocks (fullgraph.plan.measured)" if measured else "derived (its spec)",
+            "machines": _machines_json(machines, network, timers.threads(args.nprocs)),
+            "network": {"bandwidth_gbps": network.bandwidth_gbps, "latency_us": network.latency_us},
+            "busy_cores": timers.busy,
+            "timing_spread": {str(t): timer.spread() for t, timer in timers.timers.items()},
+            "layouts": rows, "refused": refused,
+            "rows_needed_per_layer": needed,
+            "minibatch": minibatch_outlook(int(graph.train_mask.sum()), graph.num_nodes, needed)}
 
 
 def _machines_json(machines, network, threads: int) -> dict:
@@ -135,36 +216,72 @@ def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | N
     each doing ``core_efficiency`` of a solo core's work; ``node_speed``: each rank's machine's speed
     as a fraction of this one's core). ``machines`` (``plan.machines.Machines``, in place of ``cores``
     and ``core_efficiency``): the ranks of each machine share its cores at ``SHARED_CORE_EFFICIENCY`` and
-    talk over ``SHARED_MEMORY``, those of different machines over ``network``."""
-    from fullgraph.plan.epoch_time import estimate_layout
+    talk over ``SHARED_MEMORY``, those of different machines over ``network``; its ``nprocs`` is the
+    run's P (``args.nprocs`` without it). ``epoch_s_rounds``: the estimate under each round of the
+    kernels' timings (``LayerTimer.using``), whose spread ``plan.ranking`` weighs against the gaps."""
     from fullgraph.plan.machines import SHARED_CORE_EFFICIENCY
-    from fullgraph.parallel.registry import peak_per_rank, rank_works
 
-    cfg = TrainConfig.of(**base, nprocs=args.nprocs, chunks=args.chunks, **o)
-    prune = getattr(args, "prune", False) and cfg.parallel.mesh.prunable  # graph: the one layout of P >= 2 that does
+    nprocs = machines.nprocs if machines is not None else args.nprocs
+    cfg = TrainConfig.of(**base, nprocs=nprocs, chunks=args.chunks, **o)
+    prune = getattr(args, "prune", False) and cfg.parallel.mesh.prunable  # single and graph: the layouts that do
     cfg = cfg.with_options(prune=prune)
     mesh, shape = cfg.parallel.mesh, _shape(cfg, graph, timer.model)
     parts = _partition_stats(cfg, graph, mesh.graph_ways, args.partition_dir) if not mesh.operator_layout else None
     pruned = _pruned_counts(cfg, graph, timer.model, args.partition_dir) if prune else None
     volume = run_volume(cfg, graph, sum(p["halo"] for p in parts) if parts else 0, shape=shape, pruned=pruned)
     chunk_src = _chunk_sources(cfg, graph, args.partition_dir) if mesh.stages > 1 else None
-    works = rank_works(cfg, graph, timer.model, shape, _bounds(cfg, graph), parts, volume, chunk_src, machines,
-                       pruned=pruned)
+    works = _works(cfg, graph, timer.model, shape, parts, volume, chunk_src, machines, pruned)
     shared = {}
     if machines is not None:
         network, local = machines.links(network, timer.threads)
         shared = dict(cores=machines.cores, core_efficiency=SHARED_CORE_EFFICIENCY, local=local,
                       machines=machines.placement())
-    est = estimate_layout(works, timer.model, timer, network, threads=timer.threads, node_speed=node_speed,
-                          **(shared or dict(cores=cores, core_efficiency=core_efficiency)))
+    kw = dict(threads=timer.threads, node_speed=node_speed, **(shared or dict(cores=cores, core_efficiency=core_efficiency)))
+    est, spread = _estimates(works, timer, network, kw)
     return {"layout": label(o) + (" --prune" if prune else ""), "options": o | ({"prune": True} if prune else {}),
+            "nprocs": nprocs, "threads": timer.threads,
             "bytes_per_epoch": sum(volume.values()), "by_category": volume,
             "rows_per_layer": pruned.total_rows() if pruned else [graph.num_nodes] * len(timer.model.layers),
-            "peak_bytes_per_rank": peak_per_rank(cfg, graph, parts, _bounds(cfg, graph),
-                                                 getattr(args, "release_memory", False)),
-            "epoch_s": est.total_s,
+            "peak_bytes_per_rank": _peak(cfg, graph, parts, getattr(args, "release_memory", False)),
+            "epoch_s": est.total_s, "epoch_s_rounds": spread,
             "compute_s": est.compute_s + est.contention_s, "comm_s": est.comm_s, "bubble_s": est.bubble_s,
             "eval_s": est.eval_s}
+
+
+def _works(cfg, graph, model, shape, parts, volume, chunk_src, machines, pruned) -> list:
+    """Every rank's ``RankWork``: the layout's own (``parallel.registry``), or one process's, which is a
+    partition of one part with nothing to send (``plan.rank_work.partition_works`` with W = 1)."""
+    from fullgraph.parallel.registry import rank_works
+    from fullgraph.plan.rank_work import partition_works
+
+    works = rank_works if cfg.parallel.mesh.distributed else partition_works
+    return works(cfg, graph, model, shape, _bounds(cfg, graph), parts, volume, chunk_src, machines, pruned=pruned)
+
+
+def _peak(cfg, graph, parts, release_memory: bool) -> int:
+    """The largest rank's estimated peak: the layout's (``parallel.registry``), or one process's."""
+    from fullgraph.parallel.registry import peak_per_rank
+    from fullgraph.plan.rank_memory import single_peak
+
+    if not cfg.parallel.mesh.distributed:
+        return single_peak(cfg, graph, release_memory)
+    return peak_per_rank(cfg, graph, parts, _bounds(cfg, graph), release_memory)
+
+
+def _estimates(works, timer, network, kw: dict):
+    """The epoch estimate at the timings' medians, and the total under each round's timings
+    (``LayerTimer.using``; fixed rates, ``Kernels``, give the one estimate)."""
+    from fullgraph.plan.epoch_time import estimate_layout
+
+    est = estimate_layout(works, timer.model, timer, network, **kw)
+    using = getattr(timer, "using", None)
+    if using is None:
+        return est, [est.total_s]
+    rounds = []
+    for k in range(timer.rounds):
+        with using(k):
+            rounds.append(estimate_layout(works, timer.model, timer, network, **kw).total_s)
+    return est, rounds
 
 
 def build_planned_model(cfg, graph):
@@ -253,6 +370,8 @@ def _pruned_counts(cfg, graph, model, partition_dir: str | None):
     from fullgraph.plan.pruned import pruned_counts
 
     ways = cfg.parallel.mesh.graph_ways
+    if ways == 1:  # one process: the whole graph
+        return pruned_counts(graph, model.norm, len(model.layers))
     pdir = partition_dir if partition_dir is not None else prepare_partition_dir(cfg, ways, graph=graph)
     return pruned_counts(graph, model.norm, len(model.layers), node_parts(pdir, graph.num_nodes), ways)
 
@@ -271,43 +390,3 @@ def _chunk_sources(cfg, graph, partition_dir: str | None) -> list[int] | None:
     node_chunk = load_chunks(prepare_chunk_file(cfg, pdir, graph=graph), graph.num_nodes, cfg.parallel.num_chunks)
     return chunk_sources(graph.indptr, graph.indices, node_parts(pdir, graph.num_nodes), node_chunk, ways,
                          cfg.parallel.num_chunks)
-
-
-def recommend(rows: list[dict], network, machines=None) -> str:
-    if not rows:
-        return "no layout fits"
-    best = rows[0]
-    fewest = min(rows, key=lambda r: r["bytes_per_epoch"])
-    on = ("on one machine" if machines is not None and machines.count == 1
-          else f"at {network.bandwidth_gbps:g} Gbit/s")
-    why = (f"communication is most of an epoch {on}" if best["comm_s"] > best["compute_s"]
-           else f"computation dominates {on}, and it divides its work most evenly")
-    text = (f"{best['layout']}: an estimated {best['epoch_s']:.3g} s per epoch {on}, "
-            f"moving {_mb(best['bytes_per_epoch'])} per epoch")
-    if fewest is not best:
-        text += f" ({fewest['layout']} moves least, {_mb(fewest['bytes_per_epoch'])}, but takes {fewest['epoch_s']:.3g} s)"
-    return text + f"; {why}."
-
-
-def _mb(b: float) -> str:
-    return f"{b / 2**20:.1f} MiB"
-
-
-def render(result: dict) -> list[str]:
-    net, machines = result["network"], result["machines"]
-    link = (f", {net['bandwidth_gbps']:g} Gbit/s, {net['latency_us']:g} us" if machines["count"] > 1 else "")
-    out = [result["setting"],
-           f"# plan: {result['graph']} ({result['nodes']} nodes, {result['edges']} edges), {result['model']} "
-           f"{result['layers']} x {result['hidden']}, {result['nprocs']} processes on {machines['count']} "
-           f"machine{'s' if machines['count'] > 1 else ''}{link}; memory model {result['memory_model']}", "",
-           "| rank | layout | MiB/epoch | peak MiB/rank | epoch s | train: compute s | comm s | bubble s | eval s |",
-           "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for i, r in enumerate(result["layouts"], 1):
-        out.append(f"| {i} | {r['layout']} | {r['bytes_per_epoch'] / 2**20:.2f} | {r['peak_bytes_per_rank'] / 2**20:.0f} "
-                   f"| {r['epoch_s']:.3g} | {r['compute_s']:.3g} | {r['comm_s']:.3g} | {r['bubble_s']:.3g} "
-                   f"| {r['eval_s']:.3g} |")
-    out += ["", "bytes per epoch by category:"]
-    for r in result["layouts"]:
-        out.append(f"  {r['layout']}: " + ", ".join(f"{k} {v}" for k, v in r["by_category"].items()))
-    out += [f"does not fit: {line}" for line in result["refused"]]
-    return out + ["", "recommended: " + result["recommendation"], "against mini-batch: " + result["minibatch"] + "."]

@@ -69,9 +69,10 @@ class PlanModel:
 class PlanOptions:
     """The layouts ``fullgraph plan`` compares, and the machines and network it plans them on."""
 
-    nprocs: int = opt(REQUIRED, "Processes (ranks) P to plan for, at least 2.")
-    layout: str | None = opt(None, "Plan only this --parallel mode (refused with the reason when it does not fit "
-                                   "--nprocs).", metavar="PARALLEL")
+    nprocs: int = opt(REQUIRED, "The most processes (ranks) P to plan for: one process (single), the powers of "
+                                "two below P, and P are planned, and the fastest recommended.")
+    layout: str | None = opt(None, "Plan only this --parallel mode, at --nprocs processes only (refused with the "
+                                   "reason when it does not fit --nprocs).", metavar="PARALLEL")
     chunks: int = opt(0, doc_of(ParallelOptions, "chunks"))
     partitioner: str = opt("metis", doc_of(ParallelOptions, "partitioner"))
     partition_dir: str | None = opt(None, "A partition of the graph into --nprocs parts to plan graph parallelism "
@@ -82,8 +83,9 @@ class PlanOptions:
                                      "machine per rank).")
     bandwidth_gbps: float | None = opt(None, "Network link rate between machines, Gbit/s (default 10).")
     latency_us: float | None = opt(None, "Network latency per message between machines, microseconds (default 50).")
-    threads: int = opt(0, "CPU threads of one rank, for timing the kernels (0: this machine's cores / ranks per "
-                          "machine, at least 1).")
+    threads: int = opt(0, "CPU threads of one rank, for timing the kernels (0: as train takes them: on one "
+                          "machine its cores not busy with other work over its ranks; on a cluster, each machine's "
+                          "cores over its ranks; at least 1).")
     release_memory: bool = opt(False, "Plan runs that will use train's --release-memory: time the kernels and "
                                       "estimate the peak memory as they will run (slower, leaner).")
     prune: bool = opt(False, "Plan graph parallelism as train's --prune runs it: each layer only on the rows the "

@@ -16,7 +16,6 @@ rank instead, with the state the kernel gives it (``stopped by a signal``, ...).
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import shutil
@@ -35,10 +34,10 @@ ERROR_FILE_ENV = "FULLGRAPH_ERROR_FILE"
 
 
 def threads_per_process(local_procs: int, requested: int = 0) -> int:
-    """``--threads`` if given, else cores ÷ local processes (at least 1)."""
-    if requested:
-        return requested
-    return max(1, (os.cpu_count() or 1) // max(1, local_procs))
+    """``--threads`` if given, else cores ÷ local processes (at least 1): ``machine_load.default_threads``."""
+    from fullgraph.machine_load import default_threads
+
+    return default_threads(local_procs, requested)
 
 
 def report_worker_error(exc: BaseException, input_error: bool) -> None:

@@ -7,6 +7,9 @@
   :mod:`fullgraph.plan.layer_timer`, which times the model's own layers on this machine);
   :mod:`fullgraph.plan.rank_work`: each rank's share of the work and of the traffic, which that model
   is applied to.
+* :mod:`fullgraph.plan.sizes`: which process counts a plan weighs (one process included), where their
+  ranks run and on how many threads; :mod:`fullgraph.plan.ranking`: the ranking, the ties the timings'
+  spread cannot break, and the recommendation.
 
 ``fullgraph plan`` (:mod:`fullgraph.cli_plan`) puts them together for every layout of P processes.
 """

@@ -22,7 +22,8 @@ hand-over to the next stage.
 
 Ranks that share one machine's cores (``cores``, and ``machines``: which machine each rank is on;
 ``fullgraph plan --machines``, and ``benchmarks/cluster.py``, which emulates a cluster on one machine)
-cannot finish before the compute of all those running at once, divided by the cores, is done;
+cannot finish before the compute of all those running at once, divided by the cores, is done (a
+rank's compute, timed on its ``threads``, holds that many cores: ranks × threads beyond the cores wait);
 and cores shared that way deliver less than their solo speed (time-slicing, shared caches and memory
 bandwidth): ``core_efficiency``, measured by the caller, divides that bound. Machines slower or faster
 than this one (``node_speed``: the fraction of a solo core of this machine each rank computes at; on

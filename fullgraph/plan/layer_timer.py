@@ -2,19 +2,29 @@
 model. Each distinct layer kind is timed on a synthetic block of a rank's shape (rows per call,
 source rows per row, non-zeros per row, the first layer on the real input features), as training or
 evaluation runs it, and a chunked engine's training call with the history-table copies around it.
+
+Each kind is timed in rounds, and its timings are kept: the estimate uses their median, and
+``using(k)`` those of round k (``using("min")``, ``using("max")``: the least, the most), so that the
+plan can say how far its estimates move within the timings' own spread (``plan.ranking``: two layouts
+whose gap moves more than it measures are a tie, not a pick).
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import MappingProxyType
 
 import torch
 
 from fullgraph.plan.epoch_time import LayerCalls, out_width
 
-__all__ = ["LayerTimer"]
+__all__ = ["LayerTimer", "STATISTICS"]
+
+STATISTICS = MappingProxyType({"min": min, "median": statistics.median, "max": max})
+"""How a kind's timings make its cost: the median (the estimate), the least and the most (its spread)."""
 
 
 class LayerTimer:
@@ -32,7 +42,10 @@ class LayerTimer:
     seconds later (and a reference kernel timed next to it does not move with it, so it cannot be
     corrected away); every layer of a kind scales with its timing, so one unlucky timing moved whole
     layouts by 30-40 % between estimates. Rounds spread over the whole estimate make a kind's timings
-    independent draws, and their median rejects the unlucky one.
+    independent draws, and their median rejects the unlucky one. What the median cannot say is how
+    sure it is: ``spread`` reports each kind's least, median and most, and under ``using(k)`` every
+    kind costs its timing of round k instead (or under ``using("min")``, ``using("max")``, the least or
+    the most of them), which shows what the same estimate gives within that spread.
     """
 
     def __init__(self, model, features, threads: int = 1, max_entries: int = 1 << 21, seed: int = 0,
@@ -46,6 +59,7 @@ class LayerTimer:
         self.features, self.num_rows = features, features.shape[0]
         self._samples: dict[tuple, list[float]] = {}  # a kind's seconds per row, one per timing
         self._measure: dict[tuple, Callable[[], float]] = {}  # how to time it again
+        self.statistic: str | int = "median"  # of a kind's timings, what it costs (``using``)
 
     def seconds(self, model, calls: LayerCalls, train: bool) -> float:
         """The time of ``calls`` (``model`` must be the timer's own)."""
@@ -84,13 +98,43 @@ class LayerTimer:
         for _ in range(self.rounds - 1):
             self.sample(fewer_than=self.rounds)
 
+    @contextmanager
+    def using(self, statistic: str | int) -> Iterator["LayerTimer"]:
+        """Within the block, every kind costs the ``statistic`` of its timings: ``min``, ``median`` or
+        ``max``, or the timing of round ``k`` (an int: its k-th timing, the median where it has fewer).
+        The kinds' k-th timings were taken in the same round over all of them (``settle``), close in
+        time: an estimate made under round k is the estimate that round's machine gave, so that
+        estimates of two layouts under the same round share that round's luck."""
+        if not isinstance(statistic, int) and statistic not in STATISTICS:
+            raise ValueError(f"expected a round or one of {', '.join(STATISTICS)}, got {statistic!r}")
+        before, self.statistic = self.statistic, statistic
+        try:
+            yield self
+        finally:
+            self.statistic = before
+
+    def spread(self) -> dict:
+        """The timings' spread: how many each kind has (``rounds``: the fewest), and the largest
+        ``(most - least) / median`` over the kinds (``relative``), with that kind's least, median and
+        most seconds per row."""
+        if not self._samples:
+            return {"kinds": 0, "rounds": 0, "relative": 0.0}
+        stats = [(min(s), statistics.median(s), max(s)) for s in self._samples.values()]
+        lo, mid, hi = max(stats, key=lambda t: (t[2] - t[0]) / t[1] if t[1] > 0 else 0.0)
+        return {"kinds": len(stats), "rounds": min(len(s) for s in self._samples.values()),
+                "relative": (hi - lo) / mid if mid > 0 else 0.0, "min": lo, "median": mid, "max": hi}
+
     # -- internals
 
     def _per_row(self, key: tuple, measure: Callable[[], float]) -> float:
-        """The median of ``key``'s timings (seconds per row), timing it with ``measure`` if it has none."""
+        """The ``statistic`` (median, least or most) of ``key``'s timings (seconds per row), timing it
+        with ``measure`` if it has none."""
         if key not in self._samples:
             self._samples[key], self._measure[key] = [measure()], measure
-        return statistics.median(self._samples[key])
+        samples, k = self._samples[key], self.statistic
+        if isinstance(k, int):
+            return samples[k] if k < len(samples) else statistics.median(samples)
+        return STATISTICS[k](samples)
 
     def _sample_rows(self, rows: float, width: float) -> int:
         """Rows to time: all of them up to ``max_entries`` entries, at two significant digits (so that
@@ -214,7 +258,8 @@ class LayerTimer:
         model.train(train)
         with torch.set_grad_enabled(train):
             h = torch.rand(n, out_width(model), requires_grad=train)
-            out = model.post(h, torch.arange(n))
+            # a model that reads every layer (jumping knowledge) takes them all: the same rows for each
+            out = model.post([h] * model.num_layers if getattr(model, "reads_every_layer", False) else h, torch.arange(n))
             if train:
                 out.sum().backward()
         model.zero_grad(set_to_none=True)

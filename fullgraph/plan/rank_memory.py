@@ -40,7 +40,7 @@ import torch
 from fullgraph.errors import InputError
 from fullgraph.models import model_spec
 
-__all__ = ["estimate_peak_bytes", "tensor_peak_bytes", "partition_peak", "spmm_peak", "tensor_peak",
+__all__ = ["estimate_peak_bytes", "tensor_peak_bytes", "partition_peak", "single_peak", "spmm_peak", "tensor_peak",
            "memory_breakdown", "check_memory", "model_memory_options", "variable_bytes", "graph_memory_stats",
            "part_memory_stats", "partition_memory_stats", "kept_activation_bytes"]
 
@@ -278,6 +278,12 @@ def partition_peak(cfg, graph, parts: list[dict], bounds: list[tuple[int, int]],
     layers = max(b - a for a, b in bounds)
     return max(estimate_peak_bytes(**(opts | {"layers": max(2, layers)}), nodes=p["inner"], edges=p["edges"],
                                    halo=p["halo"], feature_nnz=nnz(p["inner"] + p["halo"])) for p in parts)
+
+
+def single_peak(cfg, graph, release_memory: bool = False) -> int:
+    """One process's peak (``--parallel single``): the whole graph, no part's index arrays."""
+    opts, _ = _rank_inputs(cfg, graph, release_memory)
+    return estimate_peak_bytes(**(opts | graph_memory_stats(graph) | {"distributed": False}))
 
 
 def spmm_peak(cfg, graph, parts, bounds, release_memory: bool = False) -> int:

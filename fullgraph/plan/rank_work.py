@@ -64,6 +64,7 @@ def partition_works(cfg, graph, model, shape, bounds: list[tuple[int, int]], par
     for s, (a, b) in enumerate(bounds):
         params = sum(p.numel() for p in model.stage_parameters(a, b, with_pre=s == 0, with_post=s == S - 1))
         ring = 2 * (W - 1) / W * params * F32 if W > 1 else 0.0
+        ring_messages = 2 * W if W > 1 else 0  # a stage of one rank (one process, a pipeline) sums nothing
         share = len(range(max(a, 1), b)) / max(1, L - 1)  # of the halo layers 1..L-1
         for p in parts:
             inner, halo, send = p["inner"], p["halo"], p.get("send", p["halo"])
@@ -78,7 +79,7 @@ def partition_works(cfg, graph, model, shape, bounds: list[tuple[int, int]], par
                             where.previous),
                            (Traffic(stream=fwd_out, overlapped=fwd_out, messages=2 * K / hops if s < S - 1 else 0),
                             where.next),
-                           (Traffic(stream=ring, messages=2 * W), where.ring),
+                           (Traffic(stream=ring, messages=ring_messages), where.ring),
                            (Traffic(exchange=(send + halo) * halo_row * share, messages=2 * exchanges * K),
                             where.group)])
             evaluation = split([(Traffic(stream=fwd_out, messages=1 if s < S - 1 else 0), where.next),
@@ -87,7 +88,7 @@ def partition_works(cfg, graph, model, shape, bounds: list[tuple[int, int]], par
             calls = (LayerCalls(tuple(range(a, b)), inner, src, nnz, K),)
             if pruned is not None:
                 calls, train = _pruned_calls(pruned, p["part"]), split(
-                    [(Traffic(stream=ring, messages=2 * W), where.ring),
+                    [(Traffic(stream=ring, messages=ring_messages), where.ring),
                      (Traffic(exchange=_pruned_exchange(pruned, p["part"], shape, precision),
                               messages=2 * exchanges), where.group)])
             works.append(RankWork(s, calls,

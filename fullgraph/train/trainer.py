@@ -122,14 +122,7 @@ class Trainer:
     def build(self) -> "Trainer":
         cfg = self.cfg
         self.threads_before = torch.get_num_threads()  # put back by close(): a library call leaves no trace
-        if cfg.run.threads:
-            torch.set_num_threads(cfg.run.threads)
-        elif cfg.parallel.mesh.distributed:  # cores ÷ local processes, as torchrun would not do for us
-            from fullgraph.comm.context import DistEnv
-            from fullgraph.comm.launch import threads_per_process
-
-            env = DistEnv.from_env()
-            torch.set_num_threads(threads_per_process(env.local_world_size if env else cfg.parallel.nprocs))
+        self._set_threads()
         if cfg.model.recompute and cfg.parallel.mesh.operator_layout:
             # their sparse products communicate inside the layer: recomputing would repeat them
             raise InputError(f"expected --recompute only with --parallel single, graph, pipeline or hybrid (got "
@@ -160,6 +153,20 @@ class Trainer:
                      p.mode if p.nprocs == 1 else f"{p.mode}, {p.nprocs} processes")
         self.rows = rows_per_layer(e, self.model)  # after the header: it may say a word about --prune
         return self
+
+    def _set_threads(self) -> None:
+        """``--threads``, or cores ÷ local processes for a rank (torchrun does not set it); one process keeps
+        torch's default. A busy machine is told once what fits (``fullgraph.machine_load``)."""
+        from fullgraph.comm.context import DistEnv
+        from fullgraph.machine_load import process_threads, warn_if_busy
+
+        cfg, distributed = self.cfg, self.cfg.parallel.mesh.distributed
+        if not (cfg.run.threads or distributed):
+            warn_if_busy(torch.get_num_threads())
+            return
+        env = DistEnv.from_env() if distributed else None
+        local = env.local_world_size if env else (cfg.parallel.nprocs if distributed else 1)
+        torch.set_num_threads(process_threads(cfg.run.threads, local, peers_running=distributed))
 
     def _check_memory(self) -> int | None:
         """This rank's estimated peak RSS, checked against ``--memory-limit`` (or what this machine has

@@ -136,3 +136,15 @@ def test_pipeline_refuses_jumping_knowledge_in_one_line_and_exit_2(shared_data, 
     assert len(err) == 1 and err[0].startswith("fullgraph: error:"), err
     assert "jk='cat'" in err[0] and "a stage holds only its own layers' outputs" in err[0], err
     assert "--parallel graph" in err[0] and "without jumping knowledge" in err[0], err
+
+
+def test_the_plan_lists_no_chunked_layout_for_a_jk_model(cora):
+    """``fullgraph plan`` checks a user's built model against each layout as training does: a jk model
+    is no candidate for the pipeline or the hybrid, and the line says why."""
+    from fullgraph.cli_plan import candidates
+
+    ref, args = BUILDERS["jk-cat"]
+    probe = object_of("jk-cat", cora)
+    fits, refused = candidates(4, 2, ref, args, probe)
+    assert {o["parallel"] for o in fits} >= {"graph"} and not {"pipeline", "hybrid"} & {o["parallel"] for o in fits}
+    assert any(line.startswith("hybrid") and "reads every layer" in line for line in refused), refused
