@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fullgraph.models import GNN, as_gnn, build_model, model_spec, norm_and_depth
+from fullgraph.models.user import BUILDER_DECIDES
 from fullgraph.train.model_file import model_args
 
 __all__ = ["RunModel", "MODEL_DECIDES", "recorded_options"]
@@ -81,9 +82,9 @@ class RunModel:
         return model_args(self.cfg, in_dim, num_classes)
 
 
-MODEL_DECIDES = ("layers", "hidden", "heads", "norm", "dropout", "gcnii_alpha", "gcnii_lambda", "appnp_alpha",
-                 "gcn_kernel")
-"""The options that shape a built-in model only: a builder or a model object decides them itself."""
+MODEL_DECIDES = BUILDER_DECIDES + ("dropout",)
+"""The options that shape a built-in model only: a builder or a model object decides them itself (those
+a builder refuses when given, and ``--dropout``, which it ignores)."""
 
 
 def recorded_options(cfg, object_name: str | None = None) -> dict:
