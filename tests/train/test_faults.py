@@ -139,8 +139,8 @@ def test_a_full_disk_while_checkpointing_names_the_last_good_one_and_resumes(tmp
     assert "no space left" in line and ".tmp-epoch-000015" in line and "epoch-000010" in line, line
     assert ".tmp-" not in (tmp_path / "ckpts").read_text()  # the partial checkpoint is gone
     copy = tmp_path / "copy"
-    train("--resume", str(copy))
-    train(*args, "--out", str(tmp_path / "whole"))
+    cli("train", "--progress", "none", "--resume", str(copy))  # fresh processes, as the run on the tmpfs
+    cli("train", "--progress", "none", *args, "--out", str(tmp_path / "whole"))
     assert losses(copy) == losses(tmp_path / "whole")
 
 
