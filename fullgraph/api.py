@@ -224,9 +224,7 @@ def _launch(cfg):
     out = cfg.run.out or tempfile.mkdtemp(prefix="fullgraph-run-")
     cfg = cfg.with_options(out=out)
     with RunFolder(cfg, start=True) as folder:
-        rc = launch(cfg, ["train", *_flags(cfg)])
-        if rc == InputError.exit_status:
-            folder.undo()
+        rc = folder.ranks_ended(launch(cfg, ["train", *_flags(cfg)]))
     if rc != 0:
         raise RuntimeError(f"fullgraph: the ranks failed with status {rc} (their logs say why)")
     data = json.loads((Path(out) / "summary.json").read_text())

@@ -78,9 +78,7 @@ def _train(cfg: TrainConfig, argv: list[str], env, resuming: bool, folder) -> in
     resolve_device(cfg.run.device, 0, local)  # before any graph is read or process started
     if cfg.parallel.mesh.distributed and env is None:
         rc = launch(cfg, argv)
-        if rc == InputError.exit_status and folder is not None:  # a rank refused its input
-            folder.undo()
-        return rc
+        return folder.ranks_ended(rc) if folder is not None else rc
     if env is not None and env.world_size != cfg.parallel.nprocs:
         from fullgraph.comm.context import stale_env_hint
 
@@ -260,14 +258,8 @@ def main(argv: list[str] | None = None) -> int:
 
             return_freed_memory()  # peak RSS then measures what a command needs, not glibc's cache
         return command.run(args, argv)
-    except InputError as e:
-        report_worker_error(e, input_error=True)
-        if not launched:
-            where = f"rank {rank}: " if rank is not None else ""
-            print(f"fullgraph: error: {where}{e}", file=sys.stderr)
-        return 2
-    except RunFault as e:  # a full disk, a diverged loss: one line, and a status of its own
-        report_worker_error(e, input_error=False)
+    except (InputError, RunFault) as e:  # bad input; a full disk, a diverged loss: one line, a status of its own
+        report_worker_error(e, input_error=isinstance(e, InputError))
         if not launched:
             where = f"rank {rank}: " if rank is not None else ""
             print(f"fullgraph: error: {where}{e}", file=sys.stderr)

@@ -95,21 +95,21 @@ class RunWriter:
             return
         self._f.close()
         path = self.dir / "metrics.jsonl"
-        kept, torn = [], 0
+        kept, torn = {}, 0  # epoch -> its line
         for line in path.read_text(errors="replace").splitlines():
             epoch = _epoch_of(line)
             if epoch is None:
                 torn += bool(line.strip())
             elif epoch <= last:
-                kept.append(line)
+                kept[epoch] = line
         if torn:
-            lost = sorted(set(range(1, last + 1)) - {_epoch_of(line) for line in kept})
+            lost = sorted(set(range(1, last + 1)) - kept.keys())
             log.warning("dropped %d damaged line%s of %s (a write cut short); the checkpoint of epoch %d says which "
                         "epochs count%s", torn, "s" * (torn > 1), path, last,
                         f" (no record left of epoch {', '.join(map(str, lost))})" if lost else "")
         tmp = path.with_suffix(".jsonl.tmp")
         with writing(path, run=self.dir, partial=[tmp]):
-            tmp.write_text("".join(line + "\n" for line in kept))
+            tmp.write_text("".join(line + "\n" for line in kept.values()))
             tmp.rename(path)
         self._f = path.open("a")
 

@@ -226,6 +226,13 @@ class RunFolder:
                 p.rename(self.out / p.name)
             aside.rmdir()
 
+    def ranks_ended(self, status: int) -> int:
+        """The exit status of the ranks this run launched, passed on; a rank that refused its input
+        (status 2) is a refused run: :meth:`undo`."""
+        if status == InputError.exit_status:
+            self.undo()
+        return status
+
     def __exit__(self, kind, err, tb) -> None:
         if self.out is None:
             return

@@ -318,7 +318,7 @@ class Trainer:
                 if cfg.run.checkpoint_every and cfg.run.out and epoch % cfg.run.checkpoint_every == 0:
                     check_weights(cfg, epoch, self.model, e)
                     save_checkpoint(cfg.run.out, epoch, model=self.model, optimizer=self.update.optimizer, engine=e, loop=s,
-                                    best_state=best_state, options=trained_options(cfg.options()))
+                                    best_state=best_state, options=trained_options(self.run_model.options()))
                 if cfg.optimization.patience and s.bad_evals >= cfg.optimization.patience:
                     if e.is_main:
                         selected = "loss" if cfg.optimization.select == "loss" else METRIC_NAMES[self.metric]
