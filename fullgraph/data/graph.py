@@ -16,9 +16,10 @@ import numpy as np
 import torch
 
 from fullgraph.errors import InputError
-from fullgraph.ops.csr import BLOCK_ENTRIES, indptr_from_counts, row_ids, row_spans
+from fullgraph.ops.csr import BLOCK_ENTRIES, _sorted_unique_rows, indptr_from_counts, row_ids, row_spans
+from fullgraph.ops.edge_data import EDGE_FIELDS, EdgeData
 
-__all__ = ["Graph", "csr_from_edges", "checked_edges", "csr_from_sorted_keys", "row_blocks", "used_classes",
+__all__ = ["Graph", "csr_from_edges", "csr_with_edge_data", "checked_edges", "csr_from_sorted_keys", "row_blocks", "used_classes",
            "check_inferred_classes", "MIN_EMPTY_CLASSES"]
 
 
@@ -136,6 +137,45 @@ def csr_from_edges(src, dst, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor
     return csr_from_sorted_keys(keys, num_nodes)
 
 
+def csr_with_edge_data(src, dst, num_nodes: int, edge: dict) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """In-edge CSR of ``src[i] -> dst[i]`` with the edge data ``edge`` (``{"edge_weight": [E], ...}``,
+    one row per listed edge) put in the same order; repeated edges as :meth:`Graph.from_edges` says."""
+    src, dst = checked_edges(src, dst, num_nodes)
+    e = src.size
+    data = {}
+    for name, value in edge.items():
+        t = _as_tensor(name, value)
+        if t.shape[:1] != (e,):
+            raise InputError(f"expected '{name}' to have one row per edge, {e} rows (got {_describe(t)})")
+        if name == "edge_type" and not (t.dtype.is_floating_point or t.dtype == torch.bool):
+            t = t.to(torch.int64)
+        elif name != "edge_type" and t.dtype in (torch.float16, torch.bfloat16, torch.float64):
+            t = t.to(torch.float32)  # as a loader would; Graph checks the rest
+        data[name] = t
+    keys = dst.astype(np.int64) * num_nodes + src.astype(np.int64)
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    first = np.ones(e, dtype=bool)
+    first[1:] = keys[1:] != keys[:-1]
+    repeats = e - int(first.sum())
+    perm = torch.from_numpy(order)
+    if repeats and set(data) - {"edge_weight"}:
+        k = int(keys[np.flatnonzero(~first)[0]])
+        raise InputError(f"expected each edge once when edges carry features or types (got {repeats} repeated "
+                         f"edges, e.g. {k % num_nodes} -> {k // num_nodes}): merge them first (weights alone are "
+                         f"summed)")
+    out = {}
+    for name, t in data.items():
+        t = t[perm]
+        if repeats:  # weights only: each edge's repeats summed, in the order they were listed
+            group = torch.from_numpy(np.cumsum(first) - 1)
+            t = torch.zeros(int(first.sum()), dtype=torch.float64).index_add_(0, group, t.double()).to(t.dtype)
+        out[name] = t
+    keys = keys[first]
+    indptr, indices = csr_from_sorted_keys(keys, num_nodes)
+    return indptr, indices, out
+
+
 MIN_EMPTY_CLASSES = 8
 """Labels that do not state their class count are refused when more than half of the classes
 ``0..max`` have no node, and at least this many (:func:`check_inferred_classes`)."""
@@ -194,6 +234,15 @@ class Graph:
         name: a short name used in logs and summaries.
         num_classes: ``C``; when not given, inferred from ``y`` as its largest label + 1, and refused
             when that leaves most classes without a node (:func:`check_inferred_classes`).
+        edge_weight: optional float32 ``[E]``, each CSR entry's weight (finite).
+        edge_attr: optional float32 ``[E, d]``, each CSR entry's features (finite).
+        edge_type: optional int64 ``[E]``, each CSR entry's relation in ``0..num_relations-1``.
+        num_relations: ``R``, given or inferred as the largest type + 1 (only with ``edge_type``).
+
+    Edge data sits beside the CSR entries, in their order, and a graph that has any lists each
+    ``(src, dst)`` pair at most once, rows sorted (:meth:`from_edges` sums repeated weights and
+    refuses repeated edges with features or types): every path that cuts entries then carries the
+    data by the same positions (``ops.edge_data``).
     """
 
     indptr: torch.Tensor
@@ -205,14 +254,29 @@ class Graph:
     test_mask: torch.Tensor
     name: str = "graph"
     num_classes: int | None = None
+    edge_weight: torch.Tensor | None = None
+    edge_attr: torch.Tensor | None = None
+    edge_type: torch.Tensor | None = None
+    num_relations: int | None = None
     _fingerprint: str | None = field(default=None, repr=False)
 
     # ---------------------------------------------------------------- construction
     @classmethod
-    def from_edges(cls, src, dst, num_nodes: int, **fields) -> "Graph":
-        """Build from an edge list ``src[i] -> dst[i]`` (kept as given: no symmetrization)."""
-        indptr, indices = csr_from_edges(src, dst, num_nodes)
-        return cls(indptr=indptr, indices=indices, **fields)
+    def from_edges(cls, src, dst, num_nodes: int, *, edge_weight=None, edge_attr=None, edge_type=None,
+                   **fields) -> "Graph":
+        """Build from an edge list ``src[i] -> dst[i]`` (kept as given: no symmetrization).
+
+        Edge data given per listed edge (``edge_weight[i]`` belongs to edge ``i``) is put in CSR
+        order with its edges. An edge listed twice keeps its repeats without edge data; with a
+        weight only, its weights are summed into one edge (as ``coalesce`` sums them in PyG and
+        SciPy); with features or types it is refused, since no sum of those means anything."""
+        edge = {k: v for k, v in (("edge_weight", edge_weight), ("edge_attr", edge_attr), ("edge_type", edge_type))
+                if v is not None}
+        if not edge:
+            indptr, indices = csr_from_edges(src, dst, num_nodes)
+            return cls(indptr=indptr, indices=indices, **fields)
+        indptr, indices, edge = csr_with_edge_data(src, dst, num_nodes, edge)
+        return cls(indptr=indptr, indices=indices, **edge, **fields)
 
     def __post_init__(self) -> None:
         self.indptr = _as_tensor("indptr", self.indptr)
@@ -222,6 +286,7 @@ class Graph:
         for m in ("train_mask", "val_mask", "test_mask"):
             setattr(self, m, _as_tensor(m, getattr(self, m)))
         self._check_structure()
+        self._check_edge_data()
         self._check_features()
         self._check_labels()
         self._check_masks()
@@ -247,6 +312,42 @@ class Graph:
             raise InputError(
                 f"expected edge ids in [0, {n}) (got {bad.numel()} out of range, e.g. {int(bad[0])})"
             )
+
+    def _check_edge_data(self) -> None:
+        e, given = self.num_edges, False
+        for name, dims, dtype in (("edge_weight", 1, torch.float32), ("edge_attr", 2, torch.float32),
+                                  ("edge_type", 1, torch.int64)):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            given = True
+            value = _as_tensor(name, value)
+            if value.dtype != dtype or value.dim() != dims or value.layout != torch.strided:
+                shape = "[E]" if dims == 1 else "[E, d]"
+                raise InputError(f"expected '{name}' to be a dense {dtype} tensor {shape} (got {_describe(value)})")
+            if value.shape[0] != e:
+                raise InputError(f"expected '{name}' to have one row per edge, {e} rows (got {value.shape[0]})")
+            if dims == 2 and value.shape[1] == 0:
+                raise InputError(f"expected 'edge_attr' to have at least one column (got {_describe(value)})")
+            if dtype.is_floating_point and value.numel() and not bool(torch.isfinite(value).all()):
+                bad = int((~torch.isfinite(value)).sum())
+                raise InputError(f"expected finite values in '{name}' (got {bad} NaN or infinite entries)")
+            setattr(self, name, value)
+        t = self.edge_type
+        if t is not None:
+            if t.numel() and int(t.min()) < 0:
+                raise InputError(f"expected edge types >= 0 (got {int(t.min())})")
+            top = int(t.max()) + 1 if t.numel() else 1
+            if self.num_relations is None:
+                self.num_relations = top
+            if top > self.num_relations:
+                raise InputError(f"expected edge types in [0, {self.num_relations}) (got a type {top - 1}, "
+                                 f"num_relations={self.num_relations})")
+        elif self.num_relations is not None:
+            raise InputError(f"expected 'edge_type' with num_relations={self.num_relations} (got no edge types)")
+        if given and not _sorted_unique_rows(self.indptr, self.indices):
+            raise InputError("expected a graph with edge data to list each edge once, rows sorted (got repeated or "
+                             "unsorted entries): build it with Graph.from_edges, which sorts the edges with their data")
 
     def _check_features(self) -> None:
         x, n = self.x, self.num_nodes
@@ -349,6 +450,33 @@ class Graph:
     def in_degrees(self) -> torch.Tensor:
         return self.indptr.diff()
 
+    @property
+    def edge_kinds(self) -> tuple[str, ...]:
+        """The data the edges carry: a subset of ``("weight", "attr", "type")``."""
+        return tuple(k for k in EDGE_FIELDS if getattr(self, f"edge_{k}") is not None)
+
+    def edge_data(self) -> EdgeData | None:
+        """The edges' data with their global ids (``0..E-1``, the CSR order), or ``None``."""
+        if not self.edge_kinds:
+            return None
+        return EdgeData(torch.arange(self.num_edges), self.edge_weight, self.edge_attr, self.edge_type,
+                        self.num_relations)
+
+    def edge_fields(self) -> dict:
+        """The edge-data keyword arguments of this graph (empty without), for a graph built from it."""
+        return {k: v for k, v in (("edge_weight", self.edge_weight), ("edge_attr", self.edge_attr),
+                                  ("edge_type", self.edge_type), ("num_relations", self.num_relations))
+                if v is not None}
+
+    def aggregation_degree(self) -> torch.Tensor:
+        """Each node's in-degree as the normalizations read it: the count of its in-edges, or with
+        weights their sum (``ops.adjacency.weighted_in_degree``, the one source of those bits)."""
+        if self.edge_weight is None:
+            return self.in_degrees()
+        from fullgraph.ops.adjacency import weighted_in_degree
+
+        return weighted_in_degree(self.indptr, self.edge_weight)
+
     def dense_x(self) -> torch.Tensor:
         return self.x.to_dense() if self.x.layout == torch.sparse_csr else self.x
 
@@ -357,6 +485,11 @@ class Graph:
         if self._fingerprint is None:
             h = hashlib.sha256()
             tensors = [self.indptr, self.indices, self.y, self.train_mask, self.val_mask, self.test_mask]
+            for kind in self.edge_kinds:  # a graph without edge data keeps the fingerprint it had
+                h.update(f"edge_{kind}".encode())
+                tensors.append(getattr(self, f"edge_{kind}"))
+            if self.num_relations is not None:
+                h.update(f"relations={self.num_relations}".encode())
             if self.x.layout == torch.sparse_csr:
                 tensors += [self.x.crow_indices(), self.x.col_indices(), self.x.values()]
             else:
@@ -368,11 +501,16 @@ class Graph:
             self._fingerprint = h.hexdigest()
         return self._fingerprint
 
-    def with_structure(self, indptr: torch.Tensor, indices: torch.Tensor) -> "Graph":
-        """The same nodes, features, labels and splits over another edge set."""
+    def with_structure(self, indptr: torch.Tensor, indices: torch.Tensor, **edge) -> "Graph":
+        """The same nodes, features, labels and splits over another edge set, whose edge data
+        ``edge`` (``edge_weight=``, ...) the caller gives: a graph with edge data cannot lose it
+        here unnoticed."""
+        if self.edge_kinds and not edge:
+            raise RuntimeError("with_structure on a graph with edge data needs the new edges' data")
         return Graph(
             indptr=indptr, indices=indices, x=self.x, y=self.y, train_mask=self.train_mask,
             val_mask=self.val_mask, test_mask=self.test_mask, name=self.name, num_classes=self.num_classes,
+            **edge,
         )
 
     def summary(self) -> dict:
@@ -384,6 +522,9 @@ class Graph:
             "classes": self.num_classes,
             "multilabel": self.multilabel,
             "sparse_features": self.x.layout == torch.sparse_csr,
+            **({"edge_data": list(self.edge_kinds)} if self.edge_kinds else {}),
+            **({"edge_features": self.edge_attr.shape[1]} if self.edge_attr is not None else {}),
+            **({"relations": self.num_relations} if self.num_relations is not None else {}),
             "train": int(self.train_mask.sum()),
             "val": int(self.val_mask.sum()),
             "test": int(self.test_mask.sum()),

@@ -15,6 +15,13 @@ The norms (``NORMS``):
 * ``mean``: row-normalized ``A`` (a mean over the stored in-edges, a self loop included if stored;
   a row with none stays empty);
 * ``self-loops``: ``A+I`` with every value 1 (attention models weigh the entries themselves).
+
+Weighted edges (``EdgeData.weight``) change the values only, as PyG's ``gcn_norm`` with ``edge_weight``
+does: ``gcn`` is ``w_uv / sqrt(d_u d_v)`` with ``d`` the weighted in-degree plus the added loop's
+weight 1, ``mean`` is the weighted mean ``w_uv / sum_u w_uv``; ``self-loops`` ignores them. The
+weighted degree has one source, :func:`weighted_in_degree`, so every layout divides by the same bits.
+A block built with edge data gets that data back in the order of its entries, the added loops'
+filled in (``EdgeData.with_loops``).
 """
 
 from __future__ import annotations
@@ -23,9 +30,11 @@ import numpy as np
 import torch
 
 from fullgraph.errors import InputError
-from fullgraph.ops.csr import canonical, row_ids, row_spans
+from fullgraph.ops.csr import canonical, indptr_from_counts, row_ids, row_spans
+from fullgraph.ops.edge_data import EdgeData
 
-__all__ = ["NORMS", "block_adjacency", "normalized", "check_norm"]
+__all__ = ["NORMS", "block_adjacency", "block_adjacency_data", "normalized", "normalized_data", "check_norm",
+           "weighted_in_degree"]
 
 NORMS = ("gcn", "mean", "self-loops")
 
@@ -47,6 +56,14 @@ def _self_loop_slots(ip: np.ndarray, cols: np.ndarray) -> np.ndarray:
     return ip[:-1] + before
 
 
+def weighted_in_degree(indptr: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """float32 ``[n]``: each row's sum of its entries' weights, added in float64 in entry order (one
+    order, so every layout that asks gets the same bits)."""
+    ip = indptr.numpy()
+    sums = np.bincount(row_ids(ip), weights=weight.numpy().astype(np.float64), minlength=ip.size - 1)
+    return torch.from_numpy(sums.astype(np.float32))
+
+
 def block_adjacency(indptr: torch.Tensor, indices: torch.Tensor, norm: str,
                     degree: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Â's rows of a block: ``(indptr, indices, values)`` (int64, int64, float32).
@@ -61,15 +78,34 @@ def block_adjacency(indptr: torch.Tensor, indices: torch.Tensor, norm: str,
 
     The result may share ``indptr`` / ``indices`` with the input (``mean`` keeps the structure).
     """
+    return block_adjacency_data(indptr, indices, norm, degree)[:3]
+
+
+def block_adjacency_data(indptr: torch.Tensor, indices: torch.Tensor, norm: str, degree: torch.Tensor,
+                         edata: EdgeData | None = None, node_ids: torch.Tensor | None = None):
+    """:func:`block_adjacency` of a block whose entries carry ``edata`` (or none): ``(indptr,
+    indices, values, edata)``, the last aligned with the result's entries (``None`` without).
+
+    With weights, ``degree`` is the float :func:`weighted_in_degree` of every column's node (loops
+    excluded for ``gcn``) and the values are weighted (module docstring). ``node_ids``: the global id
+    of each row's node, the key of the loop added there (default ``0..n-1``)."""
     check_norm(norm)
     ip, cols = indptr.numpy(), indices.numpy()
     n = ip.size - 1
     counts = np.diff(ip)
+    weight = None if edata is None or norm == "self-loops" else edata.weight
+    is_loop = None
     if norm in ("gcn", "self-loops"):
-        cols = np.insert(cols.astype(np.int64, copy=False), _self_loop_slots(ip, cols), np.arange(n, dtype=np.int64))
+        slots = _self_loop_slots(ip, cols)
+        cols = np.insert(cols.astype(np.int64, copy=False), slots, np.arange(n, dtype=np.int64))
+        if edata is not None:
+            is_loop = np.zeros(cols.size, dtype=bool)
+            is_loop[slots + np.arange(n)] = True
         ip = ip + np.arange(n + 1)
         counts = counts + 1
     deg = degree.numpy()
+    if weight is not None:
+        _check_weighted_degree(deg, counts, norm, n)
     if norm == "gcn":  # the loop adds one to every degree; float32 throughout, as the kernels read it
         dinv = (1.0 / np.sqrt((deg + 1).astype(np.float32))).astype(np.float32)
         vals = np.repeat(dinv[:n], counts)
@@ -80,7 +116,28 @@ def block_adjacency(indptr: torch.Tensor, indices: torch.Tensor, norm: str,
         vals = np.repeat(inv, counts)
     else:
         vals = np.ones(cols.size, dtype=np.float32)
-    return torch.from_numpy(ip), torch.from_numpy(cols), torch.from_numpy(vals)
+    out = None
+    if edata is not None:
+        if is_loop is None:
+            out = edata
+        else:
+            loops = torch.from_numpy(is_loop)
+            nodes = torch.arange(n) if node_ids is None else node_ids[:n]
+            out = edata.with_loops(torch.arange(edata.num_entries), loops, row_ids(torch.from_numpy(ip)), nodes)
+        if weight is not None:
+            vals *= out.weight.numpy()
+    return torch.from_numpy(ip), torch.from_numpy(cols), torch.from_numpy(vals), out
+
+
+def _check_weighted_degree(deg: np.ndarray, counts: np.ndarray, norm: str, n: int) -> None:
+    """Refuse weights that leave a degree the normalization cannot divide by: ``gcn`` takes the
+    square root of every degree + 1, ``mean`` divides each row with entries by its sum."""
+    bad = (deg + 1 <= 0) if norm == "gcn" else ((deg[:n] <= 0) & (counts > 0))
+    if bool(bad.any()):
+        what = "in-degree + 1 (the added loop)" if norm == "gcn" else "sum over a node's in-edges"
+        raise InputError(f"expected edge weights whose weighted {what} is positive for the {norm!r} normalization "
+                         f"(got {int(bad.sum())} nodes where it is not, e.g. a weighted degree of "
+                         f"{float(deg[np.flatnonzero(bad)[0]]):g}): make the weights positive")
 
 
 def normalized(indptr: torch.Tensor, indices: torch.Tensor, norm: str):
@@ -88,3 +145,19 @@ def normalized(indptr: torch.Tensor, indices: torch.Tensor, norm: str):
     loops are allowed and merged as the norm says), as ``(indptr, indices, values)``."""
     ip, ix = canonical(indptr, indices, drop_loops=check_norm(norm) != "mean")
     return block_adjacency(ip, ix, norm, ip.diff())
+
+
+def normalized_data(indptr: torch.Tensor, indices: torch.Tensor, norm: str, edata: EdgeData):
+    """:func:`normalized` of a graph whose edges carry ``edata``: ``(indptr, indices, values, edata)``.
+
+    Such a graph's rows are sorted without repeats already (``Graph`` checks it), so only the self
+    loops that ``gcn`` and ``self-loops`` replace are dropped (with their data)."""
+    check_norm(norm)
+    if norm != "mean":
+        keep = indices != row_ids(indptr)
+        if not bool(keep.all()):
+            indptr = indptr_from_counts(torch.zeros(indptr.numel() - 1, dtype=torch.int64).index_add_(
+                0, row_ids(indptr)[keep], torch.ones(int(keep.sum()), dtype=torch.int64)))
+            indices, edata = indices[keep], edata.take(keep)
+    degree = indptr.diff() if edata.weight is None else weighted_in_degree(indptr, edata.weight)
+    return block_adjacency_data(indptr, indices, norm, degree, edata)

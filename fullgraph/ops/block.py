@@ -13,8 +13,9 @@ from typing import Callable
 
 import torch
 
-from fullgraph.ops.adjacency import normalized
+from fullgraph.ops.adjacency import normalized, normalized_data
 from fullgraph.ops.csr import row_ids
+from fullgraph.ops.edge_data import EdgeData
 from fullgraph.ops.edges import EdgeSums
 from fullgraph.ops.sparse import SparseOp
 
@@ -40,6 +41,11 @@ class Block:
             aggregate (``parallel.tensor``): it completes the per-node scores, has ``weigh(e_src,
             e_dst, dst, num_dst)`` turn them into edge weights, and sums (``None``: the layer sums
             over this block's edges itself).
+        edata: the data of the entries of ``adj`` (:class:`~fullgraph.ops.edge_data.EdgeData`, in CSR
+            order, with the global edge id of each), or ``None`` where the graph's edges carry none.
+            A weight is in ``adj``'s values already (the normalization folds it in); a layer that
+            reads edges itself (attention, a PyG conv) reads ``edge_weight``, ``edge_attr``,
+            ``edge_type`` and ``edge_ids``.
     """
 
     adj: SparseOp
@@ -50,6 +56,7 @@ class Block:
     reduce: Callable[[torch.Tensor], torch.Tensor] | None = field(default=None, repr=False)
     attention: Callable | None = field(default=None, repr=False)
     _sums: EdgeSums | None = field(default=None, repr=False)
+    edata: EdgeData | None = field(default=None, repr=False)
 
     @property
     def num_dst(self) -> int:
@@ -65,6 +72,27 @@ class Block:
             self._edges = (self.adj.indices, row_ids(self.adj.indptr))
         return self._edges
 
+    @property
+    def edge_weight(self) -> torch.Tensor | None:
+        """float ``[entries]``: each entry's weight (1 on an added loop), or ``None``."""
+        return None if self.edata is None else self.edata.weight
+
+    @property
+    def edge_attr(self) -> torch.Tensor | None:
+        """float ``[entries, d]``: each entry's features (an added loop's: the mean of its row's), or ``None``."""
+        return None if self.edata is None else self.edata.attr
+
+    @property
+    def edge_type(self) -> torch.Tensor | None:
+        """int64 ``[entries]``: each entry's relation (``num_relations`` on an added loop), or ``None``."""
+        return None if self.edata is None else self.edata.type
+
+    @property
+    def edge_ids(self) -> torch.Tensor | None:
+        """int64 ``[entries]``: each entry's global edge id (``-1 - v`` on a loop added at ``v``): the
+        key of edge and attention dropout, alike in every layout. ``None`` where edges carry no data."""
+        return None if self.edata is None else self.edata.eid
+
     def edge_sums(self) -> EdgeSums:
         """Gathers onto the edges and sums over them whose float sums run in a fixed order (attention:
         two runs with the same seed give the same bits; see ``ops.edges``), built on first use and kept."""
@@ -77,7 +105,8 @@ class Block:
             return self
         move = lambda t: None if t is None else t.to(device)  # noqa: E731
         return Block(self.adj.to(device), self.norm, src_ids=move(self.src_ids), dst_ids=move(self.dst_ids),
-                     reduce=self.reduce, attention=self.attention)
+                     reduce=self.reduce, attention=self.attention,
+                     edata=None if self.edata is None else self.edata.to(device))
 
     @classmethod
     def from_csr(cls, indptr: torch.Tensor, indices: torch.Tensor, norm: str,
@@ -90,4 +119,10 @@ class Block:
 
     @classmethod
     def from_graph(cls, graph, norm: str) -> "Block":
-        return cls.from_csr(graph.indptr, graph.indices, norm)
+        edata = graph.edge_data()
+        if edata is None:
+            return cls.from_csr(graph.indptr, graph.indices, norm)
+        ip, ix, vals, edata = normalized_data(graph.indptr, graph.indices, norm, edata)
+        n = ip.numel() - 1
+        symmetric = None if norm == "gcn" else False  # checked, values too: weights may break symmetry
+        return cls(SparseOp(ip, ix, vals, (n, n), symmetric=symmetric), norm, edata=edata)

@@ -1,0 +1,105 @@
+"""``EdgeData``: what an edge carries besides its two ends, aligned with the entries that hold it.
+
+A graph's edges may carry a weight (float ``[E]``), features (float ``[E, d]``) and a relation type
+(int ``[E]`` in ``0..num_relations-1``). They sit beside the CSR entries, one row per entry, and move
+with the entries wherever those go: a part's local CSR, a pipeline chunk, a sampled or pruned block,
+an SpMM block row. Every such path cuts entries by positions (``csr_rows``), masks and sorts; it
+does the same to the edge data with :meth:`EdgeData.take`, so the data cannot fall out of step.
+
+``eid`` is each entry's **global edge id**: its position in the whole graph's CSR. Edge dropout and
+attention dropout are keyed by it (as node dropout is keyed by global node id), so an edge is
+dropped alike in every layout. The self loops a normalization adds (``gcn``, ``self-loops``) are no
+edge of the graph: their ``eid`` is ``-1 - v`` for the loop at node ``v`` (unique, and never a real
+edge id), their weight 1 (PyG's ``add_remaining_self_loops`` fill), their features the mean of the
+node's in-edges' features (PyG's ``add_self_loops(fill_value="mean")``) and their type
+``num_relations`` (a relation of their own, past the graph's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+
+__all__ = ["EdgeData", "EDGE_FIELDS", "loop_eid"]
+
+EDGE_FIELDS = ("weight", "attr", "type")
+"""The kinds of data an edge may carry, by the names a block gives them (``Graph`` calls them
+``edge_weight``, ``edge_attr`` and ``edge_type``, as PyG does)."""
+
+
+def loop_eid(nodes: torch.Tensor) -> torch.Tensor:
+    """The key of the self loop a normalization adds at each of ``nodes`` (global ids)."""
+    return -1 - nodes
+
+
+@dataclass(eq=False)
+class EdgeData:
+    """Per-entry edge data, in the order of the entries that hold it (see the module docstring).
+
+    Attributes:
+        eid: int64 ``[E]``, the global edge id of each entry (``-1 - v`` for an added loop at ``v``).
+        weight: float32 ``[E]`` or ``None``.
+        attr: float32 ``[E, d]`` or ``None``.
+        type: int64 ``[E]`` or ``None``; ``num_relations`` says how many types the graph has.
+    """
+
+    eid: torch.Tensor
+    weight: torch.Tensor | None = None
+    attr: torch.Tensor | None = None
+    type: torch.Tensor | None = None
+    num_relations: int | None = None
+
+    @property
+    def num_entries(self) -> int:
+        return self.eid.numel()
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds present (a subset of :data:`EDGE_FIELDS`, in its order)."""
+        return tuple(k for k in EDGE_FIELDS if getattr(self, k) is not None)
+
+    @property
+    def attr_width(self) -> int:
+        return 0 if self.attr is None else self.attr.shape[1]
+
+    def take(self, pos: torch.Tensor) -> "EdgeData":
+        """The entries at ``pos`` (positions or a bool mask), in that order."""
+        pick = lambda t: None if t is None else t[pos]  # noqa: E731
+        return replace(self, eid=self.eid[pos], weight=pick(self.weight), attr=pick(self.attr), type=pick(self.type))
+
+    def to(self, device) -> "EdgeData":
+        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return replace(self, eid=self.eid.to(device), weight=move(self.weight), attr=move(self.attr),
+                       type=move(self.type))
+
+    def with_loops(self, kept: torch.Tensor, is_loop: torch.Tensor, rows: torch.Tensor,
+                   loop_nodes: torch.Tensor) -> "EdgeData":
+        """The data of a CSR into which one self loop per row was inserted (built on the CPU).
+
+        Args:
+            kept: positions (in this data) of the entries that remain, in their new order.
+            is_loop: bool ``[E']``, which entries of the new CSR are the added loops (one per row).
+            rows: int64 ``[E']``, the row of every entry of the new CSR.
+            loop_nodes: global node id of each row's node, in row order (the loops' keys).
+        """
+        e, old = is_loop.numel(), self.take(kept)
+        real = ~is_loop
+
+        def fill(values: torch.Tensor | None, loops) -> torch.Tensor | None:
+            if values is None:
+                return None
+            out = torch.empty((e, *values.shape[1:]), dtype=values.dtype)
+            out[real] = values
+            out[is_loop] = loops
+            return out
+
+        attr_fill = None
+        if old.attr is not None:  # the mean of each row's in-edges (zeros for a row with none, as PyG's)
+            n = loop_nodes.numel()
+            sums = torch.zeros(n, old.attr.shape[1], dtype=torch.float64).index_add_(0, rows[real], old.attr.double())
+            count = torch.bincount(rows[real], minlength=n).clamp(min=1).unsqueeze(1)
+            attr_fill = (sums / count).to(old.attr.dtype)
+        return replace(self, eid=fill(old.eid, loop_eid(loop_nodes)), weight=fill(old.weight, 1.0),
+                       attr=fill(old.attr, attr_fill),
+                       type=fill(old.type, int(self.num_relations or 0)))
