@@ -59,3 +59,29 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+EDGE_FEATURES, RELATIONS = 3, 3
+
+
+@pytest.fixture(scope="session")
+def cora_edges(cora):
+    """Cora whose edges carry data drawn once: weights in [0.1, 1.1), 3 features and 3 relation types
+    per edge, each a function of the edge's (src, dst) through a seeded generator (and the same for an
+    edge and its reverse, as a symmetrized graph's loader gives them); read-only."""
+    import torch
+
+    from fullgraph.data.graph import Graph
+
+    src, dst = cora.edges()
+    lo, hi = torch.minimum(src, dst), torch.maximum(src, dst)
+    g = torch.Generator().manual_seed(51)
+    n = cora.num_nodes
+    table_w = torch.rand(n, generator=g)
+    table_a = torch.randn(n, EDGE_FEATURES, generator=g)
+    weight = (table_w[lo] * 0.5 + table_w[hi] * 0.5) + 0.1
+    attr = table_a[lo] - table_a[hi].flip(1)
+    etype = (lo + 2 * hi) % RELATIONS
+    return Graph(indptr=cora.indptr, indices=cora.indices, x=cora.x, y=cora.y, train_mask=cora.train_mask,
+                 val_mask=cora.val_mask, test_mask=cora.test_mask, name="cora-edges", num_classes=cora.num_classes,
+                 edge_weight=weight.float(), edge_attr=attr.float(), edge_type=etype, num_relations=RELATIONS)

@@ -17,7 +17,7 @@ import torch
 
 from fullgraph.errors import InputError
 from fullgraph.ops.csr import BLOCK_ENTRIES, _sorted_unique_rows, indptr_from_counts, row_ids, row_spans
-from fullgraph.ops.edge_data import EDGE_FIELDS, EdgeData
+from fullgraph.ops.edge_data import EDGE_FIELDS, EdgeData, EdgeFacts
 
 __all__ = ["Graph", "csr_from_edges", "csr_with_edge_data", "checked_edges", "csr_from_sorted_keys", "row_blocks", "used_classes",
            "check_inferred_classes", "MIN_EMPTY_CLASSES"]
@@ -461,6 +461,11 @@ class Graph:
             return None
         return EdgeData(torch.arange(self.num_edges), self.edge_weight, self.edge_attr, self.edge_type,
                         self.num_relations)
+
+    def edge_facts(self) -> EdgeFacts:
+        """What the edges carry (kinds, feature width, relations), as models are checked against it."""
+        data = self.edge_data()
+        return EdgeFacts() if data is None else data.facts()
 
     def edge_fields(self) -> dict:
         """The edge-data keyword arguments of this graph (empty without), for a graph built from it."""

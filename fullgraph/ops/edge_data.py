@@ -18,14 +18,38 @@ node's in-edges' features (PyG's ``add_self_loops(fill_value="mean")``) and thei
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import torch
 
-__all__ = ["EdgeData", "EDGE_FIELDS", "loop_eid"]
+__all__ = ["EdgeData", "EdgeFacts", "EDGE_FIELDS", "loop_eid"]
 
 EDGE_FIELDS = ("weight", "attr", "type")
 """The kinds of data an edge may carry, by the names a block gives them (``Graph`` calls them
 ``edge_weight``, ``edge_attr`` and ``edge_type``, as PyG does)."""
+
+
+class EdgeFacts(NamedTuple):
+    """What a graph's edges carry, as a model is checked against it: the kinds (a subset of
+    :data:`EDGE_FIELDS`), the width of the features and the number of relations (``None`` without)."""
+
+    kinds: tuple[str, ...] = ()
+    width: int | None = None
+    relations: int | None = None
+
+    def only(self, kinds) -> "EdgeFacts":
+        """The facts of the kinds among ``kinds`` (what a layout hands its layers)."""
+        kept = tuple(k for k in self.kinds if k in kinds)
+        return EdgeFacts(kept, self.width if "attr" in kept else None, self.relations if "type" in kept else None)
+
+    def record(self) -> dict:
+        """As ``partition.json`` and ``blockrows.json`` keep them (empty without edge data)."""
+        return {"edge_data": list(self.kinds), "edge_features": self.width, "num_relations": self.relations} \
+            if self.kinds else {}
+
+    @classmethod
+    def of_record(cls, doc: dict) -> "EdgeFacts":
+        return cls(tuple(doc.get("edge_data") or ()), doc.get("edge_features"), doc.get("num_relations"))
 
 
 def loop_eid(nodes: torch.Tensor) -> torch.Tensor:
@@ -62,6 +86,10 @@ class EdgeData:
     @property
     def attr_width(self) -> int:
         return 0 if self.attr is None else self.attr.shape[1]
+
+    def facts(self) -> EdgeFacts:
+        return EdgeFacts(self.kinds, self.attr.shape[1] if self.attr is not None else None,
+                         self.num_relations if self.type is not None else None)
 
     def take(self, pos: torch.Tensor) -> "EdgeData":
         """The entries at ``pos`` (positions or a bool mask), in that order."""

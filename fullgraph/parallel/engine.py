@@ -18,6 +18,7 @@ from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
 from fullgraph.ops import Block, SparseOp
 from fullgraph.ops.csr import csr_rows
+from fullgraph.ops.edge_data import EdgeFacts
 
 __all__ = ["Engine", "ReplicatedEngine", "SingleEngine", "feature_rows", "input_features", "sum_grads",
            "all_reduce_grads", "torchrun_env", "world_comm"]
@@ -119,6 +120,10 @@ class Engine:
     fingerprint: str | None = None
     """``Graph.fingerprint()`` of the graph trained (read from the partition or block-row folder a
     rank reads): a checkpoint records it, and a resume refuses a graph that has changed since."""
+
+    edges: EdgeFacts = EdgeFacts()
+    """What the graph's edges carry (kinds, feature width, relations): the model is checked against
+    what of it reaches a layer (``registry.check_edge_data``) before the first epoch."""
 
     prunable: bool = False
     """Whether the layout can compute only the rows the loss reads (``--prune``, ``parallel.prune``)."""
@@ -311,6 +316,7 @@ class SingleEngine(Engine):
         self.num_train, self.num_val, self.num_test = (int(m.sum()) for m in (self.train_mask, self.val_mask,
                                                                               self.test_mask))
         self.in_dim, self.num_classes = graph.num_features, graph.num_classes
+        self.edges = graph.edge_facts()
         self.name = graph.name
 
     def describe(self) -> str:

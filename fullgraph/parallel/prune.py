@@ -117,10 +117,11 @@ def pruned_block(block: Block, pr: Pruning, layer: int, halo_cols: torch.Tensor 
     shape = (pr.rows[layer], m + kept_halo.numel())
     by_row = torch.sort(row_ids(indptr) * shape[1] + cols).indices
     cols, vals = cols[by_row], vals[by_row]
+    edata = None if block.edata is None else block.edata.take(pos[keep][by_row])
     src, dst = _ids(block, n), _ids(block, n, dst=True)
     src_ids = torch.cat([dst[pr.order[:m]], src[n + kept_halo]])
     return Block(SparseOp(indptr, cols, vals, shape, symmetric=False), block.norm, src_ids=src_ids,
-                 dst_ids=dst[pr.order[: pr.rows[layer]]], reduce=block.reduce)
+                 dst_ids=dst[pr.order[: pr.rows[layer]]], reduce=block.reduce, edata=edata)
 
 
 def _ids(block: Block, n: int, dst: bool = False) -> torch.Tensor:

@@ -21,11 +21,12 @@ from typing import Callable
 from fullgraph import config_rules
 from fullgraph.comm.mesh import PARALLEL_MODES, SPMM_MODES
 from fullgraph.errors import InputError
+from fullgraph.ops.edge_data import EDGE_FIELDS, EdgeFacts
 from fullgraph.parallel.engine import Engine
 from fullgraph.plan import rank_memory, rank_work, volumes
 
 __all__ = ["Layout", "LAYOUTS", "layout_of", "build_engine", "layout_volume", "rank_works", "peak_per_rank",
-           "check_layout", "check_model_layout", "refuse_foreign_options"]
+           "check_layout", "check_model_layout", "check_edge_data", "refuse_foreign_options"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ class Layout:
         holds_every_layer: whether each rank holds its rows of every graph layer's output when the
             forward ends, so that a model whose ``post`` reads them all (jumping knowledge) runs; a
             pipeline stage holds only its own layers' (``config_rules.check_readout``).
+        edge_kinds: the edge data its blocks hand a layer: all of it where a block is a set of the
+            graph's rows and their edges; the algebraic layouts keep only a weight, in Â's values.
     """
 
     modes: tuple[str, ...]
@@ -54,6 +57,7 @@ class Layout:
     works: Callable | None = None
     peak: Callable | None = None
     holds_every_layer: bool = True
+    edge_kinds: tuple[str, ...] = EDGE_FIELDS
 
 
 def _single(cfg, norm: str, graph=None, layers=None) -> Engine:
@@ -97,9 +101,10 @@ LAYOUTS = (
     Layout(("pipeline", "hybrid"), _chunked, options=("stage_layers", "chunks"), check=config_rules.check_chunked,
            holds_every_layer=False, **_PARTITIONED),
     Layout(SPMM_MODES, _spmm, check=config_rules.check_spmm, volume=volumes.spmm_epoch_volume,
-           works=rank_work.spmm_works, peak=rank_memory.spmm_peak),
+           works=rank_work.spmm_works, peak=rank_memory.spmm_peak, edge_kinds=("weight",)),
     Layout(("tensor",), _tensor, options=("tensor_chunks", "tensor_decoupled"), check=config_rules.check_tensor,
-           volume=volumes.tensor_epoch_volume, works=rank_work.tensor_works, peak=rank_memory.tensor_peak),
+           volume=volumes.tensor_epoch_volume, works=rank_work.tensor_works, peak=rank_memory.tensor_peak,
+           edge_kinds=("weight",)),
 )
 """Every layout, once. ``PARALLEL_MODES`` (the mesh's list) and these modes must be the same set."""
 
@@ -146,8 +151,10 @@ def build_engine(cfg, norm: str, graph=None, layers: int | None = None) -> Engin
     hold the whole graph (single process, and SpMM when tests pass one in); ``layers``: the model's
     depth, where the layout splits its layers (default: ``cfg.model.layers``; a user's builder decides it)."""
     engine = layout_of(cfg.parallel.mode).build(cfg, norm, graph=graph, layers=layers)
-    if engine.fingerprint is None:
-        engine.fingerprint = _fingerprint(cfg, getattr(engine, "graph", graph))
+    if engine.fingerprint is None or not engine.edges.kinds:
+        fingerprint, edges = _graph_record(cfg, getattr(engine, "graph", graph))
+        engine.fingerprint = engine.fingerprint or fingerprint
+        engine.edges = engine.edges if engine.edges.kinds else edges
     return engine
 
 
@@ -169,17 +176,45 @@ def peak_per_rank(cfg, graph, parts, bounds, release_memory: bool = False) -> in
     return layout_of(cfg.parallel.mode).peak(cfg, graph, parts, bounds, release_memory)
 
 
-def _fingerprint(cfg, graph) -> str | None:
-    """The trained graph's fingerprint: the loaded graph's, or the one its rank's folder records."""
+def _graph_record(cfg, graph) -> tuple[str | None, EdgeFacts]:
+    """The trained graph's fingerprint and edge facts: the loaded graph's, or those its rank's folder records."""
     if graph is not None:
-        return graph.fingerprint()
+        return graph.fingerprint(), graph.edge_facts()
     pdir = cfg.parallel.partition_dir
     if pdir is None:
-        return None
+        return None, EdgeFacts()
     if cfg.parallel.mesh.reads_block_rows:
         from fullgraph.partition.blockrows import load_block_rows_meta
 
-        return load_block_rows_meta(pdir).get("fingerprint")
-    from fullgraph.partition.store import load_meta
+        doc = load_block_rows_meta(pdir)
+    else:
+        from fullgraph.partition.store import load_meta
 
-    return load_meta(pdir).get("fingerprint")
+        doc = load_meta(pdir)
+    return doc.get("fingerprint"), EdgeFacts.of_record(doc)
+
+
+_EDGE_WORDS = {"weight": "weights", "attr": "features", "type": "types"}
+
+
+def check_edge_data(cfg, model, engine: Engine) -> None:
+    """Refuse, in one line before the first epoch, a model that reads edge data its layers will not get:
+    data the graph lacks (the model says what, ``GNN.check_edge_data``), or data the layout does not hand
+    a layer (the algebraic layouts keep only a weight, in Â's values)."""
+    check = getattr(model, "check_edge_data", None)
+    if check is None:  # a model of the user's own that is no GNN: it reads what its layers read
+        return
+    kinds = layout_of(cfg.parallel.mode).edge_kinds
+    given = engine.edges.only(kinds)
+    if given == engine.edges:
+        check(*given)
+        return
+    try:
+        check(*given)
+    except InputError:
+        check(*engine.edges)  # the graph itself lacks what the model reads: that message
+        held = " and ".join(_EDGE_WORDS[k] for k in engine.edges.kinds if k not in kinds)
+        takes = ", ".join(m for lay in LAYOUTS for m in lay.modes if set(engine.edges.kinds) <= set(lay.edge_kinds))
+        raise InputError(f"expected a model that reads no edge {held} with --parallel {cfg.parallel.mode} (got "
+                         f"{type(model).__name__}, which reads them): this layout hands a layer the edge weights "
+                         f"only, in Â's values; edge features and types reach a layer under --parallel {takes}") from None

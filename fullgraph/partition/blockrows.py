@@ -36,7 +36,7 @@ import torch
 from fullgraph.data.files import read_json, sha256_file
 from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
-from fullgraph.ops.adjacency import normalized
+from fullgraph.ops.adjacency import normalized, normalized_data
 from fullgraph.ops.csr import csr_rows, indptr_from_rows, row_ids, take_rows
 from fullgraph.ops.sparse import SparseOp
 from fullgraph.partition.partitioners import random_permutation
@@ -155,7 +155,11 @@ class _Cutter:
 
     def __init__(self, graph: Graph, norm: str):
         self.graph, self.norm = graph, norm
-        self.ip, self.ix, self.vals = normalized(graph.indptr, graph.indices, norm)
+        edata = graph.edge_data()  # only a weight reaches these layouts: in Â's values
+        if edata is None:
+            self.ip, self.ix, self.vals = normalized(graph.indptr, graph.indices, norm)
+        else:
+            self.ip, self.ix, self.vals, _ = normalized_data(graph.indptr, graph.indices, norm, edata)
         self.t = None
         if norm != "gcn":  # D^-1/2 (A+I) D^-1/2 of a symmetric graph is symmetric; the others are not
             at = SparseOp(self.ip, self.ix, self.vals, (graph.num_nodes,) * 2, symmetric=False).At
@@ -211,7 +215,8 @@ def save_block_rows(graph: Graph, norm: str, blocks: int, permute: bool, seed: i
                "norm": norm, "blocks": blocks, "permute": bool(permute), "seed": int(seed),
                "num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
                "block_nnz": block_nnz(graph, norm, blocks, permute, seed),
-               "block_nnz_unpermuted": block_nnz(graph, norm, blocks, False, seed), "files": files}
+               "block_nnz_unpermuted": block_nnz(graph, norm, blocks, False, seed), "files": files,
+               **graph.edge_facts().record()}
         (tmp / META_FILE).write_text(json.dumps(doc, indent=2) + "\n")
         if out.exists():
             shutil.rmtree(out)

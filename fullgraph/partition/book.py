@@ -158,24 +158,39 @@ class PartitionBook:
     def parts(self) -> list[Part]:
         return [self.part(i) for i in range(self.num_parts)]
 
-    def _local_csr(self, inner: torch.Tensor, halo: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _local_csr(self, inner: torch.Tensor, halo: torch.Tensor):
         """The in-edge CSR of the rows ``inner`` over local column ids (inner ``0..n_inner-1``, then
-        halo), sorted within each row: gathered and sorted block by block of whole rows."""
+        halo), sorted within each row: gathered and sorted block by block of whole rows. With edge
+        data, also each local entry's global edge id (its position in the graph's CSR), by which
+        the part takes its edges' data: ``(indptr, indices, eid)`` (``eid`` ``None`` without)."""
         ip, ix = self.graph.indptr, self.graph.indices.numpy()
+        carry = bool(self.graph.edge_kinds)
         n_inner, n_local = inner.numel(), inner.numel() + halo.numel()
         indptr = indptr_from_counts(ip[inner + 1] - ip[inner]).numpy()
         colmap = np.empty(ip.numel() - 1, dtype=np.int64)  # global id -> local id, for the local nodes only
         colmap[inner.numpy()] = np.arange(n_inner)
         colmap[halo.numpy()] = n_inner + np.arange(halo.numel())
         indices = np.empty(int(indptr[-1]), dtype=np.int64)
+        eid = np.empty(int(indptr[-1]), dtype=np.int64) if carry else None
         for j0, j1 in row_blocks(indptr):
             e0, e1 = int(indptr[j0]), int(indptr[j1])
             row_base = row_ids(indptr, j0, j1) * n_local
-            key = colmap[ix[csr_rows(ip, inner[j0:j1])[1].numpy()]]  # these rows' columns, in local ids
+            pos = csr_rows(ip, inner[j0:j1])[1].numpy()
+            key = colmap[ix[pos]]  # these rows' columns, in local ids
             key += row_base
-            key.sort()  # rows stay in order; columns sorted within each row
+            if carry:  # the entries' order, to take their data by (the keys are distinct: one sort)
+                order = np.argsort(key)
+                key, eid[e0:e1] = key[order], pos[order]
+            else:
+                key.sort()  # rows stay in order; columns sorted within each row
             np.subtract(key, row_base, out=indices[e0:e1])
-        return torch.from_numpy(indptr), torch.from_numpy(indices)
+        return torch.from_numpy(indptr), torch.from_numpy(indices), None if eid is None else torch.from_numpy(eid)
+
+    def _degree(self) -> torch.Tensor:
+        """The in-degree the normalizations read, of every node (weighted where edges carry weights), made once."""
+        if "degree" not in self._s:
+            self._s["degree"] = self.graph.aggregation_degree()
+        return self._s["degree"]
 
     def _make_part(self, i: int) -> Part:
         s, g = self._s, self.graph
@@ -184,13 +199,14 @@ class PartitionBook:
         h0, h1 = int(s["halo_off"][i]), int(s["halo_off"][i + 1])
         halo = s["halo_u"][h0:h1].clone()
         s0, s1 = int(s["send_off"][i]), int(s["send_off"][i + 1])
-        indptr, indices = self._local_csr(inner, halo)
+        indptr, indices, eid = self._local_csr(inner, halo)
         local_nodes = torch.cat([inner, halo])
+        edata = None if eid is None else g.edge_data().take(eid)
         return Part(
             part_id=i, num_parts=self.num_parts, inner=inner, halo=halo, halo_owner=s["halo_q"][h0:h1].clone(),
             recv_counts=s["comm"][i].clone(), send_idx=s["send_local"][s0:s1].clone(),
             send_counts=s["comm"][:, i].clone(), indptr=indptr, indices=indices,
-            degree=g.in_degrees()[local_nodes], x=take_rows(g.x, local_nodes), y=g.y[inner],
+            degree=self._degree()[local_nodes], edata=edata, x=take_rows(g.x, local_nodes), y=g.y[inner],
             train_mask=g.train_mask[inner], val_mask=g.val_mask[inner], test_mask=g.test_mask[inner],
             global_num_nodes=g.num_nodes, global_num_train=int(g.train_mask.sum()),
             num_classes=int(g.num_classes), name=g.name,

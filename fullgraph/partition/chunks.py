@@ -144,7 +144,8 @@ class ChunkSet:
         self.num_chunks = chunks
         self.local_chunk = local_chunk
         n_inner, n_local = part.num_inner, part.num_local
-        base = part.block(norm).adj
+        whole = part.block(norm)
+        base, edata = whole.adj, whole.edata
         indptr, cols, vals = base.indptr.long(), base.indices.long(), base.values
         inner_chunk = local_chunk[:n_inner]
         send_off, recv_off = part.send_offsets.tolist(), part.recv_offsets.tolist()
@@ -170,7 +171,8 @@ class ChunkSet:
             c, v, rows = lookup[c[keep]], v[keep], rows[keep]
             ip = indptr_from_rows(rows, dst.numel())
             block = Block(SparseOp(ip, c, v, (dst.numel(), dst.numel() + others.numel()), symmetric=False), norm,
-                          src_ids=global_ids[torch.cat([dst, others])], dst_ids=global_ids[dst])
+                          src_ids=global_ids[torch.cat([dst, others])], dst_ids=global_ids[dst],
+                          edata=None if edata is None else edata.take(pos[keep]))
             lookup[dst] = -1
             lookup[others] = -1
             send, send_counts, recv, recv_counts = [], [], [], []

@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 import torch
 
 from fullgraph.errors import InputError
-from fullgraph.ops.adjacency import NORMS, block_adjacency, check_norm
+from fullgraph.ops.adjacency import NORMS, block_adjacency_data, check_norm
 from fullgraph.ops.block import Block
+from fullgraph.ops.edge_data import EdgeData
 from fullgraph.ops.csr import indptr_from_counts
 from fullgraph.ops.sparse import SparseOp
 
@@ -52,7 +53,10 @@ class Part:
         send_counts: int64 ``[P]``, rows sent to each peer.
         indptr, indices: local in-edge CSR of ``A`` (no self loops), rows = inner nodes, columns =
             local ids, sorted within each row.
-        degree: int64 ``[n_inner + n_halo]``, global in-degree (of ``A``) of every local node.
+        degree: ``[n_inner + n_halo]``, global in-degree (of ``A``) of every local node: int64, or
+            float32 weighted in-degree where the edges carry weights (``Graph.aggregation_degree``).
+        edata: the data of the local edges, aligned with ``indices``, with their global edge ids
+            (``ops.edge_data.EdgeData``), or ``None`` where the graph's edges carry none.
         x: float32 features of the inner then halo rows (dense, or sparse CSR like the graph's).
         y, train_mask, val_mask, test_mask: labels and splits of the inner rows.
         global_num_nodes, global_num_train: ``N`` and the global number of training nodes (the
@@ -80,6 +84,7 @@ class Part:
     global_num_train: int
     num_classes: int
     name: str = "graph"
+    edata: EdgeData | None = None
     _base: dict = field(default_factory=dict, repr=False)
     _halo_sorted: tuple | None = field(default=None, repr=False)
 
@@ -167,7 +172,8 @@ class Part:
         full graph's."""
         if norm not in self._base:
             check_norm(norm)
-            self._base[norm] = block_adjacency(self.indptr, self.indices, norm, self.degree)
+            self._base[norm] = block_adjacency_data(self.indptr, self.indices, norm, self.degree, self.edata,
+                                                    node_ids=self.inner)
         return self._base[norm]
 
     def block(self, norm: str, halo_keep: torch.Tensor | None = None, scale: float = 1.0) -> Block:
@@ -184,7 +190,7 @@ class Part:
         its transpose (for the backward pass) is built once too; a sampled block costs a few
         vectorized passes over the local edges.
         """
-        indptr, cols, vals = self._base_block(norm)
+        indptr, cols, vals, edata = self._base_block(norm)
         n, m = self.num_inner, self.num_local
         if halo_keep is None:
             if scale == 1.0 and (norm, "block") in self._base:  # kept: its transpose is built once
@@ -193,7 +199,7 @@ class Part:
                 vals = torch.where(cols >= n, vals * scale, vals)
             symmetric = None if (self.num_halo == 0 and norm == "gcn") else False
             blk = Block(SparseOp(indptr, cols, vals, (n, m), symmetric=symmetric), norm,
-                        src_ids=self.local_nodes, dst_ids=self.inner)
+                        src_ids=self.local_nodes, dst_ids=self.inner, edata=edata)
             if scale == 1.0:
                 self._base[norm, "block"] = blk
             return blk
@@ -209,7 +215,8 @@ class Part:
         del kept
         num_src = n + int(keep.sum())
         return Block(SparseOp(indptr_k, new_col[cols_k], vals_k, (n, num_src), symmetric=False), norm,
-                     src_ids=self.local_nodes[keep_col], dst_ids=self.inner)
+                     src_ids=self.local_nodes[keep_col], dst_ids=self.inner,
+                     edata=None if edata is None else edata.take(mask))  # a dropped column drops its edges' data
 
     # ------------------------------------------------------------------ serialization
     _TENSORS = ("inner", "halo", "halo_owner", "recv_counts", "send_idx", "send_counts", "indptr", "indices",
@@ -217,10 +224,16 @@ class Part:
     _SCALARS = {"part_id": int, "num_parts": int, "global_num_nodes": int, "global_num_train": int,
                 "num_classes": int, "name": str}
 
+    _EDGE = {"edge_eid": "eid", "edge_weight": "weight", "edge_attr": "attr", "edge_type": "type"}
+
     def state_dict(self) -> dict:
         """Plain tensors, ints and strings only (loadable with ``torch.load(weights_only=True)``)."""
         state = {k: getattr(self, k) for k in self._TENSORS}
         state.update({k: getattr(self, k) for k in self._SCALARS})
+        if self.edata is not None:
+            state.update({k: getattr(self.edata, f) for k, f in self._EDGE.items() if getattr(self.edata, f) is not None})
+            if self.edata.num_relations is not None:
+                state["num_relations"] = self.edata.num_relations
         if self.x.layout == torch.sparse_csr:
             state.update(x_layout="sparse_csr", x_crow=self.x.crow_indices(), x_col=self.x.col_indices(),
                          x_values=self.x.values(), x_shape=torch.tensor(list(self.x.shape)))
@@ -254,7 +267,13 @@ class Part:
         else:
             raise InputError(f"expected features 'x' in {where} (got layout {state['x_layout']!r})")
         fields = {k: state[k] for k in (*cls._TENSORS, *cls._SCALARS)}
-        part = cls(x=x, **fields)
+        edata = None
+        if "edge_eid" in state:
+            edge = {f: state.get(k) for k, f in cls._EDGE.items()}
+            if not all(v is None or isinstance(v, torch.Tensor) for v in edge.values()):
+                raise InputError(f"expected the edge data in {where} to be tensors")
+            edata = EdgeData(**edge, num_relations=state.get("num_relations"))
+        part = cls(x=x, edata=edata, **fields)
         part.check(where)
         return part
 
@@ -268,6 +287,9 @@ class Part:
             problems.append("indptr does not match inner nodes and indices")
         if self.indices.numel() and (int(self.indices.min()) < 0 or int(self.indices.max()) >= n + h):
             problems.append("column ids outside the local nodes")
+        if self.edata is not None and any(getattr(self.edata, f).shape[:1] != self.indices.shape
+                                          for f in ("eid", *self.edata.kinds)):
+            problems.append("edge data does not match the local edges")
         if self.degree.numel() != n + h or self.x.shape[0] != n + h:
             problems.append("degree/x rows do not match inner + halo nodes")
         if self.halo_owner.numel() != h or self.recv_counts.numel() != P or self.send_counts.numel() != P:

@@ -147,7 +147,7 @@ def graph_facts(graph: Graph) -> dict:
     return {"graph": graph.name, "fingerprint": graph.fingerprint(), "num_nodes": graph.num_nodes,
             "num_edges": graph.num_edges, "num_features": graph.num_features, "num_classes": int(graph.num_classes),
             "multilabel": graph.multilabel, "sparse_features": graph.x.layout == torch.sparse_csr,
-            "global_num_train": int(graph.train_mask.sum())}
+            "global_num_train": int(graph.train_mask.sum()), **graph.edge_facts().record()}
 
 
 def partition_doc(facts: dict, stats: list[dict], cut_edges: int, files: list[dict], meta: dict) -> dict:
@@ -162,6 +162,7 @@ def partition_doc(facts: dict, stats: list[dict], cut_edges: int, files: list[di
         "metis_sample": meta.get("metis_sample"),
         **{k: facts[k] for k in ("num_nodes", "num_edges", "num_features", "num_classes", "multilabel",
                                  "sparse_features", "global_num_train")},
+        **{k: facts[k] for k in ("edge_data", "edge_features", "num_relations") if k in facts},
         "replication_factor": sum(r["halo"] for r in stats) / facts["num_nodes"], "cut_edges": int(cut_edges),
         "imbalance": max(inner) / (sum(inner) / len(inner)), "part_stats": stats, "files": files, "meta": meta,
     }

@@ -23,7 +23,7 @@ from fullgraph.models import GNN
 from fullgraph.models.contract import check_model
 from fullgraph.ops.dropout import keyed_dropout
 from fullgraph.parallel.engine import Engine
-from fullgraph.parallel.registry import build_engine, check_model_layout
+from fullgraph.parallel.registry import build_engine, check_edge_data, check_model_layout
 from fullgraph.parallel.setup import input_widths
 from fullgraph.device import environment, peak_device_bytes, reset_peak, synchronize
 from fullgraph.memory import peak_rss_bytes
@@ -139,6 +139,7 @@ class Trainer:
         self.model = self.run_model.build(e.in_dim, e.num_classes)
         check_model(self.model, distributed=e.world_size > 1)
         check_model_layout(cfg, self.model)  # what a user's model reveals once built (jumping knowledge)
+        check_edge_data(cfg, self.model, e)  # edge data the model reads and its layers will not get
         reset_peak(e.device)  # the peak reported is this run's, from the model on
         self.model.to(e.device)
         if self.run_model.obj is not None:  # built by the caller, in each rank: rank 0's initial weights for all
