@@ -18,7 +18,8 @@ The norms (``NORMS``):
 
 Weighted edges (``EdgeData.weight``) change the values only, as PyG's ``gcn_norm`` with ``edge_weight``
 does: ``gcn`` is ``w_uv / sqrt(d_u d_v)`` with ``d`` the weighted in-degree plus the added loop's
-weight 1, ``mean`` is the weighted mean ``w_uv / sum_u w_uv``; ``self-loops`` ignores them. The
+weight 1, ``mean`` is the weighted mean ``w_uv / sum_u w_uv``, ``self-loops`` is ``A_w + I`` (a
+weighted sum for GIN; attention reads no values). The
 weighted degree has one source, :func:`weighted_in_degree`, so every layout divides by the same bits.
 A block built with edge data gets that data back in the order of its entries, the added loops'
 filled in (``EdgeData.with_loops``).
@@ -93,7 +94,7 @@ def block_adjacency_data(indptr: torch.Tensor, indices: torch.Tensor, norm: str,
     ip, cols = indptr.numpy(), indices.numpy()
     n = ip.size - 1
     counts = np.diff(ip)
-    weight = None if edata is None or norm == "self-loops" else edata.weight
+    weight = None if edata is None else edata.weight
     is_loop = None
     if norm in ("gcn", "self-loops"):
         slots = _self_loop_slots(ip, cols)
@@ -104,7 +105,7 @@ def block_adjacency_data(indptr: torch.Tensor, indices: torch.Tensor, norm: str,
         ip = ip + np.arange(n + 1)
         counts = counts + 1
     deg = degree.numpy()
-    if weight is not None:
+    if weight is not None and norm != "self-loops":
         _check_weighted_degree(deg, counts, norm, n)
     if norm == "gcn":  # the loop adds one to every degree; float32 throughout, as the kernels read it
         dinv = (1.0 / np.sqrt((deg + 1).astype(np.float32))).astype(np.float32)

@@ -1,0 +1,95 @@
+"""Training on a graph whose edges carry data equals one process in every layout that takes it
+(issue 51 §3): weighted GCN (``gcn_norm`` with weights), weighted-mean SAGE and weighted-sum GIN,
+dropout on, under graph parallelism (METIS, P = 2; and with ``--prune``) and the pipeline (S = 2,
+against the one-process run of the same chunks, as ``test_user_models`` does).
+
+The reference is ``Trainer`` on the whole ``Graph`` (``Block.from_graph``: the weighted Â of
+``ops.adjacency.normalized_data``, checked against PyG's ``gcn_norm`` in ``tests/ops``); a part's
+rows come from its own file and its own weighted degrees. Tolerances: LOSSES_REORDERED and
+WEIGHTS_REORDERED (tests/_equality.py says why).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fullgraph.config import TrainConfig
+from fullgraph.models import norm_and_depth
+from fullgraph.parallel.history import History
+from fullgraph.parallel.pipeline import ChunkedEngine
+from fullgraph.parallel.schedule import ChunkSchedule, stage_bounds
+from fullgraph.partition import PartitionBook, partition_nodes, save_partition
+from fullgraph.partition.chunks import cached_chunks, load_chunks
+from fullgraph.train.trainer import Trainer
+
+from tests._equality import assert_same_losses, assert_same_state
+from tests.distributed import run_ranks
+
+EPOCHS = 8
+K = 4
+RUNS = {  # name: settings
+    "gcn": dict(model="gcn", layers=2, hidden=16),
+    "sage": dict(model="sage", layers=2, hidden=16),
+    "gin": dict(model="gin", layers=2, hidden=16),
+    "gcn-prune": dict(model="gcn", layers=2, hidden=16, prune=True),
+}
+
+
+def config(name: str, **extra) -> dict:
+    return dict(RUNS[name], dropout=0.5, epochs=EPOCHS, eval_every=EPOCHS, seed=0, lr=0.01, **extra)
+
+
+@pytest.fixture(scope="module")
+def single(cora_edges):
+    out = {}
+    for name in RUNS:
+        trainer = Trainer(TrainConfig.of(**config(name), progress="none"), cora_edges)
+        result = trainer.build().train()
+        out[name] = (torch.tensor(result.losses, dtype=torch.float64), trainer.model.state_dict())
+    return out
+
+
+def test_weights_change_the_training(cora, cora_edges, single):
+    """The reference is weighted at all: the same run without the weights trains otherwise."""
+    trainer = Trainer(TrainConfig.of(**config("gcn"), progress="none"), cora)
+    trainer.build().train()
+    weighted = single["gcn"][1]
+    gap = max(float((v - weighted[k]).abs().max()) for k, v in trainer.model.state_dict().items())
+    assert gap > 1e-3, gap
+
+
+def test_graph_parallel_with_edge_data_equals_one_process(cora_edges, single, tmp_path):
+    node_part = partition_nodes(cora_edges, 2, method="metis", seed=0)
+    save_partition(PartitionBook.build(cora_edges, node_part), cora_edges, tmp_path / "parts",
+                   {"method": "metis", "parts": 2, "seed": 0})
+    runs = [{"name": name, "partition_dir": str(tmp_path / "parts"), "config": config(name)} for name in RUNS]
+    got = run_ranks("train_runs", 2, {"runs": runs}, tmp_path)
+    for name, (losses, state) in single.items():
+        assert_same_losses(got[name]["losses"], losses, what=f"graph P=2 {name} losses")
+        assert_same_state(got[name]["state"], state, what=f"graph P=2 {name} weights")
+
+
+def simulate(graph, cfg: TrainConfig, chunk_file: str):
+    norm, layers = norm_and_depth(cfg.model.name, cfg.model.layers, cfg.model.args,
+                                  lambda: (graph.num_features, graph.num_classes))
+    part = PartitionBook.build(graph, torch.zeros(graph.num_nodes, dtype=torch.int64)).part(0)
+    engine = ChunkedEngine(part, load_chunks(chunk_file, graph.num_nodes, K)[part.local_nodes], norm,
+                           ChunkSchedule(K, tuple(stage_bounds(layers, 1)), shuffle=cfg.parallel.shuffle),
+                           History(cfg.parallel.history_refresh))
+    result = Trainer(cfg, engine=engine).build().train()
+    return torch.tensor(result.losses, dtype=torch.float64)
+
+
+def test_pipeline_with_edge_data_follows_the_one_process_chunks(cora_edges, tmp_path):
+    zeros = torch.zeros(cora_edges.num_nodes, dtype=torch.int64)
+    save_partition(PartitionBook.build(cora_edges, zeros), cora_edges, tmp_path / "parts",
+                   {"method": "none", "parts": 1, "seed": 0})
+    cfile = str(cached_chunks(cora_edges, zeros, 1, K, "metis", 0, tmp_path))
+    names = ("gcn", "sage")
+    runs = [{"name": n, "config": config(n, parallel="pipeline", partition_dir=str(tmp_path / "parts"), chunks=K,
+                                         chunk_file=cfile, history_refresh=2)} for n in names]
+    got = run_ranks("chunked_runs", 2, {"runs": runs}, tmp_path)
+    for n in names:
+        want = simulate(cora_edges, TrainConfig.of(**config(n, history_refresh=2), progress="none"), cfile)
+        assert_same_losses(got[n]["losses"], want, what=f"pipeline S=2 {n} losses")
