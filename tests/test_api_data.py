@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 import fullgraph
 from fullgraph.cli import main
@@ -82,12 +83,23 @@ def test_data_and_dataset_together_are_refused_in_one_line(cache):
         fullgraph.train_model("gcn", data=tiny(), dataset="cora", **COMMON)
 
 
-def test_a_data_with_edge_attributes_is_refused_before_anything_is_written(tmp_path, cache):
+def test_a_data_with_edge_weights_trains_on_them_and_a_bad_one_is_refused_before_anything_is_written(tmp_path,
+                                                                                                   cache):
+    """PyG's ``Data.edge_weight`` reaches the graph (issue 51): the weighted run is not the unweighted
+    one, its cached folder is another, and its run folder evaluates on the graph it trained on."""
     data = tiny()
-    data.edge_weight = data.edge_index[0].float()
-    with pytest.raises(fullgraph.InputError, match=r"got edge_weight\).*data.edge_weight = None"):
-        fullgraph.train_model("gcn", data=data, out=str(tmp_path / "run"), **COMMON)
-    assert not cache.exists()
+    plain = fullgraph.train_model("gcn", data=data, out=str(tmp_path / "plain"), **COMMON)
+    data.edge_weight = (data.edge_index[0] % 5 + 1).float()
+    weighted = fullgraph.train_model("gcn", data=data, out=str(tmp_path / "w"), **COMMON)
+    assert weighted.losses != plain.losses
+    assert dataset_of(tmp_path / "w") != dataset_of(tmp_path / "plain")
+    assert main(["evaluate", "--run", str(tmp_path / "w"), "--json"]) == 0
+    before = sorted((cache / "data").iterdir())
+    bad = tiny()
+    bad.edge_attr = torch.ones(3, 2)  # rows that do not match edge_index
+    with pytest.raises(fullgraph.InputError, match="edge_attr"):
+        fullgraph.train_model("gcn", data=bad, out=str(tmp_path / "bad"), **COMMON)
+    assert sorted((cache / "data").iterdir()) == before and not (tmp_path / "bad").exists()
 
 
 def run_script(tmp_path, *launcher) -> tuple[list[float], list[float]]:

@@ -109,10 +109,22 @@ def _edge_list_folder(folder, edges: str):
 RING = "".join(f"{i} {(i + 1) % 8}\n" for i in range(8))
 
 
-def test_an_edge_weight_column_is_refused(tmp_path, capsys):
-    _edge_list_folder(tmp_path / "g", "".join(f"{i} {(i + 1) % 8} 0.5\n" for i in range(8)))
+def test_a_weight_column_that_is_not_numeric_is_refused(tmp_path, capsys):
+    _edge_list_folder(tmp_path / "g", "".join(f"{i} {(i + 1) % 8} {'heavy' if i == 5 else 0.5}\n" for i in range(8)))
     assert main(["train", "--dataset", "edgelist", "--root", str(tmp_path / "g"), "--epochs", "1"]) == 2
-    one_line_error(capsys, "got a third column", "edges.txt", "drop the column")
+    one_line_error(capsys, "edges.txt", "heavy")
+
+
+def test_resume_refuses_a_graph_whose_edge_weights_changed(tmp_path, capsys):
+    """The graph's fingerprint covers its edge data (issue 51 §3): new weights are another graph."""
+    graph, run = tmp_path / "g", tmp_path / "run"
+    _edge_list_folder(graph, "".join(f"{i} {(i + 1) % 8} 0.5\n" for i in range(8)))
+    assert main(["train", "--dataset", "edgelist", "--root", str(graph), "--epochs", "2", "--checkpoint-every", "1",
+                 "--progress", "none", "--out", str(run)]) == 0
+    (graph / "edges.txt").write_text("".join(f"{i} {(i + 1) % 8} 0.75\n" for i in range(8)))
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run), "--epochs", "3"]) == 2
+    one_line_error(capsys, "expected the graph checkpoint", "the dataset changed on disk since")
 
 
 def test_resume_refuses_a_graph_changed_on_disk(tmp_path, capsys):

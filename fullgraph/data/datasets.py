@@ -221,14 +221,17 @@ def dataset_status(root: str | os.PathLike | None = None) -> list[DatasetStatus]
     return out
 
 
-def preprocess(graph: Graph) -> Graph:
+def preprocess(graph: Graph, *, reverse_relations: bool = True) -> Graph:
     """The standard structure: symmetric, no duplicate edges, no self loops.
 
     ``symmetrize`` builds ``A ∪ Aᵀ`` with duplicates merged, so no separate dedupe pass is needed.
     Self loops are dropped here because each normalization adds exactly the ones it wants (GCN's
     ``A+I``); loops left in the data would be counted twice by some and not at all by others.
+    Edge data goes with its edges (:mod:`fullgraph.data.preprocess`: a reverse edge copies its
+    edge's weight and features, a loop's data is dropped with it); ``reverse_relations``: a typed
+    graph's added reverse edges get relations of their own (``t + R``), as ``symmetrize`` says.
     """
-    return remove_self_loops(symmetrize(graph))
+    return remove_self_loops(symmetrize(graph, reverse_relations=reverse_relations))
 
 
 # ------------------------------------------------------------------------------------ files

@@ -112,7 +112,7 @@ def _name_of(path: Path) -> str:
 
 def detect(path: str | os.PathLike) -> Detected:
     """The format of the dataset at ``path`` (a folder, or an ``.npz`` file); see the module doc."""
-    from fullgraph.data.formats.native_read import is_native_folder, num_splits, read_native_meta
+    from fullgraph.data.formats.native_read import edge_kinds, is_native_folder, num_splits, read_native_meta
 
     p = Path(path).expanduser()
     if not p.exists():
@@ -127,7 +127,8 @@ def detect(path: str | os.PathLike) -> Detected:
         norm = meta.get("feature_norm") if meta.get("feature_norm") in ("row", "none") else "none"
         metric = meta.get("metric") if meta.get("metric") in ("acc", "rocauc", "micro-f1") else None
         return Detected("native", p, meta.get("name") or _name_of(p), norm, metric,
-                        {"preprocessed": bool(meta.get("preprocessed")), "num_splits": num_splits(meta)})
+                        {"preprocessed": bool(meta.get("preprocessed")), "num_splits": num_splits(meta),
+                         "edge_data": edge_kinds(meta)})
     from fullgraph.data.formats.ogb import ogb_layout
 
     layout = ogb_layout(p)

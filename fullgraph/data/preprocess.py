@@ -6,6 +6,24 @@ All functions work on in-edge CSR (``indptr``, ``indices``) as in ``Graph``. The
 10^8-edge graph needs no int64 or SciPy copies beyond that key array. Â itself is built in one place
 for every layout, :mod:`fullgraph.ops.adjacency`; ``normalized``, ``gcn_norm`` and ``mean_norm``
 here are its names for data-layer callers.
+
+Edge data (``Graph.edge_weight``, ``edge_attr``, ``edge_type``) travels with its edges through every
+pass here; a graph without any takes exactly the passes above, bit for bit. A graph with edge data
+lists each edge once, rows sorted (``Graph``'s rule), so the passes pick entries by position
+(one ``argsort`` of the keys, stable, so that of two equal keys the first listed wins) and gather
+the data by the same positions:
+
+* :func:`symmetrize`: a reverse edge ``v -> u`` added for ``u -> v`` gets that edge's weight and
+  features; where both ``u -> v`` and ``v -> u`` exist each keeps its own data; a typed graph's
+  reverse edges get relations of their own, type ``t + R`` for a reverse of type ``t``, and
+  ``num_relations`` doubles to ``2R`` (R-GCN's inverse relations; ``reverse_relations=False``
+  keeps type ``t``, for relations that are symmetric by nature). A graph already symmetric is
+  returned as it is (same data, same ``R``), so symmetrizing twice is symmetrizing once.
+* :func:`remove_self_loops`: a loop's data goes with it.
+* :func:`add_self_loops`: a loop that exists keeps its data; an added one gets weight 1, the mean
+  of its node's in-edges' features (zeros without any) and type ``R``, a relation of its own
+  (``num_relations`` becomes ``R + 1``): what a normalization's loops get (``ops.edge_data``).
+* :func:`dedupe`: a graph with edge data has no repeats; it is returned with its data.
 """
 
 from __future__ import annotations
@@ -87,13 +105,57 @@ def _canonical(keys: np.ndarray, n: int) -> tuple[torch.Tensor, torch.Tensor]:
     return csr_from_sorted_keys(shrink_(keys, unique_sorted_(keys)), n)
 
 
-def symmetrize(graph: Graph) -> Graph:
+def symmetrize(graph: Graph, *, reverse_relations: bool = True) -> Graph:
     """``A ∪ Aᵀ`` with duplicate edges dropped (self loops are kept as they are).
 
     Sorts one int64 key per edge and per reversed edge in place (``16 E`` bytes, the only
-    edge-sized temporary), which then holds the result."""
+    edge-sized temporary), which then holds the result.
+
+    With edge data (module doc): a reverse edge copies its edge's weight and features; an edge
+    whose reverse exists keeps its own; ``reverse_relations``: a typed graph's reverse edges get
+    type ``t + R`` and ``num_relations`` ``2R`` (R-GCN's inverse relations), else keep type ``t``.
+    The data path sorts with positions: ``16 E`` bytes of keys and ``16 E`` of positions."""
+    if graph.edge_kinds:
+        return _symmetrize_with_data(graph, reverse_relations)
     keys = _edge_keys(graph.indptr, graph.indices, transposed_too=True)
     return graph.with_structure(*_canonical(keys, graph.num_nodes))
+
+
+def _unchanged(graph: Graph) -> Graph:
+    """The same edges with their data (a pass that found nothing to do)."""
+    return graph.with_structure(graph.indptr, graph.indices, **graph.edge_fields())
+
+
+def _gather(graph: Graph, pos: torch.Tensor) -> dict:
+    """The graph's edge fields taken at the entry positions ``pos`` (``num_relations`` kept)."""
+    return {k: (v[pos] if isinstance(v, torch.Tensor) else v) for k, v in graph.edge_fields().items()}
+
+
+def _entries(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct ``keys`` and, for each, the position of its first occurrence in ``keys``
+    (the stable sort makes the first listed win among equal keys)."""
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    first = np.ones(keys.size, dtype=bool)
+    np.not_equal(keys[1:], keys[:-1], out=first[1:])
+    return keys[first], order[first]
+
+
+def _symmetrize_with_data(graph: Graph, reverse_relations: bool) -> Graph:
+    n, e = graph.num_nodes, graph.num_edges
+    keys, kept = _entries(_edge_keys(graph.indptr, graph.indices, transposed_too=True))
+    reverse = kept >= e  # an added reverse edge: the forward entries come first among equal keys
+    if not reverse.any():
+        return _unchanged(graph)  # already symmetric: its data and relation count as they are
+    kept[reverse] -= e
+    edge = _gather(graph, torch.from_numpy(kept))
+    if graph.edge_type is not None and reverse_relations:
+        r = int(graph.num_relations)
+        edge["edge_type"] = edge["edge_type"] + r * torch.from_numpy(reverse)
+        edge["num_relations"] = 2 * r
+    del kept, reverse
+    indptr, indices = csr_from_sorted_keys(keys, n)
+    return graph.with_structure(indptr, indices, **edge)
 
 
 def undirected_csr(src, dst, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -164,25 +226,67 @@ def remove_self_loops(graph: Graph) -> Graph:
     edge-sized array made."""
     loops = self_loop_positions(graph.indptr, graph.indices)
     if loops.size == 0:
-        return graph.with_structure(graph.indptr, graph.indices)
+        return _unchanged(graph)
     keep = np.ones(graph.num_edges, dtype=bool)
     keep[loops] = False
     indices = torch.from_numpy(graph.indices.numpy()[keep])
+    edge = _gather(graph, torch.from_numpy(keep)) if graph.edge_kinds else {}
     del keep
     ip = graph.indptr.numpy()
     per_row = np.bincount(np.searchsorted(ip, loops, side="right") - 1, minlength=graph.num_nodes)
-    return graph.with_structure(torch.from_numpy(indptr_from_counts(np.diff(ip) - per_row)), indices)
+    return graph.with_structure(torch.from_numpy(indptr_from_counts(np.diff(ip) - per_row)), indices, **edge)
 
 
 def add_self_loops(graph: Graph) -> Graph:
-    """Every node gets exactly one self loop (existing ones are not doubled)."""
+    """Every node gets exactly one self loop (existing ones are not doubled). With edge data an
+    added loop gets weight 1, its node's mean in-edge features and type ``R`` (module doc)."""
+    if graph.edge_kinds:
+        return _add_self_loops_with_data(graph)
     a = to_scipy(graph.indptr, graph.indices)
     a = a + sp.identity(graph.num_nodes, dtype=np.float32, format="csr")
     return graph.with_structure(*_structure(a))
 
 
+def _add_self_loops_with_data(graph: Graph) -> Graph:
+    n, e = graph.num_nodes, graph.num_edges
+    ip, ix = graph.indptr.numpy(), graph.indices.numpy()
+    has = np.zeros(n, dtype=bool)
+    has[ix[self_loop_positions(graph.indptr, graph.indices)]] = True
+    missing = np.flatnonzero(~has)
+    if missing.size == 0:
+        return _unchanged(graph)
+    keys, kept = _entries(np.concatenate([_edge_keys(graph.indptr, graph.indices), missing * (n + 1)]))
+    added = kept >= e
+    old = torch.from_numpy(kept[~added])
+    real, loop = torch.from_numpy(~added), torch.from_numpy(added)
+    edge = {}
+
+    def fill(values: torch.Tensor, loops) -> torch.Tensor:
+        out = torch.empty((keys.size, *values.shape[1:]), dtype=values.dtype)
+        out[real] = values[old]
+        out[loop] = loops
+        return out
+
+    if graph.edge_weight is not None:
+        edge["edge_weight"] = fill(graph.edge_weight, 1.0)
+    if graph.edge_attr is not None:  # the mean of each node's in-edges' features (zeros for none, as PyG's)
+        rows = torch.from_numpy(row_ids(ip))
+        sums = torch.zeros(n, graph.edge_attr.shape[1], dtype=torch.float64).index_add_(0, rows,
+                                                                                        graph.edge_attr.double())
+        mean = sums / torch.bincount(rows, minlength=n).clamp(min=1).unsqueeze(1)
+        edge["edge_attr"] = fill(graph.edge_attr, mean[torch.from_numpy(missing)].to(graph.edge_attr.dtype))
+    if graph.edge_type is not None:
+        r = int(graph.num_relations)
+        edge["edge_type"], edge["num_relations"] = fill(graph.edge_type, r), r + 1
+    indptr, indices = csr_from_sorted_keys(keys, n)
+    return graph.with_structure(indptr, indices, **edge)
+
+
 def dedupe(graph: Graph) -> Graph:
-    """The same edges without repeats, each row sorted (one int64 key per edge, sorted in place)."""
+    """The same edges without repeats, each row sorted (one int64 key per edge, sorted in place).
+    A graph with edge data has none (``Graph``'s rule): it comes back with its data."""
+    if graph.edge_kinds:
+        return _unchanged(graph)
     return graph.with_structure(*_canonical(_edge_keys(graph.indptr, graph.indices), graph.num_nodes))
 
 
@@ -218,4 +322,4 @@ def row_normalize_features(graph: Graph) -> Graph:
         x = x * torch.where(sums != 0, 1.0 / sums, torch.zeros_like(sums))
     return Graph(indptr=graph.indptr, indices=graph.indices, x=x, y=graph.y, train_mask=graph.train_mask,
                  val_mask=graph.val_mask, test_mask=graph.test_mask, name=graph.name,
-                 num_classes=graph.num_classes)
+                 num_classes=graph.num_classes, **graph.edge_fields())

@@ -10,9 +10,17 @@ Conventions: ``edge_index`` is ``[2, E]`` with row 0 the source and row 1 the de
 :func:`write_pyg` stores a ``Data`` as a native dataset folder (:mod:`fullgraph.data.formats.native`),
 so that ``fullgraph train --dataset FOLDER`` trains on any graph PyG can build.
 
-Edge data (``edge_weight``, ``edge_attr``, any other ``edge_*`` tensor) is refused, not dropped: a
-``Graph`` has no per-edge values yet (every edge weighs 1, as the edge-list reader's third column is
-refused), and a model silently trained without them would be another model than the user's.
+Edge data goes both ways, by PyG's names: ``edge_weight`` (float ``[E]``; ``[E, 1]`` is taken as
+``[E]``), ``edge_attr`` (``[E, d]`` features; a 1-D ``edge_attr`` is ``[E, 1]`` features, as PyG's
+layers that read ``edge_attr`` view it, never reinterpreted as a weight: a weight is PyG's
+``edge_weight``) and ``edge_type`` (integer relations ``0..R-1``, ``R`` from ``data.num_relations``
+when set, else the largest type + 1). Each row belongs to the edge of the same column of
+``edge_index``; :meth:`Graph.from_edges` puts them in CSR order with their edges (an edge listed
+twice has its weights summed, and is refused with features or a type). Integer or boolean
+``edge_attr`` and half or double precision values become float32, as ``x`` does. Any other
+``edge_*`` tensor (``edge_label``, ``edge_time``, ...) is refused in one line, not dropped: a
+``Graph`` cannot hold it, and a model silently trained without it would be another model than the
+user's.
 """
 
 from __future__ import annotations
@@ -44,9 +52,10 @@ def to_pyg(graph: Graph, *, dense_x: bool = True):
     Data = _pyg_data_class()
     src, dst = graph.edges()
     x = graph.dense_x() if dense_x else graph.x
+    edge = graph.edge_fields()  # edge_weight, edge_attr, edge_type, num_relations (CSR order)
     return Data(
         x=x, edge_index=torch.stack([src, dst]), y=graph.y, train_mask=graph.train_mask,
-        val_mask=graph.val_mask, test_mask=graph.test_mask, num_nodes=graph.num_nodes, name=graph.name,
+        val_mask=graph.val_mask, test_mask=graph.test_mask, num_nodes=graph.num_nodes, name=graph.name, **edge,
     )
 
 
@@ -89,23 +98,70 @@ def _mask(data, key: str, split: int) -> torch.Tensor | None:
     return m.to(torch.bool).contiguous()
 
 
+CARRIED = ("edge_weight", "edge_attr", "edge_type")
+"""The edge tensors of a PyG ``Data`` that a ``Graph`` holds (module doc)."""
+
+
 def _edge_data(data) -> list[str]:
     """The names of the edge tensors on ``data`` besides ``edge_index`` (``edge_weight``, ``edge_attr``,
-    ``edge_type``, ...) that are set: what a ``Graph`` cannot hold yet."""
+    ``edge_type``, ...) that are set."""
     keys = getattr(data, "keys", None)
-    names = keys() if callable(keys) else ("edge_weight", "edge_attr")
+    names = keys() if callable(keys) else CARRIED
     return sorted(k for k in names
                   if k.startswith("edge_") and k != "edge_index" and getattr(data, k, None) is not None)
 
 
 def check_no_edge_data(data) -> None:
-    """Refuse edge data in one line (what, why, what to do), rather than drop it silently."""
-    found = _edge_data(data)
+    """Refuse the edge tensors a ``Graph`` cannot hold (any ``edge_*`` but :data:`CARRIED`) in one
+    line (what, why, what to do), rather than drop them silently."""
+    found = [k for k in _edge_data(data) if k not in CARRIED]
     if found:
         drop = "; ".join(f"data.{k} = None" for k in found)
-        raise InputError(f"expected no edge data on the PyG Data (got {', '.join(found)}): fullgraph's graphs do not "
-                         f"carry per-edge values yet (every edge weighs 1), so they cannot be kept; to train without "
+        raise InputError(f"expected no edge data on the PyG Data but {', '.join(CARRIED)} (got {', '.join(found)}): "
+                         f"fullgraph's graphs carry only those, so the others cannot be kept; to train without "
                          f"them, drop them first ({drop}), knowing the model will not see them")
+
+
+def _edge_fields(data, e: int) -> dict:
+    """``edge_weight``, ``edge_attr``, ``edge_type`` (and ``num_relations``) of ``data`` as
+    :meth:`Graph.from_edges` takes them, checked against the ``e`` columns of ``edge_index``."""
+    out = {}
+    for name in CARRIED:
+        t = getattr(data, name, None)
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor):
+            raise InputError(f"expected data.{name} to be a torch tensor (got {type(t).__name__})")
+        if t.shape[:1] != (e,):
+            raise InputError(f"expected data.{name} to have one row per column of edge_index, {e} rows "
+                             f"(got shape {list(t.shape)})")
+        if t.layout != torch.strided:
+            t = t.to_dense()
+        if name == "edge_weight":
+            if t.dim() == 2 and t.shape[1] == 1:
+                t = t[:, 0]
+            if t.dim() != 1:
+                raise InputError(f"expected data.edge_weight of shape [{e}] (got {list(t.shape)}; features of "
+                                 f"several columns go in data.edge_attr)")
+            t = t.to(torch.float32)
+        elif name == "edge_attr":
+            if t.dim() == 1:  # as PyG's layers read it: one feature per edge
+                t = t.unsqueeze(1)
+            if t.dim() != 2:
+                raise InputError(f"expected data.edge_attr of shape [{e}, d] (got {list(t.shape)})")
+            t = t.to(torch.float32)
+        else:
+            if t.dim() == 2 and t.shape[1] == 1:
+                t = t[:, 0]
+            if t.dim() != 1 or t.is_floating_point() or t.is_complex():
+                raise InputError(f"expected data.edge_type to be integer relation ids of shape [{e}] "
+                                 f"(got {t.dtype} of shape {list(t.shape)})")
+            t = t.to(torch.int64)
+        out[name] = t.contiguous()
+    r = getattr(data, "num_relations", None)
+    if "edge_type" in out and r is not None:
+        out["num_relations"] = int(r)
+    return out
 
 
 def from_pyg(data, name: str | None = None, *, split: int = 0, seed: int | None = None) -> Graph:
@@ -113,7 +169,8 @@ def from_pyg(data, name: str | None = None, *, split: int = 0, seed: int | None 
 
     Masks of shape ``[N, S]`` pick column ``split``. Without masks, ``seed`` draws the per-class
     split of :func:`fullgraph.data.splits.per_class_split`; with neither, this is an error. Edge
-    data is refused (:func:`check_no_edge_data`: see the module docstring).
+    data ``edge_weight``, ``edge_attr`` and ``edge_type`` is carried, any other ``edge_*`` tensor
+    refused (:func:`check_no_edge_data`: see the module docstring).
     """
     check_no_edge_data(data)
     edge_index = getattr(data, "edge_index", None)
@@ -130,10 +187,12 @@ def from_pyg(data, name: str | None = None, *, split: int = 0, seed: int | None 
                 "expected train_mask, val_mask and test_mask on the PyG data, or a seed for a per-class split"
             )
         masks = list(per_class_split(y, seed=seed))
-    return Graph.from_edges(
-        edge_index[0], edge_index[1], n, x=x, y=y, train_mask=masks[0], val_mask=masks[1], test_mask=masks[2],
-        name=name or getattr(data, "name", None) or "pyg",
-    )
+    edge = _edge_fields(data, edge_index.shape[1])
+    fields = dict(x=x, y=y, train_mask=masks[0], val_mask=masks[1], test_mask=masks[2],
+                  name=name or getattr(data, "name", None) or "pyg")
+    if "num_relations" in edge:  # a field of the Graph, not of from_edges' edge data
+        fields["num_relations"] = edge.pop("num_relations")
+    return Graph.from_edges(edge_index[0], edge_index[1], n, **edge, **fields)
 
 
 def write_pyg(data, out_dir, name: str | None = None, *, split: int = 0, seed: int | None = None,

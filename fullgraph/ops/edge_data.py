@@ -37,6 +37,14 @@ class EdgeFacts(NamedTuple):
     width: int | None = None
     relations: int | None = None
 
+    @property
+    def entry_bytes(self) -> int:
+        """Bytes of data per stored entry (as ``EdgeData`` holds it: the global edge id, the weight,
+        the features and the type); 0 where the edges carry none. ``fullgraph plan`` counts it."""
+        if not self.kinds:
+            return 0
+        return 8 + 4 * ("weight" in self.kinds) + 4 * (self.width or 0) + 8 * ("type" in self.kinds)
+
     def only(self, kinds) -> "EdgeFacts":
         """The facts of the kinds among ``kinds`` (what a layout hands its layers)."""
         kept = tuple(k for k in self.kinds if k in kinds)

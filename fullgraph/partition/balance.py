@@ -57,7 +57,7 @@ def graph_counts(graph: Graph) -> dict:
     x = graph.x
     nnz = int(x.values().numel()) if x.layout == torch.sparse_csr else None
     return {"nodes": graph.num_nodes, "halo": 0, "edges": graph.num_edges, "features": graph.num_features,
-            "classes": int(graph.num_classes), "feature_nnz": nnz}
+            "classes": int(graph.num_classes), "feature_nnz": nnz, "edge_bytes": graph.edge_facts().entry_bytes}
 
 
 def row_cost(counts: dict, cost: Cost, halo_per_edge: float = 0.0) -> int:
@@ -81,8 +81,10 @@ def folder_counts(folder) -> dict:
     meta = read_native_meta(folder)
     c = meta["counts"]
     nnz = c["feature_nnz"] if meta["features"] == "sparse_csr" else None
+    from fullgraph.ops.edge_data import EdgeFacts
+
     return {"nodes": c["num_nodes"], "halo": 0, "edges": c["num_edges"], "features": c["num_features"],
-            "classes": c["num_classes"], "feature_nnz": nnz}
+            "classes": c["num_classes"], "feature_nnz": nnz, "edge_bytes": EdgeFacts.of_record(c).entry_bytes}
 
 
 def memory_node_weights(graph: Graph, cost: Cost, halo_per_edge: float = 0.0) -> tuple[np.ndarray, int]:

@@ -102,15 +102,17 @@ MMAP_OVERHEAD = 1.1
 
 
 def _graph_bytes(*, nodes: int, halo: int, edges: int, features: int, feature_nnz: int | None, norm: str,
-                 part: bool) -> int:
+                 part: bool, edge_bytes: int = 0) -> int:
     """The rank's graph data as the trainer holds it: structure, features, labels and splits, the
-    block (with its int32 kernel indices) and, where backward needs it, its transpose."""
+    block (with its int32 kernel indices) and, where backward needs it, its transpose; edge data
+    (``edge_bytes`` per entry) for the graph's edges and again for the block's where it adds loops."""
     n, m, e, F = nodes, nodes + halo, edges, features
     total = 8 * (n + 1) + 8 * e + 8 * n + 3 * n  # in-edge CSR, labels, three masks
     if part:
         total += 8 * n + 8 * 3 * halo + 8 * m  # inner ids, halo ids and owners, send list, degrees
     nnz_b = e if norm == "mean" else e + n  # gcn and attention blocks have self loops
     total += 12 * (n + 1) + 16 * nnz_b  # the block: int64 and int32 indices, float32 values
+    total += edge_bytes * (e + (nnz_b if nnz_b != e else 0))  # a mean block shares the graph's edge data
     if norm == "mean" or (part and halo) :  # not symmetric: its transpose is built for backward
         total += 4 * (m + 1) + 16 * nnz_b
     if norm == "self-loops":
@@ -130,7 +132,8 @@ def _graph_bytes(*, nodes: int, halo: int, edges: int, features: int, feature_nn
 def memory_breakdown(*, nodes: int, edges: int, features: int, classes: int, model: str, layers: int,
                      hidden: int, heads: int = 8, halo: int = 0, feature_nnz: int | None = None,
                      recompute: bool = False, gcn_kernel: str = "fused", distributed: bool = False,
-                     mmap_threshold: int | None = None, model_args: dict | None = None) -> dict[str, int]:
+                     mmap_threshold: int | None = None, model_args: dict | None = None,
+                     edge_bytes: int = 0) -> dict[str, int]:
     """The parts of :func:`estimate_peak_bytes`: ``process``, ``graph``, ``weights``, ``activations``."""
     from fullgraph.memory import mmap_threshold as this_process_threshold
 
@@ -150,7 +153,7 @@ def memory_breakdown(*, nodes: int, edges: int, features: int, classes: int, mod
     return {
         "process": PROCESS_BYTES,
         "graph": _graph_bytes(nodes=n, halo=halo, edges=edges, features=features, feature_nnz=feature_nnz,
-                              norm=norm, part=distributed),
+                              norm=norm, part=distributed, edge_bytes=edge_bytes),
         "weights": 2 * 4 * params,  # the parameters and the kept best weights
         "activations": int(overhead * step),
     }
@@ -159,7 +162,8 @@ def memory_breakdown(*, nodes: int, edges: int, features: int, classes: int, mod
 def estimate_peak_bytes(*, nodes: int, edges: int, features: int, classes: int, model: str, layers: int,
                         hidden: int, heads: int = 8, halo: int = 0, feature_nnz: int | None = None,
                         recompute: bool = False, gcn_kernel: str = "fused", distributed: bool = False,
-                        mmap_threshold: int | None = None, model_args: dict | None = None) -> int:
+                        mmap_threshold: int | None = None, model_args: dict | None = None,
+                        edge_bytes: int = 0) -> int:
     """Estimated peak RSS of one training process, in bytes (see the module docstring).
 
     Args:
@@ -181,7 +185,8 @@ def estimate_peak_bytes(*, nodes: int, edges: int, features: int, classes: int, 
     return sum(memory_breakdown(nodes=nodes, edges=edges, features=features, classes=classes, model=model,
                                 layers=layers, hidden=hidden, heads=heads, halo=halo, feature_nnz=feature_nnz,
                                 recompute=recompute, gcn_kernel=gcn_kernel, distributed=distributed,
-                                mmap_threshold=mmap_threshold, model_args=model_args).values())
+                                mmap_threshold=mmap_threshold, model_args=model_args,
+                                edge_bytes=edge_bytes).values())
 
 
 def tensor_peak_bytes(*, nodes: int, edges: int, nprocs: int, model: str, **options) -> int:
@@ -220,8 +225,12 @@ def graph_memory_stats(graph) -> dict:
 def part_memory_stats(part) -> dict:
     """The same for the rank that holds ``part`` (a ``Part``) in graph parallelism."""
     x = part.x
+    from fullgraph.ops.edge_data import EdgeFacts
+
+    facts = part.edata.facts() if part.edata is not None else EdgeFacts()
     return {"nodes": part.num_inner, "edges": int(part.indices.numel()), "halo": part.num_halo,
             "features": int(x.shape[1]), "classes": int(part.num_classes), "distributed": True,
+            "edge_bytes": facts.entry_bytes,
             "feature_nnz": int(x.values().numel()) if x.layout == torch.sparse_csr else None}
 
 
@@ -237,6 +246,8 @@ def partition_memory_stats(meta: dict) -> list[dict]:
     inferred from the part file's size (``files[i]["bytes"]``), which is the part's tensors: its
     int64 ids and structure, labels and masks, and the features' CSR (12 bytes per entry).
     """
+    from fullgraph.ops.edge_data import EdgeFacts
+
     files = {int(f["part"]): int(f["bytes"]) for f in meta.get("files", [])}
     out = []
     for st in meta["part_stats"]:
@@ -249,7 +260,8 @@ def partition_memory_stats(meta: dict) -> list[dict]:
                      + _PART_FILE_OVERHEAD)
             nnz = max(0, (files.get(i, known) - known) // 12)
         out.append({"nodes": n, "edges": e, "halo": h, "features": int(meta["num_features"]),
-                    "classes": int(meta["num_classes"]), "feature_nnz": nnz, "distributed": True})
+                    "classes": int(meta["num_classes"]), "feature_nnz": nnz, "distributed": True,
+                    "edge_bytes": EdgeFacts.of_record(meta).entry_bytes})
     return out
 
 
@@ -262,7 +274,8 @@ def _rank_inputs(cfg, graph, release_memory: bool):
 
     threshold = MMAP_THRESHOLD_BYTES if release_memory else GLIBC_MMAP_THRESHOLD_MAX
     opts = model_memory_options(cfg) | dict(features=graph.num_features, classes=graph.num_classes,
-                                            distributed=True, mmap_threshold=threshold)
+                                            distributed=True, mmap_threshold=threshold,
+                                            edge_bytes=graph.edge_facts().entry_bytes)
     sparse = graph.x.layout == torch.sparse_csr
 
     def nnz(rows: int) -> int | None:
@@ -289,6 +302,7 @@ def single_peak(cfg, graph, release_memory: bool = False) -> int:
 def spmm_peak(cfg, graph, parts, bounds, release_memory: bool = False) -> int:
     """An SpMM rank's peak: a block row of every matrix, and as many rows again for what it receives."""
     opts, nnz = _rank_inputs(cfg, graph, release_memory)
+    opts["edge_bytes"] = 0  # a weight is in Â's values; no other edge data reaches these ranks
     R = cfg.parallel.mesh.block_rows
     rows = math.ceil(graph.num_nodes / R)
     return estimate_peak_bytes(**opts, nodes=rows, edges=math.ceil(graph.num_edges / R), halo=rows,
@@ -298,6 +312,7 @@ def spmm_peak(cfg, graph, parts, bounds, release_memory: bool = False) -> int:
 def tensor_peak(cfg, graph, parts, bounds, release_memory: bool = False) -> int:
     """A tensor rank's peak (``tensor_peak_bytes``)."""
     opts, nnz = _rank_inputs(cfg, graph, release_memory)
+    opts["edge_bytes"] = 0  # as for SpMM: a weight is in Â's values
     P = cfg.parallel.nprocs
     return tensor_peak_bytes(**opts, nodes=graph.num_nodes, edges=graph.num_edges, nprocs=P,
                              feature_nnz=nnz(math.ceil(graph.num_nodes / P)))

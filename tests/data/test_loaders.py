@@ -299,13 +299,14 @@ def test_edgelist_text_files(tmp_path):
     assert g.val_mask.tolist() == [False, False, True, False] and g.name == "edges"
 
 
-def test_edgelist_weights_are_refused_npy_npz_and_seeded_split(tmp_path):
+def test_edgelist_weights_are_read_npy_npz_and_seeded_split(tmp_path):
     np.save(tmp_path / "y.npy", np.array([0, 0, 0, 1, 1, 1]))
     sp.save_npz(tmp_path / "x.npz", sp.csr_matrix(np.eye(6, dtype=np.float32)))
-    for weights in ("0 1 0.5\n1 2 1.0\n2 0 2\n", "0 1 3\n1 2 1\n2 0 2\n"):  # float or integer weights
-        (tmp_path / "e.txt").write_text(weights)
-        with pytest.raises(InputError, match=r"e\.txt \(got a third column, e\.g\. [0-9.]+ on the first edge.*drop the"):
-            load_edgelist(tmp_path / "e.txt", tmp_path / "x.npz", tmp_path / "y.npy")
+    for weights, want in (("0 1 0.5\n1 2 1.0\n2 0 2\n", [2, 0.5, 1]), ("0 1 3\n1 2 1\n2 0 2\n", [2, 3, 1])):
+        (tmp_path / "e.txt").write_text(weights)  # float or integer weights: a third column is the weight
+        g = load_edgelist(tmp_path / "e.txt", tmp_path / "x.npz", tmp_path / "y.npy", train_per_class=1,
+                          val_per_class=1)
+        assert g.edge_weight.tolist() == want  # in CSR order: 2->0, 0->1, 1->2
     (tmp_path / "e.txt").write_text("0 1\n1 2\n2 0\n")
     g = load_edgelist(tmp_path / "e.txt", tmp_path / "x.npz", tmp_path / "y.npy", train_per_class=1, val_per_class=1)
     assert g.num_edges == 3 and g.x.layout == torch.sparse_csr

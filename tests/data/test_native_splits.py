@@ -85,8 +85,8 @@ def test_one_split_folders_stay_version_1_and_refuse_another_split(tmp_path, cap
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--split 0" in err[0] and "holds 1 fixed split)" in err[0], err
     doc = json.loads((tmp_path / "one" / "meta.json").read_text())
-    (tmp_path / "one" / "meta.json").write_text(json.dumps(doc | {"version": 3}))
-    with pytest.raises(InputError, match=r"version 1 or 2 .*got 3; written by a newer fullgraph"):
+    (tmp_path / "one" / "meta.json").write_text(json.dumps(doc | {"version": 4}))  # 3: edge data (issue 51)
+    with pytest.raises(InputError, match=r"version 1, 2 or 3 .*got 4; written by a newer fullgraph"):
         load_native(tmp_path / "one")
 
 

@@ -181,7 +181,7 @@ def test_summary_reports_the_estimate_next_to_the_measured_peak(tmp_path):
 def test_single_process_stats_are_the_whole_graph(graph):
     st = graph_memory_stats(graph)
     assert st == dict(nodes=graph.num_nodes, edges=graph.num_edges, halo=0, features=graph.num_features,
-                      classes=graph.num_classes, feature_nnz=None)
+                      classes=graph.num_classes, feature_nnz=None, edge_bytes=0)
 
 
 def test_peak_rss_is_this_programs_own_not_its_parents():

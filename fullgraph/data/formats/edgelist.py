@@ -3,10 +3,16 @@
 This is the way in for data that no benchmark loader knows. The files (text: ``.txt``, ``.csv`` or
 ``.tsv``, values separated by whitespace or commas):
 
-* edges: text, one ``src dst`` pair per line (a third column, e.g. a weight, is refused: every
-  edge weighs 1 in Â, and a weight silently dropped would train another graph than the user's),
-  ``#`` starts a comment, a non-numeric first line (a header such as ``node_id<TAB>node_id``) is
-  skipped; or a ``.npy`` int array [E, 2];
+* edges: text, one ``src dst`` pair per line, ``#`` starts a comment, a non-numeric first line (a
+  header such as ``node_id<TAB>node_id``) is skipped; or a ``.npy`` array [E, 2] of integers, or a
+  float one [E, k > 2] whose first two columns hold integers (the ids). Columns past the two ids are edge
+  data (:func:`read_edge_list`): without a header, the third is the edge's weight and any further
+  ones its features (``src dst weight f1 .. fk``); with a header, the names say: ``weight`` (or
+  ``edge_weight``, ``w``) is the weight, ``type`` (or ``edge_type``, ``relation``, ``rel``,
+  ``etype``) the edge's relation (an integer >= 0), and any other name a feature column, so a file
+  of features without a weight is ``src dst f1 f2`` with that header. A value that is not a number
+  (or not an integer for a type), NaN or infinity is refused with its file and line. An edge listed
+  twice has its weights summed; listed twice with features or a type it is refused;
 * features: ``.npy`` [N, F]; ``.npz``, either a scipy sparse matrix (``scipy.sparse.save_npz``,
   which stays sparse: a bag-of-words matrix densified can cost 20 times the memory and time) or one
   dense array (``numpy.savez``); or text with one row of numbers per node;
@@ -38,12 +44,13 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fullgraph.data.formats._common import features_to_torch, load_array, mask_from_ids, read_table
-from fullgraph.data.graph import Graph, check_inferred_classes, used_classes
+from fullgraph.data.formats._common import _is_number_row, features_to_torch, load_array, mask_from_ids, read_table
+from fullgraph.data.graph import Graph, check_inferred_classes, csr_with_edge_data, used_classes
 from fullgraph.data.splits import per_class_split
 from fullgraph.errors import InputError
 
-__all__ = ["load_edgelist", "read_edges", "load_edgelist_folder", "find_folder_files", "FOLDER_FILES"]
+__all__ = ["load_edgelist", "read_edges", "read_edge_list", "load_edgelist_folder", "find_folder_files",
+           "FOLDER_FILES", "WEIGHT_NAMES", "TYPE_NAMES"]
 
 TEXT = (".txt", ".csv", ".tsv")
 SPLIT_STEMS = ("train", "val", "test")
@@ -54,6 +61,10 @@ FOLDER_FILES: dict[str, tuple[str, ...]] = {
     **{s: (".npy", *TEXT) for s in SPLIT_STEMS},
 }
 """The file names of a folder, by stem: the extensions each reader below takes."""
+WEIGHT_NAMES = ("weight", "edge_weight", "w")
+"""Header names of an edge list's weight column (any case)."""
+TYPE_NAMES = ("type", "edge_type", "relation", "rel", "etype")
+"""Header names of an edge list's relation column (any case); any other name past the ids is a feature."""
 
 
 def _exists(path: Path, what: str) -> Path:
@@ -64,28 +75,123 @@ def _exists(path: Path, what: str) -> Path:
 
 
 def read_edges(path: str | Path, *, header: bool | None = None) -> np.ndarray:
-    """Edges ``[E, 2]`` (int64) from a text edge list or a ``.npy`` array."""
-    path = _exists(Path(path), "edge list")
-    if path.suffix == ".npy":
-        edges = load_array(path, "edge list")
-        if edges.ndim != 2 or edges.shape[1] != 2 or not np.issubdtype(edges.dtype, np.integer):
-            hint = "; a PyG edge_index is [2, E]: save its transpose" if edges.shape[:1] == (2,) else ""
-            raise InputError(f"expected an integer [E, 2] array in {path} (got {edges.dtype} {edges.shape}{hint})")
-        return edges.astype(np.int64)
+    """Edges ``[E, 2]`` (int64) from a text edge list or a ``.npy`` array that holds no edge data
+    (a file with a weight or feature column is refused here, never cut: :func:`read_edge_list`)."""
+    edges, data = read_edge_list(path, header=header)
+    if data:
+        raise InputError(f"expected 'src dst' per line in {path} (got edge data: {', '.join(data)}); read it "
+                         f"with read_edge_list, which keeps them")
+    return edges
+
+
+def _first_line(path: Path) -> str | None:
+    """The first line of ``path`` with something in it besides a ``#`` comment (``None``: none)."""
     try:
-        edges = read_table(path, dtype=np.int64, what="edge list", header=header)
-    except InputError:  # perhaps a float weight column: read as floats, ids still checked as integers
-        edges = read_table(path, dtype=np.float64, what="edge list", header=header, int_columns=2)
-    if edges.shape[0] and edges.shape[1] == 3:
-        raise InputError(f"expected 'src dst' per line in {path} (got a third column, e.g. {edges[0, 2]:g} on the first "
-                         f"edge: fullgraph trains every edge with weight 1, so edge weights are not read); drop the "
-                         f"column to train the unweighted graph, e.g. cut -d' ' -f1,2")
-    if edges.shape[0] and edges.shape[1] != 2:
-        raise InputError(f"expected 'src dst' per line in {path} (got {edges.shape[1]} values per line)")
-    if edges.shape[0] == 0:
+        with open(path, encoding="utf8") as f:
+            for line in f:
+                line = line.split("#", 1)[0]
+                if line.strip():
+                    return line
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"expected {path} to be a readable text file (got {type(e).__name__}: {e})") from None
+    return None
+
+
+def _line_of_row(path: Path, row: int, skip_header: bool) -> int:
+    """The line number (from 1) of data row ``row`` of the table in ``path``: what an error names."""
+    seen, header = -1, skip_header
+    with open(path, encoding="utf8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.split("#", 1)[0].strip():
+                continue
+            if header:
+                header = False
+                continue
+            seen += 1
+            if seen == row:
+                return lineno
+    return -1
+
+
+def _roles(names: list[str] | None, ncols: int, path: Path) -> tuple[int | None, int | None, list[int]]:
+    """The weight column, the type column and the feature columns of an edge table of ``ncols``
+    columns (the module doc's rule: by header ``names``, else ``src dst weight f1 .. fk``)."""
+    if names is None:
+        return (2 if ncols > 2 else None), None, list(range(3, ncols))
+    weight = kind = None
+    features = []
+    for j, name in enumerate(names[2:], 2):
+        low = name.strip().lower()
+        role = "weight" if low in WEIGHT_NAMES else "type" if low in TYPE_NAMES else None
+        before = weight if role == "weight" else kind
+        if role and before is not None:
+            raise InputError(f"expected one {role} column in the header of {path} (got {names[before]!r} and {name!r})")
+        if role == "weight":
+            weight = j
+        elif role == "type":
+            kind = j
+        else:
+            features.append(j)
+    return weight, kind, features
+
+
+def read_edge_list(path: str | Path, *, header: bool | None = None) -> tuple[np.ndarray, dict]:
+    """Edges ``[E, 2]`` (int64) and their data, ``{"edge_weight": float32 [E], "edge_attr": float32
+    [E, k], "edge_type": int64 [E]}`` with the fields the file holds (none for ``src dst``), from a
+    text edge list or a ``.npy`` array; the columns as the module doc says. Each edge's data is on
+    its own row (:meth:`Graph.from_edges` puts both in CSR order)."""
+    path = _exists(Path(path), "edge list")
+    names = None
+    if path.suffix == ".npy":
+        table = load_array(path, "edge list")
+        integer, floating = np.issubdtype(table.dtype, np.integer), np.issubdtype(table.dtype, np.floating)
+        if table.ndim != 2 or not ((integer and table.shape[1] == 2) or (floating and table.shape[1] > 2)):
+            hint = "; a PyG edge_index is [2, E]: save its transpose" if table.shape[:1] == (2,) else ""
+            raise InputError(f"expected an integer [E, 2] array (or a float [E, k > 2] one, ids first, then edge "
+                             f"data) in {path} (got {table.dtype} {table.shape}{hint})")
+        if not np.issubdtype(table.dtype, np.integer):
+            ids = table[:, :2]
+            bad = np.flatnonzero(~(ids == np.round(ids)).all(axis=1))
+            if bad.size:
+                raise InputError(f"expected integer node ids in the first two columns of {path} (got "
+                                 f"{table[bad[0], :2].tolist()} in row {int(bad[0])})")
+        where = lambda r: f"row {r}"  # noqa: E731
+    else:
+        first = _first_line(path)
+        skip = bool(first is not None and (header or (header is None and not _is_number_row(first))))
+        if skip:
+            names = first.replace(",", " ").split()
+        ncols = len(names) if names else None
+        try:
+            table = read_table(path, dtype=np.int64, what="edge list", header=header, ncols=ncols)
+        except InputError:  # perhaps float edge data: read as floats, ids still checked as integers
+            table = read_table(path, dtype=np.float64, what="edge list", header=header, int_columns=2, ncols=ncols)
+        where = lambda r: f"line {_line_of_row(path, r, skip)}"  # noqa: E731
+    if table.shape[0] == 0:
         raise InputError(f"expected at least one edge in {path} (got none)")
-    edges = edges.astype(np.int64)
-    return np.ascontiguousarray(edges[:, :2])
+    if table.shape[1] < 2:
+        raise InputError(f"expected 'src dst' per line in {path} (got {table.shape[1]} value per line)")
+    weight, kind, features = _roles(names, table.shape[1], path)
+    data = {}
+    for name, cols in (("edge_weight", [weight] if weight is not None else []), ("edge_attr", features)):
+        if not cols:
+            continue
+        values = table[:, cols] if name == "edge_attr" else table[:, cols[0]]
+        finite = np.isfinite(values) if values.ndim == 1 else np.isfinite(values).all(axis=1)
+        if not finite.all():
+            r = int(np.flatnonzero(~finite)[0])
+            what = "weights" if name == "edge_weight" else "features"
+            raise InputError(f"expected finite edge {what} in {path} (got {table[r, 2:].tolist()} on {where(r)})")
+        data[name] = np.ascontiguousarray(values, dtype=np.float32)
+    if kind is not None:
+        t = table[:, kind]
+        bad = np.flatnonzero((t != np.round(t)) | (t < 0) | ~np.isfinite(t))
+        if bad.size:
+            r = int(bad[0])
+            raise InputError(f"expected integer edge types >= 0 in the column {names[kind]!r} of {path} "
+                             f"(got {t[r]:g} on {where(r)})")
+        data["edge_type"] = t.astype(np.int64)
+    return np.ascontiguousarray(table[:, :2], dtype=np.int64), data
 
 
 def _npz_features(path: Path):
@@ -151,7 +257,7 @@ def load_edgelist(edges: str | Path, features: str | Path, labels: str | Path, *
                   train_per_class: int = 20, val_per_class: int = 30, num_classes: int | None = None) -> Graph:
     """A graph from an edge list, features, labels and (optionally) split files; see the module doc.
     ``num_classes``: the class count, when the labels leave some classes without a node on purpose."""
-    e = read_edges(edges, header=header)
+    e, edge_data = read_edge_list(edges, header=header)
     y = _labels(Path(labels))
     if num_classes is None and y.dim() == 1 and bool((y >= 0).any()):  # refused before the features are read
         check_inferred_classes(used_classes(y.numpy()), f" in {labels}")
@@ -173,11 +279,16 @@ def load_edgelist(edges: str | Path, features: str | Path, labels: str | Path, *
         masks = list(per_class_split(y, train_per_class, val_per_class, seed=seed))
     else:
         raise InputError("expected split files for a multi-label graph (a per-class split needs single labels)")
-    return Graph.from_edges(
-        torch.from_numpy(e[:, 0].copy()), torch.from_numpy(e[:, 1].copy()), n,
-        x=x, y=y, train_mask=masks[0], val_mask=masks[1], test_mask=masks[2], name=name or Path(edges).stem,
-        num_classes=num_classes,
-    )
+    fields = dict(x=x, y=y, train_mask=masks[0], val_mask=masks[1], test_mask=masks[2],
+                  name=name or Path(edges).stem, num_classes=num_classes)
+    src, dst = torch.from_numpy(e[:, 0].copy()), torch.from_numpy(e[:, 1].copy())
+    if not edge_data:
+        return Graph.from_edges(src, dst, n, **fields)
+    try:  # a repeated edge with features or a type: the error names the file
+        indptr, indices, data = csr_with_edge_data(src, dst, n, {k: torch.from_numpy(v) for k, v in edge_data.items()})
+    except InputError as err:
+        raise InputError(f"{err} (in {edges})") from None
+    return Graph(indptr=indptr, indices=indices, **data, **fields)
 
 
 def find_folder_files(folder: str | Path) -> dict[str, Path | None]:

@@ -21,6 +21,16 @@ the ``*_masks.npy`` files, so that an older fullgraph still reads it)::
     train_masks.npy, val_masks.npy, test_masks.npy    bool [S, N]  every split, S >= 2 (version 2
                                                       only; row 0 is split 0 again)
 
+    edge_weight.npy    float32 [E]     each CSR entry's weight       } only for a graph with edge
+    edge_attr.npy      float32 [E, d]  each CSR entry's features     } data (version 3), each in
+    edge_type.npy      int64 [E]       each CSR entry's relation     } the order of indices.npy
+
+A folder whose graph carries edge data (``Graph.edge_weight``, ``edge_attr``, ``edge_type``) is
+written as version 3: version 2 plus those files, and ``counts`` adds ``"edge_data"`` (the kinds
+present, of ``["weight", "attr", "type"]``), ``"edge_features": d`` and ``"num_relations": R``
+where they apply. Its own version number makes an older fullgraph, which knows nothing of edge
+files, refuse the folder rather than train without its edge data.
+
 This is exactly the :class:`~fullgraph.data.graph.Graph` container on disk (same in-edge CSR
 convention). Arrays are plain ``.npy`` files (format 1.0, little-endian, C order, never pickled
 objects), so ``numpy.load`` reads each one on its own. ``meta.json`` holds::
@@ -78,8 +88,12 @@ __all__ = ["NATIVE_FORMAT", "NATIVE_VERSION", "READ_VERSIONS", "VERIFY_AUTO_MAX_
 
 NATIVE_FORMAT = "fullgraph-native"
 NATIVE_VERSION = 2
-READ_VERSIONS = (1, 2)
-"""The versions this fullgraph reads; it writes 1 for a folder with one split, 2 for several."""
+EDGE_DATA_VERSION = 3
+READ_VERSIONS = (1, 2, 3)
+"""The versions this fullgraph reads; it writes 1 for a folder with one split, 2 for several, 3 for
+a graph with edge data (one split or several)."""
+EDGE_FILES = {"weight": "edge_weight.npy", "attr": "edge_attr.npy", "type": "edge_type.npy"}
+"""The file of each kind of edge data (``Graph.edge_kinds``)."""
 VERIFY_AUTO_MAX_BYTES = 512 << 20
 BLOCK_BYTES = 64 << 20
 META = "meta.json"
@@ -87,7 +101,7 @@ MASKS = ("train_mask", "val_mask", "test_mask")
 SPLIT_MASKS = ("train_masks", "val_masks", "test_masks")
 SPLITS = ("train", "val", "test")
 ARRAY_FILES = ("indptr.npy", "indices.npy", "x.npy", "x_indptr.npy", "x_indices.npy", "x_values.npy", "y.npy",
-               *(f"{m}.npy" for m in MASKS), *(f"{m}.npy" for m in SPLIT_MASKS))
+               *(f"{m}.npy" for m in MASKS), *(f"{m}.npy" for m in SPLIT_MASKS), *EDGE_FILES.values())
 INT32_MAX = np.iinfo(np.int32).max
 
 _I8, _I4, _F4, _B1 = np.dtype("<i8"), np.dtype("<i4"), np.dtype("<f4"), np.dtype("|b1")
@@ -256,7 +270,15 @@ def _base_meta(graph: Graph, *, preprocessed: bool, feature_norm: str, source: s
     if several:
         counts["num_splits"] = len(splits[0])
         counts["split_sizes_all"] = [_split_sizes(row) for row in zip(*splits)]
-    return {"format": NATIVE_FORMAT, "version": NATIVE_VERSION if several else 1, "name": graph.name,
+    kinds = tuple(getattr(graph, "edge_kinds", ()))
+    if kinds:
+        counts["edge_data"] = list(kinds)
+        if graph.edge_attr is not None:
+            counts["edge_features"] = int(graph.edge_attr.shape[1])
+        if graph.edge_type is not None:
+            counts["num_relations"] = int(graph.num_relations)
+    version = EDGE_DATA_VERSION if kinds else NATIVE_VERSION if several else 1
+    return {"format": NATIVE_FORMAT, "version": version, "name": graph.name,
             "counts": counts, "features": "sparse_csr" if sparse else "dense", "preprocessed": bool(preprocessed),
             "feature_norm": feature_norm, "source": source, "created_by": f"fullgraph {__version__}"}
 
@@ -284,11 +306,20 @@ def write_native(graph: Graph, out_dir: str | os.PathLike, *, preprocessed: bool
     try:
         w.tensor("indptr.npy", _I8, graph.indptr)
         w.tensor("indices.npy", _I4 if graph.num_nodes - 1 <= INT32_MAX else _I8, graph.indices)
+        _write_edge_data(w, graph)
         _write_nodes(w, graph, splits)
         return w.commit(meta)
     except BaseException:
         w.abort()
         raise
+
+
+def _write_edge_data(w: _FolderWriter, graph: Graph) -> None:
+    """The edge data files, in CSR order (a graph without edge data writes none)."""
+    for kind, dtype in (("weight", _F4), ("attr", _F4), ("type", _I8)):
+        t = getattr(graph, f"edge_{kind}")
+        if t is not None:
+            w.tensor(EDGE_FILES[kind], dtype, t)
 
 
 def _write_nodes(w: _FolderWriter, graph: Graph, splits=None) -> None:

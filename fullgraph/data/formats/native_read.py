@@ -10,8 +10,9 @@ of hashing; the pages read then serve the load too). Arrays are mapped copy-on-w
 (``mmap_mode="c"``): nothing is read until used, and an in-place write by later code changes a
 private page instead of the file (a read-only map would turn such a write into a crash).
 
-Versions 1 and 2 are read (:data:`~fullgraph.data.formats.native.READ_VERSIONS`). ``split`` picks one
-of a version-2 folder's fixed splits: split 0 from ``*_mask.npy`` as in version 1, split ``k`` as
+Versions 1, 2 and 3 are read (:data:`~fullgraph.data.formats.native.READ_VERSIONS`; 3 is 2 with
+edge data files, checked and checksummed as the others). ``split`` picks one
+of a version-2 (or 3) folder's fixed splits: split 0 from ``*_mask.npy`` as in version 1, split ``k`` as
 row ``k`` of the ``[S, N]`` ``*_masks.npy`` maps; any other split is one error that says how many
 the folder holds, never a silent fall back to split 0.
 """
@@ -29,13 +30,14 @@ import numpy as np
 import torch
 
 from fullgraph.data.formats.native import (
-    _B1, _F4, _I4, _I8, MASKS, META, NATIVE_FORMAT, READ_VERSIONS, SPLIT_MASKS, SPLITS, VERIFY_AUTO_MAX_BYTES,
-    _dtype_name,
+    _B1, _F4, _I4, _I8, EDGE_DATA_VERSION, EDGE_FILES, MASKS, META, NATIVE_FORMAT, READ_VERSIONS, SPLIT_MASKS,
+    SPLITS, VERIFY_AUTO_MAX_BYTES, _dtype_name,
 )
 from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
 
-__all__ = ["load_native", "read_native_meta", "is_native_folder", "num_splits", "read_native_splits"]
+__all__ = ["load_native", "read_native_meta", "is_native_folder", "num_splits", "read_native_splits",
+           "edge_kinds"]
 
 
 def is_native_folder(folder: str | os.PathLike) -> bool:
@@ -70,7 +72,8 @@ def read_native_meta(folder: str | os.PathLike) -> dict:
         got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
         raise InputError(f"expected format {NATIVE_FORMAT!r} in {path} (got {got!r})")
     if meta.get("version") not in READ_VERSIONS:
-        raise InputError(f"expected version {' or '.join(map(str, READ_VERSIONS))} of the {NATIVE_FORMAT} format "
+        known = f"{', '.join(map(str, READ_VERSIONS[:-1]))} or {READ_VERSIONS[-1]}"
+        raise InputError(f"expected version {known} of the {NATIVE_FORMAT} format "
                          f"in {path} (got {meta.get('version')!r}; written by a newer fullgraph?)")
     counts = meta.get("counts")
     _need(isinstance(counts, dict), folder, "a 'counts' object")
@@ -87,6 +90,7 @@ def read_native_meta(folder: str | os.PathLike) -> dict:
     if meta["features"] == "sparse_csr":
         nnz = counts.get("feature_nnz")
         _need(isinstance(nnz, int) and nnz >= 0, folder, "an integer counts.feature_nnz for sparse features")
+    _check_edge_meta(meta, counts, folder)
     _need(isinstance(meta.get("files"), dict), folder, "a 'files' object")
     _need(isinstance(meta.get("name", ""), str), folder, "a string 'name'")
     return meta
@@ -101,6 +105,31 @@ def _check_splits_meta(counts: dict, folder: Path) -> None:
         _need(isinstance(every, list) and len(every) == s and all(
             isinstance(d, dict) and all(isinstance(d.get(k), int) for k in SPLITS) for d in every), folder,
             f"counts.split_sizes_all: {s} objects of integer train/val/test sizes")
+
+
+def _count(counts: dict, key: str) -> bool:
+    v = counts.get(key)
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+def _check_edge_meta(meta: dict, counts: dict, folder: Path) -> None:
+    """``counts.edge_data`` (version 3 only) and the counts its kinds need."""
+    if meta["version"] != EDGE_DATA_VERSION:
+        _need("edge_data" not in counts, folder, f"counts.edge_data only in version {EDGE_DATA_VERSION}")
+        return
+    kinds = counts.get("edge_data")
+    _need(isinstance(kinds, list) and kinds and all(k in EDGE_FILES for k in kinds) and len(set(kinds)) == len(kinds),
+          folder, f"counts.edge_data: a list of the edge data kinds {', '.join(EDGE_FILES)} (version "
+                  f"{EDGE_DATA_VERSION})")
+    if "attr" in kinds:
+        _need(_count(counts, "edge_features"), folder, "an integer counts.edge_features >= 1 with edge features")
+    if "type" in kinds:
+        _need(_count(counts, "num_relations"), folder, "an integer counts.num_relations >= 1 with edge types")
+
+
+def edge_kinds(meta: dict) -> tuple[str, ...]:
+    """The kinds of edge data a native folder's (checked) ``meta.json`` says it holds (``()``: none)."""
+    return tuple(k for k in EDGE_FILES if k in meta["counts"].get("edge_data", ()))
 
 
 def num_splits(meta: dict) -> int:
@@ -125,6 +154,13 @@ def _expected(meta: dict) -> dict[str, tuple[tuple[np.dtype, ...], tuple[int, ..
     if num_splits(meta) > 1:
         for m in SPLIT_MASKS:
             out[f"{m}.npy"] = ((_B1,), (num_splits(meta), n))
+    kinds = edge_kinds(meta)
+    if "weight" in kinds:
+        out[EDGE_FILES["weight"]] = ((_F4,), (e,))
+    if "attr" in kinds:
+        out[EDGE_FILES["attr"]] = ((_F4,), (e, c["edge_features"]))
+    if "type" in kinds:
+        out[EDGE_FILES["type"]] = ((_I8,), (e,))
     return out
 
 
@@ -276,7 +312,8 @@ def load_native(folder: str | os.PathLike, *, verify: bool | None = None, split:
     """The graph in a native folder, memory-mapped; see the module doc for the checks, ``verify``
     and ``split`` (which of the folder's fixed splits the masks are).
 
-    Features, labels, masks and ``indptr`` stay memory-mapped (copy-on-write). ``Graph`` needs int64
+    Features, labels, masks, ``indptr`` and the edge data files (version 3: ``edge_weight.npy``,
+    ``edge_attr.npy``, ``edge_type.npy``, in CSR order) stay memory-mapped (copy-on-write). ``Graph`` needs int64
     edge ``indices``, so an int32 ``indices.npy`` is converted once: an ``8 E``-byte copy, the one
     array of the graph that is read into memory in full. Sparse feature column ids stored as int32
     are converted too. The structure is returned as stored (``fullgraph train --dataset FOLDER``
@@ -293,5 +330,8 @@ def load_native(folder: str | os.PathLike, *, verify: bool | None = None, split:
         indices = indices.to(torch.int64)
     x = _features(folder, meta)
     y = _map(folder / "y.npy")
+    edge = {f"edge_{k}": _map(folder / EDGE_FILES[k]) for k in edge_kinds(meta)}
+    if "edge_type" in edge:
+        edge["num_relations"] = meta["counts"]["num_relations"]
     return Graph(indptr=indptr, indices=indices, x=x, y=y, name=meta.get("name") or folder.name,
-                 num_classes=meta["counts"]["num_classes"], **masks)
+                 num_classes=meta["counts"]["num_classes"], **edge, **masks)

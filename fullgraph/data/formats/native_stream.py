@@ -20,7 +20,7 @@ from typing import Iterator
 
 import numpy as np
 
-from fullgraph.data.formats.native_read import _read_header, read_native_meta
+from fullgraph.data.formats.native_read import _read_header, edge_kinds, read_native_meta
 from fullgraph.errors import InputError
 from fullgraph.ops.csr import BLOCK_ENTRIES
 
@@ -78,11 +78,21 @@ class CSRStream:
         return cls(ip, ix, ip.shape[0] - 1, int(ip[-1]), where)
 
     @classmethod
-    def of_folder(cls, folder: str | os.PathLike) -> "CSRStream":
+    def of_folder(cls, folder: str | os.PathLike, *, structure_only: bool = False) -> "CSRStream":
         """Over the ``indptr.npy`` and ``indices.npy`` of a native folder (their headers checked against
-        ``meta.json``; the data is read only as blocks are asked for)."""
+        ``meta.json``; the data is read only as blocks are asked for).
+
+        The blocks carry no edge data, so a folder that has some (version 3) is refused unless the
+        caller says that it needs the structure alone (``structure_only``): a pass that writes the
+        graph's edges elsewhere (the streamed partitioner's part files) would lose it silently."""
         folder = Path(folder)
         meta = read_native_meta(folder)
+        kinds = edge_kinds(meta)
+        if kinds and not structure_only:
+            raise InputError(f"expected a dataset folder without edge data for a pass streamed from its files "
+                             f"(got edge {', '.join(kinds)} in {folder}): the streamed partitioner (fennel on a "
+                             f"native folder used as stored) does not carry edge data yet; partition it with "
+                             f"another --partitioner, which loads the graph")
         n, e = int(meta["counts"]["num_nodes"]), int(meta["counts"]["num_edges"])
         files = {}
         for name, length in (("indptr.npy", n + 1), ("indices.npy", e)):
