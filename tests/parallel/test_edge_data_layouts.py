@@ -93,3 +93,30 @@ def test_pipeline_with_edge_data_follows_the_one_process_chunks(cora_edges, tmp_
     for n in names:
         want = simulate(cora_edges, TrainConfig.of(**config(n, history_refresh=2), progress="none"), cfile)
         assert_same_losses(got[n]["losses"], want, what=f"pipeline S=2 {n} losses")
+
+
+@pytest.fixture(scope="module")
+def edges_folder(cora_edges, tmp_path_factory):
+    """``cora_edges`` as a native folder (its edge files beside the CSR), which the ranks of the algebraic
+    layouts load as a user's run would: the same graph, bit for bit."""
+    from fullgraph.data.formats.native import write_native
+    from fullgraph.data.load import load_graph
+
+    folder = tmp_path_factory.mktemp("cora-edges") / "folder"
+    write_native(cora_edges, folder)
+    loaded = load_graph(TrainConfig.of(dataset=str(folder), feature_norm="none"))
+    assert loaded.fingerprint() == cora_edges.fingerprint()
+    return folder
+
+
+@pytest.mark.parametrize("mode", ["spmm-1d", "tensor"])
+def test_algebraic_layouts_train_weighted_models_as_one_process(edges_folder, single, mode, tmp_path):
+    """A weight only changes Â's values, which these layouts multiply by: the same training as one process."""
+    names = ("gcn", "sage")
+    layout = {} if mode == "tensor" else dict(parallel=mode)
+    runs = [{"name": n, "config": config(n, dataset=str(edges_folder), feature_norm="none", **layout)} for n in names]
+    got = run_ranks("tensor_runs" if mode == "tensor" else "spmm_runs", 2, {"runs": runs}, tmp_path)
+    for n in names:
+        losses, state = single[n]
+        assert_same_losses(got[n]["losses"], losses, what=f"{mode} P=2 {n} losses")
+        assert_same_state(got[n]["state"], state, what=f"{mode} P=2 {n} weights")
