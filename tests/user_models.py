@@ -72,3 +72,32 @@ def multi_hop(in_dim, out_dim):
     from torch_geometric.nn import TAGConv
 
     return [TAGConv(in_dim, 16, K=2), TAGConv(16, out_dim, K=2)]
+
+
+# ---------------------------------------------------------------- convs that read edge data (issue 51)
+def gat_edges(in_dim, out_dim, hidden=8, heads=2, dropout=0.5, edge_dim=3):
+    """GATConv(edge_dim) with PyG's attention dropout inside (keyed by the edge's global ends)."""
+    return from_pyg([GATConv(in_dim, hidden, heads=heads, edge_dim=edge_dim, dropout=0.3),
+                     GATConv(hidden * heads, out_dim, edge_dim=edge_dim, dropout=0.3)], act="elu", dropout=dropout)
+
+
+def gine(in_dim, out_dim, hidden=16, dropout=0.5, edge_dim=3):
+    from torch import nn
+    from torch_geometric.nn import GINEConv
+
+    def mlp(a, b):
+        return nn.Sequential(nn.Linear(a, b), nn.ReLU(), nn.Linear(b, b))
+
+    return from_pyg([GINEConv(mlp(in_dim, hidden), edge_dim=edge_dim), GINEConv(mlp(hidden, out_dim), edge_dim=edge_dim)],
+                    dropout=dropout)
+
+
+def rgcn(in_dim, out_dim, hidden=16, dropout=0.5, relations=3):
+    from torch_geometric.nn import RGCNConv
+
+    return from_pyg([RGCNConv(in_dim, hidden, relations, num_bases=2), RGCNConv(hidden, out_dim, relations)],
+                    dropout=dropout)
+
+
+def weighted_graphconv(in_dim, out_dim, hidden=16, dropout=0.5):
+    return from_pyg([GraphConv(in_dim, hidden), GraphConv(hidden, out_dim)], dropout=dropout)

@@ -15,208 +15,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from fullgraph.data.checks import as_tensor, describe
+from fullgraph.data.edge_list import csr_from_edges, csr_with_edge_data
+from fullgraph.data.labels import check_inferred_classes, used_classes
 from fullgraph.errors import InputError
-from fullgraph.ops.csr import BLOCK_ENTRIES, _sorted_unique_rows, indptr_from_counts, row_ids, row_spans
+from fullgraph.ops.csr import _sorted_unique_rows, row_ids
 from fullgraph.ops.edge_data import EDGE_FIELDS, EdgeData, EdgeFacts
 
-__all__ = ["Graph", "csr_from_edges", "csr_with_edge_data", "checked_edges", "csr_from_sorted_keys", "row_blocks", "used_classes",
-           "check_inferred_classes", "MIN_EMPTY_CLASSES"]
+__all__ = ["Graph"]  # the edge-list passes are data.edge_list's; the class count of labels data.labels'
 
 
-def _describe(t) -> str:
-    if isinstance(t, torch.Tensor):
-        layout = "" if t.layout == torch.strided else f" {t.layout}"
-        return f"{t.dtype}{layout} tensor of shape {tuple(t.shape)}"
-    return type(t).__name__
-
-
-def _as_tensor(name: str, value, dtype: torch.dtype | None = None) -> torch.Tensor:
-    if isinstance(value, np.ndarray):
-        value = torch.from_numpy(np.ascontiguousarray(value))
-    if not isinstance(value, torch.Tensor):
-        raise InputError(f"expected '{name}' to be a tensor or numpy array (got {type(value).__name__})")
-    if dtype is not None and value.dtype != dtype:
-        raise InputError(f"expected '{name}' to have dtype {dtype} (got {_describe(value)})")
-    return value
-
-
-# Edges per block of the vectorized passes over an edge list: every temporary of such a pass is a
-# few of these blocks (tens of MiB), whatever the size of the graph.
-EDGE_BLOCK = BLOCK_ENTRIES
 _FEATURE_BLOCK = 1 << 24  # feature entries per block of the finiteness check
-
-
-def row_blocks(indptr: np.ndarray, max_edges: int | None = None):
-    """:func:`fullgraph.ops.csr.row_spans` at the data layer's block size, :data:`EDGE_BLOCK`
-    (read at each call, so that the tests can shrink it and exercise the block edges)."""
-    return row_spans(indptr, EDGE_BLOCK if max_edges is None else max_edges)
-
-
-def unique_sorted_(keys: np.ndarray) -> int:
-    """Drop repeats from the sorted ``keys`` in place, block by block; returns the number kept, at
-    the front of ``keys``."""
-    w, prev = 0, None
-    for a in range(0, keys.size, EDGE_BLOCK):
-        c = keys[a : a + EDGE_BLOCK]
-        first = np.empty(c.size, dtype=bool)
-        first[0] = prev is None or c[0] != prev
-        np.not_equal(c[1:], c[:-1], out=first[1:])
-        prev = c[-1]
-        kept = c[first]  # a copy: the write below may overlap this block
-        keys[w : w + kept.size] = kept
-        w += kept.size
-    return w
-
-
-def shrink_(a: np.ndarray, size: int) -> np.ndarray:
-    """The first ``size`` entries of ``a``, giving the rest back to the allocator when ``a`` owns
-    its memory (``realloc`` shrinks in place), else as a copy."""
-    if size == a.size:
-        return a
-    if a.flags.owndata and a.base is None:
-        a.resize(size, refcheck=False)  # no other view of ``a`` exists: its callers made it
-        return a
-    return a[:size].copy()
-
-
-def csr_from_sorted_keys(keys: np.ndarray, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """In-edge CSR of the sorted int64 ``keys = dst * N + src``; ``indices`` reuses ``keys``'s memory."""
-    counts = np.zeros(num_nodes, dtype=np.int64)
-    for a in range(0, keys.size, EDGE_BLOCK):
-        c = keys[a : a + EDGE_BLOCK]
-        rows = c // num_nodes
-        r0 = int(rows[0])
-        in_block = np.bincount(rows - r0)  # rows ascend, so this block's rows are one short range
-        counts[r0 : r0 + in_block.size] += in_block
-        rows *= num_nodes
-        np.subtract(c, rows, out=c)
-    return torch.from_numpy(indptr_from_counts(counts)), torch.from_numpy(keys)
-
-
-def _edge_ids(name: str, ids) -> np.ndarray:
-    """A 1-D numpy view of edge ids (integers kept in their own dtype: no int64 copy is made)."""
-    t = _as_tensor(name, ids).reshape(-1)
-    if t.dtype.is_floating_point or t.dtype == torch.bool or t.is_complex():
-        t = t.to(torch.int64)
-    return t.numpy()
-
-
-def checked_edges(src, dst, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
-    """``src`` and ``dst`` as 1-D numpy arrays (views, in their own integer dtype), checked: as many
-    of each, ids in ``[0, num_nodes)``; an ``InputError`` naming the first bad id otherwise."""
-    src, dst = _edge_ids("src", src), _edge_ids("dst", dst)
-    if src.size != dst.size:
-        raise InputError(f"expected as many edge sources as destinations (got {src.size} and {dst.size})")
-    if num_nodes <= 0:
-        raise InputError(f"expected a graph with at least one node (got num_nodes={num_nodes})")
-    for name, ids in (("source", src), ("destination", dst)):
-        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= num_nodes):
-            bad = ids[(ids < 0) | (ids >= num_nodes)]
-            raise InputError(
-                f"expected edge {name} ids in [0, {num_nodes}) (got {bad.size} out of range, "
-                f"e.g. {int(bad[0])})"
-            )
-    return src, dst
-
-
-def csr_from_edges(src, dst, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """In-edge CSR (``indptr``, ``indices``) of the edges ``src[i] -> dst[i]`` (repeats kept).
-
-    Edge ids are checked before anything is built, so a bad id is reported as such instead of as
-    an indexing error deep inside a sort. The one edge-sized array made is the int64 sort key
-    ``dst * N + src``, sorted in place, which then becomes ``indices``.
-    """
-    src, dst = checked_edges(src, dst, num_nodes)
-    keys = np.empty(src.size, dtype=np.int64)
-    for a in range(0, keys.size, EDGE_BLOCK):
-        k = keys[a : a + EDGE_BLOCK]
-        k[:] = dst[a : a + EDGE_BLOCK]
-        k *= num_nodes
-        k += src[a : a + EDGE_BLOCK]
-    keys.sort()  # equal keys are equal edges: an unstable sort gives the same CSR as a stable one
-    return csr_from_sorted_keys(keys, num_nodes)
-
-
-def csr_with_edge_data(src, dst, num_nodes: int, edge: dict) -> tuple[torch.Tensor, torch.Tensor, dict]:
-    """In-edge CSR of ``src[i] -> dst[i]`` with the edge data ``edge`` (``{"edge_weight": [E], ...}``,
-    one row per listed edge) put in the same order; repeated edges as :meth:`Graph.from_edges` says."""
-    src, dst = checked_edges(src, dst, num_nodes)
-    e = src.size
-    data = {}
-    for name, value in edge.items():
-        t = _as_tensor(name, value)
-        if t.shape[:1] != (e,):
-            raise InputError(f"expected '{name}' to have one row per edge, {e} rows (got {_describe(t)})")
-        if name == "edge_type" and not (t.dtype.is_floating_point or t.dtype == torch.bool):
-            t = t.to(torch.int64)
-        elif name != "edge_type" and t.dtype in (torch.float16, torch.bfloat16, torch.float64):
-            t = t.to(torch.float32)  # as a loader would; Graph checks the rest
-        data[name] = t
-    keys = dst.astype(np.int64) * num_nodes + src.astype(np.int64)
-    order = np.argsort(keys, kind="stable")
-    keys = keys[order]
-    first = np.ones(e, dtype=bool)
-    first[1:] = keys[1:] != keys[:-1]
-    repeats = e - int(first.sum())
-    perm = torch.from_numpy(order)
-    if repeats and set(data) - {"edge_weight"}:
-        k = int(keys[np.flatnonzero(~first)[0]])
-        raise InputError(f"expected each edge once when edges carry features or types (got {repeats} repeated "
-                         f"edges, e.g. {k % num_nodes} -> {k // num_nodes}): merge them first (weights alone are "
-                         f"summed)")
-    out = {}
-    for name, t in data.items():
-        t = t[perm]
-        if repeats:  # weights only: each edge's repeats summed, in the order they were listed
-            group = torch.from_numpy(np.cumsum(first) - 1)
-            t = torch.zeros(int(first.sum()), dtype=torch.float64).index_add_(0, group, t.double()).to(t.dtype)
-        out[name] = t
-    keys = keys[first]
-    indptr, indices = csr_from_sorted_keys(keys, num_nodes)
-    return indptr, indices, out
-
-
-MIN_EMPTY_CLASSES = 8
-"""Labels that do not state their class count are refused when more than half of the classes
-``0..max`` have no node, and at least this many (:func:`check_inferred_classes`)."""
-
-
-def used_classes(labels: np.ndarray) -> np.ndarray:
-    """The distinct class ids among ``labels >= 0``, sorted: one bincount (linear) while the largest
-    id is within a few times the number of labels; past that most classes are empty anyway, and the
-    sort that finds the used ones runs only on the way to a refusal."""
-    labels = labels[labels >= 0]
-    if labels.size and int(labels.max()) >= 4 * labels.size + 1024:
-        return np.unique(labels)
-    return np.flatnonzero(np.bincount(labels))
-
-
-def check_inferred_classes(used: np.ndarray, where: str = "") -> int:
-    """The class count ``C = max + 1`` of labels that do not state it, whose distinct ``used`` ids
-    are given sorted; an ``InputError`` when more than half of the classes ``0..C-1``, and at least
-    :data:`MIN_EMPTY_CLASSES`, have no node.
-
-    Why: inferring ``C`` turns one typo (``1000`` in a 4-class file) or ids that are no class numbers
-    (years, category codes) into a model with ~1,000 outputs of which all but a few never see a node,
-    and the run would train silently. Real datasets use every class; a small labelled set may miss a
-    few, which the threshold lets through. Data whose classes really are that sparse states the count
-    (a native folder's ``meta.json``, one-hot label columns, ``Graph(num_classes=...)``): it is trusted.
-    """
-    c, k = int(used[-1]) + 1, int(used.size)
-    empty = c - k
-    if empty <= k or empty < MIN_EMPTY_CLASSES:
-        return c
-    ids = [str(int(v)) for v in (used if k <= 8 else np.concatenate([used[:4], used[-2:]]))]
-    shown = ", ".join(ids if k <= 8 else ids[:4] + ["..."] + ids[4:])
-    widest = int(np.diff(used, prepend=-1).argmax())  # where the empty classes lie: after one label, or below all
-    why = (f"a label of {c - 1} stands far beyond the next largest, {ids[-2]}: a typo?" if k > 1 and widest == k - 1
-           else f"no label below {ids[0]}: ids rather than class numbers?" if widest == 0
-           else "ids rather than class numbers?")
-    raise InputError(
-        f"expected class labels 0..C-1 with most classes used{where} (got labels {{{shown}}}: {empty} of {c} "
-        f"classes have no node; {why}); renumber the classes 0..{k - 1}, or state the class count where the "
-        f"format has one (num_classes in a native folder's meta.json, Graph(num_classes=...))"
-    )
 
 
 @dataclass(eq=False)
@@ -279,12 +88,12 @@ class Graph:
         return cls(indptr=indptr, indices=indices, **edge, **fields)
 
     def __post_init__(self) -> None:
-        self.indptr = _as_tensor("indptr", self.indptr)
-        self.indices = _as_tensor("indices", self.indices)
-        self.x = _as_tensor("x", self.x)
-        self.y = _as_tensor("y", self.y)
+        self.indptr = as_tensor("indptr", self.indptr)
+        self.indices = as_tensor("indices", self.indices)
+        self.x = as_tensor("x", self.x)
+        self.y = as_tensor("y", self.y)
         for m in ("train_mask", "val_mask", "test_mask"):
-            setattr(self, m, _as_tensor(m, getattr(self, m)))
+            setattr(self, m, as_tensor(m, getattr(self, m)))
         self._check_structure()
         self._check_edge_data()
         self._check_features()
@@ -294,12 +103,12 @@ class Graph:
     def _check_structure(self) -> None:
         ip, ix = self.indptr, self.indices
         if ip.dim() != 1 or ip.dtype != torch.int64:
-            raise InputError(f"expected 'indptr' to be a 1-D int64 tensor (got {_describe(ip)})")
+            raise InputError(f"expected 'indptr' to be a 1-D int64 tensor (got {describe(ip)})")
         n = ip.numel() - 1
         if n <= 0:
             raise InputError("expected a graph with at least one node (got an empty graph)")
         if ix.dim() != 1 or ix.dtype != torch.int64:
-            raise InputError(f"expected 'indices' to be a 1-D int64 tensor (got {_describe(ix)})")
+            raise InputError(f"expected 'indices' to be a 1-D int64 tensor (got {describe(ix)})")
         if int(ip[0]) != 0 or int(ip[-1]) != ix.numel():
             raise InputError(
                 f"expected 'indptr' to start at 0 and end at len(indices)={ix.numel()} "
@@ -321,14 +130,14 @@ class Graph:
             if value is None:
                 continue
             given = True
-            value = _as_tensor(name, value)
+            value = as_tensor(name, value)
             if value.dtype != dtype or value.dim() != dims or value.layout != torch.strided:
                 shape = "[E]" if dims == 1 else "[E, d]"
-                raise InputError(f"expected '{name}' to be a dense {dtype} tensor {shape} (got {_describe(value)})")
+                raise InputError(f"expected '{name}' to be a dense {dtype} tensor {shape} (got {describe(value)})")
             if value.shape[0] != e:
                 raise InputError(f"expected '{name}' to have one row per edge, {e} rows (got {value.shape[0]})")
             if dims == 2 and value.shape[1] == 0:
-                raise InputError(f"expected 'edge_attr' to have at least one column (got {_describe(value)})")
+                raise InputError(f"expected 'edge_attr' to have at least one column (got {describe(value)})")
             if dtype.is_floating_point and value.numel() and not bool(torch.isfinite(value).all()):
                 bad = int((~torch.isfinite(value)).sum())
                 raise InputError(f"expected finite values in '{name}' (got {bad} NaN or infinite entries)")
@@ -352,15 +161,15 @@ class Graph:
     def _check_features(self) -> None:
         x, n = self.x, self.num_nodes
         if x.layout not in (torch.strided, torch.sparse_csr):
-            raise InputError(f"expected 'x' to be dense or sparse CSR (got {_describe(x)})")
+            raise InputError(f"expected 'x' to be dense or sparse CSR (got {describe(x)})")
         if x.dim() != 2:
-            raise InputError(f"expected 'x' to be two-dimensional [N, F] (got {_describe(x)})")
+            raise InputError(f"expected 'x' to be two-dimensional [N, F] (got {describe(x)})")
         if x.dtype != torch.float32:
-            raise InputError(f"expected 'x' to have dtype torch.float32 (got {_describe(x)})")
+            raise InputError(f"expected 'x' to have dtype torch.float32 (got {describe(x)})")
         if x.shape[0] != n:
             raise InputError(f"expected 'x' to have one row per node, {n} rows (got {x.shape[0]})")
         if x.shape[1] == 0:
-            raise InputError(f"expected 'x' to have at least one feature column (got {_describe(x)})")
+            raise InputError(f"expected 'x' to have at least one feature column (got {describe(x)})")
         vals = x.values() if x.layout == torch.sparse_csr else x
         rows = max(1, _FEATURE_BLOCK // max(1, vals[0].numel() if vals.dim() == 2 and len(vals) else 1))
         bad = 0  # checked in blocks of rows: a whole-matrix mask would be a quarter of the features
@@ -374,10 +183,10 @@ class Graph:
     def _check_labels(self) -> None:
         y, n = self.y, self.num_nodes
         if y.shape[:1] != (n,):
-            raise InputError(f"expected 'y' to have one row per node, {n} rows (got {_describe(y)})")
+            raise InputError(f"expected 'y' to have one row per node, {n} rows (got {describe(y)})")
         if y.dim() == 1:
             if y.dtype != torch.int64:
-                raise InputError(f"expected single-label 'y' to be int64 (got {_describe(y)})")
+                raise InputError(f"expected single-label 'y' to be int64 (got {describe(y)})")
             labelled = y[y >= 0]
             if labelled.numel() == 0:
                 raise InputError("expected at least one labelled node (got none: every label is -1)")
@@ -392,7 +201,7 @@ class Graph:
                 )
         elif y.dim() == 2:
             if y.dtype != torch.float32:
-                raise InputError(f"expected multi-label 'y' to be float32 0/1 (got {_describe(y)})")
+                raise InputError(f"expected multi-label 'y' to be float32 0/1 (got {describe(y)})")
             if not bool(((y == 0) | (y == 1)).all()):
                 raise InputError("expected multi-label 'y' to hold only 0 and 1 (got other values)")
             if self.num_classes is None:
@@ -402,7 +211,7 @@ class Graph:
                     f"expected multi-label 'y' with {self.num_classes} columns (got {y.shape[1]})"
                 )
         else:
-            raise InputError(f"expected 'y' to be [N] or [N, C] (got {_describe(y)})")
+            raise InputError(f"expected 'y' to be [N] or [N, C] (got {describe(y)})")
         if self.num_classes < 2 and y.dim() == 1:
             raise InputError(f"expected at least 2 classes (got num_classes={self.num_classes})")
 
@@ -411,7 +220,7 @@ class Graph:
         masks = {m: getattr(self, m) for m in ("train_mask", "val_mask", "test_mask")}
         for name, m in masks.items():
             if m.dtype != torch.bool or m.shape != (n,):
-                raise InputError(f"expected '{name}' to be a bool tensor of shape ({n},) (got {_describe(m)})")
+                raise InputError(f"expected '{name}' to be a bool tensor of shape ({n},) (got {describe(m)})")
             if not bool(m.any()):
                 raise InputError(f"expected '{name}' to select at least one node (got an empty mask)")
         names = list(masks)

@@ -32,8 +32,9 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from fullgraph.data import graph as _graph
-from fullgraph.data.graph import Graph, checked_edges, csr_from_sorted_keys, row_blocks, shrink_, unique_sorted_
+from fullgraph.data import edge_list as _edge_list
+from fullgraph.data.edge_list import checked_edges, csr_from_sorted_keys, row_blocks, shrink_, unique_sorted_
+from fullgraph.data.graph import Graph
 from fullgraph.ops.adjacency import normalized
 from fullgraph.ops.csr import indptr_from_counts, row_ids
 
@@ -167,7 +168,7 @@ def undirected_csr(src, dst, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor
     src, dst = checked_edges(src, dst, num_nodes)
     keys = np.empty(2 * src.size, dtype=np.int64)
     w = 0
-    step = _graph.EDGE_BLOCK
+    step = _edge_list.EDGE_BLOCK
     for a in range(0, src.size, step):
         s, d = src[a : a + step], dst[a : a + step]
         pair = s != d

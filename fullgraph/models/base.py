@@ -208,6 +208,13 @@ class GNN(nn.Module):
             h = [out[: block.num_dst] for out in outs]
         return self.post(h, block.dst_ids)
 
+    def check_edge_data(self, kinds=(), edge_width: int | None = None, num_relations: int | None = None) -> None:
+        """Refuse, in one line before training, edge data the model needs and the graph lacks (or has in
+        another width or number). ``kinds``: what the edges carry (a subset of ``("weight", "attr",
+        "type")``), ``edge_width`` the features' width, ``num_relations`` the graph's; or one
+        ``ops.edge_data.EdgeFacts`` that says all three. The built-in models read no edge data beyond
+        the weights the normalization folds into Â: they accept any (``PyGModel`` checks its convs)."""
+
     def param_groups(self, weight_decay: float, conv_weight_decay: float | None = None) -> list[dict]:
         """Optimizer groups; models with a separate decay for graph-layer weights override this."""
         return [{"params": [p for p in self.parameters() if p.requires_grad], "weight_decay": weight_decay}]

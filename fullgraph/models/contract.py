@@ -24,7 +24,9 @@ import torch
 
 from fullgraph.errors import InputError
 from fullgraph.ops import Block, SparseOp
-from fullgraph.ops.adjacency import normalized
+from fullgraph.ops.adjacency import normalized_data
+from fullgraph.ops.csr import row_ids
+from fullgraph.ops.edge_data import EdgeData, EdgeFacts
 
 __all__ = ["check_model", "probe_block"]
 
@@ -34,11 +36,13 @@ RTOL, ATOL = 1e-4, 1e-5
 """How close a permuted run must come: float32 sums in another order (tests/_equality.py, FLOAT32_CHAINED)."""
 
 
-def probe_block(norm: str, *, dst: int = DST, halo: int = HALO, seed: int = 0,
-                density: float = 0.3) -> tuple[Block, torch.Tensor]:
+def probe_block(norm: str, *, dst: int = DST, halo: int = HALO, seed: int = 0, density: float = 0.3,
+                edges: EdgeFacts = EdgeFacts()) -> tuple[Block, torch.Tensor]:
     """A random graph of ``dst + halo`` nodes cut as a part would be: the block of its first ``dst``
-    rows over all columns, normalized as ``norm`` asks on the whole graph (as a part's block is).
-    Returns the block and a permutation of its halo rows (the dst rows stay first)."""
+    rows over all columns, normalized as ``norm`` asks on the whole graph (as a part's block is),
+    its edges carrying random data of the kinds ``edges`` names (a conv that cannot run without
+    edge features or types needs them: ``PyGModel.edge_needs``). Returns the block and a
+    permutation of its halo rows (the dst rows stay first)."""
     rng = np.random.default_rng(seed)
     n = dst + halo
     a = sp.random(n, n, density=density / 2, random_state=rng, format="csr")  # symmetrized below
@@ -46,21 +50,32 @@ def probe_block(norm: str, *, dst: int = DST, halo: int = HALO, seed: int = 0,
     a.setdiag(0)
     a.eliminate_zeros()
     a.sort_indices()
-    ip, ix, vals = normalized(torch.from_numpy(a.indptr.astype(np.int64)), torch.from_numpy(a.indices.astype(np.int64)),
-                              norm)
-    full = sp.csr_matrix((vals.numpy(), ix.numpy(), ip.numpy()), shape=(n, n))
-    rows = full[:dst]
+    indptr, indices = torch.from_numpy(a.indptr.astype(np.int64)), torch.from_numpy(a.indices.astype(np.int64))
+    e, gen = indices.numel(), torch.Generator().manual_seed(seed)
+    data = EdgeData(torch.arange(e), weight=torch.rand(e, generator=gen) + 0.5 if "weight" in edges.kinds else None,
+                    attr=torch.randn(e, edges.width or 4, generator=gen) if "attr" in edges.kinds else None,
+                    type=torch.randint(0, edges.relations or 2, (e,), generator=gen) if "type" in edges.kinds else None,
+                    num_relations=(edges.relations or 2) if "type" in edges.kinds else None)
+    ip, ix, vals, data = normalized_data(indptr, indices, norm, data)
+    cut = int(ip[dst])  # the first dst rows, over every column
+    ids = torch.arange(n)
+    block = Block(SparseOp(ip[: dst + 1].clone(), ix[:cut], vals[:cut], (dst, n)), norm, src_ids=ids,
+                  dst_ids=ids[:dst], edata=data.take(torch.arange(cut)) if edges.kinds else None)
     perm = np.concatenate([np.arange(dst), dst + rng.permutation(halo)])
-    return _block(rows, norm, np.arange(n)), torch.from_numpy(perm)
+    return block, torch.from_numpy(perm)
 
 
-def _block(m: sp.csr_matrix, norm: str, src_ids: np.ndarray) -> Block:
-    m = m.tocsr()
-    m.sort_indices()
-    op = SparseOp(torch.from_numpy(m.indptr.astype(np.int64)), torch.from_numpy(m.indices.astype(np.int64)),
-                  torch.from_numpy(m.data.astype(np.float32)), m.shape)
-    ids = torch.from_numpy(src_ids.astype(np.int64))
-    return Block(op, norm, src_ids=ids, dst_ids=ids[: m.shape[0]])
+def _permuted(block: Block, perm: torch.Tensor) -> Block:
+    """``block`` with its src rows in the order ``perm`` (src row ``j`` is the old row ``perm[j]``) and
+    its columns renumbered alike, each row sorted again, the entries' edge data moved with them."""
+    inv = torch.empty_like(perm)
+    inv[perm] = torch.arange(perm.numel())
+    a = block.adj
+    cols = inv[a.indices]
+    order = torch.sort(row_ids(a.indptr) * a.shape[1] + cols).indices
+    return Block(SparseOp(a.indptr, cols[order], a.values[order], a.shape), block.norm,
+                 src_ids=block.src_ids[perm], dst_ids=block.dst_ids,
+                 edata=None if block.edata is None else block.edata.take(order))
 
 
 def check_model(model, *, distributed: bool) -> None:
@@ -69,11 +84,10 @@ def check_model(model, *, distributed: bool) -> None:
     check_layout = getattr(model, "check_layout", None)
     if check_layout is not None:
         check_layout(distributed)
-    block, perm = probe_block(model.norm)
-    rows = block.adj.indptr.numel() - 1
-    m = sp.csr_matrix((block.adj.values.numpy(), block.adj.indices.numpy(), block.adj.indptr.numpy()),
-                      shape=block.adj.shape)
-    permuted = _block(m[:, perm.numpy()], model.norm, block.src_ids.numpy()[perm.numpy()])
+    needs = getattr(model, "edge_needs", None)
+    block, perm = probe_block(model.norm, edges=needs if needs is not None else EdgeFacts())
+    rows = block.num_dst
+    permuted = _permuted(block, perm)
     gen = torch.Generator().manual_seed(0)
     was = model.training
     model.eval()

@@ -14,8 +14,12 @@ of its own; this is theirs where it exists, with the parameter-free skip of He e
 widths allow it.
 
 What cannot be made the same in every layout is refused before training, in one line
-(:meth:`PyGModel.check_layout`): randomness inside a conv (GAT's attention dropout, an MLP's
-dropout) and batch statistics inside a conv (GIN's default MLP) in a multi-process layout.
+(:meth:`PyGModel.check_layout`): randomness inside a conv (an MLP's dropout, the attention dropout of
+convs other than ``GATConv``, ``GATv2Conv`` and ``TransformerConv``, whose is keyed by edge:
+``models.pyg_layer``) and batch statistics inside a conv (GIN's default MLP) in a multi-process
+layout. Edge data a conv cannot run without (``GINEConv``'s features, ``RGCNConv``'s types) and the
+graph lacks, or has in another width or number, is refused before training too
+(:meth:`PyGModel.check_edge_data`).
 Convolutions that reach several hops inside one layer (``TAGConv``, ``SGConv``, ``APPNP``,
 ``ChebConv``, ...) are refused: written as one layer per hop, they run in every layout. Jumping
 knowledge reads every layer's output at the end, which a pipeline stage does not hold.
@@ -28,8 +32,10 @@ from torch import nn
 
 from fullgraph.errors import InputError
 from fullgraph.models.base import GNN, reads_every_layer_refusal
-from fullgraph.models.pyg_layer import MULTI_HOP, PyGLayer, conv_name, is_normalizing_gcn, out_width
+from fullgraph.models.pyg_layer import (EDGE_ARGS, KEYED_ATTENTION, MULTI_HOP, PyGLayer, conv_name,
+                                        is_normalizing_gcn, keyed_attention, out_width)
 from fullgraph.ops import Block
+from fullgraph.ops.edge_data import EdgeFacts
 
 __all__ = ["from_pyg", "adaptable", "PyGLayer", "PyGModel", "MULTI_HOP"]
 
@@ -104,19 +110,20 @@ class PyGModel(GNN):
 
     def check_layout(self, distributed: bool) -> None:
         """Refuse, in one line, what would make a multi-process run differ from one process: random
-        draws inside a conv (they cannot be keyed by node id) and batch statistics inside a conv
+        draws inside a conv that are not keyed (an MLP's dropout; the attention dropout of convs other
+        than those of ``KEYED_ATTENTION``, whose is keyed by edge) and batch statistics inside a conv
         (over a part's rows only)."""
         if not distributed:
             return
         for i, layer in enumerate(self.layers):
             name = conv_name(layer.conv)
             p = getattr(layer.conv, "dropout", 0.0)
-            if isinstance(p, float) and p > 0:
+            if isinstance(p, float) and p > 0 and not keyed_attention(layer.conv):
                 raise InputError(f"expected dropout=0 inside {name} (layer {i}) in a multi-process layout (got "
-                                 f"{name}(dropout={p})): its draws cannot be keyed by node id, so each process would "
-                                 f"drop differently; set dropout=0 on the conv and give the dropout between layers to "
-                                 f"from_pyg(convs, dropout=p), where it is keyed (PyG's GAT model puts its dropout "
-                                 f"into every GATConv)")
+                                 f"{name}(dropout={p})): its draws cannot be keyed by node or edge, so each process "
+                                 f"would drop differently; set dropout=0 on the conv and give the dropout between "
+                                 f"layers to from_pyg(convs, dropout=p), where it is keyed (attention dropout is "
+                                 f"keyed in {', '.join(KEYED_ATTENTION)})")
             for mod_name, mod in layer.conv.named_modules():
                 if isinstance(mod, nn.Dropout) and mod.p > 0:
                     raise InputError(f"expected no dropout inside {name} (layer {i}) in a multi-process layout (got "
@@ -125,6 +132,57 @@ class PyGModel(GNN):
                     raise InputError(f"expected no BatchNorm inside {name} (layer {i}) in a multi-process layout (got "
                                      f"{mod_name}: {type(mod).__name__}, whose statistics would cover one part's "
                                      f"rows): build its MLP with norm=None, and put BatchNorm between the layers")
+
+    @property
+    def edge_needs(self) -> EdgeFacts:
+        """The edge data some conv cannot run without: the kinds (``attr``, ``type``), the features'
+        width and the fewest relations any conv has weights for (``None`` where no conv says). A probe
+        block (``models.contract``) must carry such data for these convs to run on it."""
+        kinds, width, relations = [], None, None
+        for layer in self.layers:
+            for kind, want in layer._needs.items():
+                kinds += [kind] if kind not in kinds else []
+                if kind == "attr" and width is None:
+                    width = want
+                if kind == "type" and want is not None:
+                    relations = want if relations is None else min(relations, want)
+        order = ("weight", "attr", "type")
+        return EdgeFacts(tuple(sorted(kinds, key=order.index)), width, relations)
+
+    def check_edge_data(self, kinds: EdgeFacts | tuple[str, ...] = (), edge_width: int | None = None,
+                        num_relations: int | None = None) -> None:
+        """Refuse, in one line, a conv that needs edge data the graph lacks, or has in another width
+        (``GATConv(edge_dim=8)`` on 3 edge features) or with more relations than the conv has weights
+        for (``RGCNConv(num_relations=4)`` on 6). ``kinds``: what the edges carry (``Graph.edge_kinds``,
+        a subset of ``("weight", "attr", "type")``; ``edge_weight`` ... are read too) with ``edge_width``
+        the features' width and ``num_relations`` the graph's; or one ``EdgeFacts`` that says all three.
+        Data a conv does not read is left unread (a weight given to ``GATConv``)."""
+        facts = _edge_facts(kinds, edge_width, num_relations)
+        for i, layer in enumerate(self.layers):
+            name = conv_name(layer.conv)
+            for kind, want in layer._needs.items():
+                arg = EDGE_ARGS[kind]
+                what = {"attr": "features", "type": "types"}[kind]
+                if kind not in facts.kinds:
+                    carried = ", ".join(EDGE_ARGS[k] for k in facts.kinds) or "no data"
+                    raise InputError(f"expected edge {what} ({arg}) for {name} (layer {i}), which cannot run without "
+                                     f"them (got edges that carry {carried}): give the graph its {arg} "
+                                     f"(Graph.from_edges(..., {arg}=...)), or use a conv that reads no edge {what}")
+                if kind == "attr" and want is not None and facts.width is not None and facts.width != want:
+                    raise InputError(f"expected edge features of width {want} for {name} (layer {i}) (got "
+                                     f"{facts.width} per edge): build the conv for {facts.width} edge features "
+                                     f"(edge_dim={facts.width})")
+                if kind == "type" and want is not None and facts.relations is not None and facts.relations > want:
+                    raise InputError(f"expected at most {want} relations for {name} (layer {i}, num_relations="
+                                     f"{want}) (got a graph with {facts.relations}): build the conv with "
+                                     f"num_relations={facts.relations}")
+
+
+def _edge_facts(kinds, width, relations) -> EdgeFacts:
+    if isinstance(kinds, EdgeFacts):
+        return kinds
+    named = tuple(k[len("edge_"):] if k.startswith("edge_") else k for k in kinds)
+    return EdgeFacts(named, width, relations)
 
 
 def from_pyg(model: nn.Module | list[nn.Module], *, act: str | nn.Module | None = "relu",

@@ -19,6 +19,22 @@ activation, dropout (or activation first). Dropout is keyed by global node id (`
 every layout drops the same entries; the statistics of a BatchNorm and of PyG's
 ``LayerNorm(mode='graph')`` are summed over the processes that hold a layer's rows (``Block.reduce``).
 
+Edge data (``Block.edge_weight``, ``edge_attr``, ``edge_type``, in the block's CSR order, the order of
+``block.edges()``) goes to every conv whose ``forward`` takes it (``edge_weight``, ``edge_attr``,
+``edge_type``: ``GraphConv``, ``GCNConv(normalize=False)``, ``GATConv``, ``GINEConv``, ``NNConv``,
+``RGCNConv``, ...); a normalizing ``GCNConv`` finds the weights in the block's Â already. What a conv
+cannot do without (``GINEConv``'s features, ``GATConv(edge_dim=d)``'s, ``RGCNConv``'s types) is said by
+:func:`edge_needs` and refused before training (``PyGModel.check_edge_data``).
+
+Attention dropout inside ``GATConv``, ``GATv2Conv`` and ``TransformerConv`` (``dropout=p``) is keyed
+during a keyed training step: the conv's own is set to 0 for the call, and each message
+``alpha_e * value_e`` ``[E', heads, C]`` is multiplied by ``keep[e, head] / (1 - p)`` — dropout on
+alpha, since the messages are linear in it — with ``keep`` a hash of the edge's two global node
+ids, the head, the layer's dropout site, the seed and the epoch (``ops.dropout.keyed_edge_keep``).
+The edges are those the conv passes on (``GATConv``'s appended self loops included, keyed ``(v, v)``),
+read from its ``propagate``. Every layout thus drops the same attention entries. Outside a keyed step
+PyG's own dropout runs.
+
 Sparse input features (a ``SparseOp``) go through the conv's first linear map as a sparse
 product where that map comes first (``GCNConv``, ``SAGEConv``) and through the residual's
 projection; other convs get the block's rows densified.
@@ -27,6 +43,7 @@ projection; other convs get the block's rows densified.
 from __future__ import annotations
 
 import inspect
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -35,9 +52,11 @@ from torch.nn import functional as F
 from fullgraph.errors import InputError
 from fullgraph.models.base import GraphLayer
 from fullgraph.ops import Block, SparseOp, dropout, matmul, spmm
+from fullgraph.ops.dropout import current_key, keyed_edge_keep
 from fullgraph.ops.norm import batch_norm_over, graph_layer_norm_over
 
-__all__ = ["PyGLayer", "MULTI_HOP", "ACTIVATIONS", "conv_name", "in_width", "out_width", "is_normalizing_gcn"]
+__all__ = ["PyGLayer", "MULTI_HOP", "ACTIVATIONS", "EDGE_ARGS", "KEYED_ATTENTION", "conv_name", "in_width",
+           "out_width", "is_normalizing_gcn", "edge_args", "edge_needs", "keyed_attention"]
 
 MULTI_HOP = ("TAGConv", "SGConv", "SSGConv", "APPNP", "ChebConv", "MixHopConv", "ARMAConv", "DNAConv")
 """Convolutions whose aggregation reaches beyond one hop within one layer: refused, with advice."""
@@ -45,6 +64,13 @@ MULTI_HOP = ("TAGConv", "SGConv", "SSGConv", "APPNP", "ChebConv", "MixHopConv", 
 PYG_WHOLE_GRAPH = "graph"
 """PyG ``LayerNorm``'s default mode: one mean and variance over every entry of every node (a PyG word,
 not a ``--parallel`` layout); fullgraph calls that norm kind ``whole``."""
+
+EDGE_ARGS = {"weight": "edge_weight", "attr": "edge_attr", "type": "edge_type"}
+"""Each kind of edge data (``ops.edge_data.EDGE_FIELDS``) by the name of the ``forward`` argument (and of
+the ``Block`` property) that carries it, as PyG names them."""
+
+KEYED_ATTENTION = ("GATConv", "GATv2Conv", "TransformerConv")
+"""Convolutions whose attention dropout (``dropout=p``) is keyed in a keyed training step (module docstring)."""
 
 ACTIVATIONS = {"relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU, "leaky_relu": nn.LeakyReLU, "tanh": nn.Tanh,
                "sigmoid": nn.Sigmoid, "silu": nn.SiLU}
@@ -91,6 +117,55 @@ def out_width(conv, why: str = "to size its norm", instead: str = "pass the norm
         raise InputError(f"expected {conv_name(conv)} to have out_channels {why} (got {width!r}): build it with "
                          f"its output width, or {instead}")
     return width * heads if concat else width
+
+
+def edge_args(conv) -> tuple[str, ...]:
+    """The kinds of edge data the conv's ``forward`` takes (``weight``, ``attr``, ``type``), by its signature
+    (what PyG's ``BasicGNN`` says with ``supports_edge_weight`` / ``supports_edge_attr``); features not
+    to a conv built with ``edge_dim=None``, which reads none (``GATv2Conv`` would fail on them)."""
+    params = inspect.signature(type(conv).forward).parameters
+    reads_no_features = hasattr(conv, "edge_dim") and getattr(conv, "edge_dim") is None  # GATv2Conv would fail
+    return tuple(k for k, arg in EDGE_ARGS.items() if arg in params and not (k == "attr" and reads_no_features))
+
+
+def _first_in_features(module) -> int | None:
+    first = next((m for m in module.modules() if hasattr(m, "weight")
+                  and (hasattr(m, "in_features") or hasattr(m, "in_channels"))), None)
+    width = getattr(first, "in_features", getattr(first, "in_channels", None))
+    return width if isinstance(width, int) and width > 0 else None
+
+
+def edge_needs(conv) -> dict[str, int | None]:
+    """The edge data the conv cannot run without: ``{"attr": width, "type": relations}`` (a value
+    ``None``: any width). ``GINEConv`` (features of its ``edge_dim``, else of its input's width),
+    ``NNConv`` (features of its network's input width), a conv built with an int ``edge_dim``
+    (``GATConv``, ``GATv2Conv``, ``TransformerConv``, ...), ``RGCNConv`` and ``FastRGCNConv`` (types, at
+    most ``num_relations``), another conv that takes types with ``num_relations > 1``. A weight is
+    never needed: a conv without one weighs every edge 1."""
+    from torch_geometric.nn import FastRGCNConv, GINEConv, NNConv, RGCNConv
+
+    takes, needs = edge_args(conv), {}
+    if "attr" in takes:
+        if isinstance(conv, GINEConv):
+            lin = conv.lin
+            needs["attr"] = in_width(conv) if lin is None else (lin.in_channels if lin.in_channels > 0 else None)
+        elif isinstance(conv, NNConv):
+            needs["attr"] = _first_in_features(conv.nn)
+        elif isinstance(getattr(conv, "edge_dim", None), int) and not isinstance(conv.edge_dim, bool):
+            needs["attr"] = conv.edge_dim if conv.edge_dim > 0 else None
+    if "type" in takes:
+        r = getattr(conv, "num_relations", None)
+        if isinstance(conv, (RGCNConv, FastRGCNConv)) or (isinstance(r, int) and r > 1):
+            needs["type"] = r if isinstance(r, int) else None
+    return needs
+
+
+def keyed_attention(conv) -> bool:
+    """Whether the conv's attention dropout is keyed (PyG's own ``GATConv``, ``GATv2Conv`` or
+    ``TransformerConv``, not a subclass, whose messages may be other than ``alpha * value``)."""
+    import torch_geometric.nn as pyg_nn
+
+    return any(type(conv) is getattr(pyg_nn, name) for name in KEYED_ATTENTION)
 
 
 def _check_conv(conv) -> None:
@@ -235,6 +310,9 @@ class PyGLayer(GraphLayer):
         self.act_first, self.p, self.last = act_first, 0.0 if last else float(dropout), last
         self._fast = _fast_path(conv)
         self._pair = _takes_pair(conv)
+        self._edge_args = edge_args(conv)
+        self._needs = edge_needs(conv)
+        self._keyed_attention = keyed_attention(conv)
 
     def compute(self, block: Block, h, h0=None) -> torch.Tensor:
         out = self._conv(block, h)
@@ -251,12 +329,58 @@ class PyGLayer(GraphLayer):
         return dropout(out, self.p, self.training, rows=block.dst_ids, site=self.dropout_site)
 
     def _conv(self, block: Block, h) -> torch.Tensor:
-        if self._fast is not None:
+        if self._fast is not None:  # a normalizing GCNConv: the weights are in the block's Â already
             return self._fast(self.conv, block, h)
         h = _dense(h)
         src, dst = block.edges()
         edge_index = torch.stack([src, dst])
+        edges = self._edge_data(block)
         n = block.num_dst
-        if self._pair:
-            return self.conv((h, h[:n]), edge_index)
-        return self.conv(h, edge_index)[:n]
+        with self._attention_dropout(block):
+            if self._pair:
+                return self.conv((h, h[:n]), edge_index, **edges)
+            return self.conv(h, edge_index, **edges)[:n]
+
+    def _edge_data(self, block: Block) -> dict:
+        """The block's edge data the conv takes, by argument name, in the order of ``block.edges()``."""
+        edges = {}
+        for kind in self._edge_args:
+            value = getattr(block, EDGE_ARGS[kind])
+            if value is not None:
+                edges[EDGE_ARGS[kind]] = value
+            elif kind in self._needs:
+                what = {"attr": "features (edge_attr)", "type": "types (edge_type)"}[kind]
+                raise InputError(f"expected edge {what} for {conv_name(self.conv)} (got a block whose edges carry "
+                                 f"none): give the graph its edge {what.split()[0]} (Graph.from_edges(..., "
+                                 f"{EDGE_ARGS[kind]}=...)), or use a conv that reads none")
+        return edges
+
+    @contextmanager
+    def _attention_dropout(self, block: Block):
+        """Keyed attention dropout for the call, in a keyed training step (module docstring)."""
+        conv = self.conv
+        p = getattr(conv, "dropout", 0.0) if self._keyed_attention else 0.0
+        key = current_key()
+        if not (p > 0 and conv.training and key is not None and self.dropout_site is not None):
+            yield
+            return
+        site, scale, seen = self.dropout_site, 1.0 / (1.0 - p), {}
+
+        def take_edges(module, inputs):  # propagate's edge_index: the block's edges and the conv's own loops
+            seen["edges"] = inputs[0]
+
+        def drop(module, inputs, out):  # out: alpha * value, [E', heads, C]
+            s, d = seen["edges"][0], seen["edges"][1]
+            s = s if block.src_ids is None else block.src_ids[s]
+            d = d if block.dst_ids is None else block.dst_ids[d]
+            keep = keyed_edge_keep(s, d, out.shape[1], p, key, site)
+            return out * keep.unsqueeze(-1) * scale
+
+        handles = [conv.register_propagate_forward_pre_hook(take_edges), conv.register_message_forward_hook(drop)]
+        conv.dropout = 0.0
+        try:
+            yield
+        finally:
+            conv.dropout = p
+            for handle in handles:
+                handle.remove()

@@ -89,8 +89,8 @@ class Block:
 
     @property
     def edge_ids(self) -> torch.Tensor | None:
-        """int64 ``[entries]``: each entry's global edge id (``-1 - v`` on a loop added at ``v``): the
-        key of edge and attention dropout, alike in every layout. ``None`` where edges carry no data."""
+        """int64 ``[entries]``: each entry's global edge id (``-1 - v`` on a loop added at ``v``), the
+        same in every layout. ``None`` where edges carry no data."""
         return None if self.edata is None else self.edata.eid
 
     def edge_sums(self) -> EdgeSums:

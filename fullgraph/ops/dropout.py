@@ -32,7 +32,7 @@ import torch
 from fullgraph.ops.sparse import SparseOp
 
 __all__ = ["DropoutKey", "dropout", "keep_mask", "keyed_dropout", "keyed_rows", "keyed_uniform",
-           "current_key"]
+           "keyed_edge_keep", "current_key"]
 
 
 class DropoutKey(NamedTuple):
@@ -134,6 +134,33 @@ def keyed_uniform(rows: torch.Tensor, num_cols: int, key: DropoutKey, site: int,
     out = torch.empty((rows.numel(), num_cols), dtype=torch.float32, device=rows.device)
     return _keyed_fill(rows, num_cols, key, site, out,
                        lambda bits, o: torch.mul((bits >> 8) & 0xFFFFFF, 2.0 ** -24, out=o), col0)
+
+
+_EDGE_SITES, _EDGE_COLS = 1 << 40, 1 << 41
+"""Offsets of the sites whose keys hash edges: apart from the row masks' sites (small integers), so
+an edge's mask and a row's at the same layer are drawn from unrelated keys."""
+_K_HIGH, _K_DST = _int32(0x9E3779B1), _int32(0x61C88647)
+
+
+def _id_hash(ids: torch.Tensor, k: int, mult: int) -> torch.Tensor:
+    """A well-mixed int32 hash of int64 ids, all 64 bits of them (the low word, then the high one)."""
+    ids = ids.to(torch.int64)
+    h = _fmix32(ids.to(torch.int32) * mult ^ k)  # .to(int32) keeps the low 32 bits
+    return _fmix32(h + (ids >> 32).to(torch.int32) * _K_HIGH)
+
+
+def keyed_edge_keep(src: torch.Tensor, dst: torch.Tensor, num_cols: int, p: float, key: DropoutKey,
+                    site: int) -> torch.Tensor:
+    """The bool keep mask ``[E, num_cols]`` of the edges ``src[e] -> dst[e]`` (global node ids) at
+    dropout site ``site``: a hash of ``(seed, epoch, site, src, dst, column)``, so an edge is dropped
+    alike wherever it is held (attention dropout, ``models.pyg_layer``). The two ends are hashed
+    apart, each over its 64 bits with a key of its own (``u -> v`` and ``v -> u`` differ), then
+    together, then with the column as a row mask's entries are."""
+    ks, kd = _site_keys(key, site + _EDGE_SITES)
+    kc = _site_keys(key, site + _EDGE_COLS)[0]
+    e = _fmix32(_id_hash(src, ks, _K_ROW) ^ _id_hash(dst, kd, _K_DST))
+    c = _col_hash(torch.arange(num_cols, dtype=torch.int32, device=e.device), kc)
+    return _fmix32(e[:, None] + c[None, :]) >= _threshold(p)
 
 
 def _keyed_sparse_keep(x: SparseOp, rows: torch.Tensor, p: float, key: DropoutKey, site: int) -> torch.Tensor:

@@ -6,13 +6,15 @@ with the entries wherever those go: a part's local CSR, a pipeline chunk, a samp
 an SpMM block row. Every such path cuts entries by positions (``csr_rows``), masks and sorts; it
 does the same to the edge data with :meth:`EdgeData.take`, so the data cannot fall out of step.
 
-``eid`` is each entry's **global edge id**: its position in the whole graph's CSR. Edge dropout and
-attention dropout are keyed by it (as node dropout is keyed by global node id), so an edge is
-dropped alike in every layout. The self loops a normalization adds (``gcn``, ``self-loops``) are no
-edge of the graph: their ``eid`` is ``-1 - v`` for the loop at node ``v`` (unique, and never a real
-edge id), their weight 1 (PyG's ``add_remaining_self_loops`` fill), their features the mean of the
-node's in-edges' features (PyG's ``add_self_loops(fill_value="mean")``) and their type
-``num_relations`` (a relation of their own, past the graph's).
+``eid`` is each entry's **global edge id**: its position in the whole graph's CSR, the same in every
+layout (the tests check each block's data against the graph's by it). Attention dropout is keyed by
+the edge's global ends instead (``ops.dropout.keyed_edge_keep``): that key exists in every block,
+with or without edge data, and covers the self loops a PyG conv appends itself. The self loops a
+normalization adds (``gcn``, ``self-loops``) are no edge of the graph: their ``eid`` is ``-1 - v``
+for the loop at node ``v`` (unique, and never a real edge id), their weight 1 (PyG's
+``add_remaining_self_loops`` fill), their features the mean of the node's in-edges' features (PyG's
+``add_self_loops(fill_value="mean")``) and their type ``num_relations`` (a relation of their own,
+past the graph's).
 """
 
 from __future__ import annotations

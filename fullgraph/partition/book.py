@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fullgraph.data.graph import EDGE_BLOCK, Graph, row_blocks, shrink_, unique_sorted_
+from fullgraph.data.edge_list import EDGE_BLOCK, row_blocks, shrink_, unique_sorted_
+from fullgraph.data.graph import Graph
 from fullgraph.data.preprocess import self_loop_positions
 from fullgraph.errors import InputError
 from fullgraph.ops.csr import csr_rows, indptr_from_counts, row_ids, take_rows

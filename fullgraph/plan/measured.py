@@ -24,6 +24,7 @@ import torch
 
 from fullgraph.models import MemoryModel, build_model
 from fullgraph.models.contract import probe_block
+from fullgraph.ops.edge_data import EdgeFacts
 from fullgraph.ops.dropout import keyed_dropout
 
 __all__ = ["measured_memory", "measured_rates", "PROBES"]
@@ -52,7 +53,9 @@ def measured_rates(name: str, options: str, features: int, classes: int, recompu
     model.train()
     rows, kept = [], []
     for i, (dst, extra, degree) in enumerate(PROBES[halo]):
-        block, _ = probe_block(model.norm, dst=dst, halo=extra, seed=i, density=degree / (dst + extra))
+        needs = getattr(model, "edge_needs", None)
+        block, _ = probe_block(model.norm, dst=dst, halo=extra, seed=i, density=degree / (dst + extra),
+                               edges=needs if needs is not None else EdgeFacts())
         x = torch.randn(dst + extra, features)
         fetch = (lambda h, k=extra: torch.cat([h, h[:k] * 1.0])) if extra else None  # stands for the halo exchange
         rows.append((dst, extra, block.adj.nnz))

@@ -137,9 +137,9 @@ class Trainer:
         self.estimated_peak = self._check_memory()
         torch.manual_seed(cfg.optimization.seed)  # the same initial weights on every rank
         self.model = self.run_model.build(e.in_dim, e.num_classes)
+        check_edge_data(cfg, self.model, e)  # edge data the model reads and its layers will not get
         check_model(self.model, distributed=e.world_size > 1)
         check_model_layout(cfg, self.model)  # what a user's model reveals once built (jumping knowledge)
-        check_edge_data(cfg, self.model, e)  # edge data the model reads and its layers will not get
         reset_peak(e.device)  # the peak reported is this run's, from the model on
         self.model.to(e.device)
         if self.run_model.obj is not None:  # built by the caller, in each rank: rank 0's initial weights for all

@@ -206,7 +206,7 @@ def random_graph(n, m, seed, dtype=np.int64):
 
 @pytest.mark.parametrize("n,m", [(7, 60), (300, 5000), (5000, 3000)])
 def test_structure_passes_match_scipy(monkeypatch, n, m):
-    import fullgraph.data.graph as graph_mod
+    import fullgraph.data.edge_list as graph_mod
 
     monkeypatch.setattr(graph_mod, "EDGE_BLOCK", 64)  # many blocks, so that block edges are exercised
     src, dst = random_graph(n, m, seed=n)

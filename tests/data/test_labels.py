@@ -18,7 +18,7 @@ from fullgraph import Graph, InputError
 from fullgraph.cli import main
 from fullgraph.data.formats import load_native, load_npz_shchur, write_native
 from fullgraph.data.formats.edgelist import load_edgelist_folder
-from fullgraph.data.graph import MIN_EMPTY_CLASSES, check_inferred_classes, used_classes
+from fullgraph.data.labels import MIN_EMPTY_CLASSES, check_inferred_classes, used_classes
 from fullgraph.data.safe_pickle import load_npz_with_objects
 from fullgraph.data.synthetic import planted_partition
 from fullgraph.parallel.engine import Engine

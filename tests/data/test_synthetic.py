@@ -45,7 +45,7 @@ def test_rmat_stream_is_pinned():
 
 
 def test_generation_does_not_depend_on_block_sizes(monkeypatch):
-    import fullgraph.data.graph as graph_mod
+    import fullgraph.data.edge_list as graph_mod
     import fullgraph.data.synthetic as synthetic_mod
 
     a = rmat(11, 30000, num_features=5, seed=4)

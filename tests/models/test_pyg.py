@@ -97,7 +97,8 @@ def test_convs_that_cannot_be_adapted_are_refused(build, words):
 
 
 @pytest.mark.parametrize("build, words", [
-    (lambda: [GATConv(8, 4, heads=2, dropout=0.3), GATConv(8, 4)], "dropout=0 inside GATConv"),
+    (lambda: [GATConv(8, 4, heads=2, dropout=0.3), GATConv(8, 4)], None),  # attention dropout: keyed by edge
+    (lambda: GAT(8, 8, 2, 4, dropout=0.3), None),  # PyG's GAT puts its dropout into every GATConv: keyed too
     (lambda: GraphSAGE(8, 8, 2, 4, norm="batch_norm"), None),  # BatchNorm between the convs: fine
     (lambda: GIN(8, 8, 2, 4, norm="batch_norm"), "no BatchNorm inside GINConv"),  # PyG puts it in the MLP too
     (lambda: [GINConv(nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8))), GINConv(nn.Linear(8, 4))],

@@ -62,7 +62,7 @@ def _same_part(p, q) -> bool:
 
 @pytest.mark.parametrize("method", ["metis", "random"])
 def test_the_book_does_not_depend_on_the_edge_block_size(small, directed, method, monkeypatch):
-    import fullgraph.data.graph as graph_mod
+    import fullgraph.data.edge_list as graph_mod
     import fullgraph.partition.book as book_mod
 
     for g in (small, directed):

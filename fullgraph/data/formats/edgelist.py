@@ -30,7 +30,7 @@ refused rather than one picked silently.
 
 Class ids run from 0 to C-1: without ``num_classes``, C is the largest label + 1, and labels that
 leave most of those classes without a node (a typo such as ``1000`` among 0..3) are refused
-(:func:`fullgraph.data.graph.check_inferred_classes`).
+(:func:`fullgraph.data.labels.check_inferred_classes`).
 
 Node ids run from 0 to N-1 with N = the number of label rows. Edges are kept as given (directed);
 ``datasets.preprocess`` symmetrizes. Every malformed line is reported with its file and line.
@@ -45,7 +45,9 @@ import scipy.sparse as sp
 import torch
 
 from fullgraph.data.formats._common import _is_number_row, features_to_torch, load_array, mask_from_ids, read_table
-from fullgraph.data.graph import Graph, check_inferred_classes, csr_with_edge_data, used_classes
+from fullgraph.data.edge_list import csr_with_edge_data
+from fullgraph.data.graph import Graph
+from fullgraph.data.labels import check_inferred_classes, used_classes
 from fullgraph.data.splits import per_class_split
 from fullgraph.errors import InputError
 
