@@ -83,13 +83,16 @@ def block_adjacency(indptr: torch.Tensor, indices: torch.Tensor, norm: str,
 
 
 def block_adjacency_data(indptr: torch.Tensor, indices: torch.Tensor, norm: str, degree: torch.Tensor,
-                         edata: EdgeData | None = None, node_ids: torch.Tensor | None = None):
+                         edata: EdgeData | None = None, node_ids: torch.Tensor | None = None,
+                         loop_weight: torch.Tensor | None = None):
     """:func:`block_adjacency` of a block whose entries carry ``edata`` (or none): ``(indptr,
     indices, values, edata)``, the last aligned with the result's entries (``None`` without).
 
     With weights, ``degree`` is the float :func:`weighted_in_degree` of every column's node (loops
     excluded for ``gcn``) and the values are weighted (module docstring). ``node_ids``: the global id
-    of each row's node, the key of the loop added there (default ``0..n-1``)."""
+    of each row's node, the key of the loop added there (default ``0..n-1``). ``loop_weight``: the
+    weight of the loop added at each node of a square block (default 1; a stored loop's own weight,
+    as PyG's ``add_remaining_self_loops`` keeps it)."""
     check_norm(norm)
     ip, cols = indptr.numpy(), indices.numpy()
     n = ip.size - 1
@@ -108,7 +111,8 @@ def block_adjacency_data(indptr: torch.Tensor, indices: torch.Tensor, norm: str,
     if weight is not None and norm != "self-loops":
         _check_weighted_degree(deg, counts, norm, n)
     if norm == "gcn":  # the loop adds one to every degree; float32 throughout, as the kernels read it
-        dinv = (1.0 / np.sqrt((deg + 1).astype(np.float32))).astype(np.float32)
+        loop = 1 if loop_weight is None else loop_weight.numpy()
+        dinv = (1.0 / np.sqrt((deg + loop).astype(np.float32))).astype(np.float32)
         vals = np.repeat(dinv[:n], counts)
         vals *= dinv[cols]
     elif norm == "mean":
@@ -124,7 +128,8 @@ def block_adjacency_data(indptr: torch.Tensor, indices: torch.Tensor, norm: str,
         else:
             loops = torch.from_numpy(is_loop)
             nodes = torch.arange(n) if node_ids is None else node_ids[:n]
-            out = edata.with_loops(torch.arange(edata.num_entries), loops, row_ids(torch.from_numpy(ip)), nodes)
+            out = edata.with_loops(torch.arange(edata.num_entries), loops, row_ids(torch.from_numpy(ip)), nodes,
+                                   loop_weight)
         if weight is not None:
             vals *= out.weight.numpy()
     return torch.from_numpy(ip), torch.from_numpy(cols), torch.from_numpy(vals), out
@@ -152,13 +157,19 @@ def normalized_data(indptr: torch.Tensor, indices: torch.Tensor, norm: str, edat
     """:func:`normalized` of a graph whose edges carry ``edata``: ``(indptr, indices, values, edata)``.
 
     Such a graph's rows are sorted without repeats already (``Graph`` checks it), so only the self
-    loops that ``gcn`` and ``self-loops`` replace are dropped (with their data)."""
+    loops that ``gcn`` and ``self-loops`` replace are dropped, with their data; a dropped loop's
+    weight becomes the weight of the loop added at its node (PyG's ``add_remaining_self_loops``)."""
     check_norm(norm)
+    loop_weight = None
     if norm != "mean":
-        keep = indices != row_ids(indptr)
+        rows = row_ids(indptr)
+        keep = indices != rows
         if not bool(keep.all()):
+            if edata.weight is not None:
+                loop_weight = torch.ones(indptr.numel() - 1, dtype=edata.weight.dtype)
+                loop_weight[rows[~keep]] = edata.weight[~keep]
             indptr = indptr_from_counts(torch.zeros(indptr.numel() - 1, dtype=torch.int64).index_add_(
                 0, row_ids(indptr)[keep], torch.ones(int(keep.sum()), dtype=torch.int64)))
             indices, edata = indices[keep], edata.take(keep)
     degree = indptr.diff() if edata.weight is None else weighted_in_degree(indptr, edata.weight)
-    return block_adjacency_data(indptr, indices, norm, degree, edata)
+    return block_adjacency_data(indptr, indices, norm, degree, edata, loop_weight=loop_weight)

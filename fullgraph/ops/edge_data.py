@@ -112,7 +112,7 @@ class EdgeData:
                        type=move(self.type))
 
     def with_loops(self, kept: torch.Tensor, is_loop: torch.Tensor, rows: torch.Tensor,
-                   loop_nodes: torch.Tensor) -> "EdgeData":
+                   loop_nodes: torch.Tensor, loop_weight: torch.Tensor | None = None) -> "EdgeData":
         """The data of a CSR into which one self loop per row was inserted (built on the CPU).
 
         Args:
@@ -120,6 +120,7 @@ class EdgeData:
             is_loop: bool ``[E']``, which entries of the new CSR are the added loops (one per row).
             rows: int64 ``[E']``, the row of every entry of the new CSR.
             loop_nodes: global node id of each row's node, in row order (the loops' keys).
+            loop_weight: each loop's weight, in row order (default 1).
         """
         e, old = is_loop.numel(), self.take(kept)
         real = ~is_loop
@@ -138,6 +139,6 @@ class EdgeData:
             sums = torch.zeros(n, old.attr.shape[1], dtype=torch.float64).index_add_(0, rows[real], old.attr.double())
             count = torch.bincount(rows[real], minlength=n).clamp(min=1).unsqueeze(1)
             attr_fill = (sums / count).to(old.attr.dtype)
-        return replace(self, eid=fill(old.eid, loop_eid(loop_nodes)), weight=fill(old.weight, 1.0),
+        return replace(self, eid=fill(old.eid, loop_eid(loop_nodes)), weight=fill(old.weight, 1.0 if loop_weight is None else loop_weight),
                        attr=fill(old.attr, attr_fill),
                        type=fill(old.type, int(self.num_relations or 0)))

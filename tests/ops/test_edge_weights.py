@@ -82,3 +82,22 @@ def test_fingerprint_covers_edge_data():
     b, _, _ = graph(W * 2)
     c, _, _ = graph()
     assert len({a.fingerprint(), b.fingerprint(), c.fingerprint()}) == 3
+
+
+def test_a_stored_loops_weight_is_kept_as_pyg_keeps_it():
+    """PyG's ``gcn_norm`` adds loops only where none is stored (``add_remaining_self_loops``): a stored
+    loop keeps its weight; the others get 1."""
+    pytest.importorskip("torch_geometric")
+    from torch_geometric.nn.conv.gcn_conv import gcn_norm
+
+    src = torch.tensor([0, 1, 1, 2, 2, 0, 3, 1, 2])
+    dst = torch.tensor([1, 0, 2, 1, 0, 2, 1, 3, 2])  # the last edge: a loop at 2
+    w = torch.cat([W, torch.tensor([2.5])])
+    g = Graph.from_edges(src, dst, 4, edge_weight=w, x=torch.ones(4, 2), y=torch.tensor([0, 1, 0, 1]),
+                         train_mask=torch.tensor([1, 0, 0, 1]).bool(), val_mask=torch.tensor([0, 1, 0, 0]).bool(),
+                         test_mask=torch.tensor([0, 0, 1, 0]).bool())
+    ei, ew = gcn_norm(torch.stack([src, dst]), w, 4)
+    want = torch.zeros(4, 4).index_put_((ei[1], ei[0]), ew, accumulate=True)
+    block = Block.from_graph(g, "gcn")
+    torch.testing.assert_close(dense(block), want, rtol=1e-6, atol=0)
+    assert float(block.edge_weight[block.edge_ids == -3]) == 2.5  # the loop at node 2 carries its weight
