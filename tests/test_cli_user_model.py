@@ -46,6 +46,8 @@ BAD = [
     (["--model", f"{MODELS}:gcn", "--layers", "4"], "expected no --layers 4 with --model"),
     (["--model", "gcn", "--model-arg", "hidden=4"], "expected --model-arg only with a model's builder"),
     (["--model", f"{MODELS}:gcn", "--parallel", "spmm-1d", "--nprocs", "2"], "one sparse product"),
+    (["--model", f"{MODELS}:gine"], "expected edge features (edge_attr) for GINEConv (layer 0)"),  # issue 51
+    (["--model", f"{MODELS}:rgcn"], "expected edge types (edge_type) for RGCNConv (layer 0)"),
 ]
 
 

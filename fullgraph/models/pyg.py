@@ -166,8 +166,9 @@ class PyGModel(GNN):
                 if kind not in facts.kinds:
                     carried = ", ".join(EDGE_ARGS[k] for k in facts.kinds) or "no data"
                     raise InputError(f"expected edge {what} ({arg}) for {name} (layer {i}), which cannot run without "
-                                     f"them (got edges that carry {carried}): give the graph its {arg} "
-                                     f"(Graph.from_edges(..., {arg}=...)), or use a conv that reads no edge {what}")
+                                     f"them (got edges that carry {carried}): give the graph its {arg} (docs/data.md: "
+                                     f"an edge list's columns, a native folder's {arg}.npy, Data.{arg}), or use a conv "
+                                     f"that reads no edge {what}")
                 if kind == "attr" and want is not None and facts.width is not None and facts.width != want:
                     raise InputError(f"expected edge features of width {want} for {name} (layer {i}) (got "
                                      f"{facts.width} per edge): build the conv for {facts.width} edge features "

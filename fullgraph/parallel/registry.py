@@ -213,7 +213,9 @@ def check_edge_data(cfg, model, engine: Engine) -> None:
         check(*given)
     except InputError:
         check(*engine.edges)  # the graph itself lacks what the model reads: that message
-        held = " and ".join(_EDGE_WORDS[k] for k in engine.edges.kinds if k not in kinds)
+        needs = getattr(model, "edge_needs", None)
+        read = needs.kinds if isinstance(needs, EdgeFacts) and needs.kinds else engine.edges.kinds
+        held = " and ".join(_EDGE_WORDS[k] for k in engine.edges.kinds if k not in kinds and k in read)
         takes = ", ".join(m for lay in LAYOUTS for m in lay.modes if set(engine.edges.kinds) <= set(lay.edge_kinds))
         raise InputError(f"expected a model that reads no edge {held} with --parallel {cfg.parallel.mode} (got "
                          f"{type(model).__name__}, which reads them): this layout hands a layer the edge weights "

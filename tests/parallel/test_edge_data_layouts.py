@@ -130,3 +130,22 @@ def test_algebraic_layouts_train_weighted_models_as_one_process(edges_folder, si
         losses, state = single[n]
         assert_same_losses(got[n]["losses"], losses, what=f"{mode} P=2 {n} losses")
         assert_same_state(got[n]["state"], state, what=f"{mode} P=2 {n} weights")
+
+
+def test_layouts_that_keep_only_weights_refuse_a_model_that_reads_edge_features(cora_edges):
+    """SpMM and tensor hand a layer Â, whose values hold the weights, and nothing of the edges: a model
+    that reads edge features is refused there in one line that names the layouts that take them."""
+    from types import SimpleNamespace
+
+    from fullgraph.errors import InputError
+    from fullgraph.parallel.registry import check_edge_data
+    from tests.user_models import gine
+
+    model, engine = gine(8, 3), SimpleNamespace(edges=cora_edges.edge_facts())
+    with pytest.raises(InputError, match=r"expected a model that reads no edge features with --parallel tensor "
+                                         r".* under --parallel single, graph, pipeline, hybrid$"):
+        check_edge_data(TrainConfig.of(model="gcn", parallel="tensor", nprocs=2), model, engine)
+    check_edge_data(TrainConfig.of(model="gcn", parallel="graph", nprocs=2), model, engine)
+    lacking = SimpleNamespace(edges=cora_edges.edge_facts().only(("weight",)))  # the graph itself has none
+    with pytest.raises(InputError, match="expected edge features .* for GINEConv"):
+        check_edge_data(TrainConfig.of(model="gcn", parallel="tensor", nprocs=2), model, lacking)
