@@ -213,7 +213,16 @@ class GNN(nn.Module):
         another width or number). ``kinds``: what the edges carry (a subset of ``("weight", "attr",
         "type")``), ``edge_width`` the features' width, ``num_relations`` the graph's; or one
         ``ops.edge_data.EdgeFacts`` that says all three. The built-in models read no edge data beyond
-        the weights the normalization folds into Â: they accept any (``PyGModel`` checks its convs)."""
+        the weights the normalization folds into Â: they accept any (``PyGModel`` checks its convs,
+        the built-in GAT the features it was built for)."""
+
+    @property
+    def edge_needs(self):
+        """The edge data the model cannot run without (``ops.edge_data.EdgeFacts``): none here. The
+        contract's probe block carries such data (``models.contract``)."""
+        from fullgraph.ops.edge_data import EdgeFacts
+
+        return EdgeFacts()
 
     def param_groups(self, weight_decay: float, conv_weight_decay: float | None = None) -> list[dict]:
         """Optimizer groups; models with a separate decay for graph-layer weights override this."""

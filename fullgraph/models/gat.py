@@ -7,6 +7,11 @@ holding only some dst rows computes exactly those rows' attention.
 Initialization follows PyG's ``GATConv``: Glorot for the weights and both attention vectors, zero
 bias (the paper's code draws the same family, Glorot with gain √2 on the weights). ``norm_layer``
 (``ops.norm``) puts a LayerNorm or BatchNorm on each hidden layer's concatenated heads, before ELU.
+
+Edge features (a graph with ``edge_attr``; ``edge_dim``: their width) enter the attention as in PyG's
+``GATConv(edge_dim=...)``: each edge's features through a bias-free linear map to ``heads × d_head``,
+scored by a third attention vector and added to its ends' scores before the LeakyReLU; an added
+self loop reads the mean of its node's in-edges' features (the block fills it so, ``ops.edge_data``).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from fullgraph.errors import InputError
 from fullgraph.models.base import GNN, GraphLayer, glorot_
 from fullgraph.models.spec import MemoryModel, ModelSpec, register
 from fullgraph.ops import Block, dropout, matmul
+from fullgraph.ops.edge_data import EdgeFacts
 from fullgraph.ops.edges import EdgeSums
 from fullgraph.ops.norm import BatchNorm, apply_norm, make_norm
 
@@ -44,22 +50,28 @@ def edge_softmax(scores: torch.Tensor, dst: torch.Tensor, num_dst: int, sums: Ed
 
 
 def weigh(e_src: torch.Tensor, e_dst: torch.Tensor, dst: torch.Tensor, num_dst: int,
-          sums: EdgeSums | None = None) -> torch.Tensor:
-    """Each edge's attention weight ``[E, heads]`` from its ends' scores: LeakyReLU (slope 0.2) of
-    their sum, softmax over the edges that share a dst node (``sums``: see :func:`edge_softmax`)."""
-    return edge_softmax(F.leaky_relu(e_src + e_dst, 0.2), dst, num_dst, sums)
+          sums: EdgeSums | None = None, e_edge: torch.Tensor | None = None) -> torch.Tensor:
+    """Each edge's attention weight ``[E, heads]`` from its ends' scores (and its own, ``e_edge``, from
+    its features): LeakyReLU (slope 0.2) of their sum, softmax over the edges that share a dst node
+    (``sums``: see :func:`edge_softmax`)."""
+    scores = e_src + e_dst if e_edge is None else e_src + e_dst + e_edge
+    return edge_softmax(F.leaky_relu(scores, 0.2), dst, num_dst, sums)
 
 
 class GATLayer(GraphLayer):
-    def __init__(self, d_in: int, d_head: int, heads: int, *, last: bool, dropout: float, norm: str = "none"):
+    def __init__(self, d_in: int, d_head: int, heads: int, *, last: bool, dropout: float, norm: str = "none",
+                 edge_dim: int | None = None):
         super().__init__()
-        self.in_width = d_in
+        self.in_width, self.edge_dim = d_in, edge_dim
         self.norm = None if last else make_norm(norm, heads * d_head)
         self.heads, self.d_head, self.last, self.dropout = heads, d_head, last, dropout
         self.weight = nn.Parameter(glorot_(torch.empty(d_in, heads * d_head)))
         self.att_src = nn.Parameter(glorot_(torch.empty(heads, d_head)))
         self.att_dst = nn.Parameter(glorot_(torch.empty(heads, d_head)))
         self.bias = None if isinstance(self.norm, BatchNorm) else nn.Parameter(torch.zeros(heads * d_head))
+        if edge_dim:
+            self.edge_weight = nn.Parameter(glorot_(torch.empty(edge_dim, heads * d_head)))
+            self.att_edge = nn.Parameter(glorot_(torch.empty(heads, d_head)))
 
     def compute(self, block: Block, h, h0=None) -> torch.Tensor:
         h = dropout(h, self.dropout, self.training, rows=block.src_ids, site=self.dropout_site)
@@ -72,7 +84,14 @@ class GATLayer(GraphLayer):
             # gathers and sums through the block's EdgeSums: a fixed summation order, the same bits
             # every run (x[src]'s backward, an accumulating index_put_, adds in thread order)
             sums = block.edge_sums()
-            alpha = weigh(sums.gather_src(s_src), sums.gather_dst(s_dst), sums.dst, block.num_dst, sums)
+            s_edge = None
+            if self.edge_dim:
+                if block.edge_attr is None:
+                    raise InputError(f"expected the block's edges to carry features of width {self.edge_dim} for a GAT "
+                                     f"built with edge_dim={self.edge_dim} (got none)")
+                s_edge = (matmul(block.edge_attr, self.edge_weight).view(-1, self.heads, self.d_head)
+                          * self.att_edge).sum(-1)
+            alpha = weigh(sums.gather_src(s_src), sums.gather_dst(s_dst), sums.dst, block.num_dst, sums, s_edge)
             msg = sums.gather_src(wh) * alpha.unsqueeze(-1)
             out = sums.sum_at_dst(msg).reshape(block.num_dst, -1)  # msg's precision
         out = out if self.bias is None else out + self.bias
@@ -83,16 +102,31 @@ class GAT(GNN):
     norm = "self-loops"
 
     def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int, heads: int = 8,
-                 dropout: float = 0.6, norm_layer: str = "none"):
+                 dropout: float = 0.6, norm_layer: str = "none", edge_dim: int | None = None):
         super().__init__()
         if hidden % heads:
             raise InputError(f"expected --hidden to be a multiple of --heads (got hidden={hidden}, heads={heads})")
         d_head = hidden // heads
         dims = [in_dim] + [hidden] * (layers - 1)
-        mods = [GATLayer(dims[i], d_head, heads, last=False, dropout=dropout, norm=norm_layer)
+        mods = [GATLayer(dims[i], d_head, heads, last=False, dropout=dropout, norm=norm_layer, edge_dim=edge_dim)
                 for i in range(layers - 1)]
-        mods.append(GATLayer(dims[-1], out_dim, 1, last=True, dropout=dropout))
+        mods.append(GATLayer(dims[-1], out_dim, 1, last=True, dropout=dropout, edge_dim=edge_dim))
         self.layers = nn.ModuleList(mods)
+        self.edge_dim = edge_dim
+
+    @property
+    def edge_needs(self) -> EdgeFacts:
+        return EdgeFacts(("attr",), self.edge_dim) if self.edge_dim else EdgeFacts()
+
+    def check_edge_data(self, kinds=(), edge_width=None, num_relations=None) -> None:
+        """Built with ``edge_dim``, it reads edge features of that width: refused where a layer gets none."""
+        if not self.edge_dim:
+            return
+        if "attr" not in kinds:
+            raise InputError(f"expected edge features for gat built with edge_dim={self.edge_dim} (got edges that "
+                             f"carry {', '.join(kinds) or 'no data'})")
+        if edge_width != self.edge_dim:
+            raise InputError(f"expected edge features of width {self.edge_dim} for gat (got {edge_width})")
 
 
 def _params(F: int, H: int, C: int, L: int, heads: int = 8) -> int:
@@ -123,12 +157,13 @@ def _check(opts) -> str | None:
 
 
 def _build(in_dim: int, out_dim: int, *, layers: int, hidden: int, dropout: float, heads: int = 8,
-           norm: str = "none", **_) -> GAT:
-    return GAT(in_dim, hidden, out_dim, layers=layers, heads=heads, dropout=dropout, norm_layer=norm)
+           norm: str = "none", edge_dim: int | None = None, **_) -> GAT:
+    return GAT(in_dim, hidden, out_dim, layers=layers, heads=heads, dropout=dropout, norm_layer=norm,
+               edge_dim=edge_dim)
 
 
 SPEC = register(ModelSpec(
-    "gat", _build, norm="self-loops", spmm=None, attention=True,
+    "gat", _build, norm="self-loops", spmm=None, attention=True, reads_edge_features=True,
     options=("layers", "hidden", "dropout", "heads", "norm"),
     takes_norm=True, memory=MemoryModel(_params, _kept, heap_overhead=(1.2, 1.35), transient=(1.7, 4.5),
                                         per_edge=True),

@@ -61,6 +61,9 @@ class ModelSpec:
         reads_every_layer: its ``post`` reads every graph layer's output (jumping knowledge,
             ``GNN.reads_every_layer``), which the pipeline and the hybrid refuse (a stage holds only
             its own layers' outputs). A user's model says it once built (``parallel.registry.check_model_layout``).
+        reads_edge_features: its builder takes ``edge_dim``, the width of the graph's edge features,
+            and its layers read them (GAT, as PyG's ``GATConv(edge_dim=...)``); the trainer passes it
+            where the graph's edges carry features, and ``model.pt`` records it.
         options: the ``ModelOptions`` fields its builder reads: what the trainer passes it and
             ``model.pt`` records to rebuild it.
         takes_norm: whether ``--norm`` (a norm between hidden layers) applies to it.
@@ -77,6 +80,7 @@ class ModelSpec:
     attention: bool = False
     separable: bool = False
     reads_every_layer: bool = False
+    reads_edge_features: bool = False
     options: tuple[str, ...] = ("layers", "hidden", "dropout")
     takes_norm: bool = False
     memory: MemoryModel | None = None

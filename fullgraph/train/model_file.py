@@ -23,14 +23,17 @@ FORMAT = "fullgraph-model/1"
 MODEL_FILE = "model.pt"
 
 
-def model_args(cfg, in_dim: int, num_classes: int) -> dict:
-    """``build_model``'s arguments for the model ``cfg`` trains (one source for trainer and loader)."""
+def model_args(cfg, in_dim: int, num_classes: int, edge_dim: int | None = None) -> dict:
+    """``build_model``'s arguments for the model ``cfg`` trains (one source for trainer and loader);
+    ``edge_dim``: the width of the graph's edge features, for a built-in model that reads them."""
     from fullgraph.models import is_reference, model_spec
 
     m = cfg.model
     if is_reference(m.name):  # a user's builder: its reference and its keywords
         return dict(name=m.name, in_dim=in_dim, out_dim=num_classes, model_args=dict(m.args))
-    return dict(name=m.name, in_dim=in_dim, out_dim=num_classes) | {k: getattr(m, k) for k in model_spec(m.name).options}
+    spec = model_spec(m.name)
+    edge = {"edge_dim": edge_dim} if edge_dim and spec.reads_edge_features else {}
+    return dict(name=m.name, in_dim=in_dim, out_dim=num_classes) | {k: getattr(m, k) for k in spec.options} | edge
 
 
 def save_model(path: str | Path, *, state: dict, args: dict, graph: dict, config: dict, metrics: dict) -> None:

@@ -278,3 +278,48 @@ def test_gin_is_pygs_gin_conv_with_the_same_weights(graph):
     torch.nn.functional.cross_entropy(ref, graph.y).backward()
     for i, (mine, theirs, transposed) in enumerate(pairs):
         assert_same(mine.grad.t() if transposed else mine.grad, theirs.grad, FLOAT32_CHAINED, f"gradient {i}")
+
+
+def test_gat_layer_with_edge_features_matches_pyg(cora_edges):
+    """The built-in GAT with ``edge_dim`` scores each edge's features as ``GATConv(edge_dim=...)`` does,
+    self loops reading the mean of their node's in-edges' features (PyG's fill_value='mean')."""
+    from fullgraph.data.graph import Graph
+
+    torch.manual_seed(0)
+    g = cora_edges
+    keep = torch.arange(g.num_nodes) < 300  # a small induced subgraph keeps the float64 run quick
+    src, dst = g.edges()
+    inside = keep[src] & keep[dst]
+    small = Graph.from_edges(src[inside], dst[inside], 300, edge_attr=g.edge_attr[inside], x=g.dense_x()[:300, :16].contiguous(),
+                             y=g.y[:300], train_mask=torch.arange(300) < 100,
+                             val_mask=(torch.arange(300) >= 100) & (torch.arange(300) < 200),
+                             test_mask=torch.arange(300) >= 200, num_classes=g.num_classes)
+    model = build_model("gat", 16, 8, layers=2, hidden=12, heads=3, dropout=0.0, edge_dim=3)
+    layer = model.layers[0]
+    conv = pyg_nn.GATConv(16, 4, heads=3, edge_dim=3)
+    with torch.no_grad():
+        conv.lin.weight.copy_(layer.weight.t())
+        conv.att_src.copy_(layer.att_src.unsqueeze(0))
+        conv.att_dst.copy_(layer.att_dst.unsqueeze(0))
+        conv.lin_edge.weight.copy_(layer.edge_weight.t())
+        conv.att_edge.copy_(layer.att_edge.unsqueeze(0))
+        conv.bias.copy_(layer.bias)
+    layer.double(), conv.double()
+    x = small.x.double()
+    block = Block.from_graph(small, "self-loops")
+    block.edata.attr = block.edata.attr.double()
+    out = layer(block, x)
+    s, d = small.edges()
+    ref = torch.nn.functional.elu(conv(x, torch.stack([s, d]), small.edge_attr.double()))
+    assert_same(out, ref, FLOAT64_REORDER, "layer output")
+    # gradients: PyG fed the block's own entries (its loops' mean features were rounded to float32 once,
+    # where PyG's own fill would stay in float64 and move the edge map's gradient by ~1e-7)
+    conv.add_self_loops = False
+    bs, bd = block.edges()
+    ref = torch.nn.functional.elu(conv(x, torch.stack([bs, bd]), block.edge_attr))
+    assert_same(out, ref, FLOAT64_REORDER, "layer output on the block's entries")
+    g_out = torch.randn_like(out)
+    (out * g_out).sum().backward()
+    (ref * g_out).sum().backward()
+    assert_same(layer.edge_weight.grad.t(), conv.lin_edge.weight.grad, FLOAT64_REORDER, "edge weight gradient")
+    assert_same(layer.att_edge.grad, conv.att_edge.grad[0], FLOAT64_REORDER, "att_edge gradient")

@@ -41,6 +41,7 @@ RUNS = {  # name: settings
     "gcn": dict(model="gcn", layers=2, hidden=16),
     "sage": dict(model="sage", layers=2, hidden=16),
     "gin": dict(model="gin", layers=2, hidden=16),
+    "gat": dict(model="gat", layers=2, hidden=16, heads=2),  # built with edge_dim = 3: reads the features
     "gcn-prune": dict(model="gcn", layers=2, hidden=16, prune=True),
 }
 
@@ -96,7 +97,7 @@ def test_pipeline_with_edge_data_follows_the_one_process_chunks(cora_edges, tmp_
     save_partition(PartitionBook.build(cora_edges, zeros), cora_edges, tmp_path / "parts",
                    {"method": "none", "parts": 1, "seed": 0})
     cfile = str(cached_chunks(cora_edges, zeros, 1, K, "metis", 0, tmp_path))
-    names = ("gcn", "sage", "gat-edges", "rgcn")
+    names = ("gcn", "sage", "gat", "gat-edges", "rgcn")
     runs = [{"name": n, "config": config(n, parallel="pipeline", partition_dir=str(tmp_path / "parts"), chunks=K,
                                          chunk_file=cfile, history_refresh=2)} for n in names]
     got = run_ranks("chunked_runs", 2, {"runs": runs}, tmp_path)
