@@ -23,15 +23,17 @@ __all__ = ["cmd_plan", "candidates", "run_volume"]
 
 
 def candidates(nprocs: int, layers: int, model: str, model_args: dict | None = None,
-               probe=None) -> tuple[list[dict], list[str]]:
+               probe=None, edges=None) -> tuple[list[dict], list[str]]:
     """The layouts of ``nprocs`` processes (``TrainConfig`` options each), and one line per layout
     that does not fit, saying why (the configuration's own refusal). ``layers``: the model's depth
     (a user's builder decides it: it is checked against the stages, not given as an option). One process
     has one layout, ``single``: graph parallelism or a pipeline of one rank would be it with more steps.
-    ``probe``: a user's model as built, checked against each layout (jumping knowledge: not in a pipeline)."""
+    ``probe``: a user's model as built, checked against each layout (jumping knowledge: not in a pipeline).
+    ``edges``: what the graph's edges carry (``EdgeFacts``), against the edge data each layout hands a layer."""
     from fullgraph.comm.mesh import Mesh
     from fullgraph.models import is_reference, model_spec
-    from fullgraph.parallel.registry import check_model_layout
+    from fullgraph.ops.edge_data import EdgeFacts
+    from fullgraph.parallel.registry import check_model_layout, edge_layout_error
 
     if nprocs == 1:
         return [dict(parallel="single")], []
@@ -39,6 +41,11 @@ def candidates(nprocs: int, layers: int, model: str, model_args: dict | None = N
     user = is_reference(model)
     if not user and model_spec(model).separable:  # its propagation runs on column slices throughout
         opts += [dict(o, tensor_decoupled=True) for o in opts if Mesh.for_mode(o["parallel"], nprocs).tensor]
+    edges = edges or EdgeFacts()
+    if user:
+        reads = probe.edge_needs.kinds if probe is not None and hasattr(probe, "edge_needs") else ()
+    else:
+        reads = ("attr",) if model_spec(model).reads_edge_features else ()
     fits, refused = [], []
     for o in opts:
         try:
@@ -48,6 +55,9 @@ def candidates(nprocs: int, layers: int, model: str, model_args: dict | None = N
                 cfg.check_depth(layers)
             if user and probe is not None:
                 check_model_layout(cfg, probe)
+            error = edge_layout_error(o["parallel"], model, reads, edges)
+            if error is not None:
+                raise error
             fits.append(o)
         except InputError as e:
             refused.append(f"{label(o)}: {e}")
@@ -85,7 +95,7 @@ def cmd_plan(args: argparse.Namespace, argv: list[str] = ()) -> int:
     depth = _depth(TrainConfig.of(**base), graph)
     sizes = [args.nprocs] if args.layout is not None else plan_sizes(args.nprocs)
     probe = build_planned_model(TrainConfig.of(**base), graph)
-    plans, refused = _layouts(args, sizes, depth, base, probe)
+    plans, refused = _layouts(args, sizes, depth, base, probe, graph.edge_facts())
     timers = _Timers(probe, graph.x, args, machines)
     for P, o in plans:  # each kind timed once ...
         plan_layout(graph, base, o, args, timers.get(P), network, machines=timers.machines(P))
@@ -101,12 +111,12 @@ def cmd_plan(args: argparse.Namespace, argv: list[str] = ()) -> int:
     return 0
 
 
-def _layouts(args, sizes: list[int], depth: int, base: dict, probe) -> tuple[list[tuple[int, dict]], list[str]]:
+def _layouts(args, sizes: list[int], depth: int, base: dict, probe, edges=None) -> tuple[list[tuple[int, dict]], list[str]]:
     """(P, options) of every layout planned, and a line per layout that does not fit, with its P
-    (``probe``: the model built, for what only a user's built model says)."""
+    (``probe``: the model built, for what only a user's built model says; ``edges``: the graph's edge facts)."""
     plans, refused = [], []
     for P in sizes:
-        fits, no = candidates(P, depth, args.model, base["model_args"], probe)
+        fits, no = candidates(P, depth, args.model, base["model_args"], probe, edges)
         if args.layout is not None:
             cfg = TrainConfig.of(**base, parallel=args.layout, nprocs=P)  # refuses with the reason
             if cfg.parallel.mesh.stages > 1:

@@ -26,7 +26,7 @@ from fullgraph.errors import InputError
 from fullgraph.ops import Block, SparseOp
 from fullgraph.ops.adjacency import normalized_data
 from fullgraph.ops.csr import row_ids
-from fullgraph.ops.edge_data import EdgeData, EdgeFacts
+from fullgraph.ops.edge_data import EdgeData, EdgeFacts, random_edge_data
 
 __all__ = ["check_model", "probe_block"]
 
@@ -52,10 +52,7 @@ def probe_block(norm: str, *, dst: int = DST, halo: int = HALO, seed: int = 0, d
     a.sort_indices()
     indptr, indices = torch.from_numpy(a.indptr.astype(np.int64)), torch.from_numpy(a.indices.astype(np.int64))
     e, gen = indices.numel(), torch.Generator().manual_seed(seed)
-    data = EdgeData(torch.arange(e), weight=torch.rand(e, generator=gen) + 0.5 if "weight" in edges.kinds else None,
-                    attr=torch.randn(e, edges.width or 4, generator=gen) if "attr" in edges.kinds else None,
-                    type=torch.randint(0, edges.relations or 2, (e,), generator=gen) if "type" in edges.kinds else None,
-                    num_relations=(edges.relations or 2) if "type" in edges.kinds else None)
+    data = random_edge_data(edges, e, gen) or EdgeData(torch.arange(e))
     ip, ix, vals, data = normalized_data(indptr, indices, norm, data)
     cut = int(ip[dst])  # the first dst rows, over every column
     ids = torch.arange(n)

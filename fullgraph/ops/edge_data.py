@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["EdgeData", "EdgeFacts", "EDGE_FIELDS", "loop_eid"]
+__all__ = ["EdgeData", "EdgeFacts", "EDGE_FIELDS", "loop_eid", "random_edge_data"]
 
 EDGE_FIELDS = ("weight", "attr", "type")
 """The kinds of data an edge may carry, by the names a block gives them (``Graph`` calls them
@@ -142,3 +142,16 @@ class EdgeData:
         return replace(self, eid=fill(old.eid, loop_eid(loop_nodes)), weight=fill(old.weight, 1.0 if loop_weight is None else loop_weight),
                        attr=fill(old.attr, attr_fill),
                        type=fill(old.type, int(self.num_relations or 0)))
+
+
+def random_edge_data(facts: EdgeFacts, entries: int, generator: torch.Generator) -> EdgeData | None:
+    """Random data of the kinds ``facts`` names for ``entries`` entries (``None`` for none): what a probe
+    block (the layer contract, the planner's timings) carries for a model that cannot run without it."""
+    if not facts.kinds:
+        return None
+    relations = facts.relations or 2
+    return EdgeData(torch.arange(entries),
+                    weight=torch.rand(entries, generator=generator) + 0.5 if "weight" in facts.kinds else None,
+                    attr=torch.randn(entries, facts.width or 4, generator=generator) if "attr" in facts.kinds else None,
+                    type=torch.randint(0, relations, (entries,), generator=generator) if "type" in facts.kinds else None,
+                    num_relations=relations if "type" in facts.kinds else None)

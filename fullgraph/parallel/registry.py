@@ -26,7 +26,7 @@ from fullgraph.parallel.engine import Engine
 from fullgraph.plan import rank_memory, rank_work, volumes
 
 __all__ = ["Layout", "LAYOUTS", "layout_of", "build_engine", "layout_volume", "rank_works", "peak_per_rank",
-           "check_layout", "check_model_layout", "check_edge_data", "refuse_foreign_options"]
+           "check_layout", "check_model_layout", "check_edge_data", "edge_layout_error", "refuse_foreign_options"]
 
 
 @dataclass(frozen=True)
@@ -215,8 +215,16 @@ def check_edge_data(cfg, model, engine: Engine) -> None:
         check(*engine.edges)  # the graph itself lacks what the model reads: that message
         needs = getattr(model, "edge_needs", None)
         read = needs.kinds if isinstance(needs, EdgeFacts) and needs.kinds else engine.edges.kinds
-        held = " and ".join(_EDGE_WORDS[k] for k in engine.edges.kinds if k not in kinds and k in read)
-        takes = ", ".join(m for lay in LAYOUTS for m in lay.modes if set(engine.edges.kinds) <= set(lay.edge_kinds))
-        raise InputError(f"expected a model that reads no edge {held} with --parallel {cfg.parallel.mode} (got "
-                         f"{type(model).__name__}, which reads them): this layout hands a layer the edge weights "
-                         f"only, in Â's values; edge features and types reach a layer under --parallel {takes}") from None
+        raise edge_layout_error(cfg.parallel.mode, type(model).__name__, read, engine.edges) from None
+
+
+def edge_layout_error(mode: str, model: str, reads: tuple[str, ...], edges: EdgeFacts) -> InputError | None:
+    """The one-line refusal of a model that reads edge data (``reads``: its kinds) which the graph's
+    edges carry (``edges``) and layout ``mode`` does not hand a layer; ``None`` where it does."""
+    held = [k for k in edges.kinds if k in reads and k not in layout_of(mode).edge_kinds]
+    if not held:
+        return None
+    takes = ", ".join(m for lay in LAYOUTS for m in lay.modes if set(held) <= set(lay.edge_kinds))
+    return InputError(f"expected a model that reads no edge {' and '.join(_EDGE_WORDS[k] for k in held)} with "
+                      f"--parallel {mode} (got {model}, which reads them): this layout hands a layer the edge "
+                      f"weights only, in Â's values; edge features and types reach a layer under --parallel {takes}")

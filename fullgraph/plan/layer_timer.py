@@ -181,7 +181,10 @@ class LayerTimer:
             torch.set_num_threads(before)
 
     def _block(self, n: int, src_ratio: float, degree: float):
+        """A random block of ``n`` rows, ``degree`` entries each, reading ``src_ratio × n`` rows, whose
+        entries carry the edge data the model cannot run without (random, of the right kinds)."""
         from fullgraph.ops import Block, SparseOp
+        from fullgraph.ops.edge_data import EdgeFacts, random_edge_data
 
         g = torch.Generator().manual_seed(self.seed)
         src = min(self.num_rows, max(n, int(round(n * src_ratio))))
@@ -189,7 +192,8 @@ class LayerTimer:
         indptr = torch.arange(0, n * d + 1, d, dtype=torch.int64)
         cols = torch.randint(0, src, (n * d,), generator=g).view(n, d).sort(dim=1).values.flatten()
         op = SparseOp(indptr, cols, torch.full((n * d,), 1.0 / d), (n, src), symmetric=False)
-        return Block(op, self.model.norm, src_ids=torch.arange(src), dst_ids=torch.arange(n)), src
+        return Block(op, self.model.norm, src_ids=torch.arange(src), dst_ids=torch.arange(n),
+                     edata=random_edge_data(getattr(self.model, "edge_needs", EdgeFacts()), n * d, g)), src
 
     def layer_step(self, i: int, rows: int, src_ratio: float = 1.0, degree: float = 1.0, train: bool = True,
                    chunked: bool = False):

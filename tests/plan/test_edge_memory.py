@@ -37,3 +37,13 @@ def test_partition_folder_stats_carry_the_edge_bytes(cora_edges, tmp_path):
     book = PartitionBook.build(cora_edges, partition_nodes(cora_edges, 2, method="random", seed=0))
     save_partition(book, cora_edges, tmp_path, {"method": "random", "parts": 2, "seed": 0})
     assert {s["edge_bytes"] for s in partition_memory_stats(load_meta(tmp_path))} == {32}
+
+
+def test_plan_leaves_out_the_layouts_that_would_refuse_a_model_reading_edge_features(cora_edges):
+    from fullgraph.cli_plan import candidates
+
+    fits, refused = candidates(2, 2, "gat", edges=cora_edges.edge_facts())
+    assert "tensor" not in {o["parallel"] for o in fits} and {"graph", "pipeline"} <= {o["parallel"] for o in fits}
+    assert any("tensor: expected a model that reads no edge features" in r for r in refused), refused
+    fits, _ = candidates(2, 2, "gat")  # no edge features: tensor takes GAT
+    assert "tensor" in {o["parallel"] for o in fits}
