@@ -150,3 +150,65 @@ def test_layouts_that_keep_only_weights_refuse_a_model_that_reads_edge_features(
     lacking = SimpleNamespace(edges=cora_edges.edge_facts().only(("weight",)))  # the graph itself has none
     with pytest.raises(InputError, match="expected edge features .* for GINEConv"):
         check_edge_data(TrainConfig.of(model="gcn", parallel="tensor", nprocs=2), model, lacking)
+
+
+def test_boundary_sampling_with_edge_data_equals_one_process_on_the_sampled_graph(cora_edges, tmp_path):
+    """BNS-GCN with p = 0.5: a dropped halo column drops its edges and their data. (GINEConv is left
+    out here: its sum aggregation spikes the loss at epoch 2, and one first-layer weight whose gradient
+    is ~0 takes an Adam step of another sign in one of the two sums' orders — the float noise
+    LOSSES_REORDERED describes, not a difference in the data; it equals one process without sampling
+    above.) The reference
+    trains one process on each epoch's sampled graph, put together from the parts' sampled rows (as
+    ``test_graph_parallel`` does), whose entries take their features from the graph itself, found by
+    their global (dst, src), not from the parts."""
+    import scipy.sparse as sp
+
+    from fullgraph.ops import Block, SparseOp
+    from fullgraph.ops.csr import row_ids
+    from fullgraph.ops.edge_data import EdgeData
+    from fullgraph.parallel.engine import SingleEngine
+    from fullgraph.parallel.graph import boundary_sample
+
+    p, g = 0.5, cora_edges
+    book = PartitionBook.build(g, partition_nodes(g, 2, method="metis", seed=0))
+    save_partition(book, g, tmp_path / "bns", {"method": "metis", "parts": 2, "seed": 0})
+    n = g.num_nodes
+    graph_keys = row_ids(g.indptr) * n + g.indices  # ascending: rows sorted, each row's columns sorted
+
+    def sampled(norm: str, epoch: int) -> Block:
+        rows, cols, vals = [], [], []
+        for part in book.parts:
+            keep = boundary_sample(0, epoch, part.part_id, part.num_halo, p)
+            blk = part.block(norm, halo_keep=keep, scale=1.0 / p)
+            rows.append(part.inner[row_ids(blk.adj.indptr)])
+            cols.append(torch.cat([part.inner, part.halo[keep]])[blk.adj.indices])
+            vals.append(blk.adj.values)
+        m = sp.csr_matrix((torch.cat(vals).numpy(), (torch.cat(rows).numpy(), torch.cat(cols).numpy())), shape=(n, n))
+        m.sort_indices()
+        ip, ix = torch.from_numpy(m.indptr.astype("int64")), torch.from_numpy(m.indices.astype("int64"))
+        r = row_ids(ip)
+        loop = ix == r  # the loops gcn adds: no edge of the graph (weight 1, the mean of the in-edges' features)
+        eid = torch.searchsorted(graph_keys, r * n + ix).clamp(max=g.num_edges - 1)
+        assert torch.equal(graph_keys[eid][~loop], (r * n + ix)[~loop])  # every other entry is an edge of the graph
+        mean = torch.zeros(n, g.edge_attr.shape[1], dtype=torch.float64).index_add_(
+            0, row_ids(g.indptr), g.edge_attr.double()) / g.indptr.diff().clamp(min=1).unsqueeze(1)
+        data = EdgeData(torch.where(loop, -1 - r, eid), torch.where(loop, 1.0, g.edge_weight[eid]),
+                        torch.where(loop.unsqueeze(1), mean[r].float(), g.edge_attr[eid]),
+                        torch.where(loop, g.num_relations, g.edge_type[eid]), g.num_relations)
+        return Block(SparseOp(ip, ix, torch.from_numpy(m.data), (n, n)), norm, edata=data)
+
+    class SampledReference(SingleEngine):
+        def forward(self, model_, epoch, training):
+            if training:
+                return model_(sampled(model_.norm, epoch), self.x)
+            return super().forward(model_, epoch, training)
+
+    names = ("gcn", "gat-edges")  # weights in Â's values; features in GATConv's attention
+    got = run_ranks("train_runs", 2, {"runs": [{"name": name, "partition_dir": str(tmp_path / "bns"),
+                                                "config": config(name, boundary_rate=p)} for name in names]}, tmp_path)
+    for name in names:
+        trainer = Trainer(TrainConfig.of(**config(name, boundary_rate=p), progress="none"),
+                          engine=SampledReference(g, "gcn" if name == "gcn" else "mean"))
+        ref = trainer.build().train()
+        assert_same_losses(got[name]["losses"], ref.losses, what=f"p = {p} {name} losses")
+        assert_same_state(got[name]["state"], trainer.model, what=f"p = {p} {name} weights")
