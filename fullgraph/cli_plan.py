@@ -33,7 +33,7 @@ def candidates(nprocs: int, layers: int, model: str, model_args: dict | None = N
     from fullgraph.comm.mesh import Mesh
     from fullgraph.models import is_reference, model_spec
     from fullgraph.ops.edge_data import EdgeFacts
-    from fullgraph.parallel.registry import check_model_layout, edge_layout_error
+    from fullgraph.parallel.registry import check_model_layout, edge_kinds_read, edge_layout_error
 
     if nprocs == 1:
         return [dict(parallel="single")], []
@@ -41,11 +41,7 @@ def candidates(nprocs: int, layers: int, model: str, model_args: dict | None = N
     user = is_reference(model)
     if not user and model_spec(model).separable:  # its propagation runs on column slices throughout
         opts += [dict(o, tensor_decoupled=True) for o in opts if Mesh.for_mode(o["parallel"], nprocs).tensor]
-    edges = edges or EdgeFacts()
-    if user:
-        reads = probe.edge_needs.kinds if probe is not None and hasattr(probe, "edge_needs") else ()
-    else:
-        reads = ("attr",) if model_spec(model).reads_edge_features else ()
+    edges, reads = edges or EdgeFacts(), edge_kinds_read(model, probe)
     fits, refused = [], []
     for o in opts:
         try:

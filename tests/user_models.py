@@ -98,6 +98,3 @@ def rgcn(in_dim, out_dim, hidden=16, dropout=0.5, relations=3):
     return from_pyg([RGCNConv(in_dim, hidden, relations, num_bases=2), RGCNConv(hidden, out_dim, relations)],
                     dropout=dropout)
 
-
-def weighted_graphconv(in_dim, out_dim, hidden=16, dropout=0.5):
-    return from_pyg([GraphConv(in_dim, hidden), GraphConv(hidden, out_dim)], dropout=dropout)

@@ -26,7 +26,7 @@ from fullgraph.parallel.engine import Engine
 from fullgraph.plan import rank_memory, rank_work, volumes
 
 __all__ = ["Layout", "LAYOUTS", "layout_of", "build_engine", "layout_volume", "rank_works", "peak_per_rank",
-           "check_layout", "check_model_layout", "check_edge_data", "edge_layout_error", "refuse_foreign_options"]
+           "check_layout", "check_model_layout", "check_edge_data", "edge_kinds_read", "edge_layout_error", "refuse_foreign_options"]
 
 
 @dataclass(frozen=True)
@@ -216,6 +216,17 @@ def check_edge_data(cfg, model, engine: Engine) -> None:
         needs = getattr(model, "edge_needs", None)
         read = needs.kinds if isinstance(needs, EdgeFacts) and needs.kinds else engine.edges.kinds
         raise edge_layout_error(cfg.parallel.mode, type(model).__name__, read, engine.edges) from None
+
+
+def edge_kinds_read(model: str, probe=None) -> tuple[str, ...]:
+    """The edge data a model reads (before any graph is at hand): a built-in model's spec says so (GAT
+    reads edge features where the graph has them); a user's model as built (``probe``) says what its
+    layers cannot run without."""
+    from fullgraph.models import is_reference, model_spec
+
+    if is_reference(model):
+        return probe.edge_needs.kinds if probe is not None and hasattr(probe, "edge_needs") else ()
+    return ("attr",) if model_spec(model).reads_edge_features else ()
 
 
 def edge_layout_error(mode: str, model: str, reads: tuple[str, ...], edges: EdgeFacts) -> InputError | None:
