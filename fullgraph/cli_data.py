@@ -78,6 +78,7 @@ def cmd_convert(args: argparse.Namespace, argv: list[str] = ()) -> int:
         return 0
     cfg = TrainConfig.of(dataset=args.dataset, root=args.root, split=args.split)
     graph = load_raw_graph(cfg)  # every source comes out preprocessed; --split checked against its splits
+    graph = graph if args.edge_data else graph.without_edge_data()
     splits = fixed_splits(args.dataset, args.root)  # all of them, where it has several
     which = f"(all {len(splits[0])} fixed splits)" if splits is not None else f"--split {args.split}"
     meta = write_native(graph, args.out, preprocessed=True, feature_norm=feature_norm_of(cfg), splits=splits,
@@ -100,7 +101,7 @@ def _convert_ogb(args: argparse.Namespace) -> dict | None:
     from fullgraph.data.formats.ogb_convert import convert_ogb
 
     _need(args.split == 0, f"expected --split 0 for {det.path} (OGB data has one published split) (got {args.split})")
-    return convert_ogb(open_ogb(det.path, det.name), args.out,
+    return convert_ogb(open_ogb(det.path, det.name, edge_data=args.edge_data), args.out,
                        source=f"fullgraph convert --dataset {args.dataset} (OGB {det.options['layout']} layout)")
 
 

@@ -126,9 +126,12 @@ class PlantedOptions:
 
 @dataclass(kw_only=True)
 class ConvertOptions:
-    """Where ``fullgraph convert`` writes."""
+    """Where ``fullgraph convert`` writes, and whether the edges keep their data."""
 
     out: str = opt(REQUIRED, "A new or empty folder, or an earlier dataset folder.")
+    edge_data: bool = opt(True, "Keep the edges' data (weights, features, types) in the folder; "
+                                "--no-edge-data leaves it out (an OGB edge-feat graph keeps its node "
+                                "features, the mean of each node's edges' features, either way).")
 
 
 @dataclass(kw_only=True)

@@ -327,6 +327,13 @@ class Graph:
             **edge,
         )
 
+    def without_edge_data(self) -> "Graph":
+        """The same graph with bare edges (``fullgraph convert --no-edge-data``)."""
+        if not self.edge_kinds:
+            return self
+        return Graph(indptr=self.indptr, indices=self.indices, x=self.x, y=self.y, train_mask=self.train_mask,
+                     val_mask=self.val_mask, test_mask=self.test_mask, name=self.name, num_classes=self.num_classes)
+
     def summary(self) -> dict:
         return {
             "name": self.name,

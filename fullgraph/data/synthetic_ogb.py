@@ -8,7 +8,8 @@ destination: the destinations wait in a spill file while the sources are written
 ``num_edges_list``; ``raw/node-label.npz`` gets ``node_label`` (N, 1) float32 with NaN for the
 unlabelled nodes (papers100M labels about 1.4% of its nodes); ``split/time/*.csv.gz`` lists
 labelled nodes only. Members are deflate-compressed (``compress``) as ``np.savez_compressed``
-writes them, or stored.
+writes them, or stored. ``edge_features`` > 0 adds OGB's ``edge_feat`` member, (E, k) float32
+(standard normal draws), which the reader keeps as edge data: a graph whose edges carry features.
 
 The edges are R-MAT draws, directed as citations are (``fullgraph.data.synthetic``'s generator,
 chunk by chunk: the graph is the same whatever the memory), features the class centroid plus noise.
@@ -72,22 +73,40 @@ def _node_blocks(n: int, f: int, classes: int, seed: int, labelled: float):
 
 def write_rmat_ogb_binary(folder: str | os.PathLike, scale: int, num_edges: int, *, num_features: int = 128,
                           num_classes: int = 172, labelled: float = 0.014, seed: int = 0,
-                          compress: bool = True) -> Path:
+                          compress: bool = True, edge_features: int = 0, distinct: bool | None = None) -> Path:
     """An R-MAT graph of ``2**scale`` nodes and ``num_edges`` directed edges in papers100M's binary
-    layout under ``folder`` (module doc). Memory: a chunk of edges, a block of rows, and the node
-    permutation (8 bytes per node)."""
+    layout under ``folder`` (module doc), with ``edge_features`` per edge when > 0. Memory: a chunk
+    of edges, a block of rows, and the node permutation (8 bytes per node).
+
+    ``distinct`` (default: with edge features, which a graph lists once per edge): repeated draws
+    are dropped, the first of each kept in draw order, so the graph has fewer edges than drawn
+    (the members say how many); this holds the draws' int64 keys, about 24 bytes per edge."""
     folder = Path(folder)
     (folder / "raw").mkdir(parents=True, exist_ok=True)
     n = 1 << scale
     spill = folder / "raw" / ".dst.spill"
+    distinct = edge_features > 0 if distinct is None else distinct
     with npz_writer(folder / "raw" / "data.npz", compress) as zf:
-        with open(spill, "wb") as out:
-            def sources():
-                for s, d in _edge_chunks(scale, num_edges, seed):
-                    out.write(d.tobytes())
-                    yield s
-            _member(zf, "edge_index", np.int64, (2, num_edges), _then(sources(), lambda: _read_spill(spill, out)))
-        spill.unlink()
+        if distinct:
+            src, dst = _distinct_draws(scale, num_edges, seed)
+            num_edges = src.size
+            _member(zf, "edge_index", np.int64, (2, num_edges),
+                    (a[i:i + CHUNK] for a in (src, dst) for i in range(0, num_edges, CHUNK)))
+            del src, dst
+        else:
+            with open(spill, "wb") as out:
+                def sources():
+                    for s, d in _edge_chunks(scale, num_edges, seed):
+                        out.write(d.tobytes())
+                        yield s
+                _member(zf, "edge_index", np.int64, (2, num_edges),
+                        _then(sources(), lambda: _read_spill(spill, out)))
+            spill.unlink()
+        if edge_features > 0:
+            _member(zf, "edge_feat", np.float32, (num_edges, edge_features),
+                    (np.random.default_rng([seed, 6, i]).standard_normal((min(CHUNK, num_edges - a), edge_features),
+                                                                         dtype=np.float32)
+                     for i, a in enumerate(range(0, num_edges, CHUNK))))
         _member(zf, "node_feat", np.float32, (n, num_features),
                 (x for _, _, x in _node_blocks(n, num_features, num_classes, seed, labelled)))
         _member(zf, "node_year", np.int64, (n, 1), (np.full((min(CHUNK, n - a), 1), 2020) for a in range(0, n, CHUNK)))
@@ -104,6 +123,21 @@ def write_rmat_ogb_binary(folder: str | os.PathLike, scale: int, num_edges: int,
         _member(zf, "node_label", np.float32, (n, 1), labels())
     _write_splits(folder / "split" / "time", np.concatenate(labelled_ids), seed)
     return folder
+
+
+def _distinct_draws(scale: int, num_edges: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The draws of :func:`_edge_chunks` without repeats, the first of each in draw order."""
+    n = 1 << scale
+    key = np.empty(num_edges, dtype=np.int64)
+    a = 0
+    for s, d in _edge_chunks(scale, num_edges, seed):
+        key[a:a + s.size] = s * n + d
+        a += s.size
+    first = np.unique(key, return_index=True)[1]
+    first.sort()
+    key = key[first]
+    del first
+    return key // n, key % n
 
 
 def _then(first: Iterator, second) -> Iterator:

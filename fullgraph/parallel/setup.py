@@ -31,17 +31,15 @@ def _method(partitioner: str) -> tuple[str, str]:
 def native_folder_as_stored(cfg) -> Path | None:
     """The native dataset folder ``cfg`` names when the graph a run trains on is that folder's files
     as they are (preprocessed, its stored split, no feature normalization), else ``None``. Such a
-    folder can be partitioned from its files, one part at a time, without loading the graph. A
-    folder whose edges carry data is loaded instead: the part writer that streams from the files
-    does not carry edge data yet (the in-memory one does)."""
+    folder can be partitioned from its files, one part at a time, without loading the graph (its
+    edges' data too: ``partition.stream_store`` writes the same parts as the in-memory writer)."""
     from fullgraph.data.detect import detect, looks_like_path
     from fullgraph.data.load import feature_norm_of
 
     if not looks_like_path(cfg.data.dataset) or cfg.data.split != 0 or feature_norm_of(cfg) != "none":
         return None
     det = detect(cfg.data.dataset)
-    streams = det.kind == "native" and det.options.get("preprocessed") and not det.options.get("edge_data")
-    return Path(det.path) if streams else None
+    return Path(det.path) if det.kind == "native" and det.options.get("preprocessed") else None
 
 
 def _partition_key(cfg, parts: int, identity: str) -> str:

@@ -217,14 +217,12 @@ def test_write_pyg_stores_the_preprocessed_edge_data(tmp_path):
 
 
 # --------------------------------------------------------------------------------- native folder
-def test_native_folder_with_edge_data_is_checked_and_never_streamed_without_it(tmp_path):
+def test_native_folder_with_edge_data_is_checked_and_streamed_with_it(tmp_path):
     g = typed_graph()
     write_native(g, tmp_path / "n")
     h = load_native(tmp_path / "n", verify=True)
     assert h.fingerprint() == g.fingerprint() and h.num_relations == 2
-    with pytest.raises(InputError, match=r"edge weight, attr, type in .*does not carry edge data yet") as e:
-        CSRStream.of_folder(tmp_path / "n")
-    one_line(e)
+    assert CSRStream.of_folder(tmp_path / "n").edge_kinds == ("weight", "attr", "type")  # streamed with its data
     assert CSRStream.of_folder(tmp_path / "n", structure_only=True).num_edges == g.num_edges
     np.save(tmp_path / "n" / "edge_weight.npy", np.zeros(g.num_edges, dtype=np.float32))
     with pytest.raises(InputError, match=r"edge_weight\.npy to have sha256"):
@@ -234,3 +232,18 @@ def test_native_folder_with_edge_data_is_checked_and_never_streamed_without_it(t
     (tmp_path / "n" / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(InputError, match=r"counts\.edge_data only in version 3"):
         load_native(tmp_path / "n")
+
+
+def test_convert_keeps_edge_data_unless_told_not_to(tmp_path):
+    from fullgraph.cli import main
+
+    folder = tmp_path / "g"
+    folder.mkdir()
+    (folder / "edges.txt").write_text("".join(f"{i} {(i + 1) % 6} {0.5 + i}\n" for i in range(6)))
+    (folder / "labels.txt").write_text("0\n1\n0\n1\n0\n1\n")
+    np.save(folder / "features.npy", np.eye(6, dtype=np.float32))
+    for flag, kinds in (([], ["weight"]), (["--no-edge-data"], [])):
+        out = tmp_path / f"out{len(flag)}"
+        assert main(["convert", "--dataset", str(folder), "--out", str(out), *flag]) == 0
+        back = load_native(out)
+        assert list(back.edge_kinds) == kinds

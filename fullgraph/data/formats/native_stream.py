@@ -66,6 +66,10 @@ class CSRStream:
     ``keep_indptr=False``, which reads it block by block too.
     """
 
+    edge_kinds: tuple[str, ...] = ()
+    """The kinds of data the edges carry where they come from (a folder's ``meta.json``); the blocks
+    never hold it."""
+
     def __init__(self, indptr, indices, num_nodes: int, num_edges: int, where: str = "graph"):
         self._indptr, self._indices = indptr, indices
         self.num_nodes, self.num_edges, self.where = int(num_nodes), int(num_edges), where
@@ -78,21 +82,21 @@ class CSRStream:
         return cls(ip, ix, ip.shape[0] - 1, int(ip[-1]), where)
 
     @classmethod
-    def of_folder(cls, folder: str | os.PathLike, *, structure_only: bool = False) -> "CSRStream":
+    def of_folder(cls, folder: str | os.PathLike, *, structure_only: bool = True) -> "CSRStream":
         """Over the ``indptr.npy`` and ``indices.npy`` of a native folder (their headers checked against
         ``meta.json``; the data is read only as blocks are asked for).
 
-        The blocks carry no edge data, so a folder that has some (version 3) is refused unless the
-        caller says that it needs the structure alone (``structure_only``): a pass that writes the
-        graph's edges elsewhere (the streamed partitioner's part files) would lose it silently."""
+        The blocks are the structure alone. A folder whose edges carry data (version 3) is read as
+        any other: its kinds are in :attr:`edge_kinds`, and a pass that writes the graph's edges
+        elsewhere reads the data by the entries' positions in ``indices.npy`` (the streamed part
+        writer, :mod:`fullgraph.partition.stream_store`, does). ``structure_only=False`` refuses
+        such a folder, for a pass that would lose the data."""
         folder = Path(folder)
         meta = read_native_meta(folder)
         kinds = edge_kinds(meta)
         if kinds and not structure_only:
-            raise InputError(f"expected a dataset folder without edge data for a pass streamed from its files "
-                             f"(got edge {', '.join(kinds)} in {folder}): the streamed partitioner (fennel on a "
-                             f"native folder used as stored) does not carry edge data yet; partition it with "
-                             f"another --partitioner, which loads the graph")
+            raise InputError(f"expected a dataset folder without edge data for this pass (got edge "
+                             f"{', '.join(kinds)} in {folder}, which it would not carry)")
         n, e = int(meta["counts"]["num_nodes"]), int(meta["counts"]["num_edges"])
         files = {}
         for name, length in (("indptr.npy", n + 1), ("indices.npy", e)):
@@ -105,7 +109,9 @@ class CSRStream:
                 raise InputError(f"expected {folder / name} to hold {offset + length * dtype.itemsize} bytes "
                                  f"(got {size}: the file is truncated)")
             files[name] = (folder / name, offset, dtype)
-        return cls(_FileArray(*files["indptr.npy"]), _FileArray(*files["indices.npy"]), n, e, str(folder))
+        stream = cls(_FileArray(*files["indptr.npy"]), _FileArray(*files["indices.npy"]), n, e, str(folder))
+        stream.edge_kinds = kinds
+        return stream
 
     def indptr(self) -> np.ndarray:
         """The whole row pointer (int64 ``[N + 1]``)."""

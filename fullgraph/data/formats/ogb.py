@@ -11,11 +11,19 @@ An unzipped ``http://snap.stanford.edu/ogb/data/nodeproppred/<name>.zip`` holds 
   used); ``raw/node-label.npz`` with ``node_label`` (N, 1) floats, NaN where unlabelled. Members may
   be deflate-compressed; each is read as a stream in row blocks (:mod:`.npy_stream`), never whole.
 * **edge-feat** (ogbn-proteins): no node features but ``raw/edge-feat.csv.gz`` (8 per edge),
-  ``raw/node-label.csv.gz`` with 112 binary tasks (multi-label). A node's features are the **mean
-  of the features of its incident edges**, every edge counted at both ends, as OGB's own proteins
-  examples build them (PyG's DeeperGCN example sums instead; the mean keeps the scale of the input).
-  ``raw/node_species.csv.gz`` is not a feature. OGB reports this task's ROC-AUC averaged over
-  tasks, and the folder says so: ``--metric auto`` picks it (:attr:`OgbSource.metric`).
+  ``raw/node-label.csv.gz`` with 112 binary tasks (multi-label). Each edge keeps its features as
+  edge data (``Graph.edge_attr``; the reverse edge that symmetrizing adds gets the same), and a
+  node's features are the **mean of the features of its incident edges**, every edge counted at
+  both ends, as OGB's own proteins examples build them (PyG's DeeperGCN example sums instead; the
+  mean keeps the scale of the input). ``edge_data=False`` (:func:`open_ogb`, :func:`load_ogb`)
+  gives the graph of earlier versions: the mean alone, no edge data. ``raw/node_species.csv.gz``
+  is not a feature. OGB reports this task's ROC-AUC averaged over tasks, and the folder says so:
+  ``--metric auto`` picks it (:attr:`OgbSource.metric`).
+
+Edge files beside the edge list are kept as edge data in every layout (unless ``edge_data=False``):
+``raw/edge-feat.csv.gz`` (a feature row per edge) as features, ``raw/edge_weight.csv.gz`` (one
+number per edge, as ogbl-collab ships it) as weights, the binary layout's ``edge_feat`` member as
+features. Repeated edges then follow ``Graph.from_edges``: weights summed, features refused.
 
 Every layout has ``split/<scheme>/{train,valid,test}.csv.gz`` (node ids; ``time``, ``sales_ranking``,
 ``species``). A node listed in a split without a label (NaN) is refused: it would enter the loss.
@@ -111,6 +119,9 @@ class OgbSource:
     labels: Callable[[], Iterator[np.ndarray]]
     num_edges: int | None = None
     notes: dict = field(default_factory=dict)
+    edge_data: tuple[str, ...] = ()
+    """What each edge block carries besides its ends (``Graph.from_edges``'s names, ``edge_weight``,
+    ``edge_attr``): ``edges()`` then yields ``(src, dst, {name: rows})`` triples."""
 
     @property
     def multilabel(self) -> bool:
@@ -152,8 +163,11 @@ class OgbSource:
         return self.label_columns if self.multilabel else top + 1
 
 
-def open_ogb(folder: str | Path, name: str | None = None, *, split_name: str | None = None) -> OgbSource:
-    """The OGB dataset unpacked in ``folder`` (any layout of the module doc), opened and checked."""
+def open_ogb(folder: str | Path, name: str | None = None, *, split_name: str | None = None,
+             edge_data: bool = True) -> OgbSource:
+    """The OGB dataset unpacked in ``folder`` (any layout of the module doc), opened and checked.
+    ``edge_data``: keep the edge files as edge data (module doc); ``False`` leaves them out (the
+    edge-feat layout's node features are the mean of its edges' either way)."""
     from fullgraph.data.formats.ogb_layouts import open_binary, open_csv, open_edge_feat
 
     folder = Path(folder)
@@ -164,7 +178,7 @@ def open_ogb(folder: str | Path, name: str | None = None, *, split_name: str | N
     scheme = _split_name(folder, split_name)
     require_files([folder / "split" / scheme / f"{s}.csv.gz" for s in SPLIT_FILES], f"OGB split of {folder}")
     opener = {"binary": open_binary, "csv": open_csv, "edge-feat": open_edge_feat}[layout]
-    return opener(folder, name or folder.name, scheme)
+    return opener(folder, name or folder.name, scheme, edge_data=edge_data)
 
 
 def _gather(blocks: Iterator[np.ndarray]) -> np.ndarray:
@@ -172,22 +186,26 @@ def _gather(blocks: Iterator[np.ndarray]) -> np.ndarray:
     return np.concatenate(parts) if len(parts) != 1 else parts[0]
 
 
-def load_ogb(folder: str | Path, name: str | None = None, *, split_name: str | None = None) -> Graph:
-    """The OGB node-property dataset unpacked in ``folder``, with its official split, in memory."""
-    src = open_ogb(folder, name, split_name=split_name)
+def load_ogb(folder: str | Path, name: str | None = None, *, split_name: str | None = None,
+             edge_data: bool = True) -> Graph:
+    """The OGB node-property dataset unpacked in ``folder``, with its official split, in memory
+    (``edge_data``: as :func:`open_ogb` takes it)."""
+    src = open_ogb(folder, name, split_name=split_name, edge_data=edge_data)
     masks = src.masks()
     num_classes = src.label_summary(masks)
-    pairs = list(src.edges())
-    s = np.concatenate([p[0] for p in pairs]) if pairs else np.zeros(0, np.int64)
-    d = np.concatenate([p[1] for p in pairs]) if pairs else np.zeros(0, np.int64)
-    del pairs
+    blocks = list(src.edges())
+    s = np.concatenate([b[0] for b in blocks]) if blocks else np.zeros(0, np.int64)
+    d = np.concatenate([b[1] for b in blocks]) if blocks else np.zeros(0, np.int64)
+    edge = {k: torch.from_numpy(np.concatenate([b[2][k] for b in blocks])) for k in src.edge_data} if blocks else {}
+    del blocks
     x = _gather(src.features()).astype(np.float32, copy=False)
     if x.shape != (src.num_nodes, src.num_features):
         raise InputError(f"expected node features of shape {[src.num_nodes, src.num_features]} in {src.folder} "
                          f"(got {list(x.shape)})")
     return Graph.from_edges(torch.from_numpy(s.astype(np.int64)), torch.from_numpy(d.astype(np.int64)),
                             src.num_nodes, x=torch.from_numpy(x), y=torch.from_numpy(_gather(src.labels())),
-                            name=src.name, num_classes=num_classes, **{k: torch.from_numpy(v) for k, v in masks.items()})
+                            name=src.name, num_classes=num_classes, **edge,
+                            **{k: torch.from_numpy(v) for k, v in masks.items()})
 
 
 def label_rows(path: Path, what: str) -> Callable[[], Iterator[np.ndarray]]:

@@ -29,19 +29,52 @@ def _count(path: Path, what: str) -> int | None:
     return int(values[0])
 
 
-def _edge_blocks(path: Path):
-    def blocks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _edge_blocks(path: Path, edge_files: dict[str, tuple[Path, int]] | None = None):
+    """The edge list's blocks as ``(src, dst)``, or with ``edge_files`` (``Graph.from_edges``'s name ->
+    ``(file, columns)``, a row per edge) as ``(src, dst, {name: rows})`` (a weight file's one column
+    as a 1-D array)."""
+    def pairs() -> Iterator[tuple[np.ndarray, np.ndarray]]:
         for t in read_table_blocks(path, dtype=np.int64, what="edge list", ncols=2):
             yield np.ascontiguousarray(t[:, 0]), np.ascontiguousarray(t[:, 1])
+
+    if not edge_files:
+        return pairs
+
+    def blocks():
+        names = list(edge_files)
+        streams = [read_table_blocks(f, dtype=np.float64, what=_EDGE_WHAT[k], ncols=c)
+                   for k, (f, c) in edge_files.items()]
+        where = f"{', '.join(str(f) for f, _ in edge_files.values())} against {path}"
+        for (src, dst), *rows in _aligned(pairs(), streams, where):
+            yield src, dst, {k: (r[:, 0] if k == "edge_weight" else r) for k, r in zip(names, rows)}
     return blocks
+
+
+_EDGE_WHAT = {"edge_weight": "edge weights", "edge_attr": "edge features"}
+
+
+def _edge_files(raw: Path, edge_data: bool) -> dict[str, tuple[Path, int]]:
+    """The edge files beside ``raw/edge.csv.gz`` kept as edge data (``ogb`` module doc), with their
+    column counts: ``edge_weight.csv.gz`` must hold one."""
+    if not edge_data:
+        return {}
+    out = {}
+    for name, file in (("edge_weight", "edge_weight.csv.gz"), ("edge_attr", "edge-feat.csv.gz")):
+        if (raw / file).is_file():
+            out[name] = (raw / file, _columns(raw / file))
+    if "edge_weight" in out and out["edge_weight"][1] != 1:
+        raise InputError(f"expected one weight per line in {out['edge_weight'][0]} (got {out['edge_weight'][1]} "
+                         f"values on the first line)")
+    return out
 
 
 def _count_rows(path: Path, ncols: int, what: str) -> int:
     return sum(t.shape[0] for t in read_table_blocks(path, dtype=np.float64, what=what, ncols=ncols))
 
 
-def open_csv(folder: Path, name: str, scheme: str) -> OgbSource:
-    """ogbn-arxiv / ogbn-products: the csv.gz layout."""
+def open_csv(folder: Path, name: str, scheme: str, *, edge_data: bool = True) -> OgbSource:
+    """ogbn-arxiv / ogbn-products: the csv.gz layout (with any edge files beside the edge list kept
+    as edge data, when ``edge_data``)."""
     raw = folder / "raw"
     edge_f, feat_f, label_f = raw / "edge.csv.gz", raw / "node-feat.csv.gz", raw / "node-label.csv.gz"
     require_files([edge_f, feat_f, label_f], f"OGB dataset in {folder}")
@@ -55,33 +88,52 @@ def open_csv(folder: Path, name: str, scheme: str) -> OgbSource:
     def features():
         yield from read_table_blocks(feat_f, dtype=np.float32, what="node features", ncols=width)
 
+    files = _edge_files(raw, edge_data)
     return OgbSource(folder=folder, name=name, layout="csv", scheme=scheme, num_nodes=n, num_features=width,
-                     label_columns=_columns(label_f), edges=_edge_blocks(edge_f), features=features,
+                     label_columns=_columns(label_f), edges=_edge_blocks(edge_f, files), features=features,
                      labels=label_rows(label_f, "node labels"), num_edges=_count(raw / "num-edge-list.csv.gz",
-                                                                                   "edge count"))
+                                                                                   "edge count"),
+                     edge_data=tuple(files), notes=_edge_notes(files))
 
 
-def _aligned(a: Iterator[np.ndarray], b: Iterator[np.ndarray], what: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Blocks of two row streams cut to the same lengths (two files of one row per edge whose text
-    blocks hold different numbers of rows)."""
-    ra, rb = np.zeros((0, 0)), np.zeros((0, 0))
-    for xa in a:
-        ra = np.concatenate([ra, xa]) if ra.size else xa
-        while rb.shape[0] < ra.shape[0]:
-            xb = next(b, None)
-            if xb is None:
-                raise InputError(f"expected one row per edge in {what} (got fewer rows than edges)")
-            rb = np.concatenate([rb, xb]) if rb.size else xb
-        k = ra.shape[0]
-        yield ra, rb[:k]
-        ra, rb = np.zeros((0, 0)), rb[k:]
-    if rb.shape[0] or next(b, None) is not None:
-        raise InputError(f"expected one row per edge in {what} (got more rows than edges)")
+def _edge_notes(files: dict) -> dict:
+    """What meta.json records of where the edge data came from."""
+    return {"edge_data_source": {k: f"raw/{f.name}" for k, (f, _) in files.items()}} if files else {}
 
 
-def open_edge_feat(folder: Path, name: str, scheme: str) -> OgbSource:
+def _aligned(lead: Iterator, others: list[Iterator[np.ndarray]], what: str) -> Iterator[tuple]:
+    """The rows of ``lead`` (blocks of rows, or tuples of equally long arrays) with those of each of
+    ``others`` (files of one row per edge whose blocks hold other numbers of rows), in pieces cut at
+    every block's end: ``(lead rows, rows of others[0], ...)``, views of the blocks, so that no block
+    is copied or held longer than its rows take to pass."""
+    cur: list[np.ndarray | None] = [None] * len(others)
+    at = [0] * len(others)
+    for block in lead:
+        k = len(block[0]) if isinstance(block, tuple) else block.shape[0]
+        a = 0
+        while a < k:
+            m = k - a
+            for j, it in enumerate(others):
+                while cur[j] is None or at[j] >= cur[j].shape[0]:
+                    cur[j], at[j] = next(it, None), 0
+                    if cur[j] is None:
+                        raise InputError(f"expected one row per edge in {what} (got fewer rows than edges)")
+                m = min(m, cur[j].shape[0] - at[j])
+            piece = tuple(x[a:a + m] for x in block) if isinstance(block, tuple) else block[a:a + m]
+            rows = [cur[j][at[j]:at[j] + m] for j in range(len(others))]
+            for j in range(len(others)):
+                at[j] += m
+            yield (piece, *rows)
+            a += m
+    for j, it in enumerate(others):
+        if (cur[j] is not None and at[j] < cur[j].shape[0]) or next(it, None) is not None:
+            raise InputError(f"expected one row per edge in {what} (got more rows than edges)")
+
+
+def open_edge_feat(folder: Path, name: str, scheme: str, *, edge_data: bool = True) -> OgbSource:
     """ogbn-proteins: node features are the mean of the incident edges' features (module doc of
-    :mod:`.ogb`), computed here in one pass over the edges (``N x edge features`` float64 sums)."""
+    :mod:`.ogb`), computed here in one pass over the edges (``N x edge features`` float64 sums);
+    ``edge_data``: each edge keeps its own features too (read again as the edges are)."""
     raw = folder / "raw"
     edge_f, efeat_f, label_f = raw / "edge.csv.gz", raw / "edge-feat.csv.gz", raw / "node-label.csv.gz"
     require_files([edge_f, efeat_f, label_f], f"OGB dataset in {folder}")
@@ -92,7 +144,7 @@ def open_edge_feat(folder: Path, name: str, scheme: str) -> OgbSource:
     sums, seen = np.zeros((n, width)), np.zeros(n, dtype=np.int64)
     edges = read_table_blocks(edge_f, dtype=np.int64, what="edge list", ncols=2)
     feats = read_table_blocks(efeat_f, dtype=np.float64, what="edge features", ncols=width)
-    for e, f in _aligned(edges, feats, f"{efeat_f} against {edge_f}"):
+    for e, f in _aligned(edges, [feats], f"{efeat_f} against {edge_f}"):
         if e.size and (int(e.min()) < 0 or int(e.max()) >= n):
             raise InputError(f"expected edge ids in [0, {n}) in {edge_f} (got {int(e.min())}..{int(e.max())})")
         for end in (e[:, 0], e[:, 1]):
@@ -101,14 +153,16 @@ def open_edge_feat(folder: Path, name: str, scheme: str) -> OgbSource:
             seen += np.bincount(end, minlength=n)
     x = (sums / np.maximum(seen, 1)[:, None]).astype(np.float32)
     del sums
+    files = _edge_files(raw, edge_data)
+    notes = {"feature_source": "mean of the incident edges' features (OGB's proteins examples)", **_edge_notes(files)}
     return OgbSource(folder=folder, name=name, layout="edge-feat", scheme=scheme, num_nodes=n, num_features=width,
-                     label_columns=_columns(label_f), edges=_edge_blocks(edge_f), features=lambda: iter([x]),
-                     labels=label_rows(label_f, "node labels"),
-                     notes={"feature_source": "mean of the incident edges' features (OGB's proteins examples)"})
+                     label_columns=_columns(label_f), edges=_edge_blocks(edge_f, files), features=lambda: iter([x]),
+                     labels=label_rows(label_f, "node labels"), edge_data=tuple(files), notes=notes)
 
 
-def open_binary(folder: Path, name: str, scheme: str) -> OgbSource:
-    """ogbn-papers100M: ``raw/data.npz`` and ``raw/node-label.npz``, read as streams."""
+def open_binary(folder: Path, name: str, scheme: str, *, edge_data: bool = True) -> OgbSource:
+    """ogbn-papers100M: ``raw/data.npz`` and ``raw/node-label.npz``, read as streams (an ``edge_feat``
+    member, a feature row per edge, kept as edge data when ``edge_data``)."""
     raw = folder / "raw"
     require_files([raw / "data.npz", raw / "node-label.npz"], f"OGB binary dataset in {folder}")
     data, labels = raw / "data.npz", raw / "node-label.npz"
@@ -128,9 +182,19 @@ def open_binary(folder: Path, name: str, scheme: str) -> OgbSource:
         m = _small(NpyMember(data, "num_edges_list"), "edge count")
         if m != e:
             raise InputError(f"expected edge_index of shape (2, {m}) (num_edges_list) in {data} (got {list(edge.shape)})")
+    edges, kinds, notes = edge.column_pairs, (), {}
+    if edge_data and "edge_feat" in have:
+        efeat = NpyMember(data, "edge_feat").expect(kind="fiu", ndim=(2,), what="edge features")
+        if efeat.shape[0] != e:
+            raise InputError(f"expected {e} rows of edge_feat (one per edge) in {data} (got {efeat.shape[0]})")
+
+        def edges():
+            for (src, dst), rows in _aligned(edge.column_pairs(), [efeat.rows()], efeat.where):
+                yield src, dst, {"edge_attr": rows.astype(np.float64, copy=False) if rows.dtype.kind != "f" else rows}
+        kinds, notes = ("edge_attr",), {"edge_data_source": {"edge_attr": "raw/data.npz:edge_feat"}}
     return OgbSource(folder=folder, name=name, layout="binary", scheme=scheme, num_nodes=n, num_features=feat.shape[1],
-                     label_columns=1 if len(label.shape) == 1 else label.shape[1], edges=edge.column_pairs,
-                     features=feat.rows, labels=npz_label_rows(label), num_edges=e)
+                     label_columns=1 if len(label.shape) == 1 else label.shape[1], edges=edges,
+                     features=feat.rows, labels=npz_label_rows(label), num_edges=e, edge_data=kinds, notes=notes)
 
 
 def _small(member: NpyMember, what: str) -> int:
