@@ -128,8 +128,7 @@ def block_adjacency_data(indptr: torch.Tensor, indices: torch.Tensor, norm: str,
         else:
             loops = torch.from_numpy(is_loop)
             nodes = torch.arange(n) if node_ids is None else node_ids[:n]
-            out = edata.with_loops(torch.arange(edata.num_entries), loops, row_ids(torch.from_numpy(ip)), nodes,
-                                   loop_weight)
+            out = edata.with_loops(loops, row_ids(torch.from_numpy(ip)), nodes, loop_weight)
         if weight is not None:
             vals *= out.weight.numpy()
     return torch.from_numpy(ip), torch.from_numpy(cols), torch.from_numpy(vals), out

@@ -93,10 +93,6 @@ class EdgeData:
         """The kinds present (a subset of :data:`EDGE_FIELDS`, in its order)."""
         return tuple(k for k in EDGE_FIELDS if getattr(self, k) is not None)
 
-    @property
-    def attr_width(self) -> int:
-        return 0 if self.attr is None else self.attr.shape[1]
-
     def facts(self) -> EdgeFacts:
         return EdgeFacts(self.kinds, self.attr.shape[1] if self.attr is not None else None,
                          self.num_relations if self.type is not None else None)
@@ -111,18 +107,18 @@ class EdgeData:
         return replace(self, eid=self.eid.to(device), weight=move(self.weight), attr=move(self.attr),
                        type=move(self.type))
 
-    def with_loops(self, kept: torch.Tensor, is_loop: torch.Tensor, rows: torch.Tensor,
-                   loop_nodes: torch.Tensor, loop_weight: torch.Tensor | None = None) -> "EdgeData":
-        """The data of a CSR into which one self loop per row was inserted (built on the CPU).
+    def with_loops(self, is_loop: torch.Tensor, rows: torch.Tensor, loop_nodes: torch.Tensor,
+                   loop_weight: torch.Tensor | None = None) -> "EdgeData":
+        """The data of a CSR into which one self loop per row was inserted (built on the CPU): these
+        entries in their order, the loops between them.
 
         Args:
-            kept: positions (in this data) of the entries that remain, in their new order.
             is_loop: bool ``[E']``, which entries of the new CSR are the added loops (one per row).
             rows: int64 ``[E']``, the row of every entry of the new CSR.
             loop_nodes: global node id of each row's node, in row order (the loops' keys).
             loop_weight: each loop's weight, in row order (default 1).
         """
-        e, old = is_loop.numel(), self.take(kept)
+        e, old = is_loop.numel(), self
         real = ~is_loop
 
         def fill(values: torch.Tensor | None, loops) -> torch.Tensor | None:
