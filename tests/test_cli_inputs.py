@@ -115,6 +115,14 @@ def test_a_weight_column_that_is_not_numeric_is_refused(tmp_path, capsys):
     one_line_error(capsys, "edges.txt", "heavy")
 
 
+def test_tensor_refuses_a_gat_reading_edge_features_before_its_ranks_start(tmp_path, capsys):
+    _edge_list_folder(tmp_path / "g", "src dst f1 f2\n" + "".join(f"{i} {(i + 1) % 8} {i} 1\n" for i in range(8)))
+    assert main(["train", "--dataset", str(tmp_path / "g"), "--model", "gat", "--hidden", "4", "--heads", "2",
+                 "--parallel", "tensor", "--nprocs", "2", "--epochs", "1", "--out", str(tmp_path / "run")]) == 2
+    one_line_error(capsys, "reads no edge features with --parallel tensor", "single, graph, pipeline, hybrid")
+    assert not (tmp_path / "run").exists()
+
+
 def test_resume_refuses_a_graph_whose_edge_weights_changed(tmp_path, capsys):
     """The graph's fingerprint covers its edge data (issue 51 §3): new weights are another graph."""
     graph, run = tmp_path / "g", tmp_path / "run"

@@ -244,7 +244,9 @@ def prepare_run(cfg) -> RunInputs:
     from fullgraph.partition.store import load_meta
     layout = cfg.parallel.mesh
     if layout.reads_block_rows:  # every rank reads its own block row (tensor: the one), cut here once
-        return RunInputs(cfg.parallel.partition_dir or str(prepare_block_rows_dir(cfg)))
+        folder = cfg.parallel.partition_dir or str(prepare_block_rows_dir(cfg))
+        _check_edge_layout(cfg, folder)
+        return RunInputs(folder)
     chunked = layout.chunked
     graph = load_graph(cfg) if chunked else None  # else prepare_partition_dir loads it only if it must
     pdir = cfg.parallel.partition_dir
@@ -254,6 +256,19 @@ def prepare_run(cfg) -> RunInputs:
         pdir = str(prepare_partition_dir(cfg, layout.graph_ways, graph=graph))
     chunk_file = str(prepare_chunk_file(cfg, pdir, graph=graph)) if chunked else None
     return RunInputs(pdir, chunk_file)
+
+
+def _check_edge_layout(cfg, folder: str) -> None:
+    """Refuse before any rank starts a built-in model that reads the edge features a block-row layout
+    does not hand it (the ranks would each refuse it, ``registry.check_edge_data``)."""
+    from fullgraph.ops.edge_data import EdgeFacts
+    from fullgraph.parallel.registry import edge_kinds_read, edge_layout_error
+    from fullgraph.partition.blockrows import load_block_rows_meta
+
+    edges = EdgeFacts.of_record(load_block_rows_meta(folder))
+    error = edge_layout_error(cfg.parallel.mode, cfg.model.name, edge_kinds_read(cfg.model.name), edges)
+    if error is not None:
+        raise error
 
 
 def input_widths(cfg, graph=None) -> tuple[int, int]:
