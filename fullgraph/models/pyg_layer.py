@@ -337,8 +337,10 @@ class PyGLayer(GraphLayer):
         edges = self._edge_data(block)
         n = block.num_dst
         with self._attention_dropout(block):
-            if self._pair:
+            if self._pair and block.num_src != n:  # a part's or a chunk's rows: the dst rows lead the src rows
                 return self.conv((h, h[:n]), edge_index, **edges)
+            # every src row is a dst row (one process's whole graph): PyG's own call, whose shared input
+            # map (GATConv's lin) runs once, where the pair would run it on both halves
             return self.conv(h, edge_index, **edges)[:n]
 
     def _edge_data(self, block: Block) -> dict:
