@@ -313,6 +313,7 @@ class PyGLayer(GraphLayer):
         self._edge_args = edge_args(conv)
         self._needs = edge_needs(conv)
         self._keyed_attention = keyed_attention(conv)
+        self._dense_input: tuple | None = None  # (the sparse input rows, their dense copy), see _conv
 
     def compute(self, block: Block, h, h0=None) -> torch.Tensor:
         out = self._conv(block, h)
@@ -331,7 +332,7 @@ class PyGLayer(GraphLayer):
     def _conv(self, block: Block, h) -> torch.Tensor:
         if self._fast is not None:  # a normalizing GCNConv: the weights are in the block's Â already
             return self._fast(self.conv, block, h)
-        h = _dense(h)
+        h = self._densified(h)
         src, dst = block.edges()
         edge_index = torch.stack([src, dst])
         edges = self._edge_data(block)
@@ -339,9 +340,20 @@ class PyGLayer(GraphLayer):
         with self._attention_dropout(block):
             if self._pair and block.num_src != n:  # a part's or a chunk's rows: the dst rows lead the src rows
                 return self.conv((h, h[:n]), edge_index, **edges)
-            # every src row is a dst row (one process's whole graph): PyG's own call, whose shared input
-            # map (GATConv's lin) runs once, where the pair would run it on both halves
+            # every src row is a dst row (the whole graph): PyG's own call runs GATConv's lin once, not twice
             return self.conv(h, edge_index, **edges)[:n]
+
+    def _densified(self, h):
+        """Dense rows for a conv that takes no sparse input. Sparse input rows are the graph's constant
+        features (a model's first layer), the same object every step: their dense copy is made once and
+        kept, where a copy per step costs a zero fill of the whole matrix (autograd keeps it through the
+        step anyway, so keeping it adds nothing to the peak; found by ``benchmarks/edge_data.py``)."""
+        if not isinstance(h, SparseOp):
+            return h
+        if self._dense_input is None or self._dense_input[0] is not h:
+            self._dense_input = None  # other rows (a dropped copy, another part): the old copy goes first
+            self._dense_input = (h, h.to_dense())
+        return self._dense_input[1]
 
     def _edge_data(self, block: Block) -> dict:
         """The block's edge data the conv takes, by argument name, in the order of ``block.edges()``."""
