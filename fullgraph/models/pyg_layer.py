@@ -37,7 +37,7 @@ PyG's own dropout runs.
 
 Sparse input features (a ``SparseOp``) go through the conv's first linear map as a sparse
 product where that map comes first (``GCNConv``, ``SAGEConv``) and through the residual's
-projection; other convs get the block's rows densified.
+projection; other convs get the rows densified, the constant input features once (``_densified``).
 """
 
 from __future__ import annotations
@@ -313,7 +313,7 @@ class PyGLayer(GraphLayer):
         self._edge_args = edge_args(conv)
         self._needs = edge_needs(conv)
         self._keyed_attention = keyed_attention(conv)
-        self._dense_input: tuple | None = None  # (the sparse input rows, their dense copy), see _conv
+        self._dense_input: tuple | None = None  # (the sparse input rows, their dense copy): _densified
 
     def compute(self, block: Block, h, h0=None) -> torch.Tensor:
         out = self._conv(block, h)
