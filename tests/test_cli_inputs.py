@@ -161,3 +161,32 @@ def test_a_chunk_file_of_another_graph_is_refused(tmp_path):
     assert load_chunks(path, 60, 4, one.fingerprint()).shape == (60,)
     with pytest.raises(InputError, match=r"expected the chunk file .* to be of this run's graph"):
         load_chunks(path, 60, 4, other.fingerprint())
+
+
+def test_a_run_on_edge_data_resumes_bit_for_bit_and_its_model_evaluates_and_predicts(tmp_path):
+    """Checkpoints, --resume, model.pt, evaluate and predict with edge data (issue 51 §3): a GAT that
+    reads the edges' features and a weighted graph, stopped after 2 epochs and resumed to 4, trains the
+    same bits as 4 epochs in one go; its model.pt rebuilds the GAT with its edge width."""
+    edges = "src dst weight f1 f2\n" + "".join(f"{i} {(i + 1) % 8} {0.5 + i / 8} {i % 3} {1 - i / 4}\n"
+                                               for i in range(8))
+    _edge_list_folder(tmp_path / "g", edges)
+    env = os.environ | {"PYTHONWARNINGS": "ignore"}
+
+    def fullgraph(*args):
+        proc = subprocess.run([sys.executable, "-m", "fullgraph", *args], capture_output=True, text=True, timeout=300,
+                              env=env)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+
+    common = ["--dataset", str(tmp_path / "g"), "--model", "gat", "--hidden", "4", "--heads", "2", "--progress",
+              "none", "--checkpoint-every", "2"]
+    fullgraph("train", *common, "--epochs", "4", "--out", str(tmp_path / "whole"))
+    fullgraph("train", *common, "--epochs", "2", "--out", str(tmp_path / "part"))
+    fullgraph("train", "--resume", str(tmp_path / "part"), "--epochs", "4")
+
+    def losses(run):
+        return [json.loads(line)["loss"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+    assert losses(tmp_path / "part") == losses(tmp_path / "whole") and len(losses(tmp_path / "whole")) == 4
+    fullgraph("evaluate", "--run", str(tmp_path / "part"))
+    fullgraph("predict", "--run", str(tmp_path / "part"), "--out", str(tmp_path / "pred"))
+    assert (tmp_path / "pred" / "predictions.npy").is_file()

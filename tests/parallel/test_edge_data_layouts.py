@@ -2,10 +2,8 @@
 (issue 51 §3): weighted GCN (``gcn_norm`` with weights), weighted-mean SAGE and weighted-sum GIN,
 the built-in GAT reading edge features, and PyG's ``GATConv(edge_dim)`` (its attention dropout on),
 ``GINEConv`` and ``RGCNConv`` through ``from_pyg``, dropout on, under graph parallelism (METIS, P = 2; and with
-``--prune``) and the pipeline (S = 2, against the one-process run of the same chunks, as
-``test_user_models`` does); the algebraic layouts train the weighted models. The hybrid is not run
-here: its ranks hold a part's chunks, the two paths these tests cover, and ``test_user_models`` runs
-it against the same one-process chunks.
+``--prune``), and the pipeline (S = 2) and the hybrid (2 × 2) against the one-process run of the
+same chunks, as ``test_user_models`` does; the algebraic layouts train the weighted models.
 
 The reference is ``Trainer`` on the whole ``Graph`` (``Block.from_graph``: the weighted Â of
 ``ops.adjacency.normalized_data``, checked against PyG's ``gcn_norm`` in ``tests/ops``); a part's
@@ -93,18 +91,23 @@ def simulate(graph, cfg: TrainConfig, chunk_file: str):
     return torch.tensor(result.losses, dtype=torch.float64)
 
 
-def test_pipeline_with_edge_data_follows_the_one_process_chunks(cora_edges, tmp_path):
-    zeros = torch.zeros(cora_edges.num_nodes, dtype=torch.int64)
-    save_partition(PartitionBook.build(cora_edges, zeros), cora_edges, tmp_path / "parts",
-                   {"method": "none", "parts": 1, "seed": 0})
-    cfile = str(cached_chunks(cora_edges, zeros, 1, K, "metis", 0, tmp_path))
-    names = ("gcn", "gat", "rgcn")
-    runs = [{"name": n, "config": config(n, parallel="pipeline", partition_dir=str(tmp_path / "parts"), chunks=K,
-                                         chunk_file=cfile, history_refresh=2)} for n in names]
-    got = run_ranks("chunked_runs", 2, {"runs": runs}, tmp_path)
+@pytest.mark.parametrize("stages, ways", [(2, 1), (2, 2)], ids=["pipeline-2", "hybrid-2x2"])
+def test_chunked_layouts_with_edge_data_follow_the_one_process_chunks(cora_edges, stages, ways, tmp_path):
+    """Global chunk k is the union of the parts' chunk k: the hybrid's ranks hold a part's chunks and
+    their edges' data, and follow the same one-process run as the pipeline's."""
+    node_part = (partition_nodes(cora_edges, ways, method="metis", seed=0) if ways > 1
+                 else torch.zeros(cora_edges.num_nodes, dtype=torch.int64))
+    save_partition(PartitionBook.build(cora_edges, node_part), cora_edges, tmp_path / "parts",
+                   {"method": "metis", "parts": ways, "seed": 0})
+    cfile = str(cached_chunks(cora_edges, node_part, ways, K, "metis", 0, tmp_path))
+    names = ("gcn", "gat", "rgcn") if ways == 1 else ("gcn", "gat-edges")
+    mode = dict(parallel="pipeline") if ways == 1 else dict(parallel="hybrid", stages=stages, graph_ways=ways)
+    runs = [{"name": n, "config": config(n, partition_dir=str(tmp_path / "parts"), chunks=K, chunk_file=cfile,
+                                         history_refresh=2, **mode)} for n in names]
+    got = run_ranks("chunked_runs", stages * ways, {"runs": runs}, tmp_path)
     for n in names:
         want = simulate(cora_edges, TrainConfig.of(**config(n, history_refresh=2), progress="none"), cfile)
-        assert_same_losses(got[n]["losses"], want, what=f"pipeline S=2 {n} losses")
+        assert_same_losses(got[n]["losses"], want, what=f"{stages}x{ways} {n} losses")
 
 
 @pytest.fixture(scope="module")
