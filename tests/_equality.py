@@ -152,6 +152,12 @@ one (BatchNorm's input gradient). Each step carries the last-bit differences of 
 1e-4 relative; values are O(1) and an entry that cancels keeps a few ulps of the largest term
 of a sum of ~10, below 1e-5."""
 
+FLOAT32_FEW_OPS = Tol("FLOAT32_FEW_OPS", rtol=1e-6, atol=1e-7)
+"""One value made by a handful of float32 operations in another order (a normalized adjacency entry
+``w / sqrt(d_u d_v)`` against PyG's ``gcn_norm``; a self loop's mean of a few edge features, rounded
+to float32 from float64): a few ulps, below 1e-6 relative; an entry near zero keeps an ulp of its
+terms, below 1e-7."""
+
 FLOAT64_REORDER = Tol("FLOAT64_REORDER", rtol=1e-9, atol=1e-10)
 """The same math in float64 with sums in another order (GAT's attention-vector gradients summed
 over every edge of the graph): ~1e-16 relative per op, so even thousands of terms agree to ~1e-12;

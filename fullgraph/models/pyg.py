@@ -35,7 +35,7 @@ from fullgraph.models.base import GNN, reads_every_layer_refusal
 from fullgraph.models.pyg_layer import (EDGE_ARGS, KEYED_ATTENTION, MULTI_HOP, PyGLayer, conv_name,
                                         is_normalizing_gcn, keyed_attention, out_width)
 from fullgraph.ops import Block
-from fullgraph.ops.edge_data import EdgeFacts
+from fullgraph.ops.edge_data import EDGE_FIELDS, EdgeFacts
 
 __all__ = ["from_pyg", "adaptable", "PyGLayer", "PyGModel", "MULTI_HOP"]
 
@@ -146,8 +146,7 @@ class PyGModel(GNN):
                     width = want
                 if kind == "type" and want is not None:
                     relations = want if relations is None else min(relations, want)
-        order = ("weight", "attr", "type")
-        return EdgeFacts(tuple(sorted(kinds, key=order.index)), width, relations)
+        return EdgeFacts(tuple(sorted(kinds, key=EDGE_FIELDS.index)), width, relations)
 
     def check_edge_data(self, kinds: EdgeFacts | tuple[str, ...] = (), edge_width: int | None = None,
                         num_relations: int | None = None) -> None:

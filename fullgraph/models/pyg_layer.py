@@ -365,8 +365,8 @@ class PyGLayer(GraphLayer):
             elif kind in self._needs:
                 what = {"attr": "features (edge_attr)", "type": "types (edge_type)"}[kind]
                 raise InputError(f"expected edge {what} for {conv_name(self.conv)} (got a block whose edges carry "
-                                 f"none): give the graph its edge {what.split()[0]} (Graph.from_edges(..., "
-                                 f"{EDGE_ARGS[kind]}=...)), or use a conv that reads none")
+                                 f"none): give the graph its edge {what.split()[0]} (docs/data.md), or use a conv "
+                                 f"that reads none")
         return edges
 
     @contextmanager

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from fullgraph.errors import InputError
-from fullgraph.ops.csr import canonical, indptr_from_counts, row_ids, row_spans
+from fullgraph.ops.csr import canonical, indptr_from_rows, row_ids, row_spans
 from fullgraph.ops.edge_data import EdgeData
 
 __all__ = ["NORMS", "block_adjacency", "block_adjacency_data", "normalized", "normalized_data", "check_norm",
@@ -108,10 +108,10 @@ def block_adjacency_data(indptr: torch.Tensor, indices: torch.Tensor, norm: str,
         ip = ip + np.arange(n + 1)
         counts = counts + 1
     deg = degree.numpy()
+    loop = 1 if loop_weight is None else loop_weight.numpy()  # the weight of the loop gcn adds
     if weight is not None and norm != "self-loops":
-        _check_weighted_degree(deg, counts, norm, n)
-    if norm == "gcn":  # the loop adds one to every degree; float32 throughout, as the kernels read it
-        loop = 1 if loop_weight is None else loop_weight.numpy()
+        _check_weighted_degree(deg, counts, norm, n, loop)
+    if norm == "gcn":  # the loop adds its weight to every degree; float32 throughout, as the kernels read it
         dinv = (1.0 / np.sqrt((deg + loop).astype(np.float32))).astype(np.float32)
         vals = np.repeat(dinv[:n], counts)
         vals *= dinv[cols]
@@ -134,10 +134,10 @@ def block_adjacency_data(indptr: torch.Tensor, indices: torch.Tensor, norm: str,
     return torch.from_numpy(ip), torch.from_numpy(cols), torch.from_numpy(vals), out
 
 
-def _check_weighted_degree(deg: np.ndarray, counts: np.ndarray, norm: str, n: int) -> None:
+def _check_weighted_degree(deg: np.ndarray, counts: np.ndarray, norm: str, n: int, loop) -> None:
     """Refuse weights that leave a degree the normalization cannot divide by: ``gcn`` takes the
-    square root of every degree + 1, ``mean`` divides each row with entries by its sum."""
-    bad = (deg + 1 <= 0) if norm == "gcn" else ((deg[:n] <= 0) & (counts > 0))
+    square root of every degree plus its loop's weight, ``mean`` divides each row with entries by its sum."""
+    bad = (deg + loop <= 0) if norm == "gcn" else ((deg[:n] <= 0) & (counts > 0))
     if bool(bad.any()):
         what = "in-degree + 1 (the added loop)" if norm == "gcn" else "sum over a node's in-edges"
         raise InputError(f"expected edge weights whose weighted {what} is positive for the {norm!r} normalization "
@@ -167,8 +167,7 @@ def normalized_data(indptr: torch.Tensor, indices: torch.Tensor, norm: str, edat
             if edata.weight is not None:
                 loop_weight = torch.ones(indptr.numel() - 1, dtype=edata.weight.dtype)
                 loop_weight[rows[~keep]] = edata.weight[~keep]
-            indptr = indptr_from_counts(torch.zeros(indptr.numel() - 1, dtype=torch.int64).index_add_(
-                0, row_ids(indptr)[keep], torch.ones(int(keep.sum()), dtype=torch.int64)))
+            indptr = indptr_from_rows(rows[keep], indptr.numel() - 1)
             indices, edata = indices[keep], edata.take(keep)
     degree = indptr.diff() if edata.weight is None else weighted_in_degree(indptr, edata.weight)
     return block_adjacency_data(indptr, indices, norm, degree, edata, loop_weight=loop_weight)

@@ -73,7 +73,7 @@ class GraphEngine(ReplicatedEngine):
         counts = torch.tensor([float(part.val_mask.sum()), float(part.test_mask.sum())], device=dev)
         self.num_val, self.num_test = (int(v) for v in comm.all_reduce_(counts, "eval/reduce").tolist())
         self.in_dim, self.num_classes = part.x.shape[1], int(part.num_classes)
-        self.edges = part.edata.facts() if part.edata is not None else self.edges
+        self.edges = part.edge_facts
         self.name = part.name
         self.replication_factor = replication_factor
         # offsets of each peer's group in my halo list and in my send list

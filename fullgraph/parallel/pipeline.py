@@ -98,7 +98,7 @@ class ChunkedEngine(Engine):
         self.local_ids = self.block.src_ids  # global ids of the local rows (they key dropout masks)
         self.x = input_features(part.x).to(dev) if self.first_stage else None  # only the first stage reads them
         self.in_dim = part.x.shape[1]
-        self.edges = part.edata.facts() if part.edata is not None else self.edges
+        self.edges = part.edge_facts
         plan = HaloPlan.of_part(part, dev) if group is not None else None  # the exact pass's halo exchange
         self.link = StageTransport(links, dev, plan, ids=self.local_ids.to(dev))
         rows = slice(None) if self.last_stage else slice(0, 0)  # only the last stage has logits

@@ -151,9 +151,8 @@ def build_engine(cfg, norm: str, graph=None, layers: int | None = None) -> Engin
     hold the whole graph (single process, and SpMM when tests pass one in); ``layers``: the model's
     depth, where the layout splits its layers (default: ``cfg.model.layers``; a user's builder decides it)."""
     engine = layout_of(cfg.parallel.mode).build(cfg, norm, graph=graph, layers=layers)
-    if engine.fingerprint is None or not engine.edges.kinds:
-        fingerprint, edges = _graph_record(cfg, getattr(engine, "graph", graph))
-        engine.fingerprint = engine.fingerprint or fingerprint
+    if engine.fingerprint is None:  # read from the graph or the folder the rank read (once)
+        engine.fingerprint, edges = _graph_record(cfg, getattr(engine, "graph", graph))
         engine.edges = engine.edges if engine.edges.kinds else edges
     return engine
 

@@ -31,7 +31,7 @@ import torch
 from fullgraph.errors import InputError
 from fullgraph.ops.adjacency import NORMS, block_adjacency_data, check_norm
 from fullgraph.ops.block import Block
-from fullgraph.ops.edge_data import EdgeData
+from fullgraph.ops.edge_data import EdgeData, EdgeFacts
 from fullgraph.ops.csr import indptr_from_counts
 from fullgraph.ops.sparse import SparseOp
 
@@ -109,6 +109,11 @@ class Part:
     @property
     def multilabel(self) -> bool:
         return self.y.dim() == 2
+
+    @property
+    def edge_facts(self) -> EdgeFacts:
+        """What the part's edges carry (kinds, feature width, relations): the graph's facts."""
+        return EdgeFacts() if self.edata is None else self.edata.facts()
 
     @property
     def local_nodes(self) -> torch.Tensor:

@@ -225,12 +225,9 @@ def graph_memory_stats(graph) -> dict:
 def part_memory_stats(part) -> dict:
     """The same for the rank that holds ``part`` (a ``Part``) in graph parallelism."""
     x = part.x
-    from fullgraph.ops.edge_data import EdgeFacts
-
-    facts = part.edata.facts() if part.edata is not None else EdgeFacts()
     return {"nodes": part.num_inner, "edges": int(part.indices.numel()), "halo": part.num_halo,
             "features": int(x.shape[1]), "classes": int(part.num_classes), "distributed": True,
-            "edge_bytes": facts.entry_bytes,
+            "edge_bytes": part.edge_facts.entry_bytes,
             "feature_nnz": int(x.values().numel()) if x.layout == torch.sparse_csr else None}
 
 

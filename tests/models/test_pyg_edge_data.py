@@ -24,7 +24,7 @@ from fullgraph.ops import Block, SparseOp
 from fullgraph.ops.dropout import DropoutKey, keyed_dropout, keyed_edge_keep
 from fullgraph.ops.edge_data import EdgeFacts
 
-from tests._equality import FLOAT32_CHAINED, assert_same
+from tests._equality import FLOAT32_CHAINED, FLOAT32_FEW_OPS, FLOAT32_REORDER, assert_same
 
 N, F, D, R = 24, 6, 3, 4
 """Nodes, input width, edge-feature width, relations of the test graph."""
@@ -105,7 +105,7 @@ def test_the_weighted_gcn_block_is_pygs_gcn_norm():
     ei, w = gcn_norm(csr_edge_index(graph), graph.edge_weight, graph.num_nodes, add_self_loops=True)
     want = torch.zeros(N, N).index_put_((ei[1], ei[0]), w, accumulate=True)  # [dst, src]
     got = torch.sparse_csr_tensor(block.adj.indptr, block.adj.indices, block.adj.values, (N, N)).to_dense()
-    assert_same(got, want, FLOAT32_CHAINED, "weighted D^-1/2 (A+I) D^-1/2")
+    assert_same(got, want, FLOAT32_FEW_OPS, "weighted D^-1/2 (A+I) D^-1/2")
 
 
 @pytest.mark.parametrize("build, data", [
@@ -209,7 +209,7 @@ def test_attention_dropout_is_keyed_alike_in_every_layout(name):
     with keyed_dropout(seed=5, epoch=3):
         other = layer(whole, x)
     assert conv.dropout > 0  # put back after each call
-    assert_same(parts, out, FLOAT32_CHAINED, f"{name}: two halves against the whole graph")
+    assert_same(parts, out, FLOAT32_REORDER, f"{name}: two halves against the whole graph")  # one layer's sums
     assert torch.equal(again, out)
     assert not torch.allclose(other, out, atol=1e-3)  # another epoch, another mask
     layer.eval()

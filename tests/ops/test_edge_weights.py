@@ -11,6 +11,8 @@ from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
 from fullgraph.ops import Block
 
+from tests._equality import FLOAT32_FEW_OPS, assert_same
+
 
 def graph(edge_weight=None, **edge):
     src = torch.tensor([0, 1, 1, 2, 2, 0, 3, 1])
@@ -36,14 +38,14 @@ def test_weighted_gcn_is_pygs_gcn_norm():
     g, src, dst = graph(W)
     ei, ew = gcn_norm(torch.stack([src, dst]), W, g.num_nodes)
     want = torch.zeros(4, 4).index_put_((ei[1], ei[0]), ew, accumulate=True)  # row = dst
-    torch.testing.assert_close(dense(Block.from_graph(g, "gcn")), want, rtol=1e-6, atol=0)
+    assert_same(dense(Block.from_graph(g, "gcn")), want, FLOAT32_FEW_OPS, "weighted gcn Â")
 
 
 def test_weighted_mean_and_self_loops():
     g, src, dst = graph(W)
     a = torch.zeros(4, 4).index_put_((dst, src), W, accumulate=True)
-    torch.testing.assert_close(dense(Block.from_graph(g, "mean")), a / a.sum(1, keepdim=True), rtol=1e-6, atol=0)
-    torch.testing.assert_close(dense(Block.from_graph(g, "self-loops")), a + torch.eye(4), rtol=0, atol=0)
+    assert_same(dense(Block.from_graph(g, "mean")), a / a.sum(1, keepdim=True), FLOAT32_FEW_OPS, "weighted mean Â")
+    assert torch.equal(dense(Block.from_graph(g, "self-loops")), a + torch.eye(4))  # no arithmetic: exact
 
 
 def test_repeated_weighted_edges_are_summed_and_featured_ones_refused():
@@ -99,5 +101,5 @@ def test_a_stored_loops_weight_is_kept_as_pyg_keeps_it():
     ei, ew = gcn_norm(torch.stack([src, dst]), w, 4)
     want = torch.zeros(4, 4).index_put_((ei[1], ei[0]), ew, accumulate=True)
     block = Block.from_graph(g, "gcn")
-    torch.testing.assert_close(dense(block), want, rtol=1e-6, atol=0)
+    assert_same(dense(block), want, FLOAT32_FEW_OPS, "weighted gcn Â with a stored loop")
     assert float(block.edge_weight[block.edge_ids == -3]) == 2.5  # the loop at node 2 carries its weight
