@@ -91,6 +91,13 @@ class ModelOptions(_Section):
     gcn_kernel: str = opt("fused",
         "GCN layers as one fused function keeping one activation per layer (``fused``, MG-GCN's buffer reuse) or as "
         "plain PyTorch ops (``autograd``: more memory; for comparison).")
+    rgcn_decomposition: str = opt("none",
+        "R-GCN's relation weights: ``none`` (one free weight per relation), ``bases`` (``W_r = sum_b a_rb V_b`` over "
+        "--rgcn-bases shared bases) or ``blocks`` (block-diagonal, --rgcn-bases blocks).")
+    rgcn_bases: int = opt(0, "R-GCN: the number of bases or blocks of --rgcn-decomposition (0 with ``none``).")
+    featureless: str = opt("embedding",
+        "What a node type without features starts from (typed graphs, R-GCN): ``embedding`` (a learned row per node), "
+        "``one-hot`` (the same, drawn as a linear map of one-hot inputs) or ``zeros`` (its type's bias only).")
     recompute: bool = opt(False,
         "Keep only each layer's input in the forward pass and recompute the rest in backward (SAR's "
         "rematerialization): less activation memory for one more forward per layer; same losses.")
@@ -103,6 +110,9 @@ class ModelOptions(_Section):
         _need(0.0 <= self.gcnii_alpha <= 1.0, "gcnii_alpha", self.gcnii_alpha, "in [0, 1]")
         _need(self.gcnii_lambda > 0, "gcnii_lambda", self.gcnii_lambda, "> 0")
         _need(0.0 <= self.appnp_alpha <= 1.0, "appnp_alpha", self.appnp_alpha, "in [0, 1]")
+        _need(self.rgcn_bases >= 0, "rgcn_bases", self.rgcn_bases, ">= 0")
+        _need((self.rgcn_bases >= 1) == (self.rgcn_decomposition != "none"), "rgcn_bases", self.rgcn_bases,
+              ">= 1 with --rgcn-decomposition bases or blocks, and 0 with none")
         check_options(self)  # against the model's spec (a user's builder: imported, and its keywords)
 
 

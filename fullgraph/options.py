@@ -39,6 +39,7 @@ def choices() -> dict[str, tuple[str, ...]]:
     from fullgraph.comm.mesh import PARALLEL_MODES
     from fullgraph.comm.precision import PRECISIONS
     from fullgraph.device import DEVICES
+    from fullgraph.models.rgcn import DECOMPOSITIONS, FEATURELESS
     from fullgraph.ops.norm import NORMS
     from fullgraph.partition import PARTITIONERS
     from fullgraph.optim.precision import COMPUTE_PRECISIONS
@@ -49,7 +50,8 @@ def choices() -> dict[str, tuple[str, ...]]:
             "device": DEVICES, "metric": METRICS, "feature_norm": FEATURE_NORMS, "chunk_edges": CHUNK_EDGES,
             "chunker": ("metis", "random"), "gcn_kernel": ("fused", "autograd"), "select": ("acc", "loss"),
             "progress": ("auto", "bar", "lines", "none"), "comm_precision": PRECISIONS,
-            "lr_schedule": SCHEDULES, "precision": COMPUTE_PRECISIONS}
+            "lr_schedule": SCHEDULES, "precision": COMPUTE_PRECISIONS, "featureless": FEATURELESS,
+            "rgcn_decomposition": DECOMPOSITIONS}
 
 
 class Section:

@@ -21,6 +21,7 @@ from fullgraph.data.labels import check_inferred_classes, used_classes
 from fullgraph.errors import InputError
 from fullgraph.ops.csr import _sorted_unique_rows, row_ids
 from fullgraph.ops.edge_data import EDGE_FIELDS, EdgeData, EdgeFacts
+from fullgraph.ops.node_types import NodeTypes
 
 __all__ = ["Graph"]  # the edge-list passes are data.edge_list's; the class count of labels data.labels'
 
@@ -47,6 +48,9 @@ class Graph:
         edge_attr: optional float32 ``[E, d]``, each CSR entry's features (finite).
         edge_type: optional int64 ``[E]``, each CSR entry's relation in ``0..num_relations-1``.
         num_relations: ``R``, given or inferred as the largest type + 1 (only with ``edge_type``).
+        node_types: optional :class:`~fullgraph.ops.node_types.NodeTypes` of a heterogeneous graph: ids
+            contiguous per type, a feature width per type, a relation per edge type, labels and splits
+            on the labelled types only (``data.typed`` builds and checks it).
 
     Edge data sits beside the CSR entries, in their order, and a graph that has any lists each
     ``(src, dst)`` pair at most once, rows sorted (:meth:`from_edges` sums repeated weights and
@@ -67,6 +71,7 @@ class Graph:
     edge_attr: torch.Tensor | None = None
     edge_type: torch.Tensor | None = None
     num_relations: int | None = None
+    node_types: NodeTypes | None = None
     _fingerprint: str | None = field(default=None, repr=False)
 
     # ---------------------------------------------------------------- construction
@@ -99,6 +104,10 @@ class Graph:
         self._check_features()
         self._check_labels()
         self._check_masks()
+        if self.node_types is not None:
+            from fullgraph.data.typed import check_node_types
+
+            check_node_types(self)
 
     def _check_structure(self) -> None:
         ip, ix = self.indptr, self.indices
@@ -304,6 +313,8 @@ class Graph:
                 tensors.append(getattr(self, f"edge_{kind}"))
             if self.num_relations is not None:
                 h.update(f"relations={self.num_relations}".encode())
+            if self.node_types is not None:  # a graph of one type keeps the fingerprint it had
+                h.update(repr(self.node_types.record()).encode())
             if self.x.layout == torch.sparse_csr:
                 tensors += [self.x.crow_indices(), self.x.col_indices(), self.x.values()]
             else:
@@ -324,15 +335,18 @@ class Graph:
         return Graph(
             indptr=indptr, indices=indices, x=self.x, y=self.y, train_mask=self.train_mask,
             val_mask=self.val_mask, test_mask=self.test_mask, name=self.name, num_classes=self.num_classes,
-            **edge,
+            node_types=self.node_types, **edge,
         )
 
     def without_edge_data(self) -> "Graph":
         """The same graph with bare edges (``fullgraph convert --no-edge-data``)."""
         if not self.edge_kinds:
             return self
+        types = self.node_types  # without edge types, no relations: the node types stay
+        types = None if types is None else NodeTypes(types.names, types.counts, types.widths, (), types.labelled)
         return Graph(indptr=self.indptr, indices=self.indices, x=self.x, y=self.y, train_mask=self.train_mask,
-                     val_mask=self.val_mask, test_mask=self.test_mask, name=self.name, num_classes=self.num_classes)
+                     val_mask=self.val_mask, test_mask=self.test_mask, name=self.name, num_classes=self.num_classes,
+                     node_types=types)
 
     def summary(self) -> dict:
         return {
@@ -346,6 +360,7 @@ class Graph:
             **({"edge_data": list(self.edge_kinds)} if self.edge_kinds else {}),
             **({"edge_features": self.edge_attr.shape[1]} if self.edge_attr is not None else {}),
             **({"relations": self.num_relations} if self.num_relations is not None else {}),
+            **({"node_types": list(self.node_types.names)} if self.node_types is not None else {}),
             "train": int(self.train_mask.sum()),
             "val": int(self.val_mask.sum()),
             "test": int(self.test_mask.sum()),

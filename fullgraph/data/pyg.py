@@ -28,10 +28,11 @@ from __future__ import annotations
 import torch
 
 from fullgraph.data.graph import Graph
+from fullgraph.data.pyg_hetero import graph_from_hetero, graph_to_hetero, is_hetero
 from fullgraph.data.splits import per_class_split
 from fullgraph.errors import InputError
 
-__all__ = ["to_pyg", "from_pyg", "pyg_graph", "write_pyg"]
+__all__ = ["to_pyg", "from_pyg", "pyg_graph", "write_pyg", "graph_from_hetero", "graph_to_hetero"]
 
 
 def _pyg_data_class():
@@ -171,7 +172,12 @@ def from_pyg(data, name: str | None = None, *, split: int = 0, seed: int | None 
     split of :func:`fullgraph.data.splits.per_class_split`; with neither, this is an error. Edge
     data ``edge_weight``, ``edge_attr`` and ``edge_type`` is carried, any other ``edge_*`` tensor
     refused (:func:`check_no_edge_data`: see the module docstring).
+
+    A ``HeteroData`` becomes a typed graph (:func:`fullgraph.data.pyg_hetero.graph_from_hetero`, its
+    defaults: no reverse relations added; its masks required, ``seed`` unused).
     """
+    if is_hetero(data):
+        return graph_from_hetero(data, name=name, split=split)
     check_no_edge_data(data)
     edge_index = getattr(data, "edge_index", None)
     if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2 or edge_index.shape[0] != 2:

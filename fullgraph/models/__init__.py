@@ -31,11 +31,13 @@ MODELS: dict[str, ModelSpec] = SPECS
 """The built-in models' specs by name (``--model`` also takes a user's reference: ``model_spec``)."""
 NORM_MODELS = tuple(name for name, s in SPECS.items() if s.takes_norm)
 """The models ``--norm`` applies to."""
+UNTYPED_MODELS = tuple(name for name, s in SPECS.items() if not s.reads_node_types)
+"""The models that train any graph; the others (R-GCN) are built for a typed graph's node types."""
 SPMM_MODELS = tuple(name for name, s in SPECS.items() if s.spmm is not None)
 """The models whose aggregation is one plain sparse product, which the SpMM layouts distribute."""
 
 __all__ = ["GNN", "GraphLayer", "Linear", "dst_rows", "GCN", "GraphSAGE", "GAT", "GCNII", "ResGCNPlus", "MODELS", "NORM_MODELS",
-           "SPMM_MODELS", "ModelSpec", "MemoryModel", "build_model", "model_spec", "norm_and_depth", "from_pyg",
+           "SPMM_MODELS", "UNTYPED_MODELS", "ModelSpec", "MemoryModel", "build_model", "model_spec", "norm_and_depth", "from_pyg",
            "is_reference", "as_gnn", "check_options"]
 
 

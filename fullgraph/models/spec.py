@@ -64,6 +64,9 @@ class ModelSpec:
         reads_edge_features: its builder takes ``edge_dim``, the width of the graph's edge features,
             and its layers read them (GAT, as PyG's ``GATConv(edge_dim=...)``); the trainer passes it
             where the graph's edges carry features, and ``model.pt`` records it.
+        reads_node_types: its builder takes ``node_types`` (the graph's ``NodeTypes`` record: types, counts,
+            feature widths, relations) and maps each type's input itself (R-GCN); the trainer passes it and
+            ``model.pt`` records it. Such a model refuses a graph of one type.
         options: the ``ModelOptions`` fields its builder reads: what the trainer passes it and
             ``model.pt`` records to rebuild it.
         takes_norm: whether ``--norm`` (a norm between hidden layers) applies to it.
@@ -81,6 +84,7 @@ class ModelSpec:
     separable: bool = False
     reads_every_layer: bool = False
     reads_edge_features: bool = False
+    reads_node_types: bool = False
     options: tuple[str, ...] = ("layers", "hidden", "dropout")
     takes_norm: bool = False
     memory: MemoryModel | None = None

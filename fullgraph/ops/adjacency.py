@@ -14,7 +14,11 @@ The norms (``NORMS``):
   ``gcn_norm``); existing self loops are replaced by one of weight 1;
 * ``mean``: row-normalized ``A`` (a mean over the stored in-edges, a self loop included if stored;
   a row with none stays empty);
-* ``self-loops``: ``A+I`` with every value 1 (attention models weigh the entries themselves).
+* ``self-loops``: ``A+I`` with every value 1 (attention models weigh the entries themselves);
+* ``relation-mean``: a mean over each relation's in-edges separately (R-GCN's ``1/|N_r(v)|``): an
+  entry of relation ``r`` in row ``v`` is ``w / sum of the weights of v's relation-r entries`` (``w``
+  = 1 without weights). It reads the entries' types (``EdgeData.type``) and each row's own entries
+  only, which every layout's block holds whole (a sampled block drops columns after normalizing).
 
 Weighted edges (``EdgeData.weight``) change the values only, as PyG's ``gcn_norm`` with ``edge_weight``
 does: ``gcn`` is ``w_uv / sqrt(d_u d_v)`` with ``d`` the weighted in-degree plus the added loop's
@@ -37,7 +41,7 @@ from fullgraph.ops.edge_data import EdgeData
 __all__ = ["NORMS", "block_adjacency", "block_adjacency_data", "normalized", "normalized_data", "check_norm",
            "weighted_in_degree"]
 
-NORMS = ("gcn", "mean", "self-loops")
+NORMS = ("gcn", "mean", "self-loops", "relation-mean")
 
 
 def check_norm(norm: str) -> str:
@@ -109,12 +113,14 @@ def block_adjacency_data(indptr: torch.Tensor, indices: torch.Tensor, norm: str,
         counts = counts + 1
     deg = degree.numpy()
     loop = 1 if loop_weight is None else loop_weight.numpy()  # the weight of the loop gcn adds
-    if weight is not None and norm != "self-loops":
+    if weight is not None and norm in ("gcn", "mean"):
         _check_weighted_degree(deg, counts, norm, n, loop)
     if norm == "gcn":  # the loop adds its weight to every degree; float32 throughout, as the kernels read it
         dinv = (1.0 / np.sqrt((deg + loop).astype(np.float32))).astype(np.float32)
         vals = np.repeat(dinv[:n], counts)
         vals *= dinv[cols]
+    elif norm == "relation-mean":
+        vals = _relation_mean(ip, edata, weight)
     elif norm == "mean":
         d = deg[:n].astype(np.float32)
         inv = np.divide(1.0, d, out=np.zeros_like(d), where=d > 0).astype(np.float32)
@@ -134,6 +140,22 @@ def block_adjacency_data(indptr: torch.Tensor, indices: torch.Tensor, norm: str,
     return torch.from_numpy(ip), torch.from_numpy(cols), torch.from_numpy(vals), out
 
 
+def _relation_mean(ip: np.ndarray, edata: EdgeData | None, weight) -> np.ndarray:
+    """float32 values of ``relation-mean``: each entry over its row's sum for its relation, the sums
+    added in float64 in entry order (whole counts without weights: the same bits in every layout)."""
+    if edata is None or edata.type is None:
+        raise InputError("expected edges with relation types for the 'relation-mean' normalization (R-GCN) (got "
+                         "edges without types): give the graph edge types (a heterogeneous graph has them)")
+    rel = edata.type.numpy()
+    r = int(edata.num_relations or (int(rel.max()) + 1 if rel.size else 1))
+    key = row_ids(ip) * r + rel
+    w = np.ones(rel.size) if weight is None else weight.numpy().astype(np.float64)
+    sums = np.bincount(key, weights=w, minlength=(ip.size - 1) * r)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        vals = (1.0 / sums[key]).astype(np.float32)  # the weight itself is folded in below
+    return np.where(np.isfinite(vals), vals, 0).astype(np.float32)
+
+
 def _check_weighted_degree(deg: np.ndarray, counts: np.ndarray, norm: str, n: int, loop) -> None:
     """Refuse weights that leave a degree the normalization cannot divide by: ``gcn`` takes the
     square root of every degree plus its loop's weight, ``mean`` divides each row with entries by its sum."""
@@ -148,7 +170,7 @@ def _check_weighted_degree(deg: np.ndarray, counts: np.ndarray, norm: str, n: in
 def normalized(indptr: torch.Tensor, indices: torch.Tensor, norm: str):
     """Â of a whole square graph from its in-edge CSR (any: unsorted rows, repeated edges and self
     loops are allowed and merged as the norm says), as ``(indptr, indices, values)``."""
-    ip, ix = canonical(indptr, indices, drop_loops=check_norm(norm) != "mean")
+    ip, ix = canonical(indptr, indices, drop_loops=check_norm(norm) in ("gcn", "self-loops"))
     return block_adjacency(ip, ix, norm, ip.diff())
 
 
@@ -160,7 +182,7 @@ def normalized_data(indptr: torch.Tensor, indices: torch.Tensor, norm: str, edat
     weight becomes the weight of the loop added at its node (PyG's ``add_remaining_self_loops``)."""
     check_norm(norm)
     loop_weight = None
-    if norm != "mean":
+    if norm in ("gcn", "self-loops"):  # the norms that add a loop of their own
         rows = row_ids(indptr)
         keep = indices != rows
         if not bool(keep.all()):

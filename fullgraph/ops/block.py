@@ -57,6 +57,7 @@ class Block:
     attention: Callable | None = field(default=None, repr=False)
     _sums: EdgeSums | None = field(default=None, repr=False)
     edata: EdgeData | None = field(default=None, repr=False)
+    _relations: list | None = field(default=None, repr=False)
 
     @property
     def num_dst(self) -> int:
@@ -99,6 +100,27 @@ class Block:
         if self._sums is None:
             self._sums = EdgeSums(self.adj, self.edges())
         return self._sums
+
+    def relation_ops(self, num_relations: int) -> list[SparseOp | None]:
+        """The block cut by relation: ``[A_0, ..., A_{R-1}]``, each ``[num_dst, num_src]`` holding this
+        block's entries of one relation with their values (``None`` where a relation has none here), built
+        on first use and kept. R-GCN sums one product per relation (``models.rgcn``)."""
+        if self._relations is None:
+            if self.edge_type is None:
+                raise ValueError("relation_ops needs a block whose entries carry relation types")
+            adj, rel = self.adj, self.edge_type
+            rows = row_ids(adj.indptr)
+            ops = []
+            for r in range(num_relations):
+                keep = rel == r
+                if not bool(keep.any()):
+                    ops.append(None)
+                    continue
+                counts = torch.bincount(rows[keep], minlength=self.num_dst)
+                ip = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+                ops.append(SparseOp(ip, adj.indices[keep], adj.values[keep], adj.shape, symmetric=False))
+            self._relations = ops
+        return self._relations
 
     def to(self, device) -> "Block":
         if self.adj.indptr.device == torch.device(device):

@@ -125,6 +125,10 @@ class Engine:
     """What the graph's edges carry (kinds, feature width, relations): the model is checked against
     what of it reaches a layer (``registry.check_edge_data``) before the first epoch."""
 
+    node_types = None
+    """The graph's ``NodeTypes`` (``None``: one type): a model that maps each type's input itself is built
+    for them (``ModelSpec.reads_node_types``), read from the graph or the rank's folder."""
+
     prunable: bool = False
     """Whether the layout can compute only the rows the loss reads (``--prune``, ``parallel.prune``)."""
     prune: bool = False
@@ -317,6 +321,7 @@ class SingleEngine(Engine):
                                                                               self.test_mask))
         self.in_dim, self.num_classes = graph.num_features, graph.num_classes
         self.edges = graph.edge_facts()
+        self.node_types = graph.node_types
         self.name = graph.name
 
     def describe(self) -> str:

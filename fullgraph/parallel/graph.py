@@ -47,7 +47,8 @@ class GraphEngine(ReplicatedEngine):
     def memory_stats(self) -> dict:
         from fullgraph.plan import part_memory_stats
 
-        return part_memory_stats(self.part)
+        types = {} if self.node_types is None else {"node_types": self.node_types.record()["node_types"]}
+        return part_memory_stats(self.part) | types
 
     prunable = True
 

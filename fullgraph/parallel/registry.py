@@ -152,8 +152,9 @@ def build_engine(cfg, norm: str, graph=None, layers: int | None = None) -> Engin
     depth, where the layout splits its layers (default: ``cfg.model.layers``; a user's builder decides it)."""
     engine = layout_of(cfg.parallel.mode).build(cfg, norm, graph=graph, layers=layers)
     if engine.fingerprint is None:  # read from the graph or the folder the rank read (once)
-        engine.fingerprint, edges = _graph_record(cfg, getattr(engine, "graph", graph))
+        engine.fingerprint, edges, types = _graph_record(cfg, getattr(engine, "graph", graph))
         engine.edges = engine.edges if engine.edges.kinds else edges
+        engine.node_types = engine.node_types if engine.node_types is not None else types
     return engine
 
 
@@ -175,13 +176,16 @@ def peak_per_rank(cfg, graph, parts, bounds, release_memory: bool = False) -> in
     return layout_of(cfg.parallel.mode).peak(cfg, graph, parts, bounds, release_memory)
 
 
-def _graph_record(cfg, graph) -> tuple[str | None, EdgeFacts]:
-    """The trained graph's fingerprint and edge facts: the loaded graph's, or those its rank's folder records."""
+def _graph_record(cfg, graph):
+    """The trained graph's fingerprint, edge facts and node types: the loaded graph's, or those its rank's
+    folder records."""
+    from fullgraph.ops.node_types import NodeTypes
+
     if graph is not None:
-        return graph.fingerprint(), graph.edge_facts()
+        return graph.fingerprint(), graph.edge_facts(), graph.node_types
     pdir = cfg.parallel.partition_dir
     if pdir is None:
-        return None, EdgeFacts()
+        return None, EdgeFacts(), None
     if cfg.parallel.mesh.reads_block_rows:
         from fullgraph.partition.blockrows import load_block_rows_meta
 
@@ -190,7 +194,7 @@ def _graph_record(cfg, graph) -> tuple[str | None, EdgeFacts]:
         from fullgraph.partition.store import load_meta
 
         doc = load_meta(pdir)
-    return doc.get("fingerprint"), EdgeFacts.of_record(doc)
+    return doc.get("fingerprint"), EdgeFacts.of_record(doc), NodeTypes.of_record(doc)
 
 
 _EDGE_WORDS = {"weight": "weights", "attr": "features", "type": "types"}

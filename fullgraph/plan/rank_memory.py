@@ -56,12 +56,15 @@ def _memory_model(model: str, features: int, classes: int, sizes: dict):
     options = sizes["model_args"] or {} if not spec.builtin else {
         "layers": sizes["layers"], "hidden": sizes["hidden"], "heads": sizes["heads"], "dropout": 0.5,
         "gcn_kernel": sizes["gcn_kernel"]}  # a built-in model without a memory model: dropout taken as on
+    if spec.builtin and spec.reads_node_types:  # built for the graph's types, with its own options (R-GCN)
+        options |= (sizes["model_args"] or {}) | {"node_types": sizes.get("node_types")}
     return measured_memory(model, options, features, classes, sizes["recompute"])
 
 
 def kept_activation_bytes(model: str, *, nodes: int, halo: int, block_nnz: int, features: int, classes: int,
                           layers: int, hidden: int, heads: int = 8, feature_nnz: int | None = None,
-                          recompute: bool = False, gcn_kernel: str = "fused", model_args: dict | None = None) -> int:
+                          recompute: bool = False, gcn_kernel: str = "fused", model_args: dict | None = None,
+                          node_types: dict | None = None) -> int:
     """Bytes a training forward pass leaves alive for backward (dropout on), beyond the graph data.
 
     ``nodes`` dst rows (n), ``halo`` extra src rows (m = n + halo: a layer after the first reads the
@@ -75,7 +78,7 @@ def kept_activation_bytes(model: str, *, nodes: int, halo: int, block_nnz: int, 
     m = nodes + halo
     dropped_x = 4 * feature_nnz if sparse else 4 * m * features  # dropout(X): a dense copy, or new sparse values
     sizes = dict(layers=layers, hidden=hidden, heads=heads, recompute=recompute, gcn_kernel=gcn_kernel,
-                 model_args=model_args)
+                 model_args=model_args, node_types=node_types)
     return int(_memory_model(model, features, classes, sizes).kept(
         nodes=nodes, halo=halo, block_nnz=block_nnz, features=features, classes=classes, layers=layers,
         hidden=hidden, heads=heads, sparse=sparse, dropped_x=dropped_x, recompute=recompute, gcn_kernel=gcn_kernel))
@@ -133,19 +136,20 @@ def memory_breakdown(*, nodes: int, edges: int, features: int, classes: int, mod
                      hidden: int, heads: int = 8, halo: int = 0, feature_nnz: int | None = None,
                      recompute: bool = False, gcn_kernel: str = "fused", distributed: bool = False,
                      mmap_threshold: int | None = None, model_args: dict | None = None,
-                     edge_bytes: int = 0) -> dict[str, int]:
+                     edge_bytes: int = 0, node_types: dict | None = None) -> dict[str, int]:
     """The parts of :func:`estimate_peak_bytes`: ``process``, ``graph``, ``weights``, ``activations``."""
     from fullgraph.memory import mmap_threshold as this_process_threshold
 
     mem = _memory_model(model, features, classes, dict(layers=layers, hidden=hidden, heads=heads, recompute=recompute,
-                                                       gcn_kernel=gcn_kernel, model_args=model_args))
+                                                       gcn_kernel=gcn_kernel, model_args=model_args,
+                                                       node_types=node_types))
     n, H = nodes, hidden
     norm = model_spec(model).norm or "gcn"  # a user's model: counted with self loops, the larger case
     E = edges if norm == "mean" else edges + nodes
     params = mem.params(features, H, classes, layers, heads)
     kept = kept_activation_bytes(model, nodes=n, halo=halo, block_nnz=E, features=features, classes=classes,
                                  layers=layers, hidden=H, heads=heads, feature_nnz=feature_nnz, recompute=recompute,
-                                 gcn_kernel=gcn_kernel, model_args=model_args)
+                                 gcn_kernel=gcn_kernel, model_args=model_args, node_types=node_types)
     unit = 4 * (E if mem.per_edge else n) * (mem.width or H)
     step = kept + mem.transient[bool(recompute)] * unit + 3 * 4 * params  # + gradients and Adam's moments
     threshold = this_process_threshold() if mmap_threshold is None else mmap_threshold
@@ -163,7 +167,7 @@ def estimate_peak_bytes(*, nodes: int, edges: int, features: int, classes: int, 
                         hidden: int, heads: int = 8, halo: int = 0, feature_nnz: int | None = None,
                         recompute: bool = False, gcn_kernel: str = "fused", distributed: bool = False,
                         mmap_threshold: int | None = None, model_args: dict | None = None,
-                        edge_bytes: int = 0) -> int:
+                        edge_bytes: int = 0, node_types: dict | None = None) -> int:
     """Estimated peak RSS of one training process, in bytes (see the module docstring).
 
     Args:
@@ -186,7 +190,7 @@ def estimate_peak_bytes(*, nodes: int, edges: int, features: int, classes: int, 
                                 layers=layers, hidden=hidden, heads=heads, halo=halo, feature_nnz=feature_nnz,
                                 recompute=recompute, gcn_kernel=gcn_kernel, distributed=distributed,
                                 mmap_threshold=mmap_threshold, model_args=model_args,
-                                edge_bytes=edge_bytes).values())
+                                edge_bytes=edge_bytes, node_types=node_types).values())
 
 
 def tensor_peak_bytes(*, nodes: int, edges: int, nprocs: int, model: str, **options) -> int:
@@ -219,7 +223,11 @@ def graph_memory_stats(graph) -> dict:
     counts a memory balance costs a whole graph by: ``fullgraph.partition.balance.graph_counts``)."""
     from fullgraph.partition.balance import graph_counts
 
-    return graph_counts(graph)
+    return graph_counts(graph) | _types(graph.node_types)
+
+
+def _types(types) -> dict:  # the node types as the estimates take them, for a model built for them (R-GCN)
+    return {} if types is None else {"node_types": types.record()["node_types"]}
 
 
 def part_memory_stats(part) -> dict:
@@ -227,7 +235,7 @@ def part_memory_stats(part) -> dict:
     x = part.x
     return {"nodes": part.num_inner, "edges": int(part.indices.numel()), "halo": part.num_halo,
             "features": int(x.shape[1]), "classes": int(part.num_classes), "distributed": True,
-            "edge_bytes": part.edge_facts.entry_bytes,
+            "edge_bytes": part.edge_facts.entry_bytes, **_types(getattr(part, "node_types", None)),
             "feature_nnz": int(x.values().numel()) if x.layout == torch.sparse_csr else None}
 
 
@@ -244,6 +252,7 @@ def partition_memory_stats(meta: dict) -> list[dict]:
     int64 ids and structure, labels and masks, and the features' CSR (12 bytes per entry).
     """
     from fullgraph.ops.edge_data import EdgeFacts
+    from fullgraph.ops.node_types import NodeTypes
 
     files = {int(f["part"]): int(f["bytes"]) for f in meta.get("files", [])}
     out = []
@@ -258,7 +267,7 @@ def partition_memory_stats(meta: dict) -> list[dict]:
             nnz = max(0, (files.get(i, known) - known) // 12)
         out.append({"nodes": n, "edges": e, "halo": h, "features": int(meta["num_features"]),
                     "classes": int(meta["num_classes"]), "feature_nnz": nnz, "distributed": True,
-                    "edge_bytes": EdgeFacts.of_record(meta).entry_bytes})
+                    "edge_bytes": EdgeFacts.of_record(meta).entry_bytes, **_types(NodeTypes.of_record(meta))})
     return out
 
 
@@ -272,7 +281,7 @@ def _rank_inputs(cfg, graph, release_memory: bool):
     threshold = MMAP_THRESHOLD_BYTES if release_memory else GLIBC_MMAP_THRESHOLD_MAX
     opts = model_memory_options(cfg) | dict(features=graph.num_features, classes=graph.num_classes,
                                             distributed=True, mmap_threshold=threshold,
-                                            edge_bytes=graph.edge_facts().entry_bytes)
+                                            edge_bytes=graph.edge_facts().entry_bytes, **_types(graph.node_types))
     sparse = graph.x.layout == torch.sparse_csr
 
     def nnz(rows: int) -> int | None:
@@ -322,8 +331,11 @@ def _gib(b: float) -> str:
 def model_memory_options(cfg) -> dict:
     """The options of ``cfg`` (a ``TrainConfig``) that :func:`estimate_peak_bytes` takes."""
     m = cfg.model
+    spec = model_spec(m.name)
+    args = dict(m.args) if not (spec.builtin and spec.reads_node_types) else {  # its own options, for a measurement
+        k: getattr(m, k) for k in spec.options if k not in ("layers", "hidden", "dropout")}
     return dict(model=m.name, layers=m.layers, hidden=m.hidden, heads=m.heads, recompute=m.recompute,
-                gcn_kernel=m.gcn_kernel, model_args=dict(m.args))
+                gcn_kernel=m.gcn_kernel, model_args=args)
 
 
 def check_memory(cfg, stats: list[dict], *, available_bytes: int | None = None, local_ranks: int = 1,

@@ -23,9 +23,11 @@ FORMAT = "fullgraph-model/1"
 MODEL_FILE = "model.pt"
 
 
-def model_args(cfg, in_dim: int, num_classes: int, edge_dim: int | None = None) -> dict:
+def model_args(cfg, in_dim: int, num_classes: int, edge_dim: int | None = None, node_types=None) -> dict:
     """``build_model``'s arguments for the model ``cfg`` trains (one source for trainer and loader);
-    ``edge_dim``: the width of the graph's edge features, for a built-in model that reads them."""
+    ``edge_dim``: the width of the graph's edge features, for a built-in model that reads them;
+    ``node_types``: the graph's ``NodeTypes``, for a built-in model that maps each type itself (as a
+    JSON record: ``model.pt`` keeps it, and loading it runs no code)."""
     from fullgraph.models import is_reference, model_spec
 
     m = cfg.model
@@ -33,6 +35,8 @@ def model_args(cfg, in_dim: int, num_classes: int, edge_dim: int | None = None) 
         return dict(name=m.name, in_dim=in_dim, out_dim=num_classes, model_args=dict(m.args))
     spec = model_spec(m.name)
     edge = {"edge_dim": edge_dim} if edge_dim and spec.reads_edge_features else {}
+    if node_types is not None and spec.reads_node_types:
+        edge["node_types"] = node_types.record()["node_types"]
     return dict(name=m.name, in_dim=in_dim, out_dim=num_classes) | {k: getattr(m, k) for k in spec.options} | edge
 
 

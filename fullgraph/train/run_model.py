@@ -55,13 +55,14 @@ class RunModel:
             cfg.check_depth(layers)
         return norm, layers
 
-    def build(self, in_dim: int, num_classes: int, edge_dim: int | None = None) -> GNN:
+    def build(self, in_dim: int, num_classes: int, edge_dim: int | None = None, node_types=None) -> GNN:
         """The model to train (the caller seeds the generator first); an object is returned as it is.
-        ``edge_dim``: the width of the graph's edge features (``None``: it has none)."""
+        ``edge_dim``: the width of the graph's edge features (``None``: it has none); ``node_types``: the
+        graph's ``NodeTypes`` (``None``: a graph of one type)."""
         if self.obj is not None:
             self.obj.recompute = self.cfg.model.recompute
             return self.obj
-        args = model_args(self.cfg, in_dim, num_classes, edge_dim)
+        args = model_args(self.cfg, in_dim, num_classes, edge_dim, node_types)
         return build_model(args.pop("name"), args.pop("in_dim"), args.pop("out_dim"),
                            recompute=self.cfg.model.recompute, **args)
 
@@ -76,11 +77,11 @@ class RunModel:
         """The run's options as its files record them (an object's name in place of ``--model``)."""
         return recorded_options(self.cfg, self.obj_name if self.obj is not None else None)
 
-    def file_args(self, in_dim: int, num_classes: int, edge_dim: int | None = None) -> dict:
+    def file_args(self, in_dim: int, num_classes: int, edge_dim: int | None = None, node_types=None) -> dict:
         """What ``model.pt`` records to rebuild the model (an object's name only: it is not rebuilt)."""
         if self.obj is not None:
             return {"name": self.name, "in_dim": in_dim, "out_dim": num_classes}
-        return model_args(self.cfg, in_dim, num_classes, edge_dim)
+        return model_args(self.cfg, in_dim, num_classes, edge_dim, node_types)
 
 
 MODEL_DECIDES = BUILDER_DECIDES + ("dropout",)

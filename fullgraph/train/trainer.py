@@ -136,7 +136,7 @@ class Trainer:
         e = self.engine
         self.estimated_peak = self._check_memory()
         torch.manual_seed(cfg.optimization.seed)  # the same initial weights on every rank
-        self.model = self.run_model.build(e.in_dim, e.num_classes, e.edges.width)
+        self.model = self.run_model.build(e.in_dim, e.num_classes, e.edges.width, e.node_types)
         check_edge_data(cfg, self.model, e)  # edge data the model reads and its layers will not get
         check_model(self.model, distributed=e.world_size > 1)
         check_model_layout(cfg, self.model)  # what a user's model reveals once built (jumping knowledge)
@@ -386,7 +386,7 @@ class Trainer:
         from pathlib import Path
 
         graph = {"name": e.name, "features": e.in_dim, "classes": e.num_classes}
-        args = self.run_model.file_args(e.in_dim, e.num_classes, e.edges.width)
+        args = self.run_model.file_args(e.in_dim, e.num_classes, e.edges.width, e.node_types)
         save_model(Path(cfg.run.out) / MODEL_FILE, state=state, args=args, graph=graph,
                    config=self.run_model.options(), metrics=dict(best))
 

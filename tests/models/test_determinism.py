@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from fullgraph.models import MODELS, build_model
+from fullgraph.models import UNTYPED_MODELS as MODELS, build_model  # R-GCN: test_rgcn.py
 from fullgraph.ops import Block, SparseOp
 from fullgraph.ops.dropout import keyed_dropout
 from fullgraph.parallel.engine import input_features

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from fullgraph.data.synthetic import planted_partition
-from fullgraph.models import MODELS, build_model
+from fullgraph.models import MODELS, UNTYPED_MODELS, build_model
 from fullgraph.ops import Block
 
 from tests._equality import FLOAT32_CHAINED, FLOAT64_REORDER, assert_same, assert_same_losses
@@ -174,7 +174,7 @@ def test_resgcn_plus_model_matches_pyg_deepgcn_with_gradients(graph):
         assert_same(mine.grad.t() if transposed else mine.grad, theirs.grad, FLOAT32_CHAINED, f"gradient {i}")
 
 
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("name", list(UNTYPED_MODELS))  # R-GCN: test_rgcn.py
 @pytest.mark.parametrize("layers", [2, 128])
 def test_models_build_and_learn_at_any_depth(name, layers, graph):
     """Every model runs forward and backward at both ends of the depth range, and every weight gets a
@@ -213,7 +213,7 @@ def test_fused_and_plain_gcn_kernels_train_identically():
     assert_same_losses(losses["fused"], losses["autograd"], what="fused against autograd losses")
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("name", sorted(UNTYPED_MODELS))
 def test_models_name_each_layers_input_width(graph, name):
     """What a pipeline stage receives and keeps tables of: each layer's input width, which the layer
     itself must accept (checked by running every layer on rows of that width)."""

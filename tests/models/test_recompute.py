@@ -23,7 +23,7 @@ import torch
 from fullgraph.config import TrainConfig
 from fullgraph.data.synthetic import planted_partition
 from fullgraph.errors import InputError
-from fullgraph.models import MODELS, build_model
+from fullgraph.models import UNTYPED_MODELS as MODELS, build_model  # R-GCN's: test_rgcn.py
 from fullgraph.ops import Block
 from fullgraph.ops.dropout import keyed_dropout
 from fullgraph.memory import heap_bytes

@@ -1,0 +1,205 @@
+"""Heterogeneous graphs: build one typed ``Graph`` from per-type pieces, and check a typed graph.
+
+Every reader of a heterogeneous format (HeCo's ACM and DBLP folders, PyG's ``HeteroData``, OGB's
+ogbn-mag layout) ends here, in :func:`typed_graph`: node counts per type, features per type (dense or
+sparse, a width of their own, or none), edges per relation in each type's own id space, labels and
+splits on one type. It numbers the nodes type after type (``ops.node_types``), lays the features out
+side by side in column blocks, adds the reverse relations (R-GCN's and PyG's ``ToUndirected``'s
+convention: ``rev_<name>`` between different types; a relation within one type is made symmetric
+in place, as ``ToUndirected`` does), and validates each piece against its type with one line that
+names it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from fullgraph.errors import InputError
+from fullgraph.ops.node_types import REVERSE_PREFIX, NodeTypes
+
+__all__ = ["typed_graph", "check_node_types", "typed_features"]
+
+
+def _as_numpy_ids(a, what: str) -> np.ndarray:
+    a = a.numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
+    if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
+        raise InputError(f"expected {what} as a 1-D array of integer ids (got shape {a.shape}, dtype {a.dtype})")
+    return a.astype(np.int64, copy=False)
+
+
+def _feature_block(f, rows: int, name: str) -> torch.Tensor | None:
+    """Type ``name``'s features as float32 (dense, or sparse CSR), checked to have one row per node."""
+    if f is None:
+        return None
+    if not isinstance(f, torch.Tensor):
+        from fullgraph.data.formats._common import features_to_torch
+
+        f = features_to_torch(f, f"the features of node type {name!r}")
+    if f.layout == torch.sparse_coo:
+        f = f.coalesce().to_sparse_csr()
+    if f.dim() != 2 or f.shape[0] != rows:
+        raise InputError(f"expected the features of node type {name!r} to have one row per node, {rows} rows "
+                         f"(got shape {tuple(f.shape)})")
+    return f.to(torch.float32)
+
+
+def typed_features(types: NodeTypes, blocks: list) -> torch.Tensor:
+    """The one feature matrix of a typed graph: type ``t``'s block of ``widths[t]`` columns on its rows.
+    Dense where at most one type has features and they are dense (ogbn-mag's papers: the other types'
+    rows are zero), else sparse CSR (a block-diagonal matrix stored dense would be mostly zeros)."""
+    featured = [t for t, b in enumerate(blocks) if b is not None and b.shape[1] > 0]
+    n, width = types.num_nodes, types.num_features
+    if len(featured) <= 1 and all(blocks[t].layout == torch.strided for t in featured):
+        x = torch.zeros(n, max(width, 1) if not featured else width)
+        for t in featured:
+            x[types.offsets[t] : types.offsets[t + 1]] = blocks[t]
+        return x
+    crows, cols, vals = [torch.zeros(1, dtype=torch.int64)], [], []
+    nnz = 0
+    for t in range(types.num_types):
+        b = blocks[t]
+        if b is None or b.shape[1] == 0:
+            crows.append(torch.full((types.counts[t],), nnz, dtype=torch.int64))
+            continue
+        b = b if b.layout == torch.sparse_csr else b.to_sparse_csr()
+        crows.append(b.crow_indices()[1:] + nnz)
+        cols.append(b.col_indices() + types.column_offsets[t])
+        vals.append(b.values())
+        nnz += b.values().numel()
+    empty = torch.zeros(0, dtype=torch.int64)
+    return torch.sparse_csr_tensor(torch.cat(crows), torch.cat(cols) if cols else empty,
+                                   torch.cat(vals) if vals else torch.zeros(0), size=(n, width),
+                                   check_invariants=False)  # each block's were checked, and the offsets keep them
+
+
+def _relation_edges(types: NodeTypes, edges: dict, reverse: bool):
+    """Global ``(src, dst, type)`` of every relation's edges (and their reverses), and the relations."""
+    relations, parts, same_type = [], [], []
+    for key, pair in edges.items():
+        if not (isinstance(key, tuple) and len(key) == 3):
+            raise InputError(f"expected each relation keyed (source type, name, destination type) (got {key!r})")
+        s, name, d = (str(k) for k in key)
+        for end in (s, d):
+            if end not in types.names:
+                raise InputError(f"expected relation {s}__{name}__{d} to join known node types "
+                                 f"({', '.join(types.names)}) (got an unknown type {end!r})")
+        src, dst = _as_numpy_ids(pair[0], f"the sources of {s}__{name}__{d}"), _as_numpy_ids(
+            pair[1], f"the destinations of {s}__{name}__{d}")
+        if src.size != dst.size:
+            raise InputError(f"expected as many sources as destinations in relation {s}__{name}__{d} (got {src.size} "
+                             f"and {dst.size})")
+        for ids, t in ((src, s), (dst, d)):
+            count = types.counts[types.index(t)]
+            if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= count):
+                bad = int(ids.max()) if int(ids.max()) >= count else int(ids.min())
+                raise InputError(f"expected ids of node type {t!r} in [0, {count}) in relation {s}__{name}__{d} "
+                                 f"(got {bad})")
+        gs, gd = src + types.offsets[types.index(s)], dst + types.offsets[types.index(d)]
+        if reverse and s == d:  # symmetric in place, as ToUndirected makes a relation within one type
+            gs, gd = np.concatenate([gs, gd]), np.concatenate([gd, gs])
+            same_type.append(len(relations))
+        relations.append((s, name, d))
+        parts.append((gs, gd))
+    rel_types = NodeTypes(types.names, types.counts, types.widths, tuple(relations), types.labelled)
+    if reverse:  # rev_<name> for the relations between two types
+        between = [r for r in range(len(relations)) if r not in same_type]
+        rev = [(relations[r][2], REVERSE_PREFIX + relations[r][1], relations[r][0]) for r in between]
+        parts += [(parts[r][1], parts[r][0]) for r in between]
+        rel_types = NodeTypes(types.names, types.counts, types.widths, tuple(relations + rev), types.labelled)
+    src = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+    dst = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+    etype = np.concatenate([np.full(p[0].size, r, np.int64) for r, p in enumerate(parts)]) if parts else src
+    # a pair listed twice in one relation is one edge (R-GCN's mean counts each neighbour once)
+    key = np.unique(np.stack([etype, dst, src]), axis=1)
+    return key[2], key[1], key[0], rel_types
+
+
+def typed_graph(counts: dict, features: dict, edges: dict, labels: tuple, splits: dict, *, name: str = "graph",
+                num_classes: int | None = None, reverse: bool = True):
+    """One typed ``Graph`` from per-type pieces.
+
+    Args:
+        counts: ``{type: number of nodes}``, in the order ids are given (dicts keep it).
+        features: ``{type: [n_t, F_t] dense or scipy/torch sparse}``; a type left out has no features.
+        edges: ``{(source type, name, destination type): (src ids, dst ids)}``, ids in each type's own space.
+        labels: ``(type, y)``: int64 ``[n_type]`` labels (``-1``: none) of the labelled type.
+        splits: ``{"train" | "val" | "test": ids of the labelled type}``.
+        reverse: add the reverse relations (module docstring).
+    """
+    from fullgraph.data.graph import Graph
+
+    names = tuple(str(k) for k in counts)
+    for t in features:
+        if str(t) not in names:
+            raise InputError(f"expected features for a known node type ({', '.join(names)}) (got {t!r})")
+    blocks = [_feature_block(features.get(t), int(counts[t]), t) for t in names]
+    widths = tuple(0 if b is None else int(b.shape[1]) for b in blocks)
+    label_type, y_t = labels
+    types = NodeTypes(names, tuple(int(counts[t]) for t in names), widths, (), (str(label_type),))
+    src, dst, etype, types = _relation_edges(types, edges, reverse)
+    lt = types.index(str(label_type))
+    lo, n_t = types.offsets[lt], types.counts[lt]
+    y_t = torch.as_tensor(np.asarray(y_t)).long()
+    if y_t.shape != (n_t,):
+        raise InputError(f"expected one label per node of type {label_type!r}, {n_t} (got shape {tuple(y_t.shape)})")
+    y = torch.full((types.num_nodes,), -1, dtype=torch.int64)
+    y[lo : lo + n_t] = y_t
+    masks = {}
+    for split in ("train", "val", "test"):
+        if split not in splits:
+            raise InputError(f"expected a {split} split of the labelled type {label_type!r} (got splits "
+                             f"{sorted(splits)})")
+        ids = _as_numpy_ids(splits[split], f"the {split} split")
+        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n_t):
+            raise InputError(f"expected {split} ids of node type {label_type!r} in [0, {n_t}) (got "
+                             f"{int(ids.max()) if int(ids.max()) >= n_t else int(ids.min())})")
+        m = torch.zeros(types.num_nodes, dtype=torch.bool)
+        m[torch.from_numpy(ids) + lo] = True
+        masks[f"{split}_mask"] = m
+    x = typed_features(types, blocks)
+    return Graph.from_edges(torch.from_numpy(src), torch.from_numpy(dst), types.num_nodes,
+                            edge_type=torch.from_numpy(etype), num_relations=types.num_relations, x=x, y=y,
+                            name=name, num_classes=num_classes, node_types=types, **masks)
+
+
+def check_node_types(graph) -> None:
+    """A typed graph's fields against its types (``Graph`` calls this): sizes, each edge's ends against
+    its relation, features within their type's columns, labels and splits on the labelled types only."""
+    types: NodeTypes = graph.node_types
+    if types.num_nodes != graph.num_nodes:
+        raise InputError(f"expected the node types to count the graph's {graph.num_nodes} nodes (got "
+                         f"{types.num_nodes}: {types.describe()})")
+    if types.num_features != graph.num_features and not (types.num_features == 0 and graph.num_features == 1):
+        raise InputError(f"expected the feature widths of the node types to sum to the graph's {graph.num_features} "
+                         f"columns (got {types.num_features})")
+    if types.relations:
+        if graph.edge_type is None or graph.num_relations != types.num_relations:
+            raise InputError(f"expected edge types for the {types.num_relations} relations of a typed graph (got "
+                             f"{'none' if graph.edge_type is None else graph.num_relations})")
+        src, dst = graph.edges()
+        off = torch.tensor(types.offsets)
+        ends = torch.tensor([[types.index(s), types.index(d)] for s, _, d in types.relations])
+        for ids, side, what in ((src, 0, "source"), (dst, 1, "destination")):
+            want = ends[graph.edge_type, side]
+            bad = (ids < off[want]) | (ids >= off[want + 1])
+            if bool(bad.any()):
+                e = int(bad.nonzero()[0])
+                r = int(graph.edge_type[e])
+                raise InputError(f"expected every edge of relation {types.relation_name(r)} to have a "
+                                 f"{types.relations[r][2 * side]} {what} (got node {int(ids[e])} of type "
+                                 f"{types.names[int(types.type_of(ids[e:e + 1]))]})")
+    node_type = types.type_of(torch.arange(graph.num_nodes))
+    if graph.x.layout == torch.sparse_csr and types.num_features:
+        rows = node_type.repeat_interleave(graph.x.crow_indices().diff())
+        cols, coff = graph.x.col_indices(), torch.tensor(types.column_offsets)
+        if bool(((cols < coff[rows]) | (cols >= coff[rows + 1])).any()):
+            raise InputError("expected each node's features within its type's columns (got a value in another "
+                             "type's columns)")
+    labelled = torch.zeros(types.num_types, dtype=torch.bool)
+    labelled[[types.index(t) for t in types.labelled]] = True
+    outside = ~labelled[node_type]
+    split = graph.train_mask | graph.val_mask | graph.test_mask
+    if bool((split & outside).any()):
+        raise InputError(f"expected splits on the labelled node types ({', '.join(types.labelled)}) only (got "
+                         f"{int((split & outside).sum())} nodes of other types in a split)")

@@ -1,0 +1,203 @@
+"""R-GCN (Schlichtkrull et al. 2018) on a typed graph, with an input map per node type.
+
+``H'_v = H_v W_0 + sum_r sum_{u in N_r(v)} (1 / |N_r(v)|) H_u W_r + b``: a weight per relation, a
+self-connection weight ``W_0`` and the mean over each relation's neighbours, which the block's
+``relation-mean`` normalization holds in its values (``ops.adjacency``). The relation weights are
+free, or decomposed as the paper does: ``bases`` (``W_r = sum_b a_rb V_b``, shared bases) or
+``blocks`` (``W_r`` block-diagonal; an output layer whose width, the classes, the blocks do not divide
+keeps whole weights: it is the narrowest layer). Each layer multiplies its input by ``W_r`` first and aggregates
+the product with the relation's part of the block (``Block.relation_ops``): backward keeps the input
+once, where aggregating first (PyG's ``RGCNConv``) keeps one aggregate per relation.
+
+The input (``pre``, :class:`TypedInput`) maps each node type to the hidden width: a linear map of
+its own features (one weight block per type over the column blocks ``NodeTypes`` lays the features
+out in, and a bias per type), and for a type with no features, per ``featureless``: a learned
+``embedding`` per node (the default; rows drawn as Glorot draws them), ``one-hot`` (the same
+table drawn as a linear map of one-hot inputs draws its weight) or ``zeros`` (the type's bias only).
+A node's type follows from its global id, which every layout hands ``pre``, so the map runs on any
+rows a layout holds. The embedding table is a parameter of the model like any other: a rank holds it
+whole and its gradient is summed over ranks with the others (its rows' optimizer state is kept for
+every node; a node's row changes only where it has a gradient, since Adam's update of a row whose
+gradient and moments are zero is zero).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from fullgraph.errors import InputError
+from fullgraph.models.base import GNN, GraphLayer, glorot_
+from fullgraph.models.spec import ModelSpec, register
+from fullgraph.ops import Block, dropout, matmul, spmm
+from fullgraph.ops.edge_data import EdgeFacts
+from fullgraph.ops.node_types import NodeTypes
+
+__all__ = ["RGCN", "RGCNLayer", "TypedInput", "FEATURELESS", "DECOMPOSITIONS"]
+
+FEATURELESS = ("embedding", "one-hot", "zeros")
+"""What a node type without features starts from (``--featureless``; module docstring)."""
+DECOMPOSITIONS = ("none", "bases", "blocks")
+"""How R-GCN's relation weights are parameterized (``--rgcn-decomposition``)."""
+
+
+class TypedInput(nn.Module):
+    """``pre`` of a typed graph: each node's features mapped by its type's weight block and bias, or its
+    type's embedding row (module docstring). ``x``'s rows are the nodes ``rows`` (global ids)."""
+
+    def __init__(self, types: NodeTypes, hidden: int, featureless: str = "embedding"):
+        super().__init__()
+        if featureless not in FEATURELESS:
+            raise InputError(f"expected --featureless one of {', '.join(FEATURELESS)} (got {featureless!r})")
+        self.types, self.featureless = types, featureless
+        width = types.num_features
+        self.weight = nn.Parameter(torch.empty(max(width, 1), hidden))
+        cols = types.column_offsets
+        for t in range(types.num_types):  # Glorot per type: each block is its own map F_t -> hidden
+            if types.widths[t]:
+                glorot_(self.weight.data[cols[t] : cols[t + 1]])
+        if width == 0:
+            nn.init.zeros_(self.weight)
+        self.bias = nn.Parameter(torch.zeros(types.num_types, hidden))
+        self.register_buffer("offsets", torch.tensor(types.offsets), persistent=False)
+        # each type's first row in the embedding table (-1: a type with features, or zeros)
+        base, rows = [], 0
+        for t in range(types.num_types):
+            own = types.widths[t] == 0 and featureless != "zeros"
+            base.append(rows if own else -1)
+            rows += types.counts[t] if own else 0
+        self.register_buffer("table_base", torch.tensor(base), persistent=False)
+        self.embedding = nn.Parameter(torch.empty(rows, hidden)) if rows else None
+        if self.embedding is not None:
+            if featureless == "one-hot":  # a linear map of one-hot rows: Glorot over (count, hidden) per type
+                for t, b in enumerate(base):
+                    if b >= 0:
+                        glorot_(self.embedding.data[b : b + types.counts[t]])
+            else:
+                bound = math.sqrt(6.0 / (2 * hidden))  # Glorot of a square map: rows on the hidden scale
+                nn.init.uniform_(self.embedding, -bound, bound)
+
+    def forward(self, x, rows: torch.Tensor | None = None) -> torch.Tensor:
+        n = x.shape[0]
+        rows = torch.arange(n, device=self.bias.device) if rows is None else rows  # None: the whole graph
+        rows = rows % self.types.num_nodes  # the same ids, but a memory probe's block larger than the graph
+        t = torch.bucketize(rows, self.offsets[1:-1], right=True)
+        h = self.bias[t]
+        if self.types.num_features:
+            h = h + matmul(x, self.weight)
+        if self.embedding is not None:
+            base = self.table_base[t]
+            own = base >= 0
+            at = torch.where(own, base + rows - self.offsets[t], torch.zeros_like(rows))
+            h = h + torch.where(own.unsqueeze(1), self.embedding[at], h.new_zeros(()))
+        return h
+
+
+class RGCNLayer(GraphLayer):
+    def __init__(self, d_in: int, d_out: int, relations: int, *, decomposition: str = "none", bases: int = 0,
+                 last: bool, dropout: float):
+        super().__init__()
+        self.in_width, self.out_width, self.relations = d_in, d_out, relations
+        self.decomposition, self.last, self.dropout = decomposition, last, dropout
+        if decomposition == "bases":
+            self.basis = nn.Parameter(glorot_(torch.empty(bases, d_in, d_out)))
+            self.comp = nn.Parameter(glorot_(torch.empty(relations, bases)))
+        elif decomposition == "blocks":
+            if d_in % bases or d_out % bases:
+                raise InputError(f"expected widths divisible by the {bases} blocks of R-GCN's block-diagonal weights "
+                                 f"(got a layer {d_in} -> {d_out}): choose --rgcn-bases dividing --hidden and the classes, "
+                                 f"or --rgcn-decomposition bases")
+            self.blocks = nn.Parameter(glorot_(torch.empty(relations, bases, d_in // bases, d_out // bases)))
+        else:
+            self.rel_weight = nn.Parameter(glorot_(torch.empty(relations, d_in, d_out)))
+        self.root = nn.Parameter(glorot_(torch.empty(d_in, d_out)))
+        self.bias = nn.Parameter(torch.zeros(d_out))
+
+    def relation_weights(self) -> torch.Tensor:
+        """``[R, d_in, d_out]``: every relation's weight, composed from the decomposition."""
+        if self.decomposition == "bases":
+            return torch.einsum("rb,bio->rio", self.comp, self.basis)
+        if self.decomposition == "blocks":
+            return torch.stack([torch.block_diag(*self.blocks[r]) for r in range(self.relations)])
+        return self.rel_weight
+
+    def compute(self, block: Block, h, h0=None) -> torch.Tensor:
+        weights = self.relation_weights()
+        out = matmul(h.rows(block.num_dst) if hasattr(h, "rows") else h[: block.num_dst], self.root) + self.bias
+        for r, op in enumerate(block.relation_ops(self.relations)):
+            if op is not None:
+                out = out + spmm(op, matmul(h, weights[r]))
+        if self.last:
+            return out
+        return dropout(F.relu(out), self.dropout, self.training, rows=block.dst_ids, site=self.dropout_site)
+
+
+class RGCN(GNN):
+    """R-GCN: :class:`TypedInput` to the hidden width, then ``layers`` :class:`RGCNLayer`, ReLU and dropout
+    between them."""
+
+    norm = "relation-mean"
+    pre_modules = ("input",)
+
+    def __init__(self, types: NodeTypes, hidden: int, out_dim: int, layers: int, *, dropout: float = 0.5,
+                 decomposition: str = "none", bases: int = 0, featureless: str = "embedding"):
+        super().__init__()
+        if decomposition not in DECOMPOSITIONS:
+            raise InputError(f"expected --rgcn-decomposition one of {', '.join(DECOMPOSITIONS)} (got {decomposition!r})")
+        if decomposition != "none" and bases < 1:
+            raise InputError(f"expected --rgcn-bases >= 1 with --rgcn-decomposition {decomposition} (got {bases})")
+        self.types, self.dropout = types, dropout
+        self.input = TypedInput(types, hidden, featureless)
+        dims = [hidden] * layers + [out_dim]
+
+        def kind(i: int) -> str:  # blocks the classes' width does not divide: that layer's weights stay whole
+            fits = decomposition != "blocks" or (dims[i] % bases == 0 and dims[i + 1] % bases == 0)
+            return decomposition if fits or i < layers - 1 else "none"
+
+        self.layers = nn.ModuleList(
+            RGCNLayer(dims[i], dims[i + 1], types.num_relations, decomposition=kind(i), bases=bases,
+                      last=i == layers - 1, dropout=dropout) for i in range(layers))
+
+    def pre(self, x, rows=None):
+        return self.input(x, rows)
+
+    @property
+    def edge_needs(self) -> EdgeFacts:
+        """Every entry's relation: the layers cut their blocks by it."""
+        return EdgeFacts(("type",), None, self.types.num_relations)
+
+    def check_edge_data(self, kinds=(), edge_width=None, num_relations=None) -> None:
+        facts = kinds if isinstance(kinds, EdgeFacts) else EdgeFacts(tuple(kinds), edge_width, num_relations)
+        want = self.types.num_relations
+        if "type" not in facts.kinds or facts.relations != want:
+            got = "no edge types" if "type" not in facts.kinds else f"{facts.relations} relations"
+            raise InputError(f"expected edge types of the {want} relations R-GCN was built for (got {got})")
+
+    def check_node_types(self, types: NodeTypes | None) -> None:
+        """Refuse, in one line, a graph whose types are not those the model was built for."""
+        if types != self.types:
+            raise InputError(f"expected the node types R-GCN was built for ({self.types.describe()}) (got "
+                             f"{'a graph of one type' if types is None else types.describe()})")
+
+
+def _build(in_dim: int, out_dim: int, *, layers: int, hidden: int, dropout: float, node_types=None,
+           rgcn_decomposition: str = "none", rgcn_bases: int = 0, featureless: str = "embedding", **_) -> RGCN:
+    if node_types is None:
+        raise InputError("expected a graph with node and relation types for --model rgcn (got a graph of one type "
+                         "without relations): load a heterogeneous graph (docs/data.md, 'Typed graphs')")
+    types = node_types if isinstance(node_types, NodeTypes) else NodeTypes.of_record({"node_types": node_types})
+    if not types.relations:
+        raise InputError(f"expected relations between the node types for --model rgcn (got none: {types.describe()})")
+    if in_dim != max(types.num_features, 1):
+        raise InputError(f"expected {types.num_features} feature columns, the node types' widths together (got {in_dim})")
+    return RGCN(types, hidden, out_dim, layers, dropout=dropout, decomposition=rgcn_decomposition, bases=rgcn_bases,
+                featureless=featureless)
+
+
+SPEC = register(ModelSpec(
+    "rgcn", _build, norm="relation-mean", reads_node_types=True,
+    options=("layers", "hidden", "dropout", "rgcn_decomposition", "rgcn_bases", "featureless"),
+    about="R-GCN on a typed graph: a weight per relation (free, bases or blocks), an input map per node type"))
