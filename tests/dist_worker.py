@@ -23,6 +23,13 @@ def shape(cfg) -> tuple[str, int]:
     return norm_and_depth(cfg.model.name, cfg.model.layers, cfg.model.args, lambda: input_widths(cfg))
 
 
+def _node_types(partition_dir):
+    from fullgraph.ops.node_types import NodeTypes
+    from fullgraph.partition.store import load_meta
+
+    return NodeTypes.of_record(load_meta(partition_dir))
+
+
 def train_runs(payload: dict, comm: Comm) -> dict:
     """Graph-parallel training for each (partition folder, model) of the payload; rank 0 keeps the
     per-epoch losses, the final weights and the per-epoch ledger of every run."""
@@ -34,6 +41,7 @@ def train_runs(payload: dict, comm: Comm) -> dict:
         engine = GraphEngine(part, comm, norm, boundary_rate=cfg.parallel.boundary_rate,
                              seed=cfg.optimization.seed, owns_comm=False, precision=cfg.parallel.comm_precision,
                              prune=cfg.parallel.prune)
+        engine.node_types = _node_types(run["partition_dir"])  # what build_engine reads from the folder
         trainer = Trainer(cfg, engine=engine)
         result = trainer.build().train()
         trainer.close()
@@ -84,6 +92,7 @@ def chunked_runs(payload: dict, comm: Comm) -> dict:
         cfg = TrainConfig.of(**run["config"], nprocs=comm.world_size, progress="none", threads=1)
         norm, layers = shape(cfg)
         engine = chunked_engine(cfg, norm, comm=comm, layers=layers)
+        engine.node_types = _node_types(cfg.parallel.partition_dir)
         trainer = Trainer(cfg, engine=engine)
         result = trainer.build().train()
         trainer.close()

@@ -30,9 +30,10 @@ from typing import Callable, NamedTuple
 
 import fullgraph.environ as environ
 from fullgraph.data.formats import (
-    load_graphsaint, load_npz_hetero, load_npz_shchur, load_ogb, load_planetoid,
+    load_graphsaint, load_heco, load_npz_hetero, load_npz_shchur, load_ogb, load_planetoid,
 )
 from fullgraph.data.formats.graphsaint import GRAPHSAINT_FILES
+from fullgraph.data.formats.heco import HECO_SHA256, HECO_SPLITS, HECO_URL, SCHEMAS, heco_files
 from fullgraph.data.formats.ogb import ogb_files
 from fullgraph.data.formats.planetoid import PLANETOID_SUFFIXES
 from fullgraph.data.files import sha256_file
@@ -90,6 +91,7 @@ _SHA256 = {
     "squirrel/squirrel.npz": "d436e3b42c0546b105241c0ab0766097074e68e55f67b133eeb9b0162e55cbd9",
     "squirrel/squirrel_filtered.npz": "f06370ffb3116c5de8b7a600005400b2293c025e0ce2f6916d8201a825505ac7",
     "tolokers/tolokers.npz": "dacf3ac94cec53d03cd2adb5255c08b33dee1656c33ca8164a464bd9450a1667",
+    **{f"heco_{rel}": digest for rel, digest in HECO_SHA256.items()},  # heco_acm/pa.txt, ...
 }
 
 
@@ -152,6 +154,13 @@ def _ogb(name: str, short: str, split_name: str) -> DatasetSpec:
     )
 
 
+def _heco(name: str) -> DatasetSpec:
+    """HeCo's ``name`` graph in ``heco_<name>/``, the upstream folder ``data/<name>/`` (``formats.heco``)."""
+    files = tuple(f"heco_{name}/{f}" for f in heco_files(SCHEMAS[name]))
+    return DatasetSpec(name, "heco", f"heco_{name}", files, f"HeCo (Wang et al. 2021), liun-online/HeCo data/{name}",
+                       urls={f: f"{HECO_URL}/{name}/{Path(f).name}" for f in files}, num_splits=len(HECO_SPLITS))
+
+
 _GD, _YX = "Shchur et al. 2018 via EdisonLeeeee/GraphData", "Platonov et al. 2023, yandex-research/heterophilous-graphs"
 _SPECS: dict[str, DatasetSpec] = {
     s.name: s
@@ -173,6 +182,8 @@ _SPECS: dict[str, DatasetSpec] = {
         _graphsaint("yelp", "yelp", ", multi-label"),
         _ogb("ogbn-arxiv", "arxiv", "time"),
         _ogb("ogbn-products", "products", "sales_ranking"),
+        _heco("acm"),
+        _heco("dblp"),
     ]
 }
 
@@ -338,6 +349,7 @@ _LOADERS: dict[str, Callable[..., Graph]] = {
     "npz_hetero": lambda spec, p, split, seed: load_npz_hetero(p, spec.name, split=split),
     "graphsaint": lambda spec, p, split, seed: load_graphsaint(p, spec.name),
     "ogb": lambda spec, p, split, seed: load_ogb(p, spec.name, split_name=spec.options["split_name"]),
+    "heco": lambda spec, p, split, seed: load_heco(p, labels_per_class=HECO_SPLITS[split], name=spec.name),
 }
 
 
@@ -345,10 +357,10 @@ def load_dataset(name: str, root: str | os.PathLike | None = None, *, split: int
                  download: bool = True, verify: bool = True) -> Graph:
     """Load a known dataset by name and apply :func:`preprocess`.
 
-    ``split`` picks one of a dataset's fixed published splits (0..9 for the heterophilous graphs;
-    the others have only split 0). ``seed`` draws the per-class split of datasets published without
-    one (Amazon, Coauthor). ``download``: fetch missing files when a direct URL exists.
-    ``verify``: compare files with their published sha256 where it is known.
+    ``split`` picks one of a dataset's fixed published splits (0..9 for the heterophilous graphs; 0, 1, 2
+    for HeCo's, 20, 40, 60 training nodes per class; the others have only split 0). ``seed`` draws the
+    per-class split of datasets published without one (Amazon, Coauthor). ``download``: fetch missing
+    files when a direct URL exists. ``verify``: compare files with their published sha256 where it is known.
     """
     spec = get_spec(name)
     if not 0 <= split < spec.num_splits:

@@ -11,6 +11,9 @@ ogb            ``raw/data.npz`` (ogbn-papers100M's binary layout), or ``raw/edge
                (:mod:`.formats.ogb`)
 graphsaint     ``adj_full.npz``, or ``class_map.json`` with ``role.json`` (:mod:`.formats.graphsaint`)
 planetoid      ``ind.NAME.graph`` (with the other ``ind.NAME.*`` files; :mod:`.formats.planetoid`)
+heco           an edge file of HeCo's ACM or DBLP, ``pa.txt``, ``ps.txt``, ``pc.txt`` or ``pt.txt``
+               (:mod:`.formats.heco`; its loader names any other file that is missing). Before the
+               edge list: its ``labels.npy`` would mark one
 edgelist       ``edges.*``, ``features.*`` or ``labels.*`` with an extension of
                :data:`.formats.edgelist.FOLDER_FILES` (``edges.txt``/``.csv``/``.tsv``/``.npy``,
                ``features.npy``/``.npz``/text, ...): the table the folder loader
@@ -30,7 +33,8 @@ datasets are, except a native folder whose ``meta.json`` says it already is: tha
 stored, memory-mapped. ``--split`` means what it means for the named datasets: the fixed split of a
 heterophilous ``.npz`` (0..9) or of a native folder that holds several (``fullgraph convert`` keeps
 them all: :func:`fixed_splits`), the seed of the per-class split drawn for a Shchur ``.npz`` or an edge
-list without split files, and 0 for formats with one published split. ``--feature-norm auto`` is
+list without split files, the published split of a HeCo folder (0, 1, 2: 20, 40, 60 training nodes
+per class), and 0 for formats with one published split. ``--feature-norm auto`` is
 ``row`` for a Planetoid folder, what ``meta.json`` says for a native folder (``convert`` records it,
 so a converted Cora trains like ``--dataset cora``), and ``none`` otherwise. ``--metric auto`` is
 ROC-AUC for ogbn-proteins' layout and for a native folder whose ``meta.json`` names that metric
@@ -54,7 +58,8 @@ log = logging.getLogger("fullgraph")
 
 _WHAT_WE_LOOK_FOR = (
     "meta.json of a fullgraph native folder; raw/data.npz or raw/edge.csv.gz (OGB); adj_full.npz or class_map.json + "
-    "role.json (GraphSAINT); ind.NAME.graph (Planetoid); edges.{edges} + features + labels (edge list); "
+    "role.json (GraphSAINT); ind.NAME.graph (Planetoid); pa.txt, ps.txt, pc.txt or pt.txt (HeCo); edges.{edges} + "
+    "features + labels (edge list); "
     "one .npz file (Shchur or heterophilous-graphs)"
 )
 
@@ -143,6 +148,10 @@ def detect(path: str | os.PathLike) -> Detected:
                          f"point --dataset at a folder holding one)")
     if prefixes:
         return Detected("planetoid", p, prefixes[0], "row", options={"prefix": prefixes[0]})
+    from fullgraph.data.formats.heco import is_heco_folder
+
+    if is_heco_folder(p):
+        return Detected("heco", p, _name_of(p))
     from fullgraph.data.formats.edgelist import FOLDER_FILES
 
     if any((p / f"{stem}{ext}").is_file() for stem in ("edges", "features", "labels") for ext in FOLDER_FILES[stem]):
@@ -198,6 +207,10 @@ def load_path(path: str | os.PathLike, *, split: int = 0, verify: bool | None = 
         from fullgraph.data.formats.edgelist import load_edgelist_folder
 
         graph = load_edgelist_folder(det.path, seed=split)
+    elif det.kind == "heco":
+        from fullgraph.data.formats.heco import heco_labels_per_class, load_heco
+
+        graph = load_heco(det.path, labels_per_class=heco_labels_per_class(split, det.path))
     elif det.kind == "npz_hetero":
         from fullgraph.data.formats.npz_hetero import load_npz_hetero
 
@@ -212,8 +225,8 @@ def load_path(path: str | os.PathLike, *, split: int = 0, verify: bool | None = 
 
 def fixed_splits(dataset: str, root: str | None = None):
     """Every fixed split of the dataset ``--dataset dataset`` names, as ``(train, val, test)`` bool
-    arrays ``[S, N]``, when it has more than one (a heterophilous ``.npz``, by name or path, or a
-    native folder holding several); else ``None``. What ``fullgraph convert`` stores beside the graph,
+    arrays ``[S, N]``, when it has more than one (a heterophilous ``.npz`` or a HeCo folder, by name or
+    path, or a native folder holding several); else ``None``. What ``fullgraph convert`` stores beside the graph,
     so that the converted folder answers ``--split k`` as its source does. Loading never reorders
     nodes, so the file's masks are the loaded graph's. Call it after loading the graph: a named
     dataset's file is then present (downloaded, checked)."""
@@ -231,6 +244,10 @@ def fixed_splits(dataset: str, root: str | None = None):
         from fullgraph.data.formats.npz_hetero import read_hetero_splits
 
         splits = read_hetero_splits(path)
+    elif kind == "heco":
+        from fullgraph.data.formats.heco import read_heco_splits
+
+        splits = read_heco_splits(path)
     elif kind == "native":
         from fullgraph.data.formats.native_read import read_native_splits
 

@@ -150,12 +150,20 @@ def _symmetrize_with_data(graph: Graph, reverse_relations: bool) -> Graph:
         return _unchanged(graph)  # already symmetric: its data and relation count as they are
     kept[reverse] -= e
     edge = _gather(graph, torch.from_numpy(kept))
-    if graph.edge_type is not None and reverse_relations:
+    types = graph.node_types  # a typed graph's reverse edges join other ends: they are relations of their own
+    if graph.edge_type is not None and (reverse_relations or types is not None):
         r = int(graph.num_relations)
         edge["edge_type"] = edge["edge_type"] + r * torch.from_numpy(reverse)
         edge["num_relations"] = 2 * r
     del kept, reverse
     indptr, indices = csr_from_sorted_keys(keys, n)
+    if types is not None and types.relations:
+        from fullgraph.data.graph import Graph
+
+        g = graph  # the same fields but the edges and the relations (``rev_<name>`` for relation r + R)
+        return Graph(indptr=indptr, indices=indices, x=g.x, y=g.y, train_mask=g.train_mask, val_mask=g.val_mask,
+                     test_mask=g.test_mask, name=g.name, num_classes=g.num_classes, node_types=types.with_reverse(),
+                     **edge)
     return graph.with_structure(indptr, indices, **edge)
 
 
@@ -323,4 +331,4 @@ def row_normalize_features(graph: Graph) -> Graph:
         x = x * torch.where(sums != 0, 1.0 / sums, torch.zeros_like(sums))
     return Graph(indptr=graph.indptr, indices=graph.indices, x=x, y=graph.y, train_mask=graph.train_mask,
                  val_mask=graph.val_mask, test_mask=graph.test_mask, name=graph.name,
-                 num_classes=graph.num_classes, **graph.edge_fields())
+                 num_classes=graph.num_classes, node_types=graph.node_types, **graph.edge_fields())

@@ -151,6 +151,8 @@ class NodeTypes:
         try:
             return cls(tuple(rec["names"]), tuple(rec["counts"]), tuple(rec["widths"]),
                        tuple(tuple(r) for r in rec.get("relations", ())), tuple(rec.get("labelled", ())))
+        except InputError:
+            raise
         except (KeyError, TypeError, ValueError) as err:
             raise InputError(f"expected a node_types record with names, counts and widths (got {rec!r}: "
                              f"{type(err).__name__})") from None

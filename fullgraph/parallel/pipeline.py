@@ -146,7 +146,7 @@ class ChunkedEngine(Engine):
         """Full-graph forward, stage to stage; ``fill`` stores every layer input as history."""
         uses_h0 = model.uses_h0
         if self.first_stage:
-            h = model.pre(self.x)
+            h = model.pre(self.x, self.local_ids)  # global ids: a typed input reads the type from them
             h0 = h[: self.n_inner] if uses_h0 else None
         else:
             d_in = self._dims[self.first]

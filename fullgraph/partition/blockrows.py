@@ -12,7 +12,8 @@ Layout on disk::
 
     out_dir/
       blockrows.json      # format, version, graph, fingerprint, norm, blocks, permute, seed, counts,
-                          # per-block non-zeros (as cut and as in node order), one entry per file
+                          # per-block non-zeros (as cut and as in node order), one entry per file,
+                          # the edge data's facts and a typed graph's node_types (as partition.json)
       row-0.pt            # torch.save of BlockRow.state_dict(): tensors, ints and strings only
       row-1.pt
       ...
@@ -40,6 +41,7 @@ from fullgraph.ops.adjacency import normalized, normalized_data
 from fullgraph.ops.csr import csr_rows, indptr_from_rows, row_ids, take_rows
 from fullgraph.ops.sparse import SparseOp
 from fullgraph.partition.partitioners import random_permutation
+from fullgraph.partition.store import meta_node_types
 
 __all__ = ["BlockRow", "row_blocks", "node_counts", "column_counts", "block_row", "save_block_rows", "load_block_rows_meta", "load_block_row",
            "FORMAT", "META_FILE"]
@@ -216,7 +218,7 @@ def save_block_rows(graph: Graph, norm: str, blocks: int, permute: bool, seed: i
                "num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
                "block_nnz": block_nnz(graph, norm, blocks, permute, seed),
                "block_nnz_unpermuted": block_nnz(graph, norm, blocks, False, seed), "files": files,
-               **graph.edge_facts().record()}
+               **graph.edge_facts().record(), **(graph.node_types.record() if graph.node_types is not None else {})}
         (tmp / META_FILE).write_text(json.dumps(doc, indent=2) + "\n")
         if out.exists():
             shutil.rmtree(out)
@@ -237,6 +239,7 @@ def load_block_rows_meta(out_dir) -> dict:
         raise InputError(f"expected a {FORMAT!r} version {FORMAT_VERSION} file at {path}; prepare the folder again")
     if not isinstance(doc.get("files"), list) or len(doc["files"]) != doc.get("blocks"):
         raise InputError(f"expected {path} to list one file per block row (got {doc.get('blocks')!r} block rows)")
+    meta_node_types(doc, path)  # a damaged record refused with the rest
     return doc
 
 

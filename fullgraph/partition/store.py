@@ -18,6 +18,8 @@ Layout written by :func:`save_partition` (one folder per part, so rank ``i`` rea
       "method": "metis", "parts": 2, "seed": 0, "weight": "nodes",
       "num_nodes": 2708, "num_edges": 10556, "num_features": 1433, "num_classes": 7,
       "multilabel": false, "sparse_features": true, "global_num_train": 140,
+      "edge_data": [...], "edge_features": d, "num_relations": R,   # edges with data only (EdgeFacts)
+      "node_types": {"names": [...], "counts": [...], ...},        # a typed graph only (NodeTypes)
       "replication_factor": 0.0905, "cut_edges": 412, "imbalance": 1.029,
       "part_stats": [{"part": 0, "inner": 1315, "halo": 99, "halo_ratio": 0.075, "edges": 5452, "send": 146},
                      {"part": 1, "inner": 1393, "halo": 146, "halo_ratio": 0.105, "edges": 5104, "send": 99}],
@@ -25,6 +27,10 @@ Layout written by :func:`save_partition` (one folder per part, so rank ``i`` rea
                 {"part": 1, "path": "part-1/part.pt", "bytes": 438896, "sha256": "cf4c…"}],
       "meta": {...}                    # whatever else the caller passed
     }
+
+A part holds global ids, and a typed graph's node types follow from those (ids are contiguous per
+type), so the types travel as the one ``node_types`` record of ``partition.json``
+(:func:`meta_node_types` reads it back), not in any part file.
 
 Part files are read with ``torch.load(weights_only=True)`` (no code runs on load) and checked
 against the size and sha256 recorded in ``partition.json``; any problem is an ``InputError``.
@@ -64,11 +70,12 @@ import fullgraph.environ as environ
 from fullgraph.data.files import read_json
 from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
+from fullgraph.ops.node_types import NodeTypes
 from fullgraph.partition.book import Part, PartitionBook
 from fullgraph.partition.partitioners import check_node_part, partition_nodes
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "save_partition", "load_meta", "load_part", "cache_root",
-           "cached_partition"]
+           "cached_partition", "meta_node_types"]
 
 FORMAT = "fullgraph-partition"
 FORMAT_VERSION = 1
@@ -147,7 +154,8 @@ def graph_facts(graph: Graph) -> dict:
     return {"graph": graph.name, "fingerprint": graph.fingerprint(), "num_nodes": graph.num_nodes,
             "num_edges": graph.num_edges, "num_features": graph.num_features, "num_classes": int(graph.num_classes),
             "multilabel": graph.multilabel, "sparse_features": graph.x.layout == torch.sparse_csr,
-            "global_num_train": int(graph.train_mask.sum()), **graph.edge_facts().record()}
+            "global_num_train": int(graph.train_mask.sum()), **graph.edge_facts().record(),
+            **(graph.node_types.record() if graph.node_types is not None else {})}
 
 
 def partition_doc(facts: dict, stats: list[dict], cut_edges: int, files: list[dict], meta: dict) -> dict:
@@ -162,7 +170,7 @@ def partition_doc(facts: dict, stats: list[dict], cut_edges: int, files: list[di
         "metis_sample": meta.get("metis_sample"),
         **{k: facts[k] for k in ("num_nodes", "num_edges", "num_features", "num_classes", "multilabel",
                                  "sparse_features", "global_num_train")},
-        **{k: facts[k] for k in ("edge_data", "edge_features", "num_relations") if k in facts},
+        **{k: facts[k] for k in ("edge_data", "edge_features", "num_relations", "node_types") if k in facts},
         "replication_factor": sum(r["halo"] for r in stats) / facts["num_nodes"], "cut_edges": int(cut_edges),
         "imbalance": max(inner) / (sum(inner) / len(inner)), "part_stats": stats, "files": files, "meta": meta,
     }
@@ -268,7 +276,20 @@ def load_meta(out_dir) -> dict:
             or any(not isinstance(e, dict) or {"path", "bytes", "sha256"} - set(e) for e in files):
         raise InputError(f"expected {path} to list one file per part (got parts={doc['parts']!r} and "
                          f"{len(files) if isinstance(files, list) else 'no'} file entries)")
+    types = meta_node_types(doc, path)  # a damaged record refused with the rest, not when a model reads it
+    if types is not None and types.num_nodes != doc["num_nodes"]:
+        raise InputError(f"expected the node_types in {path} to count its {doc['num_nodes']} nodes (got "
+                         f"{types.num_nodes})")
     return doc
+
+
+def meta_node_types(doc: dict, where=META_FILE) -> NodeTypes | None:
+    """The node types a ``partition.json`` (or ``blockrows.json``) records: ``None`` for a graph of one
+    type; a damaged record is one ``InputError`` naming ``where``."""
+    try:
+        return NodeTypes.of_record(doc)
+    except InputError as err:
+        raise InputError(f"{err} in {where}") from None
 
 
 def load_part(out_dir, i: int, fingerprint: str | None = None, *, features: bool = True) -> Part:

@@ -8,6 +8,12 @@ weights it also sums every node's weighted in-degree (:func:`.stream_edges._row_
 pass over the node files and the edge files checks them as ``load_native`` and ``Graph`` do (finite
 features and edge data, labels and edge types in range, mask counts as meta.json says) and hashes
 them in ``Graph.fingerprint()``'s order. Each pass holds one block at a time.
+
+A typed graph (a ``node_types`` record in ``meta.json``) is checked as ``data.typed.check_node_types``
+checks the loaded one (:class:`_TypeCheck`), in the same passes: each edge's ends against its
+relation's types (its type read by position beside the structure block), sparse feature columns
+within their row's type's block, and splits on the labelled types only. A node's type follows from
+its id (ids are contiguous per type), so no pass holds more than its block for it.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ def _check_and_hash_structure(stream: CSRStream, indptr: np.ndarray, src: _Folde
     h.update(indptr.view(np.uint8))
     h.update(str((e,)).encode())
     balance = 0
+    typed = _TypeCheck(src) if src.types is not None and src.types.relations else None
     for blk in stream.blocks(max_edges, indptr):
         cols = blk.indices
         h.update(cols.view(np.uint8))
@@ -68,6 +75,8 @@ def _check_and_hash_structure(stream: CSRStream, indptr: np.ndarray, src: _Folde
                              f"no repeats, no self loops) (got another in rows {blk.r0}..{blk.r1 - 1}: damaged, "
                              "or not preprocessed as meta.json says)")
         balance += _pair_hash(rows, cols) - _pair_hash(cols, rows)
+        if typed is not None:
+            typed.edges(int(indptr[blk.r0]), rows, cols)
         if degree is not None:  # whole rows: a row's sum is the one bincount over all entries gives it
             degree[blk.r0:blk.r1] = _row_weight_sums(src, int(indptr[blk.r0]), rows, blk.r0, blk.r1)
         del blk, cols, rows  # before the next block is read
@@ -109,6 +118,7 @@ def _hash_nodes(src: _Folder, h, block_bytes: int) -> dict:
     names = ["y.npy", *_MASK_FILES, *(src.edge_file(k) for k in src.kinds)]
     names += ["x_indptr.npy", "x_indices.npy", "x_values.npy"] if src.sparse else ["x.npy"]
     state: dict = {}
+    typed = _TypeCheck(src) if src.types is not None else None
     for name in names:
         h.update(str(src.shape(name)).encode())
         for a, b in src.spans(name, block_bytes):
@@ -116,6 +126,8 @@ def _hash_nodes(src: _Folder, h, block_bytes: int) -> dict:
             if name == "x_indices.npy":
                 blk = blk.astype(np.int64, copy=False)
             _check_node_block(src, name, blk, state)
+            if typed is not None:
+                typed.node_block(name, blk, a)
             h.update(blk.reshape(-1).view(np.uint8))
             del blk  # before the next block is read: one block at a time
     if src.sparse and state.get("x_indptr.npy") != src.meta["counts"]["feature_nnz"]:
@@ -126,3 +138,53 @@ def _hash_nodes(src: _Folder, h, block_bytes: int) -> dict:
             raise InputError(f"expected {src.meta['counts']['split_sizes'][split]} nodes in {src.path / m} as "
                              f"meta.json says (got {state.get(m, 0)})")
     return state
+
+
+class _TypeCheck:
+    """What ``data.typed.check_node_types`` checks of a typed graph, on the blocks the passes read (the
+    module doc); the sizes were checked against the counts with ``meta.json``."""
+
+    def __init__(self, src: _Folder):
+        t, self.src = src.types, src
+        self.types = t
+        self.offsets = np.asarray(t.offsets, dtype=np.int64)
+        self.columns = np.asarray(t.column_offsets, dtype=np.int64)
+        self.ends = np.array([[t.index(s), t.index(d)] for s, _, d in t.relations], dtype=np.int64).reshape(-1, 2)
+        self.labelled = np.isin(np.arange(t.num_types), [t.index(n) for n in t.labelled])
+        self.entry_starts: np.ndarray | None = None  # sparse features: the first entry of each type's rows
+
+    def type_of(self, ids: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.offsets[1:-1], ids, side="right")
+
+    def edges(self, first: int, rows: np.ndarray, cols: np.ndarray) -> None:
+        """A structure block's entries (``first``: the position of its first) against their relations."""
+        path = self.src.path / EDGE_FILES["type"]
+        kind = self.src.read(EDGE_FILES["type"], first, first + rows.size)
+        if kind.size and (kind.min() < 0 or kind.max() >= len(self.ends)):
+            raise InputError(f"expected valid edge data in {path} (got types outside 0..{len(self.ends) - 1})")
+        for ids, side, what in ((cols, 0, "source"), (rows, 1, "destination")):
+            got = self.type_of(ids)
+            bad = np.flatnonzero(got != self.ends[kind, side])
+            if bad.size:
+                e, t = int(bad[0]), self.types
+                r = int(kind[e])
+                raise InputError(f"expected every edge of relation {t.relation_name(r)} to have a "
+                                 f"{t.relations[r][2 * side]} {what} (got node {int(ids[e])} of type "
+                                 f"{t.names[int(got[e])]} in {path})")
+
+    def node_block(self, name: str, blk: np.ndarray, start: int) -> None:
+        """Splits on the labelled types, sparse feature columns within their type's (rows or entries
+        ``start..``)."""
+        if name in _MASK_FILES:
+            outside = blk & ~self.labelled[self.type_of(np.arange(start, start + blk.size))]
+            if outside.any():
+                raise InputError(f"expected splits on the labelled node types ({', '.join(self.types.labelled)}) "
+                                 f"only (got {int(outside.sum())} nodes of other types in {self.src.path / name})")
+        elif name == "x_indices.npy" and self.types.num_features and blk.size:
+            if self.entry_starts is None:  # x_indptr.npy, read and checked before, at the types' first rows
+                self.entry_starts = np.array([int(self.src.read("x_indptr.npy", o, o + 1)[0])
+                                              for o in self.offsets[1:-1]], dtype=np.int64)
+            t = np.searchsorted(self.entry_starts, np.arange(start, start + blk.size), side="right")
+            if ((blk < self.columns[t]) | (blk >= self.columns[t + 1])).any():
+                raise InputError(f"expected each node's features within its type's columns in "
+                                 f"{self.src.path / name} (got a value in another type's columns)")

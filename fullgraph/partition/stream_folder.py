@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from fullgraph.data.formats.native import EDGE_FILES, MASKS
-from fullgraph.data.formats.native_read import _check_files, edge_kinds, read_native_meta
+from fullgraph.data.formats.native_read import _check_files, edge_kinds, node_types, read_native_meta
 from fullgraph.data.formats.native_stream import read_rows
 
 _MASK_FILES = tuple(f"{m}.npy" for m in MASKS)
@@ -35,15 +35,18 @@ class _Folder:
         self.name = self.meta.get("name") or self.path.name  # what load_native names the graph
         self.kinds = edge_kinds(self.meta)  # the data the edges carry (EDGE_FIELDS order)
         self.relations = c.get("num_relations") if "type" in self.kinds else None
+        self.types = node_types(self.meta)  # a typed graph's (checked against the counts by read_native_meta)
 
     def edge_file(self, kind: str) -> str:
         return EDGE_FILES[kind]
 
-    def edge_prefix(self) -> bytes:
-        """What ``Graph.fingerprint()`` hashes of the edge data before any array: the kinds' names and
-        the relation count (nothing without edge data, so such a graph keeps its fingerprint)."""
+    def fingerprint_prefix(self) -> bytes:
+        """What ``Graph.fingerprint()`` hashes before any array: the edge data's kinds and relation count,
+        then a typed graph's node types record (nothing for a graph of one type without edge data, so
+        such a graph keeps its fingerprint)."""
         text = "".join(f"edge_{k}" for k in self.kinds)
-        return (text + (f"relations={self.relations}" if self.relations is not None else "")).encode()
+        text += f"relations={self.relations}" if self.relations is not None else ""
+        return (text + (repr(self.types.record()) if self.types is not None else "")).encode()
 
     def shape(self, name: str) -> tuple[int, ...]:
         return tuple(int(s) for s in self.meta["files"][name]["shape"])

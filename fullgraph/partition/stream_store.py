@@ -21,7 +21,10 @@ edge files (:mod:`.stream_check`). A part's labels, masks and features are read 
 Edge data (a version-3 folder: ``edge_weight.npy``, ``edge_attr.npy``, ``edge_type.npy``) goes into
 the parts as the in-memory writer puts it (``Part.edata``): read by position in the same pass that
 reads a part's rows, it follows the entries through the sort of each row by local column id; with
-weights the parts' ``degree`` is the weighted in-degree (:mod:`.stream_edges`).
+weights the parts' ``degree`` is the weighted in-degree (:mod:`.stream_edges`). A typed graph's
+``node_types`` record goes from the folder's ``meta.json`` into ``partition.json`` and into the
+fingerprint, as ``save_partition`` writes them from ``Graph.node_types``; the checking pass checks
+the edges, features and splits against the types as ``Graph`` does (:mod:`.stream_check`).
 
 Memory, at its peak (``benchmarks/partition_memory.py`` measures it), for a graph of N nodes whose
 largest part has L local nodes (inner and halo) and E_p local edges:
@@ -39,7 +42,9 @@ largest part has L local nodes (inner and halo) and E_p local edges:
 * with edge data: 4 bytes per node of the graph (the weighted degrees, with weights), and per local
   edge of the largest part 16 bytes (its global id and its place in the sorted rows) and twice its
   data's bytes (read in row order, then put in the local order), plus a structure block's worth of
-  each edge file as it is read.
+  each edge file as it is read;
+* for a typed graph with relations, in the checking pass, about 32 bytes per entry of a structure
+  block (its relations, read again, and its ends' types).
 
 On R-MAT scale 20 (10^7 directed edges, 100 features, 4 random parts) the peak was 579 MiB (234 of
 them the interpreter and imports, 218 the largest part's file); the in-memory writer's, 1079 MiB.
@@ -213,13 +218,13 @@ def save_partition_streaming(folder: str | os.PathLike, node_part, out_dir, meta
     stream = CSRStream.of_folder(src.path)
     indptr = stream.indptr()
     h = hashlib.sha256()
-    h.update(src.edge_prefix())
+    h.update(src.fingerprint_prefix())
     degree = _check_and_hash_structure(stream, indptr, src, h, max_edges)
     train = _hash_nodes(src, h, block_bytes)["train_mask.npy"]
     facts = {"graph": src.name, "fingerprint": h.hexdigest(), "num_nodes": src.n, "num_edges": src.e,
              "num_features": src.f, "num_classes": src.c, "multilabel": bool(src.meta["counts"]["multilabel"]),
              "sparse_features": src.sparse, "global_num_train": train,
-             **EdgeFacts.of_record(src.meta["counts"]).record()}
+             **EdgeFacts.of_record(src.meta["counts"]).record(), **(src.types.record() if src.types else {})}
     halo_mark = np.zeros(src.n, dtype=bool)
     colmap = np.empty(src.n, dtype=np.int32 if src.n <= INT32_MAX else np.int64)
     stats, cut = [], 0

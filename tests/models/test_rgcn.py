@@ -31,6 +31,8 @@ def small_typed(seed: int = 0, reverse: bool = True):
     edges = {("paper", "by", "author"): (rng.integers(0, 40, 90), rng.integers(0, 30, 90)),
              ("paper", "at", "venue"): (np.arange(40), rng.integers(0, 6, 40)),
              ("paper", "cites", "paper"): (rng.integers(0, 40, 60), rng.integers(0, 40, 60))}
+    cites = edges["paper", "cites", "paper"]
+    edges["paper", "cites", "paper"] = (cites[0][cites[0] != cites[1]], cites[1][cites[0] != cites[1]])  # no loops
     perm = rng.permutation(40)
     return typed_graph({"paper": 40, "author": 30, "venue": 6}, {"paper": pf, "author": af}, edges,
                        ("paper", rng.integers(0, 3, 40)), {"train": perm[:15], "val": perm[15:25], "test": perm[25:]},

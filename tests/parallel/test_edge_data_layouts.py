@@ -87,6 +87,7 @@ def simulate(graph, cfg: TrainConfig, chunk_file: str):
     engine = ChunkedEngine(part, load_chunks(chunk_file, graph.num_nodes, K)[part.local_nodes], norm,
                            ChunkSchedule(K, tuple(stage_bounds(layers, 1)), shuffle=cfg.parallel.shuffle),
                            History(cfg.parallel.history_refresh))
+    engine.node_types = graph.node_types  # what build_engine reads from the graph (a typed graph's R-GCN)
     result = Trainer(cfg, engine=engine).build().train()
     return torch.tensor(result.losses, dtype=torch.float64)
 

@@ -7,6 +7,7 @@ No loader symmetrizes, deduplicates or drops self loops: that is one policy, app
 
 from fullgraph.data.formats.edgelist import load_edgelist
 from fullgraph.data.formats.graphsaint import load_graphsaint
+from fullgraph.data.formats.heco import load_heco
 from fullgraph.data.formats.native import write_native
 from fullgraph.data.formats.native_read import load_native
 from fullgraph.data.formats.npz_hetero import load_npz_hetero
@@ -15,6 +16,6 @@ from fullgraph.data.formats.ogb import load_ogb
 from fullgraph.data.formats.planetoid import load_planetoid
 
 __all__ = [
-    "load_edgelist", "load_graphsaint", "load_native", "load_npz_hetero", "load_npz_shchur", "load_ogb",
+    "load_edgelist", "load_graphsaint", "load_heco", "load_native", "load_npz_hetero", "load_npz_shchur", "load_ogb",
     "load_planetoid", "write_native",
 ]

@@ -31,6 +31,17 @@ present, of ``["weight", "attr", "type"]``), ``"edge_features": d`` and ``"num_r
 where they apply. Its own version number makes an older fullgraph, which knows nothing of edge
 files, refuse the folder rather than train without its edge data.
 
+A typed (heterogeneous) graph (``Graph.node_types``, :mod:`fullgraph.ops.node_types`) adds one key
+to ``meta.json``, ``"node_types"`` (``NodeTypes.record()``: type names, node counts, feature
+widths, relations, labelled types), and no file and no version of its own: it is written in
+whatever version the rest of the folder needs (3 when its edges carry their relations, as a typed
+graph's do). Why no new version: the arrays are already a complete graph of one type (node ids
+contiguous per type, features in column blocks, relations in ``edge_type.npy``, which version 3
+guards), so an older fullgraph that ignores the key trains the same arrays as a one-type graph,
+not a graph with data missing; what it lacks is the types' own treatment (learned embeddings of
+a featureless type), and its fingerprint, without the types, keeps its caches apart. This fullgraph
+checks the record against the counts when it reads ``meta.json`` (a damaged one is one line).
+
 This is exactly the :class:`~fullgraph.data.graph.Graph` container on disk (same in-edge CSR
 convention). Arrays are plain ``.npy`` files (format 1.0, little-endian, C order, never pickled
 objects), so ``numpy.load`` reads each one on its own. ``meta.json`` holds::
@@ -41,6 +52,8 @@ objects), so ``numpy.load`` reads each one on its own. ``meta.json`` holds::
                 "split_sizes": {"train": ..., "val": ..., "test": ...},         # split 0
                 "num_splits": S, "split_sizes_all": [{"train": ...}, ...]},   # version 2, S >= 2
      "features": "dense" | "sparse_csr",
+     "node_types": {"names": [...], "counts": [...], "widths": [...], "relations": [...],
+                    "labelled": [...]},                                 # a typed graph only
      "preprocessed": true,     # symmetric, no duplicate edges, no self loops (datasets.preprocess)
      "feature_norm": "none",   # what --feature-norm auto means for this graph ("row" for Planetoid)
      "source": "...", "created_by": "fullgraph 0.1.0",
@@ -278,8 +291,10 @@ def _base_meta(graph: Graph, *, preprocessed: bool, feature_norm: str, source: s
         if graph.edge_type is not None:
             counts["num_relations"] = int(graph.num_relations)
     version = EDGE_DATA_VERSION if kinds else NATIVE_VERSION if several else 1
+    types = getattr(graph, "node_types", None)  # a typed graph's record: no version of its own (module doc)
     return {"format": NATIVE_FORMAT, "version": version, "name": graph.name,
-            "counts": counts, "features": "sparse_csr" if sparse else "dense", "preprocessed": bool(preprocessed),
+            "counts": counts, "features": "sparse_csr" if sparse else "dense",
+            **(types.record() if types is not None else {}), "preprocessed": bool(preprocessed),
             "feature_norm": feature_norm, "source": source, "created_by": f"fullgraph {__version__}"}
 
 

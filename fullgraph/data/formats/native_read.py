@@ -15,6 +15,11 @@ edge data files, checked and checksummed as the others). ``split`` picks one
 of a version-2 (or 3) folder's fixed splits: split 0 from ``*_mask.npy`` as in version 1, split ``k`` as
 row ``k`` of the ``[S, N]`` ``*_masks.npy`` maps; any other split is one error that says how many
 the folder holds, never a silent fall back to split 0.
+
+A typed graph's ``node_types`` record (any version; :mod:`.native`) is read into ``Graph.node_types``
+and checked when ``meta.json`` is read, before any array: a record :class:`NodeTypes` refuses, or
+one whose nodes, feature widths or relations disagree with the counts, is one ``InputError``
+(``Graph`` then checks every edge, feature row and split against the types as it is built).
 """
 
 from __future__ import annotations
@@ -35,9 +40,10 @@ from fullgraph.data.formats.native import (
 )
 from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
+from fullgraph.ops.node_types import NodeTypes
 
 __all__ = ["load_native", "read_native_meta", "is_native_folder", "num_splits", "read_native_splits",
-           "edge_kinds"]
+           "edge_kinds", "node_types"]
 
 
 def is_native_folder(folder: str | os.PathLike) -> bool:
@@ -91,6 +97,7 @@ def read_native_meta(folder: str | os.PathLike) -> dict:
         nnz = counts.get("feature_nnz")
         _need(isinstance(nnz, int) and nnz >= 0, folder, "an integer counts.feature_nnz for sparse features")
     _check_edge_meta(meta, counts, folder)
+    _check_types_meta(meta, counts, folder)
     _need(isinstance(meta.get("files"), dict), folder, "a 'files' object")
     _need(isinstance(meta.get("name", ""), str), folder, "a string 'name'")
     return meta
@@ -125,6 +132,32 @@ def _check_edge_meta(meta: dict, counts: dict, folder: Path) -> None:
         _need(_count(counts, "edge_features"), folder, "an integer counts.edge_features >= 1 with edge features")
     if "type" in kinds:
         _need(_count(counts, "num_relations"), folder, "an integer counts.num_relations >= 1 with edge types")
+
+
+def node_types(meta: dict) -> NodeTypes | None:
+    """The node types a native folder's ``meta.json`` records (``None``: a graph of one type); a
+    damaged record is an ``InputError``."""
+    return NodeTypes.of_record(meta)
+
+
+def _check_types_meta(meta: dict, counts: dict, folder: Path) -> None:
+    """A typed graph's ``node_types`` record (absent: one type), against the counts it must agree with."""
+    try:
+        types = node_types(meta)
+    except InputError as err:
+        raise InputError(f"{err} in {folder}/meta.json") from None
+    if types is None:
+        return
+    _need(types.num_nodes == counts["num_nodes"], folder,
+          f"node_types counting the {counts['num_nodes']} nodes (got {types.num_nodes}: {types.describe()})")
+    f = counts["num_features"]
+    _need(types.num_features == f or (types.num_features == 0 and f == 1), folder,
+          f"node_types widths summing to the {f} feature columns (got {types.num_features})")
+    if types.relations:
+        kinds = counts.get("edge_data") or ()
+        _need("type" in kinds and counts.get("num_relations") == types.num_relations, folder,
+              f"edge types of the {types.num_relations} relations of node_types (got "
+              f"{counts.get('num_relations') if 'type' in kinds else 'none'})")
 
 
 def edge_kinds(meta: dict) -> tuple[str, ...]:
@@ -313,7 +346,8 @@ def load_native(folder: str | os.PathLike, *, verify: bool | None = None, split:
     and ``split`` (which of the folder's fixed splits the masks are).
 
     Features, labels, masks, ``indptr`` and the edge data files (version 3: ``edge_weight.npy``,
-    ``edge_attr.npy``, ``edge_type.npy``, in CSR order) stay memory-mapped (copy-on-write). ``Graph`` needs int64
+    ``edge_attr.npy``, ``edge_type.npy``, in CSR order) stay memory-mapped (copy-on-write); a typed
+    graph's ``node_types`` come from ``meta.json``. ``Graph`` needs int64
     edge ``indices``, so an int32 ``indices.npy`` is converted once: an ``8 E``-byte copy, the one
     array of the graph that is read into memory in full. Sparse feature column ids stored as int32
     are converted too. The structure is returned as stored (``fullgraph train --dataset FOLDER``
@@ -334,4 +368,4 @@ def load_native(folder: str | os.PathLike, *, verify: bool | None = None, split:
     if "edge_type" in edge:
         edge["num_relations"] = meta["counts"]["num_relations"]
     return Graph(indptr=indptr, indices=indices, x=x, y=y, name=meta.get("name") or folder.name,
-                 num_classes=meta["counts"]["num_classes"], **edge, **masks)
+                 num_classes=meta["counts"]["num_classes"], node_types=node_types(meta), **edge, **masks)

@@ -20,9 +20,10 @@ from typing import Iterator
 
 import numpy as np
 
-from fullgraph.data.formats.native_read import _read_header, edge_kinds, read_native_meta
+from fullgraph.data.formats.native_read import _read_header, edge_kinds, node_types, read_native_meta
 from fullgraph.errors import InputError
 from fullgraph.ops.csr import BLOCK_ENTRIES
+from fullgraph.ops.node_types import NodeTypes
 
 __all__ = ["CSRStream", "RowBlock", "read_rows"]
 
@@ -69,6 +70,9 @@ class CSRStream:
     edge_kinds: tuple[str, ...] = ()
     """The kinds of data the edges carry where they come from (a folder's ``meta.json``); the blocks
     never hold it."""
+    node_types: NodeTypes | None = None
+    """A typed graph's node types (a folder's ``meta.json`` record): a node's type follows from its
+    global id (``NodeTypes.type_of``), so the blocks need no array of their own for it."""
 
     def __init__(self, indptr, indices, num_nodes: int, num_edges: int, where: str = "graph"):
         self._indptr, self._indices = indptr, indices
@@ -110,7 +114,7 @@ class CSRStream:
                                  f"(got {size}: the file is truncated)")
             files[name] = (folder / name, offset, dtype)
         stream = cls(_FileArray(*files["indptr.npy"]), _FileArray(*files["indices.npy"]), n, e, str(folder))
-        stream.edge_kinds = kinds
+        stream.edge_kinds, stream.node_types = kinds, node_types(meta)
         return stream
 
     def indptr(self) -> np.ndarray:

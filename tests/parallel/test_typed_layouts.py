@@ -1,0 +1,140 @@
+"""R-GCN on heterogeneous graphs equals one process in every layout that takes it (issue 52 §3): HeCo's
+ACM and DBLP, dropout on, the featureless types' learned embeddings on, under graph parallelism (METIS
+and fennel, P = 2; boundary sampling p = 0.5 against one process on each epoch's sampled graph), and the
+pipeline (S = 2) and the hybrid (2 × 2) against the one-process run of the same chunks; the algebraic
+layouts refuse it in one line (its aggregation is no single sparse product).
+
+The reference is ``Trainer`` on the whole typed ``Graph`` (``Block.from_graph``: the relation-mean Â
+of ``ops.adjacency``; the layer itself is checked against PyG's ``RGCNConv`` in tests/models/test_rgcn.py).
+A part's rows come from its own file. Tolerances: LOSSES_REORDERED and WEIGHTS_REORDERED
+(tests/_equality.py says why).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fullgraph.config import TrainConfig
+from fullgraph.errors import InputError
+from fullgraph.partition import PartitionBook, partition_nodes, save_partition
+from fullgraph.partition.chunks import cached_chunks
+from fullgraph.train.trainer import Trainer
+
+from tests._equality import assert_same_losses, assert_same_state
+from tests.distributed import run_ranks
+from tests.parallel.test_edge_data_layouts import simulate
+
+EPOCHS = 4
+K = 4
+
+
+def config(**extra) -> dict:
+    return dict(model="rgcn", layers=2, hidden=16, dropout=0.5, epochs=EPOCHS, eval_every=EPOCHS, seed=0, lr=0.01,
+                **extra)
+
+
+@pytest.fixture(scope="module")
+def typed(shared_data):
+    from fullgraph.data.formats.heco import load_heco
+
+    return {name: load_heco(shared_data / f"heco_{name}", name=name) for name in ("acm", "dblp")}
+
+
+@pytest.fixture(scope="module")
+def single(typed):
+    out = {}
+    for name, graph in typed.items():
+        trainer = Trainer(TrainConfig.of(**config(), progress="none", threads=1), graph)
+        result = trainer.build().train()
+        out[name] = (torch.tensor(result.losses, dtype=torch.float64), trainer.model.state_dict())
+    assert any(k.endswith("embedding") for k in out["acm"][1])  # the featureless subjects' rows are trained
+    return out
+
+
+def parts(graph, method: str, folder, ways: int = 2):
+    node_part = partition_nodes(graph, ways, method=method, seed=0)
+    save_partition(PartitionBook.build(graph, node_part), graph, folder, {"method": method, "parts": ways, "seed": 0})
+    return node_part
+
+
+def test_graph_parallel_rgcn_equals_one_process(typed, single, tmp_path):
+    runs = []
+    for name, method in (("acm", "metis"), ("acm", "fennel"), ("dblp", "metis")):
+        parts(typed[name], method, tmp_path / f"{name}-{method}")
+        runs.append({"name": f"{name}-{method}", "partition_dir": str(tmp_path / f"{name}-{method}"),
+                     "config": config()})
+    got = run_ranks("train_runs", 2, {"runs": runs}, tmp_path)
+    for run in runs:
+        losses, state = single[run["name"].split("-")[0]]
+        assert_same_losses(got[run["name"]]["losses"], losses, what=f"graph P=2 {run['name']} losses")
+        assert_same_state(got[run["name"]]["state"], state, what=f"graph P=2 {run['name']} weights")
+
+
+def test_boundary_sampling_rgcn_equals_one_process_on_the_sampled_graph(typed, tmp_path):
+    """p = 0.5: each epoch's block is put together from the parts' sampled rows, with each entry's
+    relation found in the graph itself by its global (dst, src), not taken from the parts."""
+    import scipy.sparse as sp
+
+    from fullgraph.ops import Block, SparseOp
+    from fullgraph.ops.csr import row_ids
+    from fullgraph.ops.edge_data import EdgeData
+    from fullgraph.parallel.engine import SingleEngine
+    from fullgraph.parallel.graph import boundary_sample
+
+    p, g = 0.5, typed["acm"]
+    book = PartitionBook.build(g, parts(g, "metis", tmp_path / "bns"))
+    n = g.num_nodes
+    graph_keys = row_ids(g.indptr) * n + g.indices  # ascending: rows sorted, each row's columns sorted
+
+    def sampled(norm: str, epoch: int) -> Block:
+        rows, cols, vals = [], [], []
+        for part in book.parts:
+            keep = boundary_sample(0, epoch, part.part_id, part.num_halo, p)
+            blk = part.block(norm, halo_keep=keep, scale=1.0 / p)
+            rows.append(part.inner[row_ids(blk.adj.indptr)])
+            cols.append(torch.cat([part.inner, part.halo[keep]])[blk.adj.indices])
+            vals.append(blk.adj.values)
+        m = sp.csr_matrix((torch.cat(vals).numpy(), (torch.cat(rows).numpy(), torch.cat(cols).numpy())), shape=(n, n))
+        m.sort_indices()
+        ip, ix = torch.from_numpy(m.indptr.astype("int64")), torch.from_numpy(m.indices.astype("int64"))
+        eid = torch.searchsorted(graph_keys, row_ids(ip) * n + ix)
+        assert torch.equal(graph_keys[eid], row_ids(ip) * n + ix)  # every entry is an edge of the graph
+        data = EdgeData(eid, None, None, g.edge_type[eid], g.num_relations)
+        return Block(SparseOp(ip, ix, torch.from_numpy(m.data), (n, n)), norm, edata=data)
+
+    class SampledReference(SingleEngine):
+        def forward(self, model_, epoch, training):
+            if training:
+                return model_(sampled(model_.norm, epoch), self.x)
+            return super().forward(model_, epoch, training)
+
+    got = run_ranks("train_runs", 2, {"runs": [{"name": "bns", "partition_dir": str(tmp_path / "bns"),
+                                                "config": config(boundary_rate=p)}]}, tmp_path)
+    trainer = Trainer(TrainConfig.of(**config(boundary_rate=p), progress="none", threads=1),
+                      engine=SampledReference(g, "relation-mean"))
+    ref = trainer.build().train()
+    assert_same_losses(got["bns"]["losses"], ref.losses, what=f"p = {p} R-GCN losses")
+    assert_same_state(got["bns"]["state"], trainer.model, what=f"p = {p} R-GCN weights")
+
+
+@pytest.mark.parametrize("stages, ways", [(2, 1), (2, 2)], ids=["pipeline-2", "hybrid-2x2"])
+def test_chunked_layouts_rgcn_follow_the_one_process_chunks(typed, stages, ways, tmp_path):
+    g = typed["acm"]
+    node_part = (parts(g, "metis", tmp_path / "parts", ways) if ways > 1
+                 else torch.zeros(g.num_nodes, dtype=torch.int64))
+    if ways == 1:
+        save_partition(PartitionBook.build(g, node_part), g, tmp_path / "parts", {"method": "metis", "parts": 1, "seed": 0})
+    cfile = str(cached_chunks(g, node_part, ways, K, "metis", 0, tmp_path))
+    mode = dict(parallel="pipeline") if ways == 1 else dict(parallel="hybrid", stages=stages, graph_ways=ways)
+    runs = [{"name": "rgcn", "config": config(partition_dir=str(tmp_path / "parts"), chunks=K, chunk_file=cfile,
+                                              history_refresh=2, **mode)}]
+    got = run_ranks("chunked_runs", stages * ways, {"runs": runs}, tmp_path)
+    want = simulate(g, TrainConfig.of(**config(history_refresh=2), progress="none", threads=1), cfile)
+    assert_same_losses(got["rgcn"]["losses"], want, what=f"{stages}x{ways} R-GCN losses")
+
+
+@pytest.mark.parametrize("mode", ["spmm-1d", "tensor"])
+def test_algebraic_layouts_refuse_rgcn_in_one_line(mode):
+    with pytest.raises(InputError, match=r"rgcn"):
+        TrainConfig.of(model="rgcn", parallel=mode, nprocs=2)
