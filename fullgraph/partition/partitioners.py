@@ -36,6 +36,17 @@ every part is non-empty. Results are deterministic for a given graph, ``parts`` 
   from label propagation's clusters), for graphs METIS cannot hold: its memory is a few bytes per
   node, whatever the edges. Balanced by node count or by degree + 1 within its slack (5%), not to
   one node.
+
+A typed graph (``graph.node_types``: ids contiguous per type) is balanced per node type as well, as
+DGL's ``balance_ntypes`` does, so that every rank holds its share of the labelled type (and of each
+type's features). METIS's multi-constraint form (one weight per type) would do it in one run, but
+``pymetis`` passes a single constraint (its ``part_graph`` sets ``ncon = 1`` and reads only the first
+``N`` vertex weights), so ``metis`` and ``fennel`` cut as above and then move, per type, the fewest
+nodes from the parts over :data:`~fullgraph.partition.balance.TYPE_TOLERANCE` of the type's mean to
+the parts under it, those with the most neighbours in the new part first
+(:func:`~fullgraph.partition.balance.balance_types`). ``contiguous`` gives part ``p`` the ``p``-th
+range of every type (not whole types); ``random`` and ``permuted`` balance every type in expectation.
+A graph of one type is partitioned exactly as before.
 """
 
 from __future__ import annotations
@@ -103,9 +114,32 @@ def check_node_part(node_part, num_nodes: int, parts: int | None = None) -> torc
     return node_part
 
 
+def _contiguous_typed(graph: Graph, parts: int) -> torch.Tensor:
+    """``contiguous`` on a typed graph: part ``p`` gets the ``p``-th of ``P`` nearly equal ranges of
+    every type (ids are contiguous per type, so plain ranges would give parts whole types). A type of
+    under ``P`` nodes reaches only some parts; a graph whose every type is that small could leave a
+    part empty, and gets the plain ranges."""
+    counts = graph.node_types.counts
+    if max(counts) >= parts:
+        return torch.cat([_contiguous_labels(c, parts) for c in counts])
+    return _contiguous_labels(graph.num_nodes, parts)
+
+
 def _metis(graph: Graph, parts: int, seed: int, weight: str, sample: float) -> torch.Tensor:
     vweights = graph.in_degrees().numpy() + 1 if weight == "degree" else None
-    return metis_csr(graph.indptr, graph.indices, parts, seed, vweights=vweights, name=graph.name, sample=sample)
+    return metis_csr(graph.indptr, graph.indices, parts, seed, vweights=vweights, name=graph.name, sample=sample,
+                     node_types=graph.node_types)
+
+
+def _fennel(graph: Graph, parts: int, seed: int, weight: str) -> torch.Tensor:
+    """``fennel`` on ``graph``, then balanced per node type on a typed graph (module docstring)."""
+    stream = CSRStream.of_arrays(graph.indptr, graph.indices, graph.name)
+    node_part = fennel_stream(stream, parts, row_cost=1 if weight == "degree" else None, seed=seed)
+    if graph.node_types is not None:
+        from fullgraph.partition.balance import balance_types  # balance.py builds on this module
+
+        node_part = balance_types(node_part, graph.indptr, graph.indices, graph.node_types, parts)
+    return torch.from_numpy(node_part.astype(np.int64))
 
 
 METIS_BYTES_PER_ENTRY = 20
@@ -175,9 +209,26 @@ def _check_metis_memory(entries: int, idx_bytes: int, sample: float, name: str) 
         f"bytes each); would fit: {hint}")
 
 
+def _metis_arrays(indptr: torch.Tensor, indices: torch.Tensor, simple: bool | None, idx) -> tuple:
+    """``(xadj, adjncy)`` of dtype ``idx`` that METIS reads: the CSR itself when it already is
+    ``A ∪ Aᵀ`` without self loops (no copy when the dtypes agree), else that graph made with SciPy."""
+    n = indptr.numel() - 1
+    if simple is None:
+        simple = is_standard_structure(indptr, indices)
+    if simple:
+        return np.asarray(indptr.numpy(), dtype=idx), np.asarray(indices.numpy(), dtype=idx)
+    a = sp.csr_matrix((np.ones(indices.numel(), dtype=np.int8), indices.numpy(), indptr.numpy()), shape=(n, n))
+    s = (a + a.T).tocsr()
+    del a
+    s.setdiag(0)
+    s.eliminate_zeros()
+    s.sort_indices()
+    return s.indptr.astype(idx), s.indices.astype(idx)
+
+
 def metis_csr(indptr: torch.Tensor, indices: torch.Tensor, parts: int, seed: int = 0,
               vweights: np.ndarray | None = None, name: str = "graph", simple: bool | None = None,
-              sample: float = 1.0) -> torch.Tensor:
+              sample: float = 1.0, node_types=None) -> torch.Tensor:
     """METIS k-way (volume objective) labels of the square graph ``(indptr, indices)``, edge
     directions ignored; every part non-empty or an ``InputError``.
 
@@ -188,27 +239,15 @@ def metis_csr(indptr: torch.Tensor, indices: torch.Tensor, parts: int, seed: int
     (``pymetis.zero_copy_dtype()``, int64 in the pymetis wheels), one ``astype`` otherwise. Any
     other CSR is first made ``A ∪ Aᵀ`` without self loops with SciPy. Both give METIS the same
     arrays for the same graph, so the same parts. ``sample`` < 1: METIS sees :func:`sample_edges`
-    of that graph instead (keyed by ``seed``).
+    of that graph instead (keyed by ``seed``). ``node_types``: a typed graph's ``NodeTypes``, whose
+    every type is then balanced across the parts too (module docstring), by moves chosen on the
+    graph METIS saw.
     """
     import pymetis
 
     n = indptr.numel() - 1
     idx = pymetis.zero_copy_dtype() if callable(getattr(pymetis, "zero_copy_dtype", None)) else np.int64
-    if simple is None:
-        simple = is_standard_structure(indptr, indices)
-    if simple:
-        xadj = np.asarray(indptr.numpy(), dtype=idx)
-        adjncy = np.asarray(indices.numpy(), dtype=idx)
-    else:
-        a = sp.csr_matrix((np.ones(indices.numel(), dtype=np.int8), indices.numpy(), indptr.numpy()),
-                          shape=(n, n))
-        s = (a + a.T).tocsr()
-        del a
-        s.setdiag(0)
-        s.eliminate_zeros()
-        s.sort_indices()
-        xadj, adjncy = s.indptr.astype(idx), s.indices.astype(idx)
-        del s
+    xadj, adjncy = _metis_arrays(indptr, indices, simple, idx)
     if sample < 1.0:
         xadj, adjncy = sample_edges(xadj, adjncy, sample, seed, dtype=idx)
     _check_metis_memory(adjncy.size, np.dtype(idx).itemsize, sample, name)
@@ -223,7 +262,12 @@ def metis_csr(indptr: torch.Tensor, indices: torch.Tensor, parts: int, seed: int
     options.objtype = int(obj_type.VOL) if obj_type is not None else _METIS_OBJTYPE_VOL
     # k-way (not recursive bisection): the volume objective only exists for the k-way scheme
     result = pymetis.part_graph(parts, vweights=vweights, options=options, recursive=False, **graph_args)
-    node_part = torch.as_tensor(np.asarray(result.vertex_part, dtype=np.int64))
+    node_part = np.asarray(result.vertex_part, dtype=np.int64)
+    if node_types is not None:  # METIS kept the total; now each type (module docstring)
+        from fullgraph.partition.balance import balance_types  # balance.py builds on this module
+
+        node_part = balance_types(node_part, xadj, adjncy, node_types, parts)
+    node_part = torch.as_tensor(node_part)
     sizes = torch.bincount(node_part, minlength=parts)
     empty = torch.nonzero(sizes == 0).flatten().tolist()
     if empty:
@@ -244,7 +288,8 @@ def partition_nodes(graph: Graph, parts: int, method: str = "metis", seed: int =
             docstring).
         seed: seed of the random choices (METIS's seed, the permutations, fennel's tie-break).
         weight: what METIS and fennel balance: ``nodes`` (node count) or ``degree`` (degree + 1
-            per node). The other methods always balance node counts.
+            per node). The other methods always balance node counts. A typed graph's parts are
+            balanced per node type as well (``metis``, ``fennel``, ``contiguous``: module docstring).
         sample: METIS sees each undirected edge with this probability (1: all of them); it bounds
             METIS's memory on big graphs (see the module docstring). Other methods ignore it.
 
@@ -273,11 +318,9 @@ def partition_nodes(graph: Graph, parts: int, method: str = "metis", seed: int =
     if method == "metis":
         node_part = _metis(graph, parts, seed, weight, sample)
     elif method == "fennel":
-        stream = CSRStream.of_arrays(graph.indptr, graph.indices, graph.name)
-        node_part = torch.from_numpy(fennel_stream(stream, parts, row_cost=1 if weight == "degree" else None,
-                                                   seed=seed).astype(np.int64))
+        node_part = _fennel(graph, parts, seed, weight)
     elif method == "contiguous":
-        node_part = _contiguous_labels(n, parts)
+        node_part = _contiguous_labels(n, parts) if graph.node_types is None else _contiguous_typed(graph, parts)
     elif method == "random":
         node_part = _contiguous_labels(n, parts)[random_permutation(n, seed)]
     else:  # permuted: node perm[j] goes to the part of position j

@@ -31,7 +31,8 @@ def _config(run: str, dataset: str | None, root: str | None, **layout) -> tuple[
     opts = {k: saved[k] for k in ("dataset", "root", "split", "feature_norm", "metric", "select", "seed",
                                   "partitioner", "metis_sample")}
     opts |= {k: v for k, v in (("dataset", dataset), ("root", root)) if v is not None}
-    keep = ("model", "model_args", "layers", "hidden", "heads", "norm", "gcn_kernel", "gcnii_alpha", "gcnii_lambda", "appnp_alpha")
+    keep = ("model", "model_args", "layers", "hidden", "heads", "norm", "gcn_kernel", "gcnii_alpha", "gcnii_lambda", "appnp_alpha",
+            "rgcn_decomposition", "rgcn_bases", "featureless")
     return TrainConfig.of(**opts, **{k: saved[k] for k in keep if k in saved}, **layout), saved
 
 
@@ -45,6 +46,8 @@ def _setup(run: str, dataset: str | None, root: str | None, device: str):
     cfg, _ = _config(run, dataset, root)
     graph = load_graph(cfg)
     check_graph(info, graph.num_features, graph.num_classes, graph.name, run)
+    if hasattr(model, "check_node_types"):  # a model built for a typed graph's types (R-GCN)
+        model.check_node_types(graph.node_types)
     engine = SingleEngine(graph, model.norm, dev)
     return cfg, model, engine, info
 
@@ -82,6 +85,17 @@ OUTPUTS = ("predictions", "probabilities", "embeddings")
 """The files a prediction writes (``NAME.npy``): one set per folder."""
 
 
+def _typed(arrays: dict[str, np.ndarray], types) -> dict[str, np.ndarray]:
+    """A typed graph's outputs: the predictions and probabilities of its labelled types' nodes only (in id
+    order: one labelled type's are in its own ids), the embeddings of every node (ids contiguous per type,
+    in the order of ``node_types`` in the run's ``config``/``model.pt``)."""
+    if types is None:
+        return arrays
+    rows = np.concatenate([np.arange(types.offsets[t], types.offsets[t + 1])
+                           for t in sorted(types.index(n) for n in types.labelled)])
+    return {k: (v[rows] if k != "embeddings" else v) for k, v in arrays.items()}
+
+
 def _write(folder: Path, arrays: dict[str, np.ndarray]) -> dict[str, Path]:
     """The prediction's arrays, each written atomically; an earlier prediction's files that this one
     does not write (its embeddings) are removed, so the folder holds one set."""
@@ -114,13 +128,15 @@ def check_out(out: str, overwrite: bool = False) -> Path:
 
 def predict_run(run: str, out: str, dataset: str | None = None, root: str | None = None, device: str = "auto",
                 embeddings: bool = False, overwrite: bool = False) -> dict[str, Path]:
-    """Write ``out/predictions.npy`` (a class per node; a 0/1 row per node for multi-label graphs),
-    ``out/probabilities.npy`` (softmax, or sigmoid for multi-label) and, with ``embeddings``,
-    ``out/embeddings.npy`` (the last hidden representation); returns the paths. An earlier
+    """Write ``out/predictions.npy`` (a class per node; a 0/1 row per node for multi-label graphs; a
+    typed graph's labelled nodes only), ``out/probabilities.npy`` (softmax, or sigmoid for multi-label)
+    and, with ``embeddings``, ``out/embeddings.npy`` (the last hidden representation of every node);
+    returns the paths. An earlier
     prediction in ``out`` is refused, or with ``overwrite`` replaced as a whole."""
     folder = check_out(out, overwrite)
     _, model, engine, _ = _setup(run, dataset, root, device)
-    return _write(folder, {k: v.cpu().numpy() for k, v in _outputs(engine, model, embeddings).items()})
+    arrays = {k: v.cpu().numpy() for k, v in _outputs(engine, model, embeddings).items()}
+    return _write(folder, _typed(arrays, engine.node_types))
 
 
 def predict_layout(run: str, dataset: str | None, root: str | None, *, nprocs: int, device: str = "auto",
@@ -152,6 +168,6 @@ def predict_rank(cfg: TrainConfig, run: str, out: str, embeddings: bool = False,
             whole = got.new_zeros((int(engine.part.global_num_nodes),) + tuple(got.shape[1:]))
             whole[ids] = got
             full[name] = whole.numpy()
-        return _write(folder, full) if engine.is_main else None
+        return _write(folder, _typed(full, getattr(model, "types", None))) if engine.is_main else None
     finally:
         engine.close()
