@@ -25,7 +25,7 @@ from fullgraph.cli_plan import cmd_plan
 from fullgraph.cli_report import cmd_report
 from fullgraph.command_options import (ConvertOptions, DatasetsOptions, EvaluateOptions, GeneratedOutput,
                                        PartitionModel, PartitionOptions, PlanModel, PlanOptions, PlantedOptions,
-                                       PredictOptions, ReportOptions, RmatOptions, TrainFiles)
+                                       PredictOptions, ReportOptions, RmatOptions, TrainFiles, TypedOptions)
 from fullgraph.commands import Command, Parser, add_command, flags_of
 from fullgraph.errors import EXIT_STATUS, InputError, RunFault
 from fullgraph.train.metrics import METRIC_NAMES
@@ -206,7 +206,11 @@ COMMANDS = {c.name: c for c in (
                         "An R-MAT graph: 2**scale nodes, about 2 x edges directed edges after symmetrizing, "
                         "class-centroid features.", (RmatOptions, GeneratedOutput)),
                 Command("planted", "a planted-partition graph (the built-in synthetic kind)",
-                        "A planted-partition graph whose classes a GCN separates.", (PlantedOptions, GeneratedOutput)))),
+                        "A planted-partition graph whose classes a GCN separates.", (PlantedOptions, GeneratedOutput)),
+                Command("typed", "a typed (heterogeneous) graph: R-MAT-like relations between node types",
+                        "A typed graph for --model rgcn: --node-types types (ids contiguous per type), R-MAT edges over "
+                        "--relations relations and their reverses, features on the even types, labels and splits on "
+                        "type 0.", (TypedOptions, GeneratedOutput)))),
     Command("convert", "write any dataset as a native dataset folder",
             "Load a dataset (a known name or a path, as 'train --dataset' takes) and write it as a native dataset "
             "folder.", (GraphSource, ConvertOptions), cmd_convert),

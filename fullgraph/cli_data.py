@@ -1,8 +1,9 @@
 """The data commands of ``fullgraph`` (the others: :mod:`fullgraph.cli`).
 
 ``generate`` and ``convert`` write a native dataset folder (:mod:`fullgraph.data.formats.native`): a
-synthetic graph, or any graph ``--dataset`` can name (a known name or a path), so that later runs
-memory-map it instead of parsing the original files again. ``convert`` keeps every fixed split of a
+synthetic graph (``rmat``, ``planted``, or ``typed``, of several node types and relations), or any
+graph ``--dataset`` can name (a known name or a path), so that later runs memory-map it instead of
+parsing the original files again. ``convert`` keeps every fixed split of a
 dataset that has several (the heterophilous graphs' ten), so that ``--split k`` picks the same masks
 from the converted folder as from the original; a split that ``--split`` seeds (Shchur, an edge list
 without split files) is drawn once and stored as the folder's one split. ``datasets`` lists the
@@ -51,6 +52,8 @@ def cmd_generate(args: argparse.Namespace, argv: list[str] = ()) -> int:
                      name=args.name)
         source = (f"fullgraph generate rmat --scale {args.scale} --edges {args.edges} --features {args.features} "
                   f"--classes {args.classes} --seed {args.seed}")
+    elif args.kind == "typed":
+        graph, source = _typed(args)
     else:
         from fullgraph.data.synthetic import planted_partition
 
@@ -60,9 +63,21 @@ def cmd_generate(args: argparse.Namespace, argv: list[str] = ()) -> int:
                                   seed=args.seed, name=args.name or f"planted-{args.nodes}")
         source = (f"fullgraph generate planted --nodes {args.nodes} --classes {args.classes} --features "
                   f"{args.features} --avg-degree {args.avg_degree} --homophily {args.homophily} --seed {args.seed}")
-    meta = write_native(graph, args.out, preprocessed=True, source=source)  # both generators symmetrize
+    meta = write_native(graph, args.out, preprocessed=True, source=source)  # every generator symmetrizes
     _wrote(args.out, meta, start)
     return 0
+
+
+def _typed(args: argparse.Namespace):
+    """``generate typed``'s graph and the command that makes it again (``data.synthetic_typed``): the folder
+    keeps its node types in ``meta.json``, so it trains ``--model rgcn`` as a typed dataset does."""
+    from fullgraph.data.synthetic_typed import typed_rmat
+
+    _need(args.nodes >= 1, f"expected --nodes >= 1 (got {args.nodes})")
+    graph = typed_rmat(args.nodes, args.edges, num_types=args.node_types, num_relations=args.relations,
+                       num_features=args.features, num_classes=args.classes, seed=args.seed, name=args.name)
+    return graph, (f"fullgraph generate typed --nodes {args.nodes} --edges {args.edges} --node-types {args.node_types} "
+                   f"--relations {args.relations} --features {args.features} --classes {args.classes} --seed {args.seed}")
 
 
 def cmd_convert(args: argparse.Namespace, argv: list[str] = ()) -> int:

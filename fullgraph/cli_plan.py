@@ -294,7 +294,7 @@ def build_planned_model(cfg, graph):
     from fullgraph.models import build_model
     from fullgraph.train.model_file import model_args
 
-    args = model_args(cfg, graph.num_features, graph.num_classes, graph.edge_facts().width)
+    args = model_args(cfg, graph.num_features, graph.num_classes, graph.edge_facts().width, graph.node_types)
     return build_model(args.pop("name"), args.pop("in_dim"), args.pop("out_dim"), **args)
 
 

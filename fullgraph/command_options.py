@@ -16,8 +16,8 @@ from fullgraph.data.datasets import ROOT_DEFAULT
 from fullgraph.options import doc_of, opt
 
 __all__ = ["TrainFiles", "PartitionOptions", "PartitionModel", "PlanModel", "PlanOptions", "RmatOptions",
-           "PlantedOptions", "GeneratedOutput", "ConvertOptions", "DatasetsOptions", "ReportOptions", "EvaluateOptions",
-           "PredictOptions"]
+           "PlantedOptions", "TypedOptions", "GeneratedOutput", "ConvertOptions", "DatasetsOptions", "ReportOptions",
+           "EvaluateOptions", "PredictOptions"]
 
 REQUIRED = MISSING  # a field without a default: its command needs the flag
 
@@ -122,6 +122,19 @@ class PlantedOptions:
     avg_degree: float = opt(10.0, "Average degree.")
     homophily: float = opt(0.7, "Fraction of edges inside a class.")
     name: str | None = opt(None, "The graph's name (default planted-NODES).")
+
+
+@dataclass(kw_only=True)
+class TypedOptions:
+    """A typed (heterogeneous) graph's size: its node types and relations (``data.synthetic_typed``)."""
+
+    nodes: int = opt(REQUIRED, "Nodes of all types together.")
+    edges: int = opt(REQUIRED, "Edges drawn, spread over the relations, before the reverse relations are added.")
+    node_types: int = opt(3, "Node types; type 0 has the labels and splits, the even types features.")
+    relations: int = opt(4, "Relations, each joining a pair of types no other joins (at most T (T + 1) / 2).")
+    features: int = opt(32, "Feature columns of each featured type.")
+    classes: int = opt(8, "Classes.")
+    name: str | None = opt(None, "The graph's name (default typed-TxR).")
 
 
 @dataclass(kw_only=True)

@@ -44,9 +44,10 @@ def train_runs(payload: dict, comm: Comm) -> dict:
         engine.node_types = _node_types(run["partition_dir"])  # what build_engine reads from the folder
         trainer = Trainer(cfg, engine=engine)
         result = trainer.build().train()
+        state = engine.consolidate(trainer.model, trainer.model.state_dict())  # node-owned rows put together
         trainer.close()
         out[run["name"]] = {"losses": torch.tensor(result.losses, dtype=torch.float64),
-                            "state": trainer.model.state_dict(), "comm": result.comm_bytes_per_epoch,
+                            "state": state, "comm": result.comm_bytes_per_epoch,
                             "test_acc": result.test_acc, "test_metric": result.test_metric,
                             "rows": result.rows_per_layer}
     return out

@@ -6,6 +6,9 @@ rules, tried in this order on a folder (the first that matches wins):
 
 =============  ==================================================================================
 native         ``meta.json`` whose ``format`` is ``fullgraph-native`` (:mod:`.formats.native`)
+ogb_hetero     ``raw/num-node-dict.csv.gz`` or ``raw/triplet-type-list.csv.gz`` (ogbn-mag's heterogeneous
+               layout, read as a typed graph: :mod:`.formats.ogb_hetero`; its loader names any other
+               file that is missing). Before ogb, whose rule a folder of both layouts would also match
 ogb            ``raw/data.npz`` (ogbn-papers100M's binary layout), or ``raw/edge.csv.gz`` with
                ``raw/node-feat.csv.gz`` (arxiv, products) or ``raw/edge-feat.csv.gz`` (proteins)
                (:mod:`.formats.ogb`)
@@ -57,7 +60,8 @@ __all__ = ["Detected", "detect", "looks_like_path", "load_path", "fixed_splits"]
 log = logging.getLogger("fullgraph")
 
 _WHAT_WE_LOOK_FOR = (
-    "meta.json of a fullgraph native folder; raw/data.npz or raw/edge.csv.gz (OGB); adj_full.npz or class_map.json + "
+    "meta.json of a fullgraph native folder; raw/num-node-dict.csv.gz or raw/triplet-type-list.csv.gz (OGB "
+    "heterogeneous); raw/data.npz or raw/edge.csv.gz (OGB); adj_full.npz or class_map.json + "
     "role.json (GraphSAINT); ind.NAME.graph (Planetoid); pa.txt, ps.txt, pc.txt or pt.txt (HeCo); edges.{edges} + "
     "features + labels (edge list); "
     "one .npz file (Shchur or heterophilous-graphs)"
@@ -134,6 +138,10 @@ def detect(path: str | os.PathLike) -> Detected:
         return Detected("native", p, meta.get("name") or _name_of(p), norm, metric,
                         {"preprocessed": bool(meta.get("preprocessed")), "num_splits": num_splits(meta),
                          "edge_data": edge_kinds(meta)})
+    from fullgraph.data.formats.ogb_hetero import is_ogb_hetero_folder
+
+    if is_ogb_hetero_folder(p):
+        return Detected("ogb_hetero", p, _name_of(p))
     from fullgraph.data.formats.ogb import ogb_layout
 
     layout = ogb_layout(p)
@@ -193,6 +201,11 @@ def load_path(path: str | os.PathLike, *, split: int = 0, verify: bool | None = 
 
         _only_split_zero(det, split)
         graph = load_ogb(det.path, det.name)
+    elif det.kind == "ogb_hetero":
+        from fullgraph.data.formats.ogb_hetero import load_ogb_hetero
+
+        _only_split_zero(det, split)
+        graph = load_ogb_hetero(det.path, det.name)
     elif det.kind == "graphsaint":
         from fullgraph.data.formats.graphsaint import load_graphsaint
 

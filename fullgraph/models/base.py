@@ -150,6 +150,11 @@ class GNN(nn.Module):
     ``forward`` then hands it the list of them, each cut to the rows of the last block's dst nodes.
     The pipeline and the hybrid refuse such a model: a stage holds only its own layers' outputs."""
 
+    fetches_input: bool = False
+    """Whether ``pre`` reads rows this process holds for its own nodes only (node-owned embeddings, set
+    by ``hold_rows``): ``forward`` then runs it on the first block's dst rows and fetches the other src
+    rows of its output as it fetches a layer's (one more halo exchange, at ``pre``'s width)."""
+
     PRE_SITE = 0
     """Dropout site of ``pre``; graph layer ``i`` is site ``i + 1`` and ``post`` is ``num_layers + 1``."""
 
@@ -194,7 +199,10 @@ class GNN(nn.Module):
         successor's first src rows, so these are the same nodes in every layer (``--prune`` included).
         """
         first = blocks if isinstance(blocks, Block) else blocks[0]
-        h = self.pre(x, first.src_ids)
+        if self.fetches_input and fetch is not None:  # pre holds its own nodes' rows only: theirs, then the halo's
+            h = fetch(self.pre(dst_rows(x, first), first.dst_ids))
+        else:
+            h = self.pre(x, first.src_ids)
         h0 = h if self.uses_h0 else None
         outs = []
         for i, layer in enumerate(self.layers):
@@ -223,6 +231,17 @@ class GNN(nn.Module):
         from fullgraph.ops.edge_data import EdgeFacts
 
         return EdgeFacts()
+
+    def hold_rows(self, ids: torch.Tensor) -> bool:
+        """Keep only the node-owned parameter rows of the nodes ``ids`` (global, sorted: a graph-parallel
+        rank's inner nodes), their optimizer state thereby too; ``True`` where the model has such rows
+        (and ``fetches_input`` is then set). None here: every parameter is replicated."""
+        return False
+
+    def owned_tables(self) -> dict[str, torch.Tensor]:
+        """After ``hold_rows``: each node-owned parameter's state-dict key and the global ids of its rows,
+        from which a layout puts the whole table back together (``model.pt``)."""
+        return {}
 
     def param_groups(self, weight_decay: float, conv_weight_decay: float | None = None) -> list[dict]:
         """Optimizer groups; models with a separate decay for graph-layer weights override this."""

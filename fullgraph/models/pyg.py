@@ -22,7 +22,9 @@ graph lacks, or has in another width or number, is refused before training too
 (:meth:`PyGModel.check_edge_data`).
 Convolutions that reach several hops inside one layer (``TAGConv``, ``SGConv``, ``APPNP``,
 ``ChebConv``, ...) are refused: written as one layer per hop, they run in every layout. Jumping
-knowledge reads every layer's output at the end, which a pipeline stage does not hold.
+knowledge reads every layer's output at the end, which a pipeline stage does not hold. PyG's
+heterogeneous forms (``to_hetero``, ``HeteroConv``, ``HGTConv``, ...) are refused with how to write
+the model typed (``models.pyg_hetero``); convs that take ``edge_type`` run on a typed graph as on any.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from torch import nn
 
 from fullgraph.errors import InputError
 from fullgraph.models.base import GNN, reads_every_layer_refusal
+from fullgraph.models.pyg_hetero import check_not_hetero
 from fullgraph.models.pyg_layer import (EDGE_ARGS, KEYED_ATTENTION, MULTI_HOP, PyGLayer, conv_name,
                                         is_normalizing_gcn, keyed_attention, out_width)
 from fullgraph.ops import Block
@@ -50,10 +53,12 @@ def _pyg():
 
 def adaptable(obj) -> bool:
     """Whether ``obj`` is something :func:`from_pyg` takes: a PyG convolution, a list of them, or a
-    PyG ``BasicGNN``."""
+    PyG ``BasicGNN``. PyG's heterogeneous forms (``to_hetero``'s models, ``HeteroConv``, ...) are
+    refused here, in one line that says how to write the model typed (``models.pyg_hetero``)."""
     pyg_nn = _pyg()
     if pyg_nn is None:
         return False
+    check_not_hetero(obj)
     from torch_geometric.nn.conv import MessagePassing
     from torch_geometric.nn.models.basic_gnn import BasicGNN
 
@@ -209,6 +214,7 @@ def from_pyg(model: nn.Module | list[nn.Module], *, act: str | nn.Module | None 
     from torch_geometric.nn.conv import MessagePassing
     from torch_geometric.nn.models.basic_gnn import BasicGNN
 
+    check_not_hetero(model, "PyG convolutions over one typed graph")
     jk = {}
     if isinstance(model, BasicGNN):
         convs, norms = list(model.convs), list(model.norms)

@@ -71,6 +71,7 @@ class TypedInput(nn.Module):
             rows += types.counts[t] if own else 0
         self.register_buffer("table_base", torch.tensor(base), persistent=False)
         self.embedding = nn.Parameter(torch.empty(rows, hidden)) if rows else None
+        self.register_buffer("held_ids", None, persistent=False)  # the global ids of the rows hold_rows kept
         if self.embedding is not None:
             if featureless == "one-hot":  # a linear map of one-hot rows: Glorot over (count, hidden) per type
                 for t, b in enumerate(base):
@@ -91,9 +92,33 @@ class TypedInput(nn.Module):
         if self.embedding is not None:
             base = self.table_base[t]
             own = base >= 0
-            at = torch.where(own, base + rows - self.offsets[t], torch.zeros_like(rows))
+            at = self._table_rows(rows, own, base + rows - self.offsets[t])
             h = h + torch.where(own.unsqueeze(1), self.embedding[at], h.new_zeros(()))
         return h
+
+    def _table_rows(self, rows: torch.Tensor, own: torch.Tensor, full: torch.Tensor) -> torch.Tensor:
+        """Each row's position in the table: ``full`` (its row in the whole table), or among the rows held."""
+        if self.held_ids is None:
+            return torch.where(own, full, torch.zeros_like(full))
+        at = torch.searchsorted(self.held_ids, rows).clamp(max=max(self.held_ids.numel() - 1, 0))
+        if self.held_ids.numel() == 0 or not bool((self.held_ids[at] == rows)[own].all()):
+            if bool(own.any()):
+                raise RuntimeError("TypedInput: asked for embedding rows of nodes this process does not own")
+        return torch.where(own, at, torch.zeros_like(at))
+
+    def hold_rows(self, ids: torch.Tensor) -> bool:
+        """Keep the embedding rows of the nodes ``ids`` only (sorted global ids; ``GNN.hold_rows``)."""
+        if self.embedding is None:
+            return False
+        ids = ids.to(self.table_base.device)
+        t = torch.bucketize(ids, self.offsets[1:-1], right=True)
+        own = self.table_base[t] >= 0
+        keep = ids[own]
+        rows = (self.table_base[t] + ids - self.offsets[t])[own]
+        self.embedding = nn.Parameter(self.embedding.detach()[rows].clone())
+        self.embedding.node_owned = True  # its gradient is this process's alone: never summed over ranks
+        self.held_ids = keep
+        return True
 
 
 class RGCNLayer(GraphLayer):
@@ -163,6 +188,20 @@ class RGCN(GNN):
 
     def pre(self, x, rows=None):
         return self.input(x, rows)
+
+    def hold_rows(self, ids: torch.Tensor) -> bool:
+        self.fetches_input = self.input.hold_rows(ids)
+        return self.fetches_input
+
+    @property
+    def owned_numel(self) -> int:
+        """Elements of the node-owned embedding table (whole): what graph parallelism keeps with the owners."""
+        if self.input.embedding is None:
+            return 0
+        return sum(self.types.counts[t] for t in self.types.featureless) * self.input.embedding.shape[1]
+
+    def owned_tables(self) -> dict[str, torch.Tensor]:
+        return {"input.embedding": self.input.held_ids} if self.fetches_input else {}
 
     @property
     def edge_needs(self) -> EdgeFacts:

@@ -164,6 +164,7 @@ def check_options(opts) -> None:
 def _build(ref: str, in_dim: int, out_dim: int, **model_args):
     from fullgraph.models.base import GNN
     from fullgraph.models.pyg import adaptable, from_pyg
+    from fullgraph.models.pyg_hetero import check_not_hetero
 
     check_model_args(ref, model_args)
     try:
@@ -176,6 +177,7 @@ def _build(ref: str, in_dim: int, out_dim: int, **model_args):
                          + f") to build a model (it raised {_one_line(e)})") from None
     if isinstance(made, GNN):
         return made
+    check_not_hetero(made, f"{ref} to return a model over one typed graph")  # to_hetero, HeteroConv, ...
     if adaptable(made):
         return from_pyg(made)
     raise InputError(f"expected {ref} to return a fullgraph GNN, a PyG convolution, a list of them or a PyG "

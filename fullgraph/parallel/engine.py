@@ -254,6 +254,10 @@ class Engine:
         parts = self.comm.all_gather(padded, category)
         return torch.cat([p[:k] for p, k in zip(parts, sizes)])
 
+    def adopt(self, model) -> None:
+        """Fit the built model to this rank's share before its optimizer exists (graph parallelism keeps
+        node-owned rows of its inner nodes only: ``parallel.owned``); most layouts leave it as it is."""
+
     def consolidate(self, model, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The whole model's ``state`` as rank 0 must save it (collective). Layouts that replicate the
         weights on every rank have it already; the pipeline gathers each stage's layers."""

@@ -30,7 +30,9 @@ from fullgraph.comm.precision import check_precision
 from fullgraph.comm.stats import sum_over
 from fullgraph.errors import InputError
 from fullgraph.ops.csr import indptr_from_counts
-from fullgraph.parallel.engine import ReplicatedEngine, feature_rows, input_features, torchrun_env, world_comm
+from fullgraph.parallel.engine import (ReplicatedEngine, all_reduce_grads, feature_rows, input_features, squared_norm,
+                                       torchrun_env, world_comm)
+from fullgraph.parallel.owned import consolidate_owned, owned_sq_norm, shared_params
 
 __all__ = ["GraphEngine", "boundary_sample", "check_parts", "graph_engine"]
 
@@ -80,6 +82,22 @@ class GraphEngine(ReplicatedEngine):
         # offsets of each peer's group in my halo list and in my send list
         self._recv_off = indptr_from_counts(self.plan.recv_counts)
         self._send_off = indptr_from_counts(self.plan.send_counts)
+
+    # ------------------------------------------------------------------ node-owned rows (parallel.owned)
+    def adopt(self, model) -> None:
+        """Keep the node-owned rows of this part's inner nodes (not with ``--prune``, whose first layer
+        reads its halo's input rows locally: there they stay replicated, with the same numbers)."""
+        if not self.prune:
+            model.hold_rows(self.part.inner.to(self.device)) if hasattr(model, "hold_rows") else None
+
+    def sync_grads(self, model) -> None:
+        all_reduce_grads(shared_params(model), self.comm)
+
+    def grad_norm_share(self, model) -> float:
+        return (squared_norm(shared_params(model)) if self.is_main else 0.0) + owned_sq_norm(model)
+
+    def consolidate(self, model, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return consolidate_owned(self, model, state) if getattr(model, "fetches_input", False) else state
 
     def describe(self) -> str:
         return (f"graph {super().describe()}: part {self.part.part_id} of {self.world_size}, {self.n_inner} inner and "
@@ -197,9 +215,9 @@ class GraphEngine(ReplicatedEngine):
             block, x, plan = self._sampled(epoch)
         else:
             block, x, plan = self.block, self.x, self.plan
-        layer = iter(range(1, layers))
+        layer = iter(range(0 if getattr(model, "fetches_input", False) else 1, layers))
 
-        def fetch(h: torch.Tensor) -> torch.Tensor:  # called before each graph layer after the first
+        def fetch(h: torch.Tensor) -> torch.Tensor:  # before each graph layer after the first (and pre's output)
             return torch.cat([h, exchange_halo(h, self.comm, plan, category, self.precision, next(layer))])
 
         return model(block, x, fetch=fetch)

@@ -144,6 +144,9 @@ class ModelShape:
             (``gcn_product_widths``; the SpMM layouts' models), and ``forward_widths`` those of a
             forward pass alone (evaluation).
         attention: per graph layer, the width and heads of its attention (GAT), else empty.
+        owned: elements of its node-owned parameters (R-GCN's embeddings: ``parallel.owned``), which graph
+            parallelism keeps with their nodes' owners: out of the all-reduce, and ``pre``'s output then
+            crosses as one more layer input.
     """
 
     input_widths: tuple[int, ...]
@@ -153,6 +156,7 @@ class ModelShape:
     product_widths: tuple[int, ...] = ()
     forward_widths: tuple[int, ...] = ()
     attention: tuple[tuple[int, int], ...] = ()
+    owned: int = 0
 
     @classmethod
     def of(cls, name: str, model, features: int, classes: int, sparse_input: bool) -> "ModelShape":
@@ -172,7 +176,7 @@ class ModelShape:
         attention = tuple((layer.heads * layer.d_head, layer.heads) for layer in model.layers) \
             if model_spec(name).attention else ()
         return cls(widths, params, widths[0] if model.uses_h0 else 0, norms, tuple(products), tuple(forward),
-                   attention)
+                   attention, int(getattr(model, "owned_numel", 0)))
 
 
 def _forward_widths(dims: list[int], sparse_input: bool) -> list[int]:
@@ -189,11 +193,11 @@ def boundary_row(model: ModelShape, first_layer: int, precision: str) -> int:
     return row_bytes(model.input_widths[first_layer], precision) + h0
 
 
-def _halo_bytes(rows: list[int], model: ModelShape, precision: str) -> int:
-    """Bytes of ``rows[i]`` halo rows of the input of each graph layer ``i + 1`` (layers 2..L)."""
+def _halo_bytes(rows: list[int], model: ModelShape, precision: str, first: int = 1) -> int:
+    """Bytes of ``rows[i]`` halo rows of the input of each graph layer ``first + i`` (from 0)."""
     from fullgraph.comm.precision import row_bytes
 
-    return sum(r * row_bytes(w, precision) for r, w in zip(rows, model.input_widths[1:], strict=True))
+    return sum(r * row_bytes(w, precision) for r, w in zip(rows, model.input_widths[first:], strict=True))
 
 
 def spmm_epoch_volume(mesh, model: ModelShape, *, nodes: int, nnz: int = 0, evaluate: bool = True,
@@ -220,7 +224,8 @@ def partition_volume(mesh, model: ModelShape, *, nodes: int, halo_rows: int = 0,
     """Graph parallelism's, the pipeline's and the hybrid's own bytes per epoch.
 
     * graph (and the hybrid's stage groups, W > 1): every halo row of layers 1..L-1 once forward and
-      once backward (the first layer reads its halo's features from the part itself), ``halo_rows``
+      once backward (the first layer reads its halo's features from the part itself; a model with
+      node-owned rows, ``ModelShape.owned``, fetches its first layer's too and all-reduces the rest), ``halo_rows``
       being the halo of all W parts together; batch statistics ``(2w + 1)`` floats per norm layer and
       rank each way; each of the W ranks all-reduces its gradients (``params`` floats). Pruned, training
       moves the halo rows each layer 2..L reads (``pruned_halo``, ``plan.pruned``); evaluation all.
@@ -231,11 +236,13 @@ def partition_volume(mesh, model: ModelShape, *, nodes: int, halo_rows: int = 0,
     S, W = mesh.stages, mesh.graph_ways
     out: dict[str, int] = {}
     if W > 1:
-        halo = _halo_bytes([halo_rows] * (len(model.input_widths) - 1), model, precision)
+        owned = model.owned if S == 1 and pruned_halo is None else 0  # kept by owners: graph, unpruned
+        first = 0 if owned else 1
+        halo = _halo_bytes([halo_rows] * (len(model.input_widths) - first), model, precision, first)
         train = halo if pruned_halo is None else _halo_bytes(pruned_halo, model, precision)
         stats = sum(2 * w + 1 for w in model.norm_widths) * F32 * W * S
         out |= {"halo/fwd": train, "halo/bwd": train, "eval/halo/fwd": halo if evaluate else 0,
-                "norm/fwd": stats, "norm/bwd": stats, "grad/allreduce": W * model.params * F32}
+                "norm/fwd": stats, "norm/bwd": stats, "grad/allreduce": W * (model.params - owned) * F32}
     if S > 1:
         if len(stage_starts) != S - 1:
             raise ValueError(f"expected the first layer of each of stages 2..{S} (got {list(stage_starts)})")

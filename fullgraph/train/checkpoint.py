@@ -203,11 +203,14 @@ def _pack(rank: int, model, optimizer, engine, loop: LoopState, best_state: dict
     written by ``repr`` read back exactly)."""
     p = _prefix(rank)
     w = _weights_scope(engine)
-    out = {f"{w}/model/{k}": v.detach() for k, v in model.state_dict().items()}
+    own = set(model.owned_tables()) if hasattr(model, "owned_tables") else set()  # a rank's own rows: its name
+    out = {f"{p if k in own else w}/model/{k}": v.detach() for k, v in model.state_dict().items()}
     if best_state is not None:
-        out |= {f"{w}/best/{k}": v for k, v in best_state.items()}
+        out |= {f"{p if k in own else w}/best/{k}": v for k, v in best_state.items()}
+    params = [q for g in optimizer.param_groups for q in g["params"]]
     for pid, st in optimizer.state_dict()["state"].items():
-        out |= {f"{w}/optim/{pid}/{k}": (v if torch.is_tensor(v) else torch.tensor(v)) for k, v in st.items()}
+        scope = p if getattr(params[pid], "node_owned", False) else w
+        out |= {f"{scope}/optim/{pid}/{k}": (v if torch.is_tensor(v) else torch.tensor(v)) for k, v in st.items()}
     out |= {f"{p}/engine/{k}": v for k, v in engine.state_tensors().items()}
     out[f"{p}/rng/cpu"] = torch.get_rng_state()
     if engine.ledger is not None:  # bytes recorded since the epoch's totals: they count in the next epoch
@@ -299,8 +302,8 @@ def _restore(folder: Path, *, model, optimizer, engine) -> tuple[LoopState, dict
     record = json.loads(bytes(state[f"{p}meta"].tolist()).decode())
 
     def part(name: str) -> dict:
-        q = f"{w if name in ('model', 'best', 'optim') else p}{name}/"
-        return {k[len(q):]: v for k, v in state.items() if k.startswith(q)}
+        scopes = {w, p} if name in ("model", "best", "optim") else {p}  # node-owned rows sit under the rank's name
+        return {k[len(q):]: v for q in (f"{s}{name}/" for s in scopes) for k, v in state.items() if k.startswith(q)}
 
     dev = next(model.parameters()).device
     model.load_state_dict({k: v.to(dev) for k, v in part("model").items()})

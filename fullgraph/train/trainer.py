@@ -144,6 +144,7 @@ class Trainer:
         self.model.to(e.device)
         if self.run_model.obj is not None:  # built by the caller, in each rank: rank 0's initial weights for all
             e.broadcast_state(self.model)
+        e.adopt(self.model)  # a rank's own rows of node-owned parameters, before the optimizer sees them
         self.update = WeightUpdate(self.model, e, cfg.optimization)
         self.writer = RunWriter(cfg.run.out if e.is_main else None, resume=self.resume,
                                 tensorboard=cfg.run.log_tensorboard if e.is_main else None)

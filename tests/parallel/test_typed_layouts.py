@@ -19,10 +19,11 @@ from fullgraph.config import TrainConfig
 from fullgraph.errors import InputError
 from fullgraph.partition import PartitionBook, partition_nodes, save_partition
 from fullgraph.partition.chunks import cached_chunks
+from fullgraph.partition.store import load_meta
 from fullgraph.train.trainer import Trainer
 
 from tests._equality import assert_same_losses, assert_same_state
-from tests.distributed import run_ranks
+from tests.distributed import ledger, planned_bytes, run_ranks
 from tests.parallel.test_edge_data_layouts import simulate
 
 EPOCHS = 4
@@ -66,9 +67,18 @@ def test_graph_parallel_rgcn_equals_one_process(typed, single, tmp_path):
                      "config": config()})
     got = run_ranks("train_runs", 2, {"runs": runs}, tmp_path)
     for run in runs:
-        losses, state = single[run["name"].split("-")[0]]
+        name = run["name"].split("-")[0]
+        losses, state = single[name]
         assert_same_losses(got[run["name"]]["losses"], losses, what=f"graph P=2 {run['name']} losses")
         assert_same_state(got[run["name"]]["state"], state, what=f"graph P=2 {run['name']} weights")
+        # the embeddings stay with their owners: pre's output crosses as a layer input (both layers read
+        # hidden-wide halo rows), and the all-reduce carries every weight but them (fullgraph plan says so)
+        halo = sum(int(st["halo"]) for st in load_meta(run["partition_dir"])["part_stats"])
+        comm = got[run["name"]]["comm"]
+        assert comm["halo/fwd"] == comm["halo/bwd"] == halo * 16 * 4 * 2, run["name"]
+        table = state["input.embedding"].numel()
+        assert comm["grad/allreduce"] == 2 * 4 * (sum(v.numel() for v in state.values()) - table), run["name"]
+        assert ledger(comm) == planned_bytes(config(parallel="graph", nprocs=2), typed[name], halo), run["name"]
 
 
 def test_boundary_sampling_rgcn_equals_one_process_on_the_sampled_graph(typed, tmp_path):

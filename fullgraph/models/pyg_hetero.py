@@ -1,0 +1,114 @@
+"""PyG's heterogeneous models, refused in one line that says how to write the model typed.
+
+PyG runs a heterogeneous graph per relation: ``to_hetero(model, metadata)`` (and
+``to_hetero_with_bases``) rewrites a model into a ``torch.fx.GraphModule`` that holds a copy of each
+layer per node or edge type and takes dicts (``x_dict``, ``edge_index_dict``); ``HeteroConv`` runs one
+conv per relation on such dicts and sums per destination type; ``HGTConv``, ``HANConv``,
+``HeteroDictLinear`` take them too. fullgraph trains a heterogeneous graph as *one typed graph*
+(``ops.node_types``, ``data.typed``): one feature matrix (each type's features in a column block of
+their own), one block whose entries carry their relation (``Block.edge_type``), split across
+processes by rows. Running the per-relation form would need per-relation sub-blocks and per-type
+embedding dicts in every layout, which fullgraph's blocks do not have; so these models are refused
+before anything runs, and the message says how to write the same model typed: convolutions that
+take ``edge_type`` (``RGCNConv``, ``FastRGCNConv``, or the user's own), or ``--model rgcn`` (a
+per-type input map, then R-GCN layers).
+
+A fullgraph ``GNN`` is never searched: its layers see the typed block and may split it by
+relation themselves, using whatever modules they like.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+
+from torch import nn
+
+from fullgraph.errors import InputError
+from fullgraph.models.base import GNN
+
+__all__ = ["HOW_TO_WRITE_TYPED", "hetero_part", "check_not_hetero"]
+
+HOW_TO_WRITE_TYPED = (
+    "fullgraph trains a heterogeneous graph as one typed graph (one feature matrix, each edge's relation in "
+    "edge_type), not as per-relation dicts: write the model with convolutions that take edge_type (RGCNConv, "
+    "FastRGCNConv, or your own conv with an edge_type argument, through from_pyg), or use --model rgcn "
+    "(docs/your-model.md, Heterogeneous graphs with your own model)")
+"""What every refusal ends with."""
+
+_PYG_HETERO = ("HeteroConv", "HGTConv", "HANConv", "HeteroDictLinear", "HeteroJumpingKnowledge")
+"""PyG's modules (``torch_geometric.nn``) that run on dicts of per-type or per-relation tensors, where
+this PyG has them; a user's module whose ``forward`` takes ``x_dict`` is found by its signature, and
+``to_hetero``'s models by their fx graph's dict inputs."""
+
+
+def _pyg_hetero_classes() -> tuple[type, ...]:
+    try:
+        import torch_geometric.nn as pyg_nn
+    except ImportError:
+        return ()
+    return tuple(c for c in (getattr(pyg_nn, n, None) for n in _PYG_HETERO) if isinstance(c, type))
+
+
+def _dict_placeholders(module) -> list[str]:
+    """The inputs of an fx ``GraphModule`` typed as dicts: ``to_hetero``'s ``x``, ``edge_index``, ..."""
+    import torch.fx
+
+    if not isinstance(module, torch.fx.GraphModule):
+        return []
+    return [n.name for n in module.graph.nodes
+            if n.op == "placeholder" and typing.get_origin(n.type) in (dict, typing.Dict)]
+
+
+def _takes_dicts(module) -> bool:
+    """Whether the module's ``forward`` takes a dict first (``x_dict``, ``xs_dict``, ``args_dict``)."""
+    try:
+        params = [p for p in inspect.signature(type(module).forward).parameters.values()][1:]
+    except (TypeError, ValueError):
+        return False
+    return bool(params) and params[0].name.endswith("_dict")
+
+
+def _in_module(module: nn.Module, classes: tuple[type, ...]) -> str | None:
+    """What in ``module``'s tree runs per type or relation, said in a few words, or None."""
+    for name, sub in module.named_modules():
+        where = f" at {name}" if name else ""
+        placeholders = _dict_placeholders(sub)
+        if placeholders:
+            return (f"a to_hetero model{where}: a torch.fx GraphModule on dicts {', '.join(placeholders[:2])}, "
+                    f"a copy of each layer per node or edge type")
+        if isinstance(sub, classes) or _takes_dicts(sub):
+            return f"{type(sub).__name__}{where}, which runs on dicts of per-type tensors"
+    return None
+
+
+def hetero_part(obj) -> str | None:
+    """What in ``obj`` — a module, or a list, tuple or dict of them — is one of PyG's heterogeneous
+    forms (module docstring), in a few words for a refusal; ``None`` where there is none. A fullgraph
+    ``GNN`` is not searched."""
+    if isinstance(obj, GNN):
+        return None
+    if isinstance(obj, (dict, nn.ModuleDict)):
+        keys = [k for k in obj if isinstance(k, tuple) or (isinstance(k, str) and "__" in k)]
+        if keys:
+            return f"a dict of modules per relation ({', '.join(map(str, keys[:2]))}, ...)"
+        items = list(obj.values())
+    elif isinstance(obj, (list, tuple, nn.ModuleList, nn.Sequential)):
+        items = list(obj)
+    else:
+        items = [obj]
+    classes = _pyg_hetero_classes()
+    for i, item in enumerate(items):
+        if isinstance(item, nn.Module) and not isinstance(item, GNN):
+            found = _in_module(item, classes)
+            if found:
+                return found if len(items) == 1 else f"{found}, in item {i}"
+    return None
+
+
+def check_not_hetero(obj, expected: str = "a model over one typed graph") -> None:
+    """Refuse, in one line, a model in PyG's per-relation form (``to_hetero``, ``HeteroConv``, ...);
+    ``expected`` begins the message (``user`` names the builder there)."""
+    found = hetero_part(obj)
+    if found:
+        raise InputError(f"expected {expected} (got {found}): {HOW_TO_WRITE_TYPED}")

@@ -1,0 +1,53 @@
+"""Builders in PyG's heterogeneous forms, for ``--model tests/hetero_user_models.py:NAME``: each is
+refused in one line that says how to write the model typed (``fullgraph.models.pyg_hetero``).
+``tests/models/test_pyg_typed.py`` uses them; the typed convs that do run are ``tests/user_models.py``'s
+``rgcn``."""
+
+from __future__ import annotations
+
+from torch import nn
+
+METADATA = (["paper", "author"], [("paper", "by", "author"), ("author", "rev_by", "paper"),
+                                  ("paper", "cites", "paper")])
+"""A tiny ``HeteroData.metadata()``: node types, edge types."""
+
+
+def to_hetero_sage(in_dim, out_dim, hidden=8):
+    """PyG's ``to_hetero`` of a GraphSAGE: a ``torch.fx.GraphModule`` with a copy per relation."""
+    from torch_geometric.nn import to_hetero
+    from torch_geometric.nn.models import GraphSAGE
+
+    return to_hetero(GraphSAGE((-1, -1), hidden, 2, out_dim), METADATA)
+
+
+def hetero_conv(in_dim, out_dim, hidden=8):
+    """One ``HeteroConv``: a SAGEConv per relation."""
+    from torch_geometric.nn import HeteroConv, SAGEConv
+
+    return HeteroConv({rel: SAGEConv((-1, -1), out_dim) for rel in METADATA[1]}, aggr="sum")
+
+
+class HeteroGNN(nn.Module):
+    """PyG's usual heterogeneous model: ``HeteroConv`` layers over ``x_dict`` and ``edge_index_dict``."""
+
+    def __init__(self, hidden, out_dim, layers=2):
+        super().__init__()
+        from torch_geometric.nn import HeteroConv, SAGEConv
+
+        self.convs = nn.ModuleList(HeteroConv({rel: SAGEConv((-1, -1), hidden) for rel in METADATA[1]})
+                                   for _ in range(layers))
+        self.lin = nn.Linear(hidden, out_dim)
+
+    def forward(self, x_dict, edge_index_dict):
+        for conv in self.convs:
+            x_dict = {k: v.relu() for k, v in conv(x_dict, edge_index_dict).items()}
+        return self.lin(x_dict["paper"])
+
+
+def hetero_gnn(in_dim, out_dim, hidden=8):
+    return HeteroGNN(hidden, out_dim)
+
+
+def hetero_convs(in_dim, out_dim, hidden=8):
+    """A list of ``HeteroConv``, as a list of convs is given to ``from_pyg``."""
+    return [hetero_conv(in_dim, hidden), hetero_conv(hidden, out_dim)]
