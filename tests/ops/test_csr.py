@@ -9,10 +9,13 @@ import scipy.sparse as sp
 import torch
 
 from fullgraph.errors import InputError
-from fullgraph.ops.adjacency import NORMS, block_adjacency, normalized
+from fullgraph.ops.adjacency import NORMS, block_adjacency, normalized, normalized_data
 from fullgraph.ops.csr import (
     canonical, csr_rows, indptr_from_counts, indptr_from_rows, row_ids, row_spans, take_rows,
 )
+
+
+UNTYPED_NORMS = [n for n in NORMS if n != "relation-mean"]  # R-GCN's reads edge types: test_relation_mean_...
 
 
 def random_csr(n: int, m: int, seed: int, loops: bool = True) -> sp.csr_matrix:
@@ -143,7 +146,7 @@ def dense_a_hat(a: sp.csr_matrix, norm: str) -> np.ndarray:
     return dinv[:, None] * s * dinv[None, :]
 
 
-@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("norm", UNTYPED_NORMS)
 def test_normalized_adjacency_is_its_definition(norm):
     a = random_csr(45, 500, seed=6)  # directed: in- and out-degrees differ, so D's side matters
     ip, ix, vals = normalized(*tensors(a), norm)
@@ -164,7 +167,7 @@ def test_gcn_normalization_by_hand():
     torch.testing.assert_close(got, want)
 
 
-@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("norm", UNTYPED_NORMS)
 def test_a_block_of_rows_equals_those_rows_of_the_whole_graph_bit_for_bit(norm):
     """The partition's use: rows ``inner``, columns local (inner first, then the other nodes read),
     degrees global. Every value must be the whole graph's, exactly, for the layouts to agree."""
@@ -191,3 +194,24 @@ def test_a_block_of_rows_equals_those_rows_of_the_whole_graph_bit_for_bit(norm):
 def test_unknown_norm_is_refused():
     with pytest.raises(InputError, match="unknown normalization"):
         normalized(torch.tensor([0, 0]), torch.zeros(0, dtype=torch.int64), "sym")
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_relation_mean_is_its_definition(weighted):
+    """R-GCN's ``1 / |N_r(v)|`` (a weighted entry: its weight over the sum of its row's weights of its
+    relation), written out edge by edge; stored self loops are kept, as relation edges."""
+    from fullgraph.ops.csr import row_ids
+    from fullgraph.ops.edge_data import EdgeData
+
+    a = random_csr(40, 300, seed=3)
+    ip, ix = tensors(a)
+    g = torch.Generator().manual_seed(0)
+    rel = torch.randint(0, 3, (ix.numel(),), generator=g)
+    w = torch.rand(ix.numel(), generator=g) + 0.5 if weighted else None
+    _, got_ix, vals, _ = normalized_data(ip, ix, "relation-mean", EdgeData(torch.arange(ix.numel()), w, None, rel, 3))
+    assert torch.equal(got_ix, ix)  # no loop added or removed
+    rows = row_ids(ip)
+    for e in range(ix.numel()):
+        same = (rows == rows[e]) & (rel == rel[e])
+        want = (w[e] / w[same].sum()) if weighted else 1.0 / int(same.sum())
+        assert abs(float(vals[e]) - float(want)) <= 1e-6 * abs(float(want)), e
