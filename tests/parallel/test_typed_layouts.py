@@ -59,14 +59,25 @@ def parts(graph, method: str, folder, ways: int = 2):
     return node_part
 
 
-def test_graph_parallel_rgcn_equals_one_process(typed, single, tmp_path):
+BNS = 0.5  # the boundary rate of the sampled run
+
+
+@pytest.fixture(scope="module")
+def graph_runs(typed, tmp_path_factory):
+    """Every graph-parallel run in one start of two ranks: ACM (METIS, fennel, and METIS with boundary
+    sampling) and DBLP (METIS)."""
+    tmp = tmp_path_factory.mktemp("typed-graph")
     runs = []
     for name, method in (("acm", "metis"), ("acm", "fennel"), ("dblp", "metis")):
-        parts(typed[name], method, tmp_path / f"{name}-{method}")
-        runs.append({"name": f"{name}-{method}", "partition_dir": str(tmp_path / f"{name}-{method}"),
-                     "config": config()})
-    got = run_ranks("train_runs", 2, {"runs": runs}, tmp_path)
-    for run in runs:
+        parts(typed[name], method, tmp / f"{name}-{method}")
+        runs.append({"name": f"{name}-{method}", "partition_dir": str(tmp / f"{name}-{method}"), "config": config()})
+    runs.append({"name": "bns", "partition_dir": str(tmp / "acm-metis"), "config": config(boundary_rate=BNS)})
+    return runs, run_ranks("train_runs", 2, {"runs": runs}, tmp)
+
+
+def test_graph_parallel_rgcn_equals_one_process(typed, single, graph_runs):
+    runs, got = graph_runs
+    for run in runs[:-1]:
         name = run["name"].split("-")[0]
         losses, state = single[name]
         assert_same_losses(got[run["name"]]["losses"], losses, what=f"graph P=2 {run['name']} losses")
@@ -81,7 +92,7 @@ def test_graph_parallel_rgcn_equals_one_process(typed, single, tmp_path):
         assert ledger(comm) == planned_bytes(config(parallel="graph", nprocs=2), typed[name], halo), run["name"]
 
 
-def test_boundary_sampling_rgcn_equals_one_process_on_the_sampled_graph(typed, tmp_path):
+def test_boundary_sampling_rgcn_equals_one_process_on_the_sampled_graph(typed, graph_runs):
     """p = 0.5: each epoch's block is put together from the parts' sampled rows, with each entry's
     relation found in the graph itself by its global (dst, src), not taken from the parts."""
     import scipy.sparse as sp
@@ -92,8 +103,9 @@ def test_boundary_sampling_rgcn_equals_one_process_on_the_sampled_graph(typed, t
     from fullgraph.parallel.engine import SingleEngine
     from fullgraph.parallel.graph import boundary_sample
 
-    p, g = 0.5, typed["acm"]
-    book = PartitionBook.build(g, parts(g, "metis", tmp_path / "bns"))
+    p, g = BNS, typed["acm"]
+    runs, got = graph_runs
+    book = PartitionBook.build(g, partition_nodes(g, 2, method="metis", seed=0))  # the acm-metis run's parts
     n = g.num_nodes
     graph_keys = row_ids(g.indptr) * n + g.indices  # ascending: rows sorted, each row's columns sorted
 
@@ -119,8 +131,6 @@ def test_boundary_sampling_rgcn_equals_one_process_on_the_sampled_graph(typed, t
                 return model_(sampled(model_.norm, epoch), self.x)
             return super().forward(model_, epoch, training)
 
-    got = run_ranks("train_runs", 2, {"runs": [{"name": "bns", "partition_dir": str(tmp_path / "bns"),
-                                                "config": config(boundary_rate=p)}]}, tmp_path)
     trainer = Trainer(TrainConfig.of(**config(boundary_rate=p), progress="none", threads=1),
                       engine=SampledReference(g, "relation-mean"))
     ref = trainer.build().train()
