@@ -140,18 +140,21 @@ def test_boundary_sampling_rgcn_equals_one_process_on_the_sampled_graph(typed, g
 
 @pytest.mark.parametrize("stages, ways", [(2, 1), (2, 2)], ids=["pipeline-2", "hybrid-2x2"])
 def test_chunked_layouts_rgcn_follow_the_one_process_chunks(typed, stages, ways, tmp_path):
-    g = typed["acm"]
-    node_part = (parts(g, "metis", tmp_path / "parts", ways) if ways > 1
-                 else torch.zeros(g.num_nodes, dtype=torch.int64))
-    if ways == 1:
-        save_partition(PartitionBook.build(g, node_part), g, tmp_path / "parts", {"method": "metis", "parts": 1, "seed": 0})
-    cfile = str(cached_chunks(g, node_part, ways, K, "metis", 0, tmp_path))
-    mode = dict(parallel="pipeline") if ways == 1 else dict(parallel="hybrid", stages=stages, graph_ways=ways)
-    runs = [{"name": "rgcn", "config": config(partition_dir=str(tmp_path / "parts"), chunks=K, chunk_file=cfile,
-                                              history_refresh=2, **mode)}]
+    """Pipeline (ACM and DBLP) and hybrid (ACM) against the one-process run of the same chunks."""
+    runs, cfiles = [], {}
+    for name in ("acm", "dblp") if ways == 1 else ("acm",):
+        g, folder = typed[name], tmp_path / f"{name}-parts"
+        node_part = (parts(g, "metis", folder, ways) if ways > 1 else torch.zeros(g.num_nodes, dtype=torch.int64))
+        if ways == 1:
+            save_partition(PartitionBook.build(g, node_part), g, folder, {"method": "metis", "parts": 1, "seed": 0})
+        cfiles[name] = str(cached_chunks(g, node_part, ways, K, "metis", 0, tmp_path))
+        mode = dict(parallel="pipeline") if ways == 1 else dict(parallel="hybrid", stages=stages, graph_ways=ways)
+        runs.append({"name": name, "config": config(partition_dir=str(folder), chunks=K, chunk_file=cfiles[name],
+                                                    history_refresh=2, **mode)})
     got = run_ranks("chunked_runs", stages * ways, {"runs": runs}, tmp_path)
-    want = simulate(g, TrainConfig.of(**config(history_refresh=2), progress="none", threads=1), cfile)
-    assert_same_losses(got["rgcn"]["losses"], want, what=f"{stages}x{ways} R-GCN losses")
+    for name, cfile in cfiles.items():
+        want = simulate(typed[name], TrainConfig.of(**config(history_refresh=2), progress="none", threads=1), cfile)
+        assert_same_losses(got[name]["losses"], want, what=f"{stages}x{ways} {name} R-GCN losses")
 
 
 @pytest.mark.parametrize("mode", ["spmm-1d", "tensor"])
