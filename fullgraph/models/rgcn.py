@@ -15,10 +15,9 @@ out in, and a bias per type), and for a type with no features, per ``featureless
 ``embedding`` per node (the default; rows drawn as Glorot draws them), ``one-hot`` (the same
 table drawn as a linear map of one-hot inputs draws its weight) or ``zeros`` (the type's bias only).
 A node's type follows from its global id, which every layout hands ``pre``, so the map runs on any
-rows a layout holds. The embedding table is a parameter of the model like any other: a rank holds it
-whole and its gradient is summed over ranks with the others (its rows' optimizer state is kept for
-every node; a node's row changes only where it has a gradient, since Adam's update of a row whose
-gradient and moments are zero is zero).
+rows a layout holds. The embedding table has a row per node: graph parallelism keeps each rank's
+nodes' rows with that rank (``hold_rows``; ``parallel.owned`` says how and why), the other layouts
+hold it whole like any weight.
 """
 
 from __future__ import annotations
@@ -122,6 +121,8 @@ class TypedInput(nn.Module):
 
 
 class RGCNLayer(GraphLayer):
+    """One R-GCN layer (module docstring): ``relations`` weights ``[d_in, d_out]``, free or decomposed."""
+
     def __init__(self, d_in: int, d_out: int, relations: int, *, decomposition: str = "none", bases: int = 0,
                  last: bool, dropout: float):
         super().__init__()
