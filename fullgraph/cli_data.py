@@ -104,12 +104,23 @@ def cmd_convert(args: argparse.Namespace, argv: list[str] = ()) -> int:
 
 def _convert_ogb(args: argparse.Namespace) -> dict | None:
     """An OGB folder given as a path, streamed into the native folder in bounded memory
-    (:mod:`fullgraph.data.formats.ogb_convert`); ``None`` for any other source."""
+    (:mod:`fullgraph.data.formats.ogb_convert`; ogbn-mag's heterogeneous layout:
+    :mod:`fullgraph.data.formats.ogb_hetero_convert`, unless several types have features);
+    ``None`` for any other source."""
     from fullgraph.data.detect import detect, looks_like_path
 
     if not looks_like_path(args.dataset):
         return None
     det = detect(args.dataset)
+    if det.kind == "ogb_hetero":
+        from fullgraph.data.formats.ogb_hetero_convert import convert_ogb_hetero, streamable
+
+        _need(args.split == 0, f"expected --split 0 for {det.path} (ogb_hetero data has one fixed split) (got "
+                               f"{args.split})")
+        if not streamable(det.path):
+            return None
+        return convert_ogb_hetero(det.path, args.out, name=det.name, edge_data=args.edge_data,
+                                  source=f"fullgraph convert --dataset {args.dataset} (OGB heterogeneous layout)")
     if det.kind != "ogb":
         return None
     from fullgraph.data.formats.ogb import open_ogb

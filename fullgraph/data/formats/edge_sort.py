@@ -199,13 +199,15 @@ def _repeat_error(part: np.ndarray, at: int, times: int) -> InputError:
 
 
 def _sort_records(w: _FolderWriter, bounds: list[int], counts: np.ndarray, n: int, idx: np.dtype, load: _Payload,
-                  symmetrize: bool, drop_self_loops: bool, reverse_relations: bool) -> tuple[int, _DataSpills]:
+                  symmetrize: bool, drop_self_loops: bool, reverse_relations: bool,
+                  typed_once: bool = False) -> tuple[int, _DataSpills]:
     """Pass 3 with edge data: each bucket's records sorted by ``(row, column)``, forward edges before
     reverse ones and in the order listed among equal ends (stable sorts), and one record kept per
     edge: the first, which is the edge as listed where it was (its reverse's data otherwise); a
     repeated edge's weights summed in float64 in the order listed, as ``Graph.from_edges`` sums
-    them, or refused with features or types; loops dropped after that check. ``counts`` recounted
-    in place; the number of edges stored and the spills."""
+    them, or refused with features or types (``typed_once``: kept once where every repeat has one
+    type); loops dropped after that check. ``counts`` recounted in place; the number of edges stored
+    and the spills."""
     out = _DataSpills(w.tmp, load)
     stored = 0
     try:
@@ -213,7 +215,7 @@ def _sort_records(w: _FolderWriter, bounds: list[int], counts: np.ndarray, n: in
             path = w.tmp / f"bucket-{i}.spill"
             part = np.fromfile(path, dtype=load.record)
             path.unlink()
-            kept, weight = _kept_records(part, r0, n, load, symmetrize)
+            kept, weight = _kept_records(part, r0, n, load, symmetrize, typed_once)
             if drop_self_loops:
                 keep = np.flatnonzero(part["src"][kept] != part["dst"][kept])
                 kept = kept[keep]
@@ -251,11 +253,13 @@ def _sorted_records(part: np.ndarray, r0: int, n: int, symmetrize: bool) -> tupl
     return order, start
 
 
-def _kept_records(part: np.ndarray, r0: int, n: int, load: _Payload,
-                  symmetrize: bool) -> tuple[np.ndarray, np.ndarray | None]:
+def _kept_records(part: np.ndarray, r0: int, n: int, load: _Payload, symmetrize: bool,
+                  typed_once: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """The record each edge of a bucket keeps (the first of its sorted records), in CSR order, and
     the kept edges' weights (None without): a repeated edge's summed in float64 in the order listed,
-    over the records of its kept side; a repeated edge refused when edges carry features or types."""
+    over the records of its kept side; a repeated edge refused when edges carry features or types,
+    unless ``typed_once`` and its repeats carry no features and one type (a pair listed twice in
+    one relation, which ``data.typed.typed_graph`` keeps once)."""
     order, start = _sorted_records(part, r0, n, symmetrize)
     kept = order[start]  # the record each edge keeps
     group = np.cumsum(start) - 1  # the edge of each sorted record
@@ -264,7 +268,9 @@ def _kept_records(part: np.ndarray, r0: int, n: int, load: _Payload,
     listed = np.bincount(group if same is None else group[same], minlength=kept.size)
     repeated = np.flatnonzero(listed > 1)
     if repeated.size and ("attr" in load.kinds or "type" in load.kinds):
-        raise _repeat_error(part, int(kept[repeated[0]]), int(listed[repeated[0]]))
+        bad = repeated if not typed_once or "attr" in load.kinds else _of_two_types(part, order, kept, group, same)
+        if bad.size:
+            raise _repeat_error(part, int(kept[bad[0]]), int(listed[bad[0]]))
     weight = part["weight"][kept] if "weight" in load.kinds else None
     if repeated.size and weight is not None:
         pick = np.ones(order.size, dtype=bool) if same is None else same
@@ -272,6 +278,16 @@ def _kept_records(part: np.ndarray, r0: int, n: int, load: _Payload,
                            minlength=kept.size)
         weight[repeated] = sums[repeated].astype(np.float32)
     return kept, weight
+
+
+def _of_two_types(part: np.ndarray, order: np.ndarray, kept: np.ndarray, group: np.ndarray,
+                  same: np.ndarray | None) -> np.ndarray:
+    """The edges (groups) whose records on the kept side carry another type than the kept record."""
+    t = part["type"][order]
+    other = t != part["type"][kept][group]
+    if same is not None:
+        other &= same
+    return np.unique(group[other])
 
 
 def _write_kept(out: _DataSpills, part: np.ndarray, kept: np.ndarray, weight: np.ndarray | None, idx: np.dtype,

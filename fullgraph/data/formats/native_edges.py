@@ -185,7 +185,7 @@ def write_native_edges(out_dir: str | os.PathLike, num_nodes: int, edge_blocks: 
                        symmetrize: bool = True, dedupe: bool = True, drop_self_loops: bool = True,
                        feature_norm: str = "none", source: str | None = None, block_bytes: int = BLOCK_BYTES,
                        extra: dict | None = None, num_relations: int | None = None,
-                       reverse_relations: bool = True) -> dict:
+                       reverse_relations: bool = True, typed_once: bool = False) -> dict:
     """Write a native folder from edges that arrive in blocks, without holding them all in memory.
 
     ``edge_blocks`` yields ``(src, dst)`` pairs of integer arrays (edges ``src -> dst``, any order,
@@ -203,7 +203,8 @@ def write_native_edges(out_dir: str | os.PathLike, num_nodes: int, edge_blocks: 
     holds ``preprocess(Graph.from_edges(src, dst, ..., edge_weight=...))`` (module doc), whose
     ``reverse_relations`` this takes; ``num_relations``: ``R`` of the edges as given (default: the
     largest type + 1). Repeated edges are merged (weights summed) or refused (features, types)
-    whatever ``dedupe`` says, as a :class:`Graph` with edge data lists each edge once.
+    whatever ``dedupe`` says, as a :class:`Graph` with edge data lists each edge once; ``typed_once``:
+    repeats of one type without features kept once (a typed graph's pair listed twice in a relation).
 
     Memory: two ``int64 [N]`` arrays plus a few times ``block_bytes``, whatever the edge count. Disk:
     the edges are spilled into the temporary folder (8 or 16 bytes per edge, both directions when
@@ -228,7 +229,7 @@ def write_native_edges(out_dir: str | os.PathLike, num_nodes: int, edge_blocks: 
         first = next(pairs, None)
         if first is not None and first[2] is not None:
             return _write_with_data(w, nodes, n, idx, pairs, first, symmetrize, drop_self_loops, feature_norm,
-                                    source, extra, num_relations, reverse_relations)
+                                    source, extra, num_relations, reverse_relations, typed_once)
         if num_relations is not None:
             raise InputError(f"expected 'edge_type' with num_relations={num_relations} (got no edge types)")
         return _write_plain(w, nodes, n, idx, pairs, first, symmetrize, dedupe, drop_self_loops, feature_norm,
@@ -257,7 +258,8 @@ def _write_plain(w: _FolderWriter, nodes, n: int, idx: np.dtype, pairs, first, s
 
 
 def _write_with_data(w: _FolderWriter, nodes, n: int, idx: np.dtype, pairs, first, symmetrize: bool,
-                     drop_self_loops: bool, feature_norm: str, source, extra, num_relations, reverse_relations):
+                     drop_self_loops: bool, feature_norm: str, source, extra, num_relations, reverse_relations,
+                     typed_once: bool = False):
     """:func:`write_native_edges` of blocks that carry edge data (module doc)."""
     load = _Payload(first[2], idx, symmetrize)
     counts, spilled = _spill_records(w.tmp / "edges.spill", pairs, first, n, load, symmetrize, w.block_bytes)
@@ -272,7 +274,8 @@ def _write_with_data(w: _FolderWriter, nodes, n: int, idx: np.dtype, pairs, firs
         raise InputError(f"expected 'edge_type' with num_relations={num_relations} (got no edge types)")
     step = max(1, w.block_bytes // load.record.itemsize)
     bounds = _bucket_edges(w, indptr_from_counts(counts), spilled, load.record, step, load.sort_bytes)
-    stored, out = _sort_records(w, bounds, counts, n, idx, load, symmetrize, drop_self_loops, reverse_relations)
+    stored, out = _sort_records(w, bounds, counts, n, idx, load, symmetrize, drop_self_loops, reverse_relations,
+                                typed_once)
     indptr = indptr_from_counts(counts)
     _write_structure(w, indptr, n, idx, stored, max(1, w.block_bytes // 8))
     _write_edge_files(w, load, stored, w.block_bytes, relations or 0)

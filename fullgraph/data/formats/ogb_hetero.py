@@ -19,6 +19,8 @@ contiguous (``ops.node_types``). Everything ends in :func:`~fullgraph.data.typed
 the reverse relations by default (``rev_<name>``; paper-cites-paper, within one type, is made symmetric
 in place). The big files are read in blocks into arrays of their final size, whose sizes the small
 files give (``num-edge-list``, ``num-node-dict``): no file is held as text whole, and no array is grown.
+The blocks themselves (:func:`relation_blocks`, :func:`feature_blocks`) are what ``fullgraph convert``
+streams instead, in bounded memory (:mod:`.ogb_hetero_convert`).
 
 Each damaged piece (an id past its type's count, a relation naming an unknown type, labels on a type
 without a split, feature rows other than the type's count, edge files that disagree, a missing file)
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -39,7 +42,7 @@ from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
 
 __all__ = ["load_ogb_hetero", "open_ogb_hetero", "is_ogb_hetero_folder", "OgbHetero", "COUNT_FILE", "TRIPLET_FILE",
-           "SEP"]
+           "SEP", "relation_blocks", "feature_blocks", "feature_width"]
 
 COUNT_FILE, TRIPLET_FILE = "num-node-dict.csv.gz", "triplet-type-list.csv.gz"
 SEP = "___"
@@ -165,22 +168,34 @@ def _check_ids(ids: np.ndarray, count: int, t: str, where: str, row0: int, sourc
                          f"row {row0 + int(bad[0]) + 1})")
 
 
-def _relation_edges(layout: OgbHetero, triplet: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """A relation's ``(src, dst)`` in type-local ids, read in blocks into arrays of ``num-edge-list``'s size."""
+def relation_blocks(layout: OgbHetero, triplet: tuple) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """A relation's ``(src, dst)`` in type-local ids, block by block as ``edge.csv.gz`` holds them, each
+    block's ids checked against their types' counts before it is yielded; the edge count is checked
+    against ``num-edge-list`` (and ``edge_reltype``) as the blocks pass, so that a stream that ends
+    without an error held the whole relation (the bounded converter, :mod:`.ogb_hetero_convert`,
+    never holds it)."""
     folder = layout.relation_dir(triplet)
     edge_f, num_f = folder / "edge.csv.gz", folder / "num-edge-list.csv.gz"
-    m = _count(num_f, "edge count")
-    src, dst, at = np.empty(m, np.int64), np.empty(m, np.int64), 0
+    m, at = _count(num_f, "edge count"), 0
     for block in read_table_blocks(edge_f, dtype=np.int64, what="edge list", ncols=2):
         if at + block.shape[0] > m:
             raise InputError(f"expected {m} edges ({num_f.name}) in {edge_f} (got more)")
         for col, t in ((0, triplet[0]), (1, triplet[2])):
             _check_ids(block[:, col], layout.counts[t], t, f"column {col + 1} of {edge_f}", at, layout.raw / COUNT_FILE)
-        src[at:at + block.shape[0]], dst[at:at + block.shape[0]] = block[:, 0], block[:, 1]
+        yield block[:, 0], block[:, 1]
         at += block.shape[0]
     if at != m:
         raise InputError(f"expected {m} edges ({num_f.name}) in {edge_f} (got {at})")
     _check_reltype(folder / "edge_reltype.csv.gz", m, num_f.name)
+
+
+def _relation_edges(layout: OgbHetero, triplet: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """A relation's ``(src, dst)`` in type-local ids, read in blocks into arrays of ``num-edge-list``'s size."""
+    m = _count(layout.relation_dir(triplet) / "num-edge-list.csv.gz", "edge count")
+    src, dst, at = np.empty(m, np.int64), np.empty(m, np.int64), 0
+    for s, d in relation_blocks(layout, triplet):
+        src[at:at + s.size], dst[at:at + s.size] = s, d
+        at += s.size
     return src, dst
 
 
@@ -199,21 +214,35 @@ def _check_reltype(path: Path, m: int, source: str) -> None:
         raise InputError(f"expected {m} rows ({source}), one per edge, in {path} (got {rows})")
 
 
-def _features(layout: OgbHetero, t: str) -> np.ndarray:
-    """Type ``t``'s dense float32 features, read in blocks into an array of its count's rows."""
+def feature_blocks(layout: OgbHetero, t: str, width: int) -> Iterator[np.ndarray]:
+    """Type ``t``'s dense float32 features of ``width`` columns, block by block, each checked (finite, no
+    row past the type's count) before it is yielded; the row count checked after the last."""
     path, count = layout.raw / "node-feat" / t / "node-feat.csv.gz", layout.counts[t]
-    width = _columns(path)
-    x, at = np.empty((count, width), np.float32), 0
+    at = 0
     for block in read_table_blocks(path, dtype=np.float32, what="node features", ncols=width):
         if at + block.shape[0] > count:
             raise InputError(f"expected one feature row per {t}, {count} ({COUNT_FILE}), in {path} (got more)")
         bad = np.flatnonzero(~np.isfinite(block).all(axis=1))
         if bad.size:
             raise InputError(f"expected finite features in {path} (got a NaN or infinity on row {at + int(bad[0]) + 1})")
-        x[at:at + block.shape[0]] = block
+        yield block
         at += block.shape[0]
     if at != count:
         raise InputError(f"expected one feature row per {t}, {count} ({COUNT_FILE}), in {path} (got {at})")
+
+
+def feature_width(layout: OgbHetero, t: str) -> int:
+    """The columns of type ``t``'s feature file (its first line's values)."""
+    return _columns(layout.raw / "node-feat" / t / "node-feat.csv.gz")
+
+
+def _features(layout: OgbHetero, t: str) -> np.ndarray:
+    """Type ``t``'s dense float32 features, read in blocks into an array of its count's rows."""
+    width = feature_width(layout, t)
+    x, at = np.empty((layout.counts[t], width), np.float32), 0
+    for block in feature_blocks(layout, t, width):
+        x[at:at + block.shape[0]] = block
+        at += block.shape[0]
     return x
 
 
