@@ -94,7 +94,8 @@ class TypedInput(nn.Module):
             base = self.table_base[t]
             own = base >= 0
             at = self._table_rows(rows, own, base + rows - self.offsets[t])
-            h = h + torch.where(own.unsqueeze(1), self.embedding[at], h.new_zeros(()))
+            mine = own.nonzero().flatten()  # the featureless types' rows: their embedding rows added
+            h = h.index_add(0, mine, self.embedding[at[mine]])
         return h
 
     def _table_rows(self, rows: torch.Tensor, own: torch.Tensor, full: torch.Tensor) -> torch.Tensor:
@@ -155,9 +156,10 @@ class RGCNLayer(GraphLayer):
     def compute(self, block: Block, h, h0=None) -> torch.Tensor:
         weights = self.relation_weights()
         out = matmul(h.rows(block.num_dst) if hasattr(h, "rows") else h[: block.num_dst], self.root) + self.bias
-        for r, op in enumerate(block.relation_ops(self.relations)):
-            if op is not None:
-                out = out + spmm(op, matmul(h, weights[r]))
+        for r, rel in enumerate(block.relation_ops(self.relations)):
+            if rel is not None:  # the rows this relation reads (its source type's), by its weight, aggregated
+                op, cols = rel
+                out = out.add_(spmm(op, (h if cols is None else h.index_select(0, cols)) @ weights[r]))
         if self.last:
             return out
         return dropout(F.relu(out), self.dropout, self.training, rows=block.dst_ids, site=self.dropout_site)

@@ -101,10 +101,14 @@ class Block:
             self._sums = EdgeSums(self.adj, self.edges())
         return self._sums
 
-    def relation_ops(self, num_relations: int) -> list[SparseOp | None]:
-        """The block cut by relation: ``[A_0, ..., A_{R-1}]``, each ``[num_dst, num_src]`` holding this
-        block's entries of one relation with their values (``None`` where a relation has none here), built
-        on first use and kept. R-GCN sums one product per relation (``models.rgcn``)."""
+    def relation_ops(self, num_relations: int) -> list[tuple[SparseOp, torch.Tensor | None] | None]:
+        """The block cut by relation: per relation ``(A_r, cols)``, ``A_r`` holding this block's entries of
+        that relation with their values (``None`` where a relation has none here), built on first use and
+        kept. R-GCN sums one product per relation (``models.rgcn``). A relation reads the src rows of
+        its source type only: where those are fewer than half the src rows, ``cols`` lists them and
+        ``A_r``'s columns are positions in it (``[num_dst, len(cols)]``), so that a layer multiplies
+        only those rows by the relation's weight; else ``cols`` is ``None`` and ``A_r`` is
+        ``[num_dst, num_src]``."""
         if self._relations is None:
             if self.edge_type is None:
                 raise ValueError("relation_ops needs a block whose entries carry relation types")
@@ -118,7 +122,13 @@ class Block:
                     continue
                 counts = torch.bincount(rows[keep], minlength=self.num_dst)
                 ip = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
-                ops.append(SparseOp(ip, adj.indices[keep], adj.values[keep], adj.shape, symmetric=False))
+                cols, ix = adj.indices[keep], None
+                used = torch.unique(cols)
+                if 10 * used.numel() < 9 * self.num_src:  # a gather of the rows read costs less than the rows unread
+                    ix = torch.searchsorted(used, cols)
+                    ops.append((SparseOp(ip, ix, adj.values[keep], (self.num_dst, used.numel()), symmetric=False), used))
+                else:
+                    ops.append((SparseOp(ip, cols, adj.values[keep], adj.shape, symmetric=False), None))
             self._relations = ops
         return self._relations
 
