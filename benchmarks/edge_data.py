@@ -259,11 +259,11 @@ def convs_worker(cfg: dict) -> dict:
             "train_peak_bytes": peak - rss_before, "profile": profiled(step)}
 
 
-def spawn(cfg: dict, args, label: str) -> dict:
-    """One configuration in a fresh interpreter, once the machine is quiet, watched for others' CPU use."""
-    print(f"   {label:<34}", end="", flush=True)
+def spawn(cfg: dict, args, label: str, script: str | None = None, width: int = 34) -> dict:
+    """One configuration in a fresh interpreter (``script --worker CFG``, default this one), when quiet, watched."""
+    print(f"   {label:<{width}}", end="", flush=True)
     args.waiter.wait()
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(cfg)]
+    cmd = [sys.executable, str(Path(script or __file__).resolve()), "--worker", json.dumps(cfg)]
     t0, load0, proc = time.perf_counter(), os.getloadavg()[0], None
     with ForeignLoad() as watch:
         try:

@@ -55,14 +55,15 @@ from fullgraph.train.trainer import Trainer
 
 from _harness import REPO, environment, hwm_bytes, print_header, reset_hwm, rss_bytes, train, write_json
 from _single_process_systems import release_free_memory
-from edge_data import adam_step, profiled, timed
+from edge_data import RESULT_MARK, adam_step, profiled, timed
+from edge_data import spawn as spawn_worker
 from hetero_accuracy import PygRGCN, pyg_inputs
-from your_model import ForeignLoad, IdleWaiter, mem_available
+from your_model import IdleWaiter, mem_available
 
 PARTS, GRAPHS, SYSTEMS = ("speed", "mag"), ("dblp", "typed"), ("fullgraph", "pyg-rgcn", "pyg-fast")
 SETTINGS = MappingProxyType({"layers": 2, "hidden": 64, "dropout": 0.5, "lr": 0.01})
 TARGETS = MappingProxyType({"time": 0.5, "memory": 0.7})
-MAG_EDGES_SCALE1, RESULT_MARK, MIB, FAST_SHARE, PROFILE_ROWS = 21_111_007, "@@result ", 1 << 20, 0.6, 15
+MAG_EDGES_SCALE1, MIB, FAST_SHARE, PROFILE_ROWS = 21_111_007, 1 << 20, 0.6, 15
 
 
 def load(cfg: dict):
@@ -132,24 +133,8 @@ def speed_worker(cfg: dict) -> dict:
 
 
 def spawn(cfg: dict, args, label: str) -> dict:
-    """One configuration in a fresh interpreter, once the machine is quiet, watched for others' CPU use."""
-    print(f"   {label:<22}", end="", flush=True)
-    args.waiter.wait()
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(cfg)]
-    t0, load0, proc = time.perf_counter(), os.getloadavg()[0], None
-    with ForeignLoad() as watch:
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=REPO)
-        except subprocess.TimeoutExpired:
-            pass
-    seen = {"foreign_cores": watch.mean, "load_avg_1min": [load0, os.getloadavg()[0]],
-            "wall_s": time.perf_counter() - t0}
-    if proc is None:
-        return {"error": f"timed out after {args.timeout:.0f} s"} | seen
-    for line in proc.stdout.splitlines():
-        if line.startswith(RESULT_MARK):
-            return json.loads(line[len(RESULT_MARK):]) | seen
-    return {"error": f"exit status {proc.returncode}: " + " | ".join(proc.stderr.strip().splitlines()[-3:])} | seen
+    """One configuration in a fresh interpreter: ``edge_data.spawn`` running this script's worker."""
+    return spawn_worker(cfg, args, label, script=__file__, width=22)
 
 
 def run_row(g: str, s: str, r: dict) -> str:

@@ -74,3 +74,25 @@ def single_runs(root: str, settings: dict, epochs: int, dropout: float) -> dict:
 def ledger(comm: dict) -> dict:
     """A run's per-epoch ledger without its empty categories."""
     return {k: v for k, v in comm.items() if v}
+
+
+def sampled_rows(book, norm: str, epoch: int, p: float, n: int):
+    """The whole graph's block of a boundary-sampled epoch (rate ``p``, seed 0), put together from every
+    part's sampled rows in global ids: ``(indptr, indices, values)``, columns sorted; what a one-process
+    reference of BNS-GCN trains on (the tests give its entries their edge data from the graph itself)."""
+    import scipy.sparse as sp
+
+    from fullgraph.ops.csr import row_ids
+    from fullgraph.parallel.graph import boundary_sample
+
+    rows, cols, vals = [], [], []
+    for part in book.parts:
+        keep = boundary_sample(0, epoch, part.part_id, part.num_halo, p)
+        blk = part.block(norm, halo_keep=keep, scale=1.0 / p)
+        rows.append(part.inner[row_ids(blk.adj.indptr)])
+        cols.append(torch.cat([part.inner, part.halo[keep]])[blk.adj.indices])
+        vals.append(blk.adj.values)
+    m = sp.csr_matrix((torch.cat(vals).numpy(), (torch.cat(rows).numpy(), torch.cat(cols).numpy())), shape=(n, n))
+    m.sort_indices()
+    return torch.from_numpy(m.indptr.astype("int64")), torch.from_numpy(m.indices.astype("int64")), \
+        torch.from_numpy(m.data)

@@ -28,7 +28,7 @@ from fullgraph.partition.chunks import cached_chunks, load_chunks
 from fullgraph.train.trainer import Trainer
 
 from tests._equality import assert_same_losses, assert_same_state
-from tests.distributed import run_ranks
+from tests.distributed import run_ranks, sampled_rows
 
 EPOCHS = 5
 K = 4
@@ -166,13 +166,10 @@ def test_boundary_sampling_with_edge_data_equals_one_process_on_the_sampled_grap
     trains one process on each epoch's sampled graph, put together from the parts' sampled rows (as
     ``test_graph_parallel`` does), whose entries take their features from the graph itself, found by
     their global (dst, src), not from the parts."""
-    import scipy.sparse as sp
-
     from fullgraph.ops import Block, SparseOp
     from fullgraph.ops.csr import row_ids
     from fullgraph.ops.edge_data import EdgeData
     from fullgraph.parallel.engine import SingleEngine
-    from fullgraph.parallel.graph import boundary_sample
 
     p, g = 0.5, cora_edges
     book = PartitionBook.build(g, partition_nodes(g, 2, method="metis", seed=0))
@@ -181,16 +178,7 @@ def test_boundary_sampling_with_edge_data_equals_one_process_on_the_sampled_grap
     graph_keys = row_ids(g.indptr) * n + g.indices  # ascending: rows sorted, each row's columns sorted
 
     def sampled(norm: str, epoch: int) -> Block:
-        rows, cols, vals = [], [], []
-        for part in book.parts:
-            keep = boundary_sample(0, epoch, part.part_id, part.num_halo, p)
-            blk = part.block(norm, halo_keep=keep, scale=1.0 / p)
-            rows.append(part.inner[row_ids(blk.adj.indptr)])
-            cols.append(torch.cat([part.inner, part.halo[keep]])[blk.adj.indices])
-            vals.append(blk.adj.values)
-        m = sp.csr_matrix((torch.cat(vals).numpy(), (torch.cat(rows).numpy(), torch.cat(cols).numpy())), shape=(n, n))
-        m.sort_indices()
-        ip, ix = torch.from_numpy(m.indptr.astype("int64")), torch.from_numpy(m.indices.astype("int64"))
+        ip, ix, vals = sampled_rows(book, norm, epoch, p, n)
         r = row_ids(ip)
         loop = ix == r  # the loops gcn adds: no edge of the graph (weight 1, the mean of the in-edges' features)
         eid = torch.searchsorted(graph_keys, r * n + ix).clamp(max=g.num_edges - 1)
@@ -200,7 +188,7 @@ def test_boundary_sampling_with_edge_data_equals_one_process_on_the_sampled_grap
         data = EdgeData(torch.where(loop, -1 - r, eid), torch.where(loop, 1.0, g.edge_weight[eid]),
                         torch.where(loop.unsqueeze(1), mean[r].float(), g.edge_attr[eid]),
                         torch.where(loop, g.num_relations, g.edge_type[eid]), g.num_relations)
-        return Block(SparseOp(ip, ix, torch.from_numpy(m.data), (n, n)), norm, edata=data)
+        return Block(SparseOp(ip, ix, vals, (n, n)), norm, edata=data)
 
     class SampledReference(SingleEngine):
         def forward(self, model_, epoch, training):

@@ -23,7 +23,7 @@ from fullgraph.partition.store import load_meta
 from fullgraph.train.trainer import Trainer
 
 from tests._equality import assert_same_losses, assert_same_state
-from tests.distributed import ledger, planned_bytes, run_ranks
+from tests.distributed import ledger, planned_bytes, run_ranks, sampled_rows
 from tests.parallel.test_edge_data_layouts import simulate
 
 EPOCHS = 4
@@ -95,13 +95,10 @@ def test_graph_parallel_rgcn_equals_one_process(typed, single, graph_runs):
 def test_boundary_sampling_rgcn_equals_one_process_on_the_sampled_graph(typed, graph_runs):
     """p = 0.5: each epoch's block is put together from the parts' sampled rows, with each entry's
     relation found in the graph itself by its global (dst, src), not taken from the parts."""
-    import scipy.sparse as sp
-
     from fullgraph.ops import Block, SparseOp
     from fullgraph.ops.csr import row_ids
     from fullgraph.ops.edge_data import EdgeData
     from fullgraph.parallel.engine import SingleEngine
-    from fullgraph.parallel.graph import boundary_sample
 
     p, g = BNS, typed["acm"]
     runs, got = graph_runs
@@ -110,20 +107,11 @@ def test_boundary_sampling_rgcn_equals_one_process_on_the_sampled_graph(typed, g
     graph_keys = row_ids(g.indptr) * n + g.indices  # ascending: rows sorted, each row's columns sorted
 
     def sampled(norm: str, epoch: int) -> Block:
-        rows, cols, vals = [], [], []
-        for part in book.parts:
-            keep = boundary_sample(0, epoch, part.part_id, part.num_halo, p)
-            blk = part.block(norm, halo_keep=keep, scale=1.0 / p)
-            rows.append(part.inner[row_ids(blk.adj.indptr)])
-            cols.append(torch.cat([part.inner, part.halo[keep]])[blk.adj.indices])
-            vals.append(blk.adj.values)
-        m = sp.csr_matrix((torch.cat(vals).numpy(), (torch.cat(rows).numpy(), torch.cat(cols).numpy())), shape=(n, n))
-        m.sort_indices()
-        ip, ix = torch.from_numpy(m.indptr.astype("int64")), torch.from_numpy(m.indices.astype("int64"))
+        ip, ix, vals = sampled_rows(book, norm, epoch, p, n)
         eid = torch.searchsorted(graph_keys, row_ids(ip) * n + ix)
         assert torch.equal(graph_keys[eid], row_ids(ip) * n + ix)  # every entry is an edge of the graph
         data = EdgeData(eid, None, None, g.edge_type[eid], g.num_relations)
-        return Block(SparseOp(ip, ix, torch.from_numpy(m.data), (n, n)), norm, edata=data)
+        return Block(SparseOp(ip, ix, vals, (n, n)), norm, edata=data)
 
     class SampledReference(SingleEngine):
         def forward(self, model_, epoch, training):
