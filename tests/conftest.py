@@ -8,6 +8,10 @@ import pytest
 # The suite's equalities (and its bit-for-bit checks) are the CPU's on every machine: --device auto
 # means the CPU here, and tests/test_gpu.py names CUDA where it wants it. Ranks inherit this.
 os.environ.setdefault("FULLGRAPH_DEVICE", "cpu")
+# MKL's dense and sparse kernels give the same bits for the same inputs in every process only in its
+# conditional-numerical-reproducibility mode; the kill-and-resume and by-path/by-module checks compare
+# two processes bit for bit (read when MKL starts: set before torch is imported, inherited by the ranks)
+os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 
 @pytest.fixture(autouse=True)

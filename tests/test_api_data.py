@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -43,7 +44,7 @@ SCRIPT = textwrap.dedent('''
         data = to_pyg(planted_partition(num_nodes=400, seed=1, name="tiny"))
         result = fullgraph.train_model(build, data=data, parallel="graph", nprocs=2, out=sys.argv[1],
                                        epochs=2, eval_every=2, progress="none")
-        print("LOSSES", json.dumps(result.losses))
+        print("LOSSES " + json.dumps(result.losses), flush=True)  # one write: under torchrun every rank prints it
 ''')
 
 
@@ -111,7 +112,7 @@ def run_script(tmp_path, *launcher) -> tuple[list[float], list[float]]:
     proc = subprocess.run([sys.executable, *launcher, str(script), str(tmp_path / "run")], capture_output=True,
                           text=True, timeout=300, cwd=tmp_path, env=env)
     assert proc.returncode == 0, "\n".join(line for line in proc.stderr.splitlines() if "rror" in line)[-4000:]
-    losses = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("LOSSES"))[7:])
+    losses = json.loads(re.search(r"LOSSES (\[[^\]]*\])", proc.stdout).group(1))
     one = fullgraph.train_model(f"{script}:build", data=tiny(), out=str(tmp_path / "one"), **COMMON)
     return losses, one.losses
 

@@ -87,8 +87,8 @@ class GraphEngine(ReplicatedEngine):
     def adopt(self, model) -> None:
         """Keep the node-owned rows of this part's inner nodes (not with ``--prune``, whose first layer
         reads its halo's input rows locally: there they stay replicated, with the same numbers)."""
-        if not self.prune:
-            model.hold_rows(self.part.inner.to(self.device)) if hasattr(model, "hold_rows") else None
+        if not self.prune and hasattr(model, "hold_rows"):  # a user's model that is no GNN has none
+            model.hold_rows(self.part.inner.to(self.device))
 
     def sync_grads(self, model) -> None:
         all_reduce_grads(shared_params(model), self.comm)
