@@ -96,3 +96,17 @@ def sampled_rows(book, norm: str, epoch: int, p: float, n: int):
     m.sort_indices()
     return torch.from_numpy(m.indptr.astype("int64")), torch.from_numpy(m.indices.astype("int64")), \
         torch.from_numpy(m.data)
+
+
+def sampled_reference(sampled, graph, norm: str):
+    """One process training on ``sampled(norm, epoch)``'s block at each training epoch (a boundary-sampled
+    graph-parallel run's reference) and on the whole graph when it evaluates."""
+    from fullgraph.parallel.engine import SingleEngine
+
+    class SampledReference(SingleEngine):
+        def forward(self, model, epoch, training):
+            if training:
+                return model(sampled(model.norm, epoch), self.x)
+            return super().forward(model, epoch, training)
+
+    return SampledReference(graph, norm)

@@ -18,7 +18,7 @@ import torch
 from fullgraph.errors import InputError
 from fullgraph.ops.node_types import REVERSE_PREFIX, NodeTypes
 
-__all__ = ["typed_graph", "check_node_types", "typed_features"]
+__all__ = ["typed_graph", "typed_relations", "check_node_types", "typed_features"]
 
 
 def _as_numpy_ids(a, what: str) -> np.ndarray:
@@ -73,9 +73,17 @@ def typed_features(types: NodeTypes, blocks: list) -> torch.Tensor:
                                    check_invariants=False)  # each block's were checked, and the offsets keep them
 
 
+def typed_relations(relations, reverse: bool = True) -> tuple[tuple[str, str, str], ...]:
+    """The relations of a typed graph in the order :func:`typed_graph` numbers them: the given ones, then,
+    with ``reverse``, the reverse (``rev_<name>``, ends swapped) of each relation between two types (one
+    within a type is made symmetric in place instead). The streamed converter numbers them by this too."""
+    rels = tuple(tuple(str(k) for k in r) for r in relations)
+    return rels + (tuple((d, REVERSE_PREFIX + n, s) for s, n, d in rels if s != d) if reverse else ())
+
+
 def _relation_edges(types: NodeTypes, edges: dict, reverse: bool):
     """Global ``(src, dst, type)`` of every relation's edges (and their reverses), and the relations."""
-    relations, parts, same_type = [], [], []
+    relations, parts = [], []
     for key, pair in edges.items():
         if not (isinstance(key, tuple) and len(key) == 3):
             raise InputError(f"expected each relation keyed (source type, name, destination type) (got {key!r})")
@@ -98,15 +106,11 @@ def _relation_edges(types: NodeTypes, edges: dict, reverse: bool):
         gs, gd = src + types.offsets[types.index(s)], dst + types.offsets[types.index(d)]
         if reverse and s == d:  # symmetric in place, as ToUndirected makes a relation within one type
             gs, gd = np.concatenate([gs, gd]), np.concatenate([gd, gs])
-            same_type.append(len(relations))
         relations.append((s, name, d))
         parts.append((gs, gd))
-    rel_types = NodeTypes(types.names, types.counts, types.widths, tuple(relations), types.labelled)
-    if reverse:  # rev_<name> for the relations between two types
-        between = [r for r in range(len(relations)) if r not in same_type]
-        rev = [(relations[r][2], REVERSE_PREFIX + relations[r][1], relations[r][0]) for r in between]
-        parts += [(parts[r][1], parts[r][0]) for r in between]
-        rel_types = NodeTypes(types.names, types.counts, types.widths, tuple(relations + rev), types.labelled)
+    if reverse:  # rev_<name> for the relations between two types, in typed_relations' order
+        parts += [(parts[r][1], parts[r][0]) for r, (s, _, d) in enumerate(relations) if s != d]
+    rel_types = NodeTypes(types.names, types.counts, types.widths, typed_relations(relations, reverse), types.labelled)
     src = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
     dst = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
     etype = np.concatenate([np.full(p[0].size, r, np.int64) for r, p in enumerate(parts)]) if parts else src

@@ -28,7 +28,7 @@ from fullgraph.partition.chunks import cached_chunks, load_chunks
 from fullgraph.train.trainer import Trainer
 
 from tests._equality import assert_same_losses, assert_same_state
-from tests.distributed import run_ranks, sampled_rows
+from tests.distributed import run_ranks, sampled_reference, sampled_rows
 
 EPOCHS = 5
 K = 4
@@ -169,7 +169,6 @@ def test_boundary_sampling_with_edge_data_equals_one_process_on_the_sampled_grap
     from fullgraph.ops import Block, SparseOp
     from fullgraph.ops.csr import row_ids
     from fullgraph.ops.edge_data import EdgeData
-    from fullgraph.parallel.engine import SingleEngine
 
     p, g = 0.5, cora_edges
     book = PartitionBook.build(g, partition_nodes(g, 2, method="metis", seed=0))
@@ -190,18 +189,12 @@ def test_boundary_sampling_with_edge_data_equals_one_process_on_the_sampled_grap
                         torch.where(loop, g.num_relations, g.edge_type[eid]), g.num_relations)
         return Block(SparseOp(ip, ix, vals, (n, n)), norm, edata=data)
 
-    class SampledReference(SingleEngine):
-        def forward(self, model_, epoch, training):
-            if training:
-                return model_(sampled(model_.norm, epoch), self.x)
-            return super().forward(model_, epoch, training)
-
     names = ("gcn", "gat-edges")  # weights in Â's values; features in GATConv's attention
     got = run_ranks("train_runs", 2, {"runs": [{"name": name, "partition_dir": str(tmp_path / "bns"),
                                                 "config": config(name, boundary_rate=p)} for name in names]}, tmp_path)
     for name in names:
         trainer = Trainer(TrainConfig.of(**config(name, boundary_rate=p), progress="none"),
-                          engine=SampledReference(g, "gcn" if name == "gcn" else "mean"))
+                          engine=sampled_reference(sampled, g, "gcn" if name == "gcn" else "mean"))
         ref = trainer.build().train()
         assert_same_losses(got[name]["losses"], ref.losses, what=f"p = {p} {name} losses")
         assert_same_state(got[name]["state"], trainer.model, what=f"p = {p} {name} weights")

@@ -23,7 +23,7 @@ from fullgraph.partition.store import load_meta
 from fullgraph.train.trainer import Trainer
 
 from tests._equality import assert_same_losses, assert_same_state
-from tests.distributed import ledger, planned_bytes, run_ranks, sampled_rows
+from tests.distributed import ledger, planned_bytes, run_ranks, sampled_reference, sampled_rows
 from tests.parallel.test_edge_data_layouts import simulate
 
 EPOCHS = 4
@@ -98,7 +98,6 @@ def test_boundary_sampling_rgcn_equals_one_process_on_the_sampled_graph(typed, g
     from fullgraph.ops import Block, SparseOp
     from fullgraph.ops.csr import row_ids
     from fullgraph.ops.edge_data import EdgeData
-    from fullgraph.parallel.engine import SingleEngine
 
     p, g = BNS, typed["acm"]
     runs, got = graph_runs
@@ -113,14 +112,8 @@ def test_boundary_sampling_rgcn_equals_one_process_on_the_sampled_graph(typed, g
         data = EdgeData(eid, None, None, g.edge_type[eid], g.num_relations)
         return Block(SparseOp(ip, ix, vals, (n, n)), norm, edata=data)
 
-    class SampledReference(SingleEngine):
-        def forward(self, model_, epoch, training):
-            if training:
-                return model_(sampled(model_.norm, epoch), self.x)
-            return super().forward(model_, epoch, training)
-
     trainer = Trainer(TrainConfig.of(**config(boundary_rate=p), progress="none", threads=1),
-                      engine=SampledReference(g, "relation-mean"))
+                      engine=sampled_reference(sampled, g, "relation-mean"))
     ref = trainer.build().train()
     assert_same_losses(got["bns"]["losses"], ref.losses, what=f"p = {p} R-GCN losses")
     assert_same_state(got["bns"]["state"], trainer.model, what=f"p = {p} R-GCN weights")

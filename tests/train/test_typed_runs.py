@@ -56,26 +56,22 @@ def test_graph_parallel_embeddings_resume_bit_for_bit_and_model_pt_holds_the_who
     """Under --parallel graph each rank keeps its own venues' embedding rows and their Adam moments
     (``parallel.owned``): a checkpoint names them per rank, so a run stopped after 2 epochs and resumed to
     4 trains the same bits as 4 in one go, and ``model.pt`` holds the whole table in node order."""
-    import subprocess
-    import sys
-
     from fullgraph.data.formats.native import write_native
     from tests.models.test_rgcn import small_typed
+    from tests.test_cli_inputs import fullgraph as command
+    from tests.test_cli_user_model import losses
 
     write_native(small_typed(), tmp_path / "typed")  # three types, the venues without features
     common = ["--dataset", str(tmp_path / "typed"), "--parallel", "graph", "--nprocs", "2", "--feature-norm", "none",
               "--checkpoint-every", "2", *TRAIN[:-6], "--progress", "none"]
 
     def fullgraph(*args):
-        proc = subprocess.run([sys.executable, "-m", "fullgraph", *args], capture_output=True, text=True, timeout=300)
+        proc = command(*args)  # the command in a fresh process, as a user runs it
         assert proc.returncode == 0, proc.stderr[-2000:]
 
     fullgraph("train", *common, "--epochs", "4", "--out", str(tmp_path / "whole"))
     fullgraph("train", *common, "--epochs", "2", "--out", str(tmp_path / "part"))
     fullgraph("train", "--resume", str(tmp_path / "part"), "--epochs", "4")
-
-    def losses(run):
-        return [json.loads(line)["loss"] for line in (run / "metrics.jsonl").read_text().splitlines()]
 
     assert losses(tmp_path / "part") == losses(tmp_path / "whole") and len(losses(tmp_path / "whole")) == 4
     whole, part = (torch.load(tmp_path / r / "model.pt", weights_only=True)["state_dict"] for r in ("whole", "part"))

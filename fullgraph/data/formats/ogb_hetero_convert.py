@@ -53,12 +53,11 @@ __all__ = ["convert_ogb_hetero", "streamable", "typed_types"]
 
 def typed_types(layout: OgbHetero, widths: tuple) -> NodeTypes:
     """The node types and relations exactly as :func:`~fullgraph.data.typed.typed_graph` numbers them
-    for this folder (reverses added), asked of its edge builder over empty relations: one rule."""
-    from fullgraph.data.typed import _relation_edges
+    for this folder (reverses added): :func:`~fullgraph.data.typed.typed_relations`, one rule."""
+    from fullgraph.data.typed import typed_relations
 
-    base = NodeTypes(tuple(layout.counts), tuple(layout.counts.values()), widths, (), (layout.labelled,))
-    empty = np.zeros(0, np.int64)
-    return _relation_edges(base, {t: (empty, empty) for t in layout.relations}, True)[3]
+    return NodeTypes(tuple(layout.counts), tuple(layout.counts.values()), widths, typed_relations(layout.relations),
+                     (layout.labelled,))
 
 
 def _widths(layout: OgbHetero) -> tuple:
