@@ -84,7 +84,7 @@ def loader(kind: str, data, batch: int, clusters=None):
 
 
 def metric_value(metric: str, logits, y) -> float:
-    from fullgraph.train.metrics import counts, roc_auc_columns, score_columns
+    from fullgraph.tasks.metrics import counts, roc_auc_columns, score_columns
 
     if metric == "rocauc":
         return roc_auc_columns(*score_columns(logits, y))

@@ -7,7 +7,7 @@ For every (graph, model, norm) cell both sides train full-batch, single process,
 fullgraph loads (features as ``fullgraph train`` normalizes them, the dataset's split ``--split``),
 with Adam, the same learning rate, weight decay, dropout, depth, width and epochs, and report the
 test metric at the epoch of the best validation metric (ROC-AUC on the two-class Tolokers, accuracy
-elsewhere, both computed by ``fullgraph.train.metrics`` from each side's logits). Seeds set each
+elsewhere, both computed by ``fullgraph.tasks.metrics`` from each side's logits). Seeds set each
 side's initial weights and dropout; the mean over ``--seeds`` is compared.
 
 The PyG side is written the way PyG's examples write these models, over PyG's fastest input form
@@ -45,7 +45,7 @@ from torch.nn import functional as F
 
 from fullgraph.config import NORM_MODELS, TrainConfig
 from fullgraph.data.load import load_graph
-from fullgraph.train.metrics import counts, resolve_metric, roc_auc_columns, score_columns
+from fullgraph.tasks.metrics import counts, resolve_metric, roc_auc_columns, score_columns
 from fullgraph.train.trainer import Trainer
 
 from _harness import print_header, write_json

@@ -40,7 +40,7 @@ from fullgraph.data.load import load_graph
 from fullgraph.data.synthetic import planted_partition, rmat
 from fullgraph.models import from_pyg
 from fullgraph.ops.block import Block
-from fullgraph.train.metrics import resolve_metric
+from fullgraph.tasks.metrics import resolve_metric
 from fullgraph.train.trainer import Trainer
 
 from _harness import REPO, environment, hwm_bytes, print_header, reset_hwm, rss_bytes, write_json

@@ -147,7 +147,7 @@ class GraphRunner:
         import torch
 
         import _tta_pyg
-        from fullgraph.train.metrics import resolve_metric
+        from fullgraph.tasks.metrics import resolve_metric
 
         if self.pyg is None:
             t0 = time.perf_counter()
@@ -291,7 +291,7 @@ def figure(s: dict, runs: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     from fullgraph.cli_report import _against_epoch_and_time, _palette
-    from fullgraph.train.metrics import METRIC_NAMES
+    from fullgraph.tasks.metrics import METRIC_NAMES
 
     curves = []
     for row, color in zip(s["rows"], _palette(len(s["rows"]))):

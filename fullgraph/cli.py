@@ -19,7 +19,7 @@ from pathlib import Path
 
 import fullgraph.environ as environ
 from fullgraph.comm.launch import report_worker_error
-from fullgraph.config import DataOptions, GraphSource, TrainConfig, load_toml
+from fullgraph.config import DataOptions, GraphSource, TaskOptions, TrainConfig, load_toml
 from fullgraph.cli_data import cmd_convert, cmd_datasets, cmd_generate
 from fullgraph.cli_plan import cmd_plan
 from fullgraph.cli_report import cmd_report
@@ -28,7 +28,7 @@ from fullgraph.command_options import (ConvertOptions, DatasetsOptions, Evaluate
                                        PredictOptions, ReportOptions, RmatOptions, TrainFiles, TypedOptions)
 from fullgraph.commands import Command, Parser, add_command, flags_of
 from fullgraph.errors import EXIT_STATUS, InputError, RunFault
-from fullgraph.train.metrics import METRIC_NAMES
+from fullgraph.tasks.metrics import METRIC_NAMES
 
 __all__ = ["main"]
 
@@ -175,10 +175,17 @@ def cmd_predict(args: argparse.Namespace, argv: list[str]) -> int:
     from fullgraph.train.apply import predict_layout, predict_rank, predict_run
 
     if not Mesh.for_mode(args.parallel, args.nprocs).distributed:  # one process (refused with --nprocs > 1)
-        paths = predict_run(args.run, args.out, args.dataset, args.root, args.device, args.embeddings, args.overwrite)
+        paths = predict_run(args.run, args.out, args.dataset, args.root, args.device, args.embeddings, args.overwrite,
+                            args.pairs)
     else:
+        if args.pairs is not None:
+            raise InputError("expected --pairs with --parallel single (got --parallel graph): the pairs of a "
+                             "link-prediction run are scored in one process")
         cfg = predict_layout(args.run, args.dataset, args.root, nprocs=args.nprocs, device=args.device,
-                             partition_dir=args.partition_dir)
+                             partition_dir=args.partition_dir, link_file=args.link_file)
+        if cfg.task.name == "link" and not args.embeddings:
+            raise InputError("expected --embeddings with --parallel graph for a link-prediction run (got none): its "
+                             "pairs (--pairs) are scored with --parallel single")
         if DistEnv.from_env() is None:  # partition (cached), then start the ranks
             from fullgraph.comm.launch import launch_local
             from fullgraph.parallel.setup import prepare_run
@@ -222,7 +229,7 @@ COMMANDS = {c.name: c for c in (
             "Estimate, for every layout that fits --nprocs processes, the bytes per epoch (by ledger category), the "
             "peak memory per rank and the epoch time, on one machine (the default) or on --machines machines linked "
             "by a network of --bandwidth-gbps and --latency-us; rank them and recommend one.",
-            (DataOptions, PlanModel, PlanOptions), cmd_plan, times_kernels=True),
+            (DataOptions, PlanModel, TaskOptions, PlanOptions), cmd_plan, times_kernels=True),
     Command("report", "figures and a summary table of one or more training runs",
             "Draw loss, metric, epoch-time, traffic and memory figures of training runs (folders written by "
             "'fullgraph train --out') and a Markdown table comparing them.", (ReportOptions,), cmd_report),

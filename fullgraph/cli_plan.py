@@ -1,6 +1,6 @@
-"""``fullgraph plan``: every layout that fits each process count up to P (one process, ``single``,
-included: ``plan.sizes`` says which counts), what each would move, hold and take per epoch on a given
-network, ranked, with the one to pick and why, or the tie the timings cannot break (``plan.ranking``).
+"""``fullgraph plan``: every layout that fits each process count up to P (one process included:
+``plan.sizes`` says which counts), what each would move, hold and take per epoch on a given network,
+ranked, with the one to pick and why, or the tie the timings cannot break (``plan.ranking``).
 
 Each layout's bytes, works and memory come from its record (``parallel.registry.Layout``). The bytes
 are its volume over the real partition (the same partitions ``fullgraph train`` would cut and cache,
@@ -17,18 +17,21 @@ import os
 
 from fullgraph.config import TrainConfig
 from fullgraph.errors import InputError
+from fullgraph.tasks.options import LINK_ONLY
+from fullgraph.train.run_model import build_planned_model  # (benchmarks and tests take it from here too)
 
 __all__ = ["cmd_plan", "candidates", "run_volume"]
 
 
 def candidates(nprocs: int, layers: int, model: str, model_args: dict | None = None,
-               probe=None, edges=None) -> tuple[list[dict], list[str]]:
+               probe=None, edges=None, task: str = "node") -> tuple[list[dict], list[str]]:
     """The layouts of ``nprocs`` processes (``TrainConfig`` options each), and one line per layout
     that does not fit, saying why (the configuration's own refusal). ``layers``: the model's depth
     (a user's builder decides it: it is checked against the stages, not given as an option). One process
     has one layout, ``single``: graph parallelism or a pipeline of one rank would be it with more steps.
     ``probe``: a user's model as built, checked against each layout (jumping knowledge: not in a pipeline).
-    ``edges``: what the graph's edges carry (``EdgeFacts``), against the edge data each layout hands a layer."""
+    ``edges``: what the graph's edges carry (``EdgeFacts``), against the edge data each layout hands a layer;
+    ``task``: ``--task`` (link prediction runs under some layouts only)."""
     from fullgraph.comm.mesh import Mesh
     from fullgraph.models import is_reference, model_spec
     from fullgraph.ops.edge_data import EdgeFacts
@@ -44,7 +47,7 @@ def candidates(nprocs: int, layers: int, model: str, model_args: dict | None = N
     fits, refused = [], []
     for o in opts:
         try:
-            cfg = TrainConfig.of(model=model, model_args=model_args or {}, nprocs=nprocs, **o,
+            cfg = TrainConfig.of(model=model, model_args=model_args or {}, nprocs=nprocs, task=task, **o,
                                  **({} if user else {"layers": layers}))
             if user and cfg.parallel.mesh.stages > 1:
                 cfg.check_depth(layers)
@@ -83,8 +86,8 @@ def cmd_plan(args: argparse.Namespace, argv: list[str] = ()) -> int:
         raise InputError(f"expected --nprocs >= 2 with --layout {args.layout} (one process is --layout single)")
     machines, network = where(args)
     base = dict(dataset=args.dataset, root=args.root, split=args.split, feature_norm=args.feature_norm,
-                model=args.model, model_args=dict(args.model_args),
-                layers=args.layers, hidden=args.hidden, heads=args.heads, partitioner=args.partitioner)
+                model=args.model, model_args=dict(args.model_args), layers=args.layers, hidden=args.hidden,
+                heads=args.heads, partitioner=args.partitioner, **{k: getattr(args, k) for k in ("task",) + LINK_ONLY})
     TrainConfig.of(**base)  # the model's options, checked before anything is read
     graph = load_graph(TrainConfig.of(**base))
     depth = _depth(TrainConfig.of(**base), graph)
@@ -111,7 +114,7 @@ def _layouts(args, sizes: list[int], depth: int, base: dict, probe, edges=None) 
     (``probe``: the model built, for what only a user's built model says; ``edges``: the graph's edge facts)."""
     plans, refused = [], []
     for P in sizes:
-        fits, no = candidates(P, depth, args.model, base["model_args"], probe, edges)
+        fits, no = candidates(P, depth, args.model, base["model_args"], probe, edges, base["task"])
         if args.layout is not None:
             cfg = TrainConfig.of(**base, parallel=args.layout, nprocs=P)  # refuses with the reason
             if cfg.parallel.mesh.stages > 1:
@@ -138,9 +141,9 @@ class _Timers:
         from fullgraph.plan.machines import Machines
         from fullgraph.plan.sizes import machines_for
 
-        given = self.args.bandwidth_gbps is not None or self.args.latency_us is not None
         if P == self.top.nprocs:
             return self.top
+        given = self.args.bandwidth_gbps is not None or self.args.latency_us is not None
         return Machines(machines_for(P, self.args.machines, given), P, self.top.cores)
 
     def threads(self, P: int) -> int:
@@ -158,9 +161,8 @@ class _Timers:
         return self.timers[t]
 
     def settle(self) -> None:
-        """Every timer's rounds (``LayerTimer.settle``), one round over all the timers at a time, so that
-        a round's timings of every kind lie close together (``plan.ranking`` compares layouts round by
-        round)."""
+        """Every timer's rounds (``LayerTimer.settle``), one round over all the timers at a time, so that a
+        round's timings of every kind lie close together (``plan.ranking`` compares layouts round by round)."""
         timers = list(self.timers.values())
         for r in range(max((t.rounds for t in timers), default=1) - 1):
             for timer in timers:
@@ -176,18 +178,17 @@ def _result(args, graph, depth, timers, machines, network, rows, refused) -> dic
     needed = pruned_counts(graph, model.norm, depth).total_rows()
     measured = model_spec(args.model).memory is None
     given = args.bandwidth_gbps is not None or args.latency_us is not None
-    return {"setting": machines.describe(network, given),
-            "graph": graph.name, "nodes": graph.num_nodes, "edges": graph.num_edges, "model": args.model,
-            "layers": depth, "hidden": max(model.layer_input_widths()[1:], default=args.hidden),
-            "nprocs": args.nprocs,
+    return {"setting": machines.describe(network, given), "graph": graph.name, "nodes": graph.num_nodes,
+            "edges": graph.num_edges, "model": args.model, "layers": depth,
+            "hidden": max(model.layer_input_widths()[1:], default=args.hidden), "nprocs": args.nprocs,
             "memory_model": "measured on probe blocks (fullgraph.plan.measured)" if measured else "derived (its spec)",
             "machines": _machines_json(machines, network, timers.threads(args.nprocs)),
             "network": {"bandwidth_gbps": network.bandwidth_gbps, "latency_us": network.latency_us},
             "busy_cores": timers.busy,
             "timing_spread": {str(t): timer.spread() for t, timer in timers.timers.items()},
-            "layouts": rows, "refused": refused,
-            "rows_needed_per_layer": needed,
-            "minibatch": minibatch_outlook(int(graph.train_mask.sum()), graph.num_nodes, needed)}
+            "layouts": rows, "refused": refused, "rows_needed_per_layer": needed,  # (node labels': no outlook for links)
+            "minibatch": minibatch_outlook(int(graph.train_mask.sum()), graph.num_nodes, needed)
+            if args.task == "node" else None}
 
 
 def _machines_json(machines, network, threads: int) -> dict:
@@ -216,14 +217,13 @@ def where(args: argparse.Namespace):
 
 def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | None = None,
                 core_efficiency: float = 1.0, node_speed: float = 1.0, machines=None) -> dict:
-    """One layout's bytes by category, memory per rank and epoch-time estimate (``timer``: a
-    ``LayerTimer`` of the planned model; ``cores``: the cores all ranks share, when they share them,
-    each doing ``core_efficiency`` of a solo core's work; ``node_speed``: each rank's machine's speed
-    as a fraction of this one's core). ``machines`` (``plan.machines.Machines``, in place of ``cores``
-    and ``core_efficiency``): the ranks of each machine share its cores at ``SHARED_CORE_EFFICIENCY`` and
-    talk over ``SHARED_MEMORY``, those of different machines over ``network``; its ``nprocs`` is the
-    run's P (``args.nprocs`` without it). ``epoch_s_rounds``: the estimate under each round of the
-    kernels' timings (``LayerTimer.using``), whose spread ``plan.ranking`` weighs against the gaps."""
+    """One layout's bytes by category, memory per rank and epoch-time estimate (``timer``: a ``LayerTimer``
+    of the planned model; ``cores``: the cores all ranks share, when they do, each doing ``core_efficiency``
+    of a solo core's work; ``node_speed``: each rank's machine's speed as a fraction of this one's core).
+    ``machines`` (``plan.machines.Machines``, for ``cores`` and ``core_efficiency``): the ranks of a machine
+    share its cores at ``SHARED_CORE_EFFICIENCY`` and talk over ``SHARED_MEMORY``, those of different
+    machines over ``network``; its ``nprocs`` is the run's P. ``epoch_s_rounds``: the estimate under each
+    round of the kernels' timings, whose spread ``plan.ranking`` weighs against the gaps."""
     from fullgraph.plan.machines import SHARED_CORE_EFFICIENCY
 
     nprocs = machines.nprocs if machines is not None else args.nprocs
@@ -243,7 +243,7 @@ def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | N
                       machines=machines.placement())
     kw = dict(threads=timer.threads, node_speed=node_speed, **(shared or dict(cores=cores, core_efficiency=core_efficiency)))
     est, spread = _estimates(works, timer, network, kw)
-    return {"layout": label(o) + (" --prune" if prune else ""), "options": o | ({"prune": True} if prune else {}),
+    row = {"layout": label(o) + (" --prune" if prune else ""), "options": o | ({"prune": True} if prune else {}),
             "nprocs": nprocs, "threads": timer.threads,
             "bytes_per_epoch": sum(volume.values()), "by_category": volume,
             "rows_per_layer": pruned.total_rows() if pruned else [graph.num_nodes] * len(timer.model.layers),
@@ -251,6 +251,12 @@ def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | N
             "epoch_s": est.total_s, "epoch_s_rounds": spread,
             "compute_s": est.compute_s + est.contention_s, "comm_s": est.comm_s, "bubble_s": est.bubble_s,
             "eval_s": est.eval_s}
+    if cfg.task.name == "link":  # an epoch of link prediction: its steps, and the pair exchange (plan.link)
+        from fullgraph.plan.link import link_epoch_row
+
+        parts_of = _node_part(cfg, graph, args.partition_dir) if mesh.graph_ways > 1 else None
+        row = link_epoch_row(row, cfg, parts_of, cfg.model.hidden)
+    return row
 
 
 def _works(cfg, graph, model, shape, parts, volume, chunk_src, machines, pruned) -> list:
@@ -287,15 +293,6 @@ def _estimates(works, timer, network, kw: dict):
         with using(k):
             rounds.append(estimate_layout(works, timer.model, timer, network, **kw).total_s)
     return est, rounds
-
-
-def build_planned_model(cfg, graph):
-    """The model ``cfg`` trains, built from the trainer's own arguments (what the plan times and counts)."""
-    from fullgraph.models import build_model
-    from fullgraph.train.model_file import model_args
-
-    args = model_args(cfg, graph.num_features, graph.num_classes, graph.edge_facts().width, graph.node_types)
-    return build_model(args.pop("name"), args.pop("in_dim"), args.pop("out_dim"), **args)
 
 
 def run_volume(cfg: TrainConfig, graph, halo_rows: int, *, evaluate: bool = True, shape=None,
@@ -348,13 +345,8 @@ def _shape(cfg, graph, model=None):
     from fullgraph.plan.volumes import ModelShape
 
     model = build_planned_model(cfg, graph) if model is None else model
-    return ModelShape.of(cfg.model.name, model, graph.num_features, graph.num_classes, graph.x.layout != _strided())
-
-
-def _strided():
-    import torch
-
-    return torch.strided
+    sparse = str(graph.x.layout) != "torch.strided"  # (torch is not imported here until a kernel is timed)
+    return ModelShape.of(cfg.model.name, model, graph.num_features, graph.num_classes, sparse)
 
 
 def _partition_stats(cfg, graph, ways: int, partition_dir: str | None) -> list[dict]:
@@ -371,14 +363,19 @@ def _partition_stats(cfg, graph, ways: int, partition_dir: str | None) -> list[d
 
 def _pruned_counts(cfg, graph, model, partition_dir: str | None):
     """``plan.pruned.PrunedCounts`` of a pruned graph-parallel run, on the partition it would use."""
-    from fullgraph.parallel.setup import node_parts, prepare_partition_dir
     from fullgraph.plan.pruned import pruned_counts
 
     ways = cfg.parallel.mesh.graph_ways
-    if ways == 1:  # one process: the whole graph
-        return pruned_counts(graph, model.norm, len(model.layers))
-    pdir = partition_dir if partition_dir is not None else prepare_partition_dir(cfg, ways, graph=graph)
-    return pruned_counts(graph, model.norm, len(model.layers), node_parts(pdir, graph.num_nodes), ways)
+    parts = (_node_part(cfg, graph, partition_dir), ways) if ways > 1 else ()  # one process: the whole graph
+    return pruned_counts(graph, model.norm, len(model.layers), *parts)
+
+
+def _node_part(cfg, graph, partition_dir: str | None):
+    """Each node's part in the partition a run would use (``--partition-dir``, else made and cached)."""
+    from fullgraph.parallel.setup import node_parts, prepare_partition_dir
+
+    pdir = partition_dir or prepare_partition_dir(cfg, cfg.parallel.mesh.graph_ways, graph=graph)
+    return node_parts(pdir, graph.num_nodes)
 
 
 def _chunk_sources(cfg, graph, partition_dir: str | None) -> list[int] | None:

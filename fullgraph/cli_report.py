@@ -150,7 +150,7 @@ def _loss(runs):
 
 
 def _metric(runs):
-    from fullgraph.train.metrics import METRIC_NAMES
+    from fullgraph.tasks.metrics import METRIC_NAMES
 
     metric = METRIC_NAMES.get(runs[0]["summary"].get("metric", "acc"), "metric")
     return _against_epoch_and_time(runs, [("val_metric", "-"), ("test_metric", "--")], metric,

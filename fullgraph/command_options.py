@@ -185,11 +185,17 @@ class EvaluateOptions(_Applied):
 class PredictOptions(_Applied):
     """Where the predictions go, and how many processes make them."""
 
-    out: str = opt(REQUIRED, "Folder for predictions.npy, probabilities.npy (and embeddings.npy).")
-    embeddings: bool = opt(False, "Also write the last hidden layer.")
+    out: str = opt(REQUIRED, "Folder for predictions.npy, probabilities.npy (and embeddings.npy); of a link-prediction "
+                   "run, scores.npy and probabilities.npy of --pairs (and embeddings.npy).")
+    embeddings: bool = opt(False, "Also write the last hidden layer (of a link-prediction run: the encoder's output).")
+    pairs: str | None = opt(None,
+        "A link-prediction run: the node pairs to score, a .npy of int [n, 2] or a text file of one 'src dst' pair "
+        "per line (commas or spaces).")
     overwrite: bool = opt(False, "Replace an earlier prediction in --out (its whole set of files).")
     parallel: str = opt("single", "single: one process; graph: one part per process, for graphs too big for one.",
                         choices=("single", "graph"))
     nprocs: int = opt(1, "Processes with --parallel graph.")
     partition_dir: str | None = opt(None, "The partition the launcher made for the ranks (not a user option).",
                                     hidden=True)
+    link_file: str | None = opt(None, "A link-prediction run's split, written by the launcher (not a user option).",
+                                hidden=True)

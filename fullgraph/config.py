@@ -1,8 +1,8 @@
 """``TrainConfig``: every option of a training run, typed, documented and validated in one place.
 
-The options come in five sections, each a dataclass of its own: ``data`` (which graph), ``model``
-(what is trained), ``optimization`` (how), ``parallel`` (how the work is split across processes) and
-``run`` (where and how the processes execute). ``cfg.model.layers``, ``cfg.parallel.mesh``.
+The options come in six sections, each a dataclass of its own: ``data`` (which graph), ``model``
+(what is trained), ``optimization`` (how), ``parallel`` (how the work is split across processes),
+``run`` (where and how the processes execute) and ``task`` (what the output is trained for). ``cfg.model.layers``, ``cfg.parallel.mesh``.
 
 A field's name is its option's name (``--layers``, ``layers = 4`` in TOML), except where the section
 already says it: ``model.name`` is ``--model`` and ``parallel.mode`` is ``--parallel`` (the ``flag``
@@ -27,9 +27,10 @@ from fullgraph.errors import InputError
 from fullgraph.models import MODELS, NORM_MODELS, SPMM_MODELS, check_options
 from fullgraph.options import CHUNK_EDGES, FEATURE_NORMS, METRICS, opt, option_name
 from fullgraph.options import Section as _Section, load_toml as _load_toml, need as _need
+from fullgraph.tasks.options import TaskOptions
 
 __all__ = ["TrainConfig", "GraphSource", "DataOptions", "ModelOptions", "OptimizationOptions", "ParallelOptions",
-           "RunOptions", "load_toml"]
+           "RunOptions", "TaskOptions", "load_toml"]
 
 MAX_THREADS = 1024
 """The most ``--threads`` taken."""
@@ -149,7 +150,9 @@ class OptimizationOptions(_Section):
         "lowest loss (``loss``, as the GCNII paper does); the reported test numbers are the selected epoch's.")
     metric: str = opt("auto",
         "What evaluation reports and selection maximizes: ``acc``, ``rocauc``, ``micro-f1``, or ``auto`` (ROC-AUC "
-        "for two classes, micro-F1 for multi-label, accuracy otherwise).")
+        "for two classes, micro-F1 for multi-label, accuracy otherwise); with ``--task link``: ``rocauc``, "
+        "``hits@20``, ``hits@50``, ``hits@100`` or ``mrr`` (``auto``: what the dataset's publishers report, else "
+        "ROC-AUC).")
     eval_every: int = opt(1, "Evaluate validation and test accuracy every this many epochs (and after the last).")
     seed: int = opt(0, "Seed of weights, dropout and made splits; the same seed gives the same losses, bit for bit.")
     stop_on_nonfinite: bool = opt(True,
@@ -312,7 +315,7 @@ class RunOptions(_Section):
 
 @dataclass
 class TrainConfig:
-    """Options of ``fullgraph train``, in five sections (the ``--help`` groups and the TOML tables)."""
+    """Options of ``fullgraph train``, in six sections (the ``--help`` groups and the TOML tables)."""
 
     data: DataOptions = field(default_factory=DataOptions)
     """Which graph: ``fullgraph.data``."""
@@ -324,6 +327,8 @@ class TrainConfig:
     """How the work is split: ``fullgraph.parallel``, ``fullgraph.comm.mesh``."""
     run: RunOptions = field(default_factory=RunOptions)
     """Where and how the processes execute."""
+    task: TaskOptions = field(default_factory=TaskOptions)
+    """What the model's output is trained for: ``fullgraph.tasks``."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -333,6 +338,9 @@ class TrainConfig:
         from fullgraph.parallel.registry import check_layout
 
         check_layout(self)  # the layout's own rules (Layout.check), against the model and the options
+        from fullgraph.tasks import check_task
+
+        check_task(self)  # the task's rules: the layouts it runs under, the options only node labels take
 
     def check_depth(self, layers: int | None) -> None:
         """The pipeline's stages against a model of ``layers`` graph layers (``None``: a user's model,
@@ -370,7 +378,7 @@ class TrainConfig:
 
 
 SECTIONS = {"data": DataOptions, "model": ModelOptions, "optimization": OptimizationOptions,
-            "parallel": ParallelOptions, "run": RunOptions}  # the order of --help and of TOML's tables
+            "parallel": ParallelOptions, "run": RunOptions, "task": TaskOptions}  # the order of --help and of TOML's tables
 _PLACES = {option_name(f): (s, f.name) for s, cls in SECTIONS.items() for f in fields(cls)}  # option: (section, field)
 
 

@@ -23,7 +23,8 @@ from fullgraph.errors import InputError
 __all__ = ["METRICS", "FEATURE_NORMS", "CHUNK_EDGES", "Option", "Section", "need", "opt", "field_doc", "option_name",
            "choices", "options_of", "load_toml", "key_value"]
 
-METRICS = ("auto", "acc", "rocauc", "micro-f1")  # --metric (fullgraph.train.metrics computes them)
+METRICS = ("auto", "acc", "rocauc", "micro-f1", "hits@20", "hits@50", "hits@100", "mrr")
+"""``--metric``: node labels' (``fullgraph.tasks.metrics``) and links' (``fullgraph.tasks.link_metrics``)."""
 FEATURE_NORMS = ("auto", "row", "none")
 CHUNK_EDGES = ("stale", "induced")
 

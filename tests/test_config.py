@@ -1,11 +1,11 @@
-"""``TrainConfig``: five typed sections, options by their flag names, each rule checked where it belongs."""
+"""``TrainConfig``: six typed sections, options by their flag names, each rule checked where it belongs."""
 
 import dataclasses
 
 import pytest
 
 from fullgraph.config import (DataOptions, ModelOptions, OptimizationOptions, ParallelOptions, RunOptions,
-                              TrainConfig)
+                              TaskOptions, TrainConfig)
 from fullgraph.errors import InputError
 from fullgraph.options import options_of
 
@@ -14,7 +14,7 @@ def test_sections_are_typed_objects_and_options_go_to_their_section():
     cfg = TrainConfig.of(dataset="cora", model="gat", layers=4, hidden=32, lr=0.05, parallel="graph", nprocs=2,
                          out="runs/x")
     assert [type(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)] == [
-        DataOptions, ModelOptions, OptimizationOptions, ParallelOptions, RunOptions]
+        DataOptions, ModelOptions, OptimizationOptions, ParallelOptions, RunOptions, TaskOptions]
     assert (cfg.data.dataset, cfg.model.name, cfg.model.layers, cfg.model.hidden) == ("cora", "gat", 4, 32)
     assert (cfg.optimization.lr, cfg.parallel.mode, cfg.parallel.nprocs, cfg.run.out) == (0.05, "graph", 2, "runs/x")
     assert cfg.parallel.mesh.graph_ways == 2

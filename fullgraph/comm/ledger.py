@@ -26,7 +26,8 @@ CATEGORIES = ("halo/fwd", "halo/bwd", "pipe/fwd", "pipe/bwd", "spmm/bcast", "spm
               "grad/allreduce", "norm/fwd", "norm/bwd", "sample/index", "eval/halo/fwd", "eval/pipe/fwd", "eval/spmm/bcast",
               "eval/spmm/reduce", "eval/spmm/redist", "eval/reduce", "meta/metrics", "meta/checkpoint",
               "grad/norm",  # appended last: checkpoints written before it read back in order
-              "tp/fwd", "tp/bwd", "tp/attn", "eval/tp/fwd", "eval/tp/attn")  # tensor parallelism, later still
+              "tp/fwd", "tp/bwd", "tp/attn", "eval/tp/fwd", "eval/tp/attn",  # tensor parallelism, later still
+              "link/index", "link/fwd", "link/bwd", "eval/link/index", "eval/link/fwd")  # link prediction's pairs
 
 
 class Ledger:

@@ -9,6 +9,10 @@ native         ``meta.json`` whose ``format`` is ``fullgraph-native`` (:mod:`.fo
 ogb_hetero     ``raw/num-node-dict.csv.gz`` or ``raw/triplet-type-list.csv.gz`` (ogbn-mag's heterogeneous
                layout, read as a typed graph: :mod:`.formats.ogb_hetero`; its loader names any other
                file that is missing). Before ogb, whose rule a folder of both layouts would also match
+ogb_link       ``raw/edge.csv.gz`` with a ``split/*/train.pt`` (OGB's link-prediction layout: ogbl-collab,
+               -ddi, -ppa, -citation2; :mod:`.formats.ogb_link`). Before ogb, whose rule its edge file
+               would also match. A link dataset has no node labels: :func:`load_path` refuses it, and
+               ``--task link`` reads it with :func:`.formats.ogb_link.load_ogb_link`
 ogb            ``raw/data.npz`` (ogbn-papers100M's binary layout), or ``raw/edge.csv.gz`` with
                ``raw/node-feat.csv.gz`` (arxiv, products) or ``raw/edge-feat.csv.gz`` (proteins)
                (:mod:`.formats.ogb`)
@@ -41,7 +45,7 @@ per class), and 0 for formats with one published split. ``--feature-norm auto`` 
 ``row`` for a Planetoid folder, what ``meta.json`` says for a native folder (``convert`` records it,
 so a converted Cora trains like ``--dataset cora``), and ``none`` otherwise. ``--metric auto`` is
 ROC-AUC for ogbn-proteins' layout and for a native folder whose ``meta.json`` names that metric
-(a converted ogbn-proteins), and the task's default otherwise (:mod:`fullgraph.train.metrics`).
+(a converted ogbn-proteins), and the task's default otherwise (:mod:`fullgraph.tasks.metrics`).
 """
 
 from __future__ import annotations
@@ -61,9 +65,9 @@ log = logging.getLogger("fullgraph")
 
 _WHAT_WE_LOOK_FOR = (
     "meta.json of a fullgraph native folder; raw/num-node-dict.csv.gz or raw/triplet-type-list.csv.gz (OGB "
-    "heterogeneous); raw/data.npz or raw/edge.csv.gz (OGB); adj_full.npz or class_map.json + "
-    "role.json (GraphSAINT); ind.NAME.graph (Planetoid); pa.txt, ps.txt, pc.txt or pt.txt (HeCo); edges.{edges} + "
-    "features + labels (edge list); "
+    "heterogeneous); raw/edge.csv.gz + split/*/train.pt (OGB link prediction); raw/data.npz or raw/edge.csv.gz "
+    "(OGB); adj_full.npz or class_map.json + role.json (GraphSAINT); ind.NAME.graph (Planetoid); pa.txt, ps.txt, "
+    "pc.txt or pt.txt (HeCo); edges.{edges} + features + labels (edge list); "
     "one .npz file (Shchur or heterophilous-graphs)"
 )
 
@@ -142,6 +146,10 @@ def detect(path: str | os.PathLike) -> Detected:
 
     if is_ogb_hetero_folder(p):
         return Detected("ogb_hetero", p, _name_of(p))
+    from fullgraph.data.formats.ogb_link import is_ogb_link_folder
+
+    if is_ogb_link_folder(p):
+        return Detected("ogb_link", p, _name_of(p))
     from fullgraph.data.formats.ogb import ogb_layout
 
     layout = ogb_layout(p)
@@ -196,6 +204,8 @@ def load_path(path: str | os.PathLike, *, split: int = 0, verify: bool | None = 
             return graph
         log.info("%s: meta.json says the graph is not preprocessed; symmetrizing it", det.path)
         return preprocess(graph)
+    if det.kind == "ogb_link":  # no node labels to train on: the link task loads it itself
+        raise InputError(f"{det.path} is a link-prediction dataset (OGB's link layout): train it with --task link")
     if det.kind == "ogb":
         from fullgraph.data.formats.ogb import load_ogb
 

@@ -19,7 +19,7 @@ from fullgraph.data.graph import Graph
 from fullgraph.data.preprocess import row_normalize_features
 from fullgraph.errors import InputError
 
-__all__ = ["load_graph", "ROW_NORMALIZED", "feature_norm_of", "published_metric"]
+__all__ = ["load_graph", "load_link_graph", "ROW_NORMALIZED", "feature_norm_of", "published_metric"]
 
 # Planetoid features are bag-of-words rows that Kipf & Welling's loader row-normalizes.
 ROW_NORMALIZED = frozenset({"cora", "citeseer", "pubmed"})
@@ -78,6 +78,35 @@ def load_raw_graph(cfg) -> Graph:
 
 
 def load_graph(cfg) -> Graph:
-    """The graph ``cfg`` names, with the configured feature normalization applied."""
+    """The graph ``cfg`` names, with the configured feature normalization applied; for a link task, the
+    graph its encoder sees (held-out edges removed: :func:`load_link_graph`)."""
+    if _task(cfg) == "link":
+        return load_link_graph(cfg)[0]
     graph = load_raw_graph(cfg)
     return row_normalize_features(graph) if feature_norm_of(cfg) == "row" else graph
+
+
+def _task(cfg) -> str:
+    task = getattr(cfg, "task", None)
+    return getattr(task, "name", "node")
+
+
+def load_link_graph(cfg):
+    """``(encoder graph, LinkSplit)`` of a link task: an OGB link-property folder's own split, or any
+    other graph split by ``--link-split`` with the run's seed (``data.link_split``); then the feature
+    normalization. The split is a function of the graph and those options, so every process that
+    draws it gets the same pairs."""
+    from fullgraph.data.detect import detect, looks_like_path
+    from fullgraph.data.link_split import parse_link_split, random_link_split
+
+    if looks_like_path(cfg.data.dataset) and detect(cfg.data.dataset).kind == "ogb_link":
+        from fullgraph.data.formats.ogb_link import load_ogb_link
+
+        graph, split = load_ogb_link(cfg.data.dataset)
+    else:
+        raw = load_raw_graph(cfg)
+        if raw.node_types is not None:
+            raise InputError(f"expected a graph of one node type with --task link (got {raw.name}, typed "
+                             f"{', '.join(raw.node_types.names)}): predicting typed links is not supported yet")
+        graph, split = random_link_split(raw, parse_link_split(cfg.task.link_split), cfg.optimization.seed)
+    return (row_normalize_features(graph) if feature_norm_of(cfg) == "row" else graph), split

@@ -12,7 +12,7 @@ import contextlib
 import torch
 from torch.nn import functional as F
 
-__all__ = ["loss_sum", "masked_loss", "correct_count", "accuracy", "loss_scale"]
+__all__ = ["loss_sum", "masked_loss", "correct_count", "accuracy", "loss_scale", "scaled"]
 
 _SCALE = [1.0]
 
@@ -46,6 +46,11 @@ def loss_sum(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         loss = F.binary_cross_entropy_with_logits(logits, y, reduction="none").mean(1).sum()
     else:
         loss = F.cross_entropy(logits, y, reduction="sum")
+    return scaled(loss)
+
+
+def scaled(loss: torch.Tensor) -> torch.Tensor:
+    """``loss`` whose gradient carries the current ``loss_scale`` (every task's loss passes here)."""
     return _ScaledGrad.apply(loss, _SCALE[-1]) if _SCALE[-1] != 1.0 and loss.requires_grad else loss
 
 

@@ -19,6 +19,7 @@ from fullgraph.errors import InputError
 from fullgraph.ops import Block, SparseOp
 from fullgraph.ops.csr import csr_rows
 from fullgraph.ops.edge_data import EdgeFacts
+from fullgraph.tasks import NodeTask
 
 __all__ = ["Engine", "ReplicatedEngine", "SingleEngine", "feature_rows", "input_features", "sum_grads",
            "all_reduce_grads", "torchrun_env", "world_comm"]
@@ -135,6 +136,9 @@ class Engine:
     """Whether training steps compute only those rows (evaluation computes them all)."""
     pruning = None
     """The rows each layer needs for the loss (``parallel.prune.Pruning``), from ``set_up_pruning``."""
+    task = NodeTask()
+    """What the output rows are trained for (``fullgraph.tasks``): the trainer sets the run's; the loss of a
+    step is the task's."""
 
     @property
     def is_main(self) -> bool:
@@ -175,18 +179,33 @@ class Engine:
             self.ledger.take()
         return [int(r) for r in got[:-1]], int(got[-1])
 
-    def step(self, model, epoch: int) -> float:
-        """Gradients of one training epoch (the optimizer steps after); returns this rank's share of
-        the loss. Layouts that interleave forward and backward (the pipeline) override it."""
-        from fullgraph.ops.loss import loss_sum
-
-        logits = self.forward(model, epoch, training=True)
-        if not self.prune:  # pruned, the logits are those of the training rows already
-            logits = logits[self.train_mask]
-        loss = loss_sum(logits, self.y[self.train_mask]) / self.num_train
+    def step(self, model, epoch: int, step: int = 0) -> float:
+        """Gradients of one training step (``step`` of ``epoch``; the optimizer steps after); returns
+        this rank's share of the task's loss. Layouts that interleave forward and backward (the
+        pipeline) override it."""
+        out = self.forward(model, epoch, training=True)
+        loss = self.task.loss(self, model, out, epoch, step)
         loss.backward()
         self.sync_grads(model)
         return loss.item()
+
+    # ------------------------------------------------------------------ pairs of nodes (link prediction)
+    def graph_nodes(self) -> int:
+        """The node count of the whole graph (not of this rank's share)."""
+        return self.block.num_dst
+
+    def bind_pairs(self) -> None:
+        """Learn who owns which node's output row (collective in a distributed layout): one process owns all."""
+
+    def pair_share(self, pairs: torch.Tensor) -> torch.Tensor:
+        """Which of ``pairs`` (global ids ``[n, 2]``) this rank scores: those whose source it owns."""
+        return torch.ones(pairs.shape[0], dtype=torch.bool)
+
+    def pair_rows(self, out: torch.Tensor, pairs: torch.Tensor, category: str):
+        """The output rows of both ends of ``pairs`` (this rank's share): in one process, ``out``'s rows
+        are the nodes in id order."""
+        pairs = pairs.to(out.device)
+        return out[pairs[:, 0]], out[pairs[:, 1]]
 
     def eval_masks(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The train / val / test rows this rank reports in evaluation (a layout that replicates rows

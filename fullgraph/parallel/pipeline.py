@@ -45,7 +45,6 @@ from fullgraph.parallel.history import History
 from fullgraph.parallel.schedule import ChunkSchedule, bubble_summary
 from fullgraph.parallel.transport import StageLinks, StageTransport
 from fullgraph.partition.chunks import ChunkSet
-from fullgraph.ops.loss import loss_sum
 
 __all__ = ["ChunkedEngine", "chunked_engine"]
 
@@ -216,7 +215,7 @@ class ChunkedEngine(Engine):
             self.history.load_state_tensors(state)
 
     # ------------------------------------------------------------------ one training epoch
-    def step(self, model, epoch: int) -> float:
+    def step(self, model, epoch: int, step: int = 0) -> float:
         self.stats = {"wait_s": 0.0}
         t_start = time.perf_counter()
         comm_start = self.ledger.total_seconds if self.ledger is not None else 0.0
@@ -263,7 +262,7 @@ class ChunkedEngine(Engine):
             if self.last_stage:
                 logits = model.post(h, ch.block.dst_ids)
                 mask = self.train_mask[ch.dst]
-                passes[k].loss = loss_sum(logits[mask], self.y[ch.dst][mask]) / self.num_train
+                passes[k].loss = self.task.rows_loss(logits[mask], self.y[ch.dst][mask], self.num_train)
                 loss_total += float(passes[k].loss.detach())
             else:
                 sends.append(self.link.send([h] + ([h0] if uses_h0 else []), "next", "pipe/fwd", k, rows=ch.dst,

@@ -224,10 +224,13 @@ class RunInputs:
 
     partition_dir: str | None = None
     chunk_file: str | None = None
+    link_file: str | None = None
+    """A link task's split (``data.link_split.LinkSplit``), which every rank reads whole."""
 
     def flags(self) -> list[str]:
         """The ranks' command-line flags that point at these inputs (the launcher passes them on)."""
         out = ["--partition-dir", self.partition_dir] if self.partition_dir is not None else []
+        out += ["--link-file", self.link_file] if self.link_file is not None else []
         return out + (["--chunk-file", self.chunk_file] if self.chunk_file is not None else [])
 
     def apply(self, cfg) -> None:
@@ -235,6 +238,8 @@ class RunInputs:
         for name in ("partition_dir", "chunk_file"):
             if getattr(self, name) is not None:
                 setattr(cfg.parallel, name, getattr(self, name))
+        if self.link_file is not None:
+            cfg.task.link_file = self.link_file
 
 
 def prepare_run(cfg) -> RunInputs:
@@ -249,13 +254,28 @@ def prepare_run(cfg) -> RunInputs:
         return RunInputs(folder)
     chunked = layout.chunked
     graph = load_graph(cfg) if chunked else None  # else prepare_partition_dir loads it only if it must
+    link_file = cfg.task.link_file
+    if cfg.task.name == "link" and link_file is None:
+        graph, link_file = _link_inputs(cfg)
     pdir = cfg.parallel.partition_dir
     if pdir is not None:
         check_parts(load_meta(pdir), layout.graph_ways, pdir)
     else:
         pdir = str(prepare_partition_dir(cfg, layout.graph_ways, graph=graph))
     chunk_file = str(prepare_chunk_file(cfg, pdir, graph=graph)) if chunked else None
-    return RunInputs(pdir, chunk_file)
+    return RunInputs(pdir, chunk_file, link_file)
+
+
+def _link_inputs(cfg):
+    """A link task's encoder graph and the file of its split, written once (keyed by both) for the ranks."""
+    from fullgraph.data.load import load_link_graph
+    from fullgraph.partition import cache_root
+
+    graph, split = load_link_graph(cfg)
+    target = cache_root() / "links" / f"{graph.fingerprint()[:20]}-{split.fingerprint()[:20]}.npz"
+    if not target.is_file():
+        split.save(target)
+    return graph, str(target)
 
 
 def _check_edge_layout(cfg, folder: str) -> None:

@@ -330,8 +330,8 @@ class SpmmEngine(ReplicatedEngine):
         self.op.sites.begin()
         return model(self.block, self.x)
 
-    def step(self, model, epoch: int) -> float:
-        loss = super().step(model, epoch)
+    def step(self, model, epoch: int, step: int = 0) -> float:
+        loss = super().step(model, epoch, step)
         return 0.0 if self.replica else loss  # the c replicas of a block row computed the same loss
 
     def eval_masks(self):

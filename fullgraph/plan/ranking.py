@@ -136,4 +136,5 @@ def render(result: dict) -> list[str]:
         out.append(f"  {name(r)}: " + (", ".join(f"{k} {v}" for k, v in r["by_category"].items()) or "none"))
     out += [f"does not fit: {line}" for line in result["refused"]]
     out += [""] + ([result["tie"]] if result.get("tie") else [])
-    return out + ["recommended: " + result["recommendation"], "against mini-batch: " + result["minibatch"] + "."]
+    out.append("recommended: " + result["recommendation"])
+    return out + (["against mini-batch: " + result["minibatch"] + "."] if result.get("minibatch") else [])

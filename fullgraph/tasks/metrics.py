@@ -26,7 +26,8 @@ from fullgraph.ops.loss import correct_count
 
 __all__ = ["METRICS", "METRIC_NAMES", "resolve_metric", "counts", "roc_auc", "roc_auc_columns", "score_columns"]
 
-METRIC_NAMES = {"acc": "accuracy", "rocauc": "ROC-AUC", "micro-f1": "micro-F1"}
+METRIC_NAMES = {"acc": "accuracy", "rocauc": "ROC-AUC", "micro-f1": "micro-F1", "hits@20": "Hits@20",
+                "hits@50": "Hits@50", "hits@100": "Hits@100", "mrr": "MRR"}
 """How progress lines and the command line's last line name each metric."""
 
 

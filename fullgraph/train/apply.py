@@ -30,6 +30,7 @@ def _config(run: str, dataset: str | None, root: str | None, **layout) -> tuple[
     saved = read_run_config(run)
     opts = {k: saved[k] for k in ("dataset", "root", "split", "feature_norm", "metric", "select", "seed",
                                   "partitioner", "metis_sample")}
+    opts |= {k: saved[k] for k in ("task", "link_split", "decoder") if k in saved}  # a link run: its split, its decoder
     opts |= {k: v for k, v in (("dataset", dataset), ("root", root)) if v is not None}
     keep = ("model", "model_args", "layers", "hidden", "heads", "norm", "gcn_kernel", "gcnii_alpha", "gcnii_lambda", "appnp_alpha",
             "rgcn_decomposition", "rgcn_bases", "featureless")
@@ -37,18 +38,24 @@ def _config(run: str, dataset: str | None, root: str | None, **layout) -> tuple[
 
 
 def _setup(run: str, dataset: str | None, root: str | None, device: str):
-    from fullgraph.data.load import load_graph
+    from fullgraph.data.load import load_graph, load_link_graph
     from fullgraph.device import resolve_device
     from fullgraph.parallel.engine import SingleEngine
+    from fullgraph.tasks import task_for
 
     dev = resolve_device(device)
     model, info = load_model(Path(run), dev)
     cfg, _ = _config(run, dataset, root)
-    graph = load_graph(cfg)
+    split = None
+    if cfg.task.name == "link":  # the encoder's graph and the pairs the run was judged on
+        graph, split = load_link_graph(cfg)
+    else:
+        graph = load_graph(cfg)
     check_graph(info, graph.num_features, graph.num_classes, graph.name, run)
     if hasattr(model, "check_node_types"):  # a model built for a typed graph's types (R-GCN)
         model.check_node_types(graph.node_types)
     engine = SingleEngine(graph, model.norm, dev)
+    engine.task = task_for(cfg, split)
     return cfg, model, engine, info
 
 
@@ -58,7 +65,7 @@ def evaluate_run(run: str, dataset: str | None = None, root: str | None = None, 
 
     cfg, model, engine, _ = _setup(run, dataset, root, device)
     trainer = Trainer(cfg, engine=engine)
-    trainer.model = model
+    trainer.model, trainer.task = model, engine.task
     return trainer.evaluate()
 
 
@@ -81,7 +88,7 @@ def _outputs(engine, model, embeddings: bool) -> dict[str, torch.Tensor]:
     return arrays
 
 
-OUTPUTS = ("predictions", "probabilities", "embeddings")
+OUTPUTS = ("predictions", "probabilities", "embeddings", "scores")
 """The files a prediction writes (``NAME.npy``): one set per folder."""
 
 
@@ -127,7 +134,7 @@ def check_out(out: str, overwrite: bool = False) -> Path:
 
 
 def predict_run(run: str, out: str, dataset: str | None = None, root: str | None = None, device: str = "auto",
-                embeddings: bool = False, overwrite: bool = False) -> dict[str, Path]:
+                embeddings: bool = False, overwrite: bool = False, pairs: str | None = None) -> dict[str, Path]:
     """Write ``out/predictions.npy`` (a class per node; a 0/1 row per node for multi-label graphs; a
     typed graph's labelled nodes only), ``out/probabilities.npy`` (softmax, or sigmoid for multi-label)
     and, with ``embeddings``, ``out/embeddings.npy`` (the last hidden representation of every node);
@@ -135,14 +142,21 @@ def predict_run(run: str, out: str, dataset: str | None = None, root: str | None
     prediction in ``out`` is refused, or with ``overwrite`` replaced as a whole."""
     folder = check_out(out, overwrite)
     _, model, engine, _ = _setup(run, dataset, root, device)
+    if engine.task.name == "link":
+        from fullgraph.train.link_outputs import link_outputs
+
+        return _write(folder, link_outputs(engine, model, pairs, embeddings))
+    if pairs is not None:
+        raise InputError(f"expected --pairs only for a link-prediction run (got {run}, trained with --task node)")
     arrays = {k: v.cpu().numpy() for k, v in _outputs(engine, model, embeddings).items()}
     return _write(folder, _typed(arrays, engine.node_types))
 
 
 def predict_layout(run: str, dataset: str | None, root: str | None, *, nprocs: int, device: str = "auto",
-                   partition_dir: str | None = None) -> TrainConfig:
+                   partition_dir: str | None = None, link_file: str | None = None) -> TrainConfig:
     """The graph-parallel configuration ``predict --parallel graph`` runs under."""
-    cfg, _ = _config(run, dataset, root, parallel="graph", nprocs=nprocs, device=device, partition_dir=partition_dir)
+    cfg, _ = _config(run, dataset, root, parallel="graph", nprocs=nprocs, device=device, partition_dir=partition_dir,
+                     link_file=link_file)
     return cfg
 
 
@@ -159,7 +173,12 @@ def predict_rank(cfg: TrainConfig, run: str, out: str, embeddings: bool = False,
     try:
         model.to(engine.device)
         check_graph(info, engine.in_dim, engine.num_classes, engine.name, run)
-        arrays = _outputs(engine, model, embeddings)
+        if cfg.task.name == "link":  # a link run's output rows are its embeddings (its pairs: one process)
+            from fullgraph.train.link_outputs import link_embeddings
+
+            arrays = link_embeddings(engine, model, embeddings)
+        else:
+            arrays = _outputs(engine, model, embeddings)
         ids = engine.gather_rows(engine.part.inner.to(engine.device, torch.float64)[:, None], "eval/reduce")
         ids = ids[:, 0].long().cpu()
         full = {}

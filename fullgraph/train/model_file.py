@@ -74,7 +74,13 @@ def load_model(path: str | Path, device="cpu"):
         raise InputError(f"expected a model fullgraph can rebuild in {path} (got one trained from a Python object, "
                          f"{name}): build it again and load the file's 'state_dict' (torch.load(path, "
                          f"weights_only=True)), or train it by its builder")
-    model = build_model(name, args.pop("in_dim"), args.pop("out_dim"), **args)
+    out_dim = args.pop("out_dim")
+    model = build_model(name, args.pop("in_dim"), out_dim, **args)
+    config = obj.get("config") or {}
+    if config.get("task") == "link":  # the decoder's weights are the model's too (``tasks.decoders``)
+        from fullgraph.tasks.decoders import attach_decoder
+
+        attach_decoder(model, config.get("decoder", "dot"), out_dim)
     try:
         model.load_state_dict(obj["state_dict"])
     except RuntimeError as err:

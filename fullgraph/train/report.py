@@ -17,7 +17,7 @@ from tqdm import tqdm
 import fullgraph.environ as environ
 from fullgraph.train.disk import writing
 from fullgraph.progress import PROGRESS_FILE_ENV, postfix, resolve_mode, write_rank_progress
-from fullgraph.train.metrics import METRIC_NAMES
+from fullgraph.tasks.metrics import METRIC_NAMES
 
 log = logging.getLogger("fullgraph")
 

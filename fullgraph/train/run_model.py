@@ -15,7 +15,7 @@ from fullgraph.models import GNN, as_gnn, build_model, model_spec, norm_and_dept
 from fullgraph.models.user import BUILDER_DECIDES
 from fullgraph.train.model_file import model_args
 
-__all__ = ["RunModel", "MODEL_DECIDES", "recorded_options"]
+__all__ = ["RunModel", "MODEL_DECIDES", "recorded_options", "build_planned_model"]
 
 
 @dataclass
@@ -101,3 +101,12 @@ def recorded_options(cfg, object_name: str | None = None) -> dict:
         return options
     options = {k: v for k, v in options.items() if k not in MODEL_DECIDES}
     return options | ({"model": f"<{object_name}>"} if object_name is not None else {})
+
+
+def build_planned_model(cfg, graph):
+    """The model ``cfg`` trains, built from the trainer's own arguments (what the plan times and counts)."""
+    from fullgraph.tasks import output_width, with_task_head
+
+    out = output_width(cfg, graph.num_classes)  # a link's encoder: embeddings
+    args = model_args(cfg, graph.num_features, out, graph.edge_facts().width, graph.node_types)
+    return with_task_head(build_model(args.pop("name"), args.pop("in_dim"), args.pop("out_dim"), **args), cfg, out)

@@ -28,7 +28,7 @@ MAY_CHANGE = ("epochs", "log_tensorboard", "comm_timeout", "threads", "memory_li
               "checkpoint_every")
 """Options a resumed run may give anew: how long it runs, where and how fast it computes, what it logs;
 never what it computes."""
-SET_BY_LAUNCHER = ("partition_dir", "chunk_file", "progress", "overwrite")
+SET_BY_LAUNCHER = ("partition_dir", "chunk_file", "link_file", "progress", "overwrite")
 """Options the launcher passes its ranks (and how progress is shown, and whether an earlier run may be
 replaced): not part of what was trained."""
 

@@ -16,7 +16,7 @@ import torch
 
 from fullgraph.config import TrainConfig
 from fullgraph.data.graph import Graph
-from fullgraph.data.load import load_graph, published_metric
+from fullgraph.data.load import load_graph, load_link_graph
 from fullgraph.comm.ledger import CATEGORIES
 from fullgraph.errors import InputError
 from fullgraph.models import GNN
@@ -27,8 +27,8 @@ from fullgraph.parallel.registry import build_engine, check_edge_data, check_mod
 from fullgraph.parallel.setup import input_widths
 from fullgraph.device import environment, peak_device_bytes, reset_peak, synchronize
 from fullgraph.memory import peak_rss_bytes
-from fullgraph.ops.loss import loss_sum
-from fullgraph.train.metrics import METRIC_NAMES, counts, resolve_metric, roc_auc_columns, score_columns
+from fullgraph.tasks import output_width, task_for, with_task_head
+from fullgraph.tasks.metrics import METRIC_NAMES
 from fullgraph.train.checkpoint import LoopState, load_checkpoint, save_checkpoint
 from fullgraph.train.faults import check_loss, check_weights, fault
 from fullgraph.train.runs import trained_options
@@ -106,8 +106,9 @@ class Trainer:
     """
 
     def __init__(self, cfg: TrainConfig, graph: Graph | None = None, engine: Engine | None = None,
-                 resume: bool = False, model=None, callbacks=()):
+                 resume: bool = False, model=None, callbacks=(), split=None):
         self.cfg = cfg
+        self.split = split  # a link task's LinkSplit, when the caller has one (else the task finds it)
         self.resume = resume  # carry on from the newest checkpoint in cfg.run.out
         self.graph = graph
         self.engine = engine
@@ -130,13 +131,19 @@ class Trainer:
                              f"recomputing them would repeat the communication)")
         if self.engine is None:
             if not cfg.parallel.mesh.distributed and self.graph is None:
-                self.graph = load_graph(cfg)
+                if cfg.task.name == "link":
+                    self.graph, self.split = load_link_graph(cfg)
+                else:
+                    self.graph = load_graph(cfg)
             norm, layers = self.run_model.shape(lambda: input_widths(cfg, self.graph))
             self.engine = build_engine(cfg, norm, graph=self.graph, layers=layers)
         e = self.engine
+        self.task = e.task = task_for(cfg, self.split)
         self.estimated_peak = self._check_memory()
         torch.manual_seed(cfg.optimization.seed)  # the same initial weights on every rank
-        self.model = self.run_model.build(e.in_dim, e.num_classes, e.edges.width, e.node_types)
+        self.out_dim = output_width(cfg, e.num_classes)
+        self.model = with_task_head(self.run_model.build(e.in_dim, self.out_dim, e.edges.width, e.node_types), cfg,
+                                    self.out_dim)
         check_edge_data(cfg, self.model, e)  # edge data the model reads and its layers will not get
         check_model(self.model, distributed=e.world_size > 1)
         check_model_layout(cfg, self.model)  # what a user's model reveals once built (jumping knowledge)
@@ -145,15 +152,17 @@ class Trainer:
         if self.run_model.obj is not None:  # built by the caller, in each rank: rank 0's initial weights for all
             e.broadcast_state(self.model)
         e.adopt(self.model)  # a rank's own rows of node-owned parameters, before the optimizer sees them
+        self.task.bind(e, self.model)
         self.update = WeightUpdate(self.model, e, cfg.optimization)
         self.writer = RunWriter(cfg.run.out if e.is_main else None, resume=self.resume,
                                 tensorboard=cfg.run.log_tensorboard if e.is_main else None)
         if e.is_main:
             p = cfg.parallel
-            log.info("%s; model %s, %d layers, hidden %d, %s", e.describe(), self.run_model.name,
+            log.info("%s; model %s, %d layers, hidden %d, %s", self.task.describe(e), self.run_model.name,
                      self.model.num_layers, self.run_model.hidden(self.model),
                      p.mode if p.nprocs == 1 else f"{p.mode}, {p.nprocs} processes")
-        self.rows = rows_per_layer(e, self.model)  # after the header: it may say a word about --prune
+        # after the header: it may say a word about --prune (which reads node labels' rows)
+        self.rows = rows_per_layer(e, self.model) if self.task.name == "node" else None
         return self
 
     def _set_threads(self) -> None:
@@ -197,47 +206,32 @@ class Trainer:
 
     # ------------------------------------------------------------------ steps
     def train_step(self, epoch: int = 0) -> float:
-        """One epoch; returns this rank's share of the loss (the global loss is the sum over ranks)."""
-        model, e = self.model, self.engine
+        """One epoch: the task's steps, a weight update each; returns this rank's share of the loss (the
+        global loss is the sum over ranks; of several steps, their mean)."""
+        model, e, steps = self.model, self.engine, self.task.steps(epoch)
         model.train()
-        self.update.zero_grad()
-        with keyed_dropout(self.cfg.optimization.seed, epoch), self.update.precision.compute():  # masks by node id
-            loss = e.step(model, epoch)
-        self.stepped = self.update.step()
-        return loss
+        total = 0.0
+        for step in range(steps):
+            self.update.zero_grad()
+            key = self.task.dropout_epoch(epoch, step)
+            with keyed_dropout(self.cfg.optimization.seed, key), self.update.precision.compute():  # masks by node id
+                total += e.step(model, epoch, step) if steps > 1 else e.step(model, epoch)
+            self.stepped = self.update.step()
+        return total / steps if steps > 1 else total
 
     @property
     def metric(self) -> str:
         """The metric this run reports and selects by (``--metric``, with ``auto`` resolved)."""
-        e = self.engine
-        return resolve_metric(self.cfg.optimization.metric, e.num_classes, e.y.dim() == 2, published_metric(self.cfg))
+        return self.task.metric(self.engine)
 
     @torch.no_grad()
     def evaluate(self) -> dict:
-        """Exact full-graph forward through the layout's own path: accuracy counts and the validation
-        loss summed over ranks; ROC-AUC from every rank's scores, gathered (``train.metrics``)."""
+        """Exact full-graph forward through the layout's own path, judged by the task (``fullgraph.tasks``)."""
         model, e = self.model, self.engine
         model.eval()
         with Precision(self.cfg.optimization.precision, e.device).compute():  # as trained (evaluate --run too)
             logits = e.forward(model, 0, training=False).float()
-        sums = []
-        masks = e.eval_masks()
-        for mask in masks:
-            sums += counts(logits[mask], e.y[mask])
-        sums.append(loss_sum(logits[masks[1]], e.y[masks[1]]).item())
-        sums = e.reduce_sum(sums, "eval/reduce")
-        ratio = lambda hit, total: hit / total if total else 0.0  # noqa: E731
-        record = {"train_acc": ratio(sums[0], sums[1]), "val_acc": ratio(sums[2], sums[3]),
-                  "test_acc": ratio(sums[4], sums[5]), "val_loss": sums[6] / e.num_val, "metric": self.metric}
-        for split, mask in zip(("train", "val", "test"), masks):
-            if self.metric == "rocauc":
-                scores, labels = score_columns(logits[mask], e.y[mask])
-                both = e.gather_rows(torch.cat([scores.float(), labels.float()], 1), "eval/reduce")
-                k = scores.shape[1]
-                record[f"{split}_metric"] = roc_auc_columns(both[:, :k], both[:, k:] > 0.5)
-            else:  # accuracy, or micro-F1 (which the accuracy counts already are where they differ)
-                record[f"{split}_metric"] = record[f"{split}_acc"]
-        return record
+        return self.task.evaluate(e, model, logits)
 
     def _better(self, record: dict, best: dict) -> bool:
         if best["epoch"] == 0:
@@ -387,7 +381,7 @@ class Trainer:
         from pathlib import Path
 
         graph = {"name": e.name, "features": e.in_dim, "classes": e.num_classes}
-        args = self.run_model.file_args(e.in_dim, e.num_classes, e.edges.width, e.node_types)
+        args = self.run_model.file_args(e.in_dim, self.out_dim, e.edges.width, e.node_types)
         save_model(Path(cfg.run.out) / MODEL_FILE, state=state, args=args, graph=graph,
                    config=self.run_model.options(), metrics=dict(best))
 

@@ -17,7 +17,7 @@ from fullgraph.data.synthetic import planted_partition
 from fullgraph.errors import InputError
 from fullgraph.models import build_model
 from fullgraph.ops.norm import BatchNorm
-from fullgraph.train.metrics import resolve_metric, roc_auc_columns, score_columns
+from fullgraph.tasks.metrics import resolve_metric, roc_auc_columns, score_columns
 from fullgraph.train.trainer import Trainer
 
 from tests._equality import FLOAT32_CHAINED, FLOAT32_REORDER, assert_same
@@ -197,7 +197,7 @@ def test_roc_auc_of_two_class_logits_and_of_multilabel_columns():
 
 
 def test_micro_f1_of_multilabel_predictions():
-    from fullgraph.train.metrics import counts
+    from fullgraph.tasks.metrics import counts
 
     torch.manual_seed(0)
     logits, y = torch.randn(50, 4), (torch.rand(50, 4) < 0.3).float()

@@ -1,0 +1,65 @@
+"""The bytes link prediction's pair exchange moves (``parallel.pairs``), from the pairs and the partition.
+
+A step's pairs are scored by the owners of their sources; each owner asks for the distinct far ends it
+lacks, once: ``link/index`` carries every rank's count to every other (P·(P−1) int64s) and the asked ids
+(one int64 each), ``link/fwd`` the rows (``width`` values each at the wire's precision) and ``link/bwd``
+their gradients. The pairs of a step are the task's own draw (``tasks.link.LinkTask.step_pairs``), so the
+count is exact, not expected: the ledger of a run equals it byte for byte.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["link_step_volume", "link_epoch_volume", "link_epoch_row"]
+
+
+def link_step_volume(pairs: torch.Tensor, node_part: torch.Tensor, width: int, nprocs: int,
+                     row_bytes: int | None = None) -> dict[str, int]:
+    """Bytes by ledger category of one step that scores ``pairs`` (``[n, 2]`` global ids) over parts
+    ``node_part``; ``row_bytes``: one row on the wire (default: ``width`` float32s)."""
+    owner = torch.as_tensor(node_part, dtype=torch.int64)
+    pairs = torch.as_tensor(pairs, dtype=torch.int64)
+    src_owner = owner[pairs[:, 0]]
+    rows = 0
+    for r in range(nprocs):
+        dst = pairs[src_owner == r, 1]
+        rows += int(dst[owner[dst] != r].unique().numel())
+    row_bytes = 4 * width if row_bytes is None else row_bytes
+    return {"link/index": 8 * (nprocs * (nprocs - 1) + rows), "link/fwd": rows * row_bytes,
+            "link/bwd": rows * row_bytes}
+
+
+def link_epoch_volume(task, epoch: int, node_part, width: int, nprocs: int,
+                      row_bytes: int | None = None) -> dict[str, int]:
+    """The sum of :func:`link_step_volume` over the steps of ``epoch`` of a ``LinkTask``."""
+    total: dict[str, int] = {}
+    for step in range(task.steps(epoch)):
+        pairs, _ = task.step_pairs(epoch, step)
+        for k, v in link_step_volume(pairs, node_part, width, nprocs, row_bytes).items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
+def link_epoch_row(row: dict, cfg, node_part, width: int) -> dict:
+    """A plan row of one training step (``cli_plan.plan_layout``) made the row of a link epoch of ``cfg``:
+    each step recomputes the encoder, so the training bytes and times count once per step (evaluation
+    once an epoch), and over parts ``node_part`` (``None``: one process) the pair exchange of epoch 1 is
+    added, at the run's wire precision (the epochs differ only in which pairs are drawn). The exchange's
+    time and the decoder's work are not in the time estimate."""
+    from fullgraph.comm.precision import row_bytes
+    from fullgraph.data.load import load_link_graph
+    from fullgraph.tasks import LinkTask
+
+    task = LinkTask(cfg, load_link_graph(cfg)[1])
+    steps = task.steps(1)
+    once = ("eval/", "meta/")
+    volume = {k: v if k.startswith(once) else v * steps for k, v in row["by_category"].items()}
+    if node_part is not None:
+        volume |= link_epoch_volume(task, 1, node_part, width, cfg.parallel.mesh.graph_ways,
+                                    row_bytes(width, cfg.parallel.comm_precision))
+    per_epoch = lambda t: steps * (t - row["eval_s"]) + row["eval_s"]  # noqa: E731
+    return row | {"by_category": volume, "bytes_per_epoch": sum(volume.values()), "steps_per_epoch": steps,
+                  "epoch_s": per_epoch(row["epoch_s"]), "epoch_s_rounds": [per_epoch(t) for t in row["epoch_s_rounds"]],
+                  "compute_s": steps * row["compute_s"], "comm_s": steps * row["comm_s"],
+                  "bubble_s": steps * row["bubble_s"]}

@@ -1,0 +1,87 @@
+"""Tasks: what a model's output means and what it is trained and judged by, registered like models and
+layouts (docs/design.md, "tasks").
+
+A task says how wide the model's output is, how many weight updates an epoch makes and what each
+one's loss is (an engine asks the task, whatever the layout), the metric that selects the best epoch,
+and what ``evaluate`` and ``predict`` report. ``node``: node labels (``tasks.node``); ``link``: edges
+between nodes (``tasks.link``), trained on a ``LinkSplit`` (``fullgraph.data.link_split``).
+"""
+
+from __future__ import annotations
+
+from fullgraph.errors import InputError
+from fullgraph.tasks.link import LinkTask
+from fullgraph.tasks.link_metrics import LINK_METRICS
+from fullgraph.tasks.node import NodeTask
+from fullgraph.tasks.options import DECODERS, LINK_ONLY, TASK_NAMES, TaskOptions
+
+__all__ = ["TASKS", "NodeTask", "LinkTask", "TaskOptions", "TASK_NAMES", "DECODERS", "task_for", "check_task",
+           "LINK_LAYOUTS", "output_width", "with_task_head"]
+
+TASKS = {"node": NodeTask, "link": LinkTask}
+"""Every task by its ``--task`` name."""
+assert tuple(TASKS) == TASK_NAMES, "every --task value needs exactly one task"
+
+LINK_LAYOUTS = ("single", "graph")
+"""The layouts that train links: each rank holds whole output rows of the nodes it owns, which a scored
+pair's owner fetches (``parallel.pairs``). The pipeline's chunk-wise backward cannot take a loss that
+joins rows of two chunks; the algebraic and tensor layouts hold permuted block rows, replicas or column
+slices, which the pair exchange does not read yet."""
+
+_NODE_ONLY = {"prune": "computes only the rows the node labels' loss reads"}
+
+
+def task_for(cfg, split=None):
+    """The task ``cfg`` trains; a link task's split is ``split``, else the one the launcher wrote for the
+    ranks (``--link-file``), else drawn from the graph (``data.load.load_link_graph``)."""
+    if cfg.task.name == "node":
+        return NodeTask(cfg)
+    if split is None:
+        from fullgraph.data.link_split import LinkSplit
+        from fullgraph.data.load import load_link_graph
+
+        split = LinkSplit.load(cfg.task.link_file) if cfg.task.link_file else load_link_graph(cfg)[1]
+    return LinkTask(cfg, split)
+
+
+def output_width(cfg, num_classes: int) -> int:
+    """The width of the model's output under ``cfg``'s task: classes, or a link encoder's embedding."""
+    return TASKS[cfg.task.name].out_width(num_classes, cfg.model.hidden)
+
+
+def with_task_head(model, cfg, width: int):
+    """``model`` with what its task adds to it: a link task's decoder (``tasks.decoders``), else nothing."""
+    if cfg.task.name != "link":
+        return model
+    from fullgraph.tasks.decoders import attach_decoder
+
+    return attach_decoder(model, cfg.task.decoder, width)
+
+
+def check_task(cfg) -> None:
+    """The task's rules against the other sections, one line each."""
+    t, defaults = cfg.task, TaskOptions()
+    if t.name == "node":
+        changed = [o for o in LINK_ONLY if getattr(t, o) != getattr(defaults, o)]
+        if changed:
+            flags = " and ".join("--" + o.replace("_", "-") for o in changed)
+            raise InputError(f"expected {flags} only with --task link (got --task node): leave them out, or add "
+                             f"--task link")
+        return
+    if cfg.parallel.mode not in LINK_LAYOUTS:
+        raise InputError(f"expected --parallel {' or '.join(LINK_LAYOUTS)} with --task link (got --parallel "
+                         f"{cfg.parallel.mode}): {LINK_LAYOUTS_WHY[cfg.parallel.mesh.chunked]}")
+    if cfg.optimization.metric not in ("auto",) + LINK_METRICS:
+        raise InputError(f"expected --metric auto or one of {', '.join(LINK_METRICS)} with --task link (got --metric "
+                         f"{cfg.optimization.metric}, a node labels' metric)")
+    for option, why in _NODE_ONLY.items():
+        if getattr(cfg.parallel, option):
+            raise InputError(f"expected --{option} only with --task node (got it with --task link): it {why}")
+
+
+LINK_LAYOUTS_WHY = {
+    True: "a link's loss joins the rows of two nodes, which the pipeline computes in different chunks, and its "
+          "chunk-wise backward cannot take such a loss",
+    False: "its ranks hold permuted block rows, replicas or column slices of the output, and the pair exchange "
+           "fetches rows from the parts of graph parallelism only (not yet from these)",
+}

@@ -1,0 +1,153 @@
+"""Link prediction: the encoder's output row of a node is its embedding, the decoder scores pairs.
+
+A training step recomputes the whole-graph encoder and scores ``--edge-batch`` B positive training
+edges and B·k uniform negative pairs (``--negatives k``), with the binary cross-entropy of their
+scores summed and divided by the step's pair count: every rank scores its share of the pairs (those
+whose source node it owns) and the shares' sums add up to one process's loss and gradient. The
+positives of a step are a slice of the training edges shuffled by ``(seed, epoch)``, the negatives
+uniform draws keyed by ``(seed, epoch, step)``: every layout draws the same pairs. An epoch covers
+every training edge (``ceil(E / B)`` steps, as OGB's examples do); B = 0 puts them all in one step
+(PyG's ``link_pred.py``).
+
+An endpoint's embedding lives with its owner: the rank that scores a pair asks the owner of its other
+end for the row, once per step (``Engine.pair_rows``, ledger ``link/*``). Evaluation scores the
+split's held-out positives and negatives the same way (``eval/link/*``), gathers every score and
+computes the metric on each rank (``tasks.link_metrics``); the training metric scores as many
+training edges as validation has positives (a fixed seeded sample) against the validation negatives,
+as OGB's collab example does.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from fullgraph.data.link_split import LinkSplit
+from fullgraph.ops.loss import scaled
+from fullgraph.tasks.link_metrics import link_metric
+
+__all__ = ["LinkTask", "train_negatives", "published_link_metric"]
+
+PUBLISHED = {"collab": "hits@50", "ddi": "hits@20", "ppa": "hits@100", "citation2": "mrr"}
+"""What OGB reports for each of its link datasets (matched in the split's name)."""
+
+
+def published_link_metric(name: str) -> str | None:
+    """OGB's metric for a split read from one of its link datasets' folders (``formats.ogb_link`` names the
+    split ``<folder> <scheme> split (OGB)``), else ``None``."""
+    if "(OGB)" not in name:
+        return None
+    name = name.lower()
+    return next((m for key, m in PUBLISHED.items() if key in name), None)
+
+
+def train_negatives(num_nodes: int, count: int, seed: int, epoch: int, step: int) -> torch.Tensor:
+    """``count`` uniform pairs (src, dst), keyed by seed, epoch and step (the same in every layout)."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, epoch, step, 0x11C]))
+    return torch.from_numpy(rng.integers(0, num_nodes, size=(count, 2), dtype=np.int64))
+
+
+class LinkTask:
+    """Links: what ``--task link`` trains, on ``split``'s pairs."""
+
+    name = "link"
+
+    def __init__(self, cfg, split: LinkSplit):
+        self.cfg, self.split = cfg, split
+        self.seed = cfg.optimization.seed
+        e = split.train.shape[0]
+        self.batch = cfg.task.edge_batch or e
+        self._order: tuple[int, torch.Tensor] | None = None  # (epoch, shuffled training edge ids)
+        n = min(e, split.val.shape[0])
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0x11D]))
+        self.train_sample = split.train[torch.from_numpy(np.sort(rng.choice(e, n, replace=False)))]
+
+    @staticmethod
+    def out_width(num_classes: int, hidden: int) -> int:
+        """The encoder's output width: an embedding of ``--hidden`` columns."""
+        return hidden
+
+    def bind(self, engine, model) -> None:
+        """Let the engine learn who owns which node (collective, once, before the first epoch)."""
+        if engine.graph_nodes() != self.split.num_nodes:
+            from fullgraph.errors import InputError
+
+            raise InputError(f"expected a link split of the graph's {engine.graph_nodes()} nodes (got one of "
+                             f"{self.split.num_nodes}: {self.split.name})")
+        engine.bind_pairs()
+
+    def steps(self, epoch: int) -> int:
+        return math.ceil(self.split.train.shape[0] / self.batch)
+
+    def dropout_epoch(self, epoch: int, step: int) -> int:
+        """Each step its own dropout masks: the key's epoch counts steps too."""
+        return (epoch << 24) + step
+
+    def positives(self, epoch: int, step: int) -> torch.Tensor:
+        if self._order is None or self._order[0] != epoch:
+            rng = np.random.default_rng(np.random.SeedSequence([self.seed, epoch, 0x11B]))
+            self._order = (epoch, torch.from_numpy(rng.permutation(self.split.train.shape[0])))
+        return self.split.train[self._order[1][step * self.batch:(step + 1) * self.batch]]
+
+    def step_pairs(self, epoch: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The pairs a training step scores and their labels (positives first)."""
+        pos = self.positives(epoch, step)
+        neg = train_negatives(self.split.num_nodes, pos.shape[0] * self.cfg.task.negatives, self.seed, epoch, step)
+        return torch.cat([pos, neg]), torch.cat([torch.ones(pos.shape[0]), torch.zeros(neg.shape[0])])
+
+    def loss(self, engine, model, out: torch.Tensor, epoch: int, step: int) -> torch.Tensor:
+        pairs, labels = self.step_pairs(epoch, step)
+        mine = engine.pair_share(pairs)
+        h_src, h_dst = engine.pair_rows(out, pairs[mine], "link")
+        scores = model.decoder(h_src, h_dst).float()
+        total = F.binary_cross_entropy_with_logits(scores, labels[mine].to(scores.device), reduction="sum")
+        return scaled(total) / pairs.shape[0]
+
+    def describe(self, engine) -> str:
+        """The run's header: the graph and the pairs it is trained and judged on."""
+        s = self.split.sizes()
+        return (f"{engine.name} ({self.split.num_nodes} nodes, {engine.in_dim} features): links {s['train']} train, "
+                f"{s['val']} + {s['val_neg']} val, {s['test']} + {s['test_neg']} test pairs ({self.split.name})")
+
+    def metric(self, engine=None) -> str:
+        chosen = self.cfg.optimization.metric
+        if chosen != "auto":
+            return chosen
+        return published_link_metric(self.split.name) or "rocauc"
+
+    def scores(self, engine, model, out: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+        """Every pair's score, in ``pairs``' order, on every rank (each rank scores its share)."""
+        mine = engine.pair_share(pairs)
+        at = torch.nonzero(mine).flatten()
+        h_src, h_dst = engine.pair_rows(out, pairs[at], "eval/link")
+        got = model.decoder(h_src, h_dst).double()
+        both = engine.gather_rows(torch.stack([at.to(got), got], 1), "eval/reduce").cpu()
+        whole = torch.empty(pairs.shape[0], dtype=torch.float64)
+        whole[both[:, 0].long()] = both[:, 1]
+        return whole
+
+    def evaluate(self, engine, model, out: torch.Tensor) -> dict:
+        """The metric of each split (training: its sample) and the validation loss."""
+        s, metric = self.split, self.metric()
+        per = s.per_positive
+        val_neg = self.scores(engine, model, out, s.val_neg)
+        val_pos = self.scores(engine, model, out, s.val)
+        record = {"metric": metric, "val_metric": link_metric(metric, val_pos, val_neg, per),
+                  "test_metric": link_metric(metric, self.scores(engine, model, out, s.test),
+                                             self.scores(engine, model, out, s.test_neg), per)}
+        train_pos = self.scores(engine, model, out, self.train_sample)
+        train_neg = val_neg
+        if per:  # each sampled training edge's source against the targets of as many validation negatives
+            n = self.train_sample.shape[0]
+            pairs = torch.stack([self.train_sample[:, 0].repeat_interleave(per), s.val_neg[: n * per, 1]], 1)
+            train_neg = self.scores(engine, model, out, pairs)
+        record["train_metric"] = link_metric(metric, train_pos, train_neg, per)
+        both = torch.cat([val_pos, val_neg])
+        labels = torch.cat([torch.ones(val_pos.numel()), torch.zeros(val_neg.numel())]).double()
+        record["val_loss"] = float(F.binary_cross_entropy_with_logits(both, labels))
+        for split in ("train", "val", "test"):  # the run's summary keeps the selected epoch's under both names
+            record[f"{split}_acc"] = record[f"{split}_metric"]
+        return record

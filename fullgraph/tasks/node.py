@@ -1,0 +1,89 @@
+"""Node classification: the task every layout trained before tasks had a place of their own.
+
+The model's output row of a node is its class logits; the loss is the cross-entropy (binary, per
+label, for multi-label graphs) summed over the training rows a rank holds and divided by the global
+number of training nodes, so that the ranks' losses and gradients sum to one process's. Evaluation
+counts hits per split on each rank and sums them; ROC-AUC gathers every rank's scores first
+(``tasks.metrics``). These are the numbers (and the order of their arithmetic) the engines and the
+trainer computed themselves before: moving them here changed no bit.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fullgraph.ops.loss import loss_sum
+from fullgraph.tasks.metrics import counts, resolve_metric, roc_auc_columns, score_columns
+
+__all__ = ["NodeTask"]
+
+
+class NodeTask:
+    """Node labels (single- or multi-label): what ``--task node`` trains."""
+
+    name = "node"
+
+    def __init__(self, cfg=None):
+        self.cfg = cfg
+
+    @staticmethod
+    def out_width(num_classes: int, hidden: int) -> int:
+        """The model's output width: one logit per class."""
+        return num_classes
+
+    def bind(self, engine, model) -> None:
+        """Nothing to set up: labels and splits are the engine's rows."""
+
+    def steps(self, epoch: int) -> int:
+        """Weight updates per epoch: one, from the whole training set."""
+        return 1
+
+    def dropout_epoch(self, epoch: int, step: int) -> int:
+        return epoch
+
+    def loss(self, engine, model, out: torch.Tensor, epoch: int, step: int) -> torch.Tensor:
+        """This rank's share of the loss: its training rows (``out`` holds only them when pruned)."""
+        if not engine.prune:
+            out = out[engine.train_mask]
+        return self.rows_loss(out, engine.y[engine.train_mask], engine.num_train)
+
+    @staticmethod
+    def rows_loss(logits: torch.Tensor, y: torch.Tensor, count: int) -> torch.Tensor:
+        """The loss of some training rows as a share of ``count`` (a pipeline chunk's, say)."""
+        return loss_sum(logits, y) / count
+
+    @staticmethod
+    def describe(engine) -> str:
+        """The run's header: the graph as the layout names it."""
+        return engine.describe()
+
+    def metric(self, engine) -> str:
+        """The metric reported and selected by (``--metric``, ``auto`` resolved for these labels)."""
+        from fullgraph.data.load import published_metric
+
+        cfg = self.cfg
+        published = published_metric(cfg) if cfg is not None else None
+        chosen = cfg.optimization.metric if cfg is not None else "auto"
+        return resolve_metric(chosen, engine.num_classes, engine.y.dim() == 2, published)
+
+    def evaluate(self, engine, model, logits: torch.Tensor) -> dict:
+        """Accuracy counts and the validation loss summed over ranks; ROC-AUC from every rank's scores."""
+        e, metric = engine, self.metric(engine)
+        sums = []
+        masks = e.eval_masks()
+        for mask in masks:
+            sums += counts(logits[mask], e.y[mask])
+        sums.append(loss_sum(logits[masks[1]], e.y[masks[1]]).item())
+        sums = e.reduce_sum(sums, "eval/reduce")
+        ratio = lambda hit, total: hit / total if total else 0.0  # noqa: E731
+        record = {"train_acc": ratio(sums[0], sums[1]), "val_acc": ratio(sums[2], sums[3]),
+                  "test_acc": ratio(sums[4], sums[5]), "val_loss": sums[6] / e.num_val, "metric": metric}
+        for split, mask in zip(("train", "val", "test"), masks):
+            if metric == "rocauc":
+                scores, labels = score_columns(logits[mask], e.y[mask])
+                both = e.gather_rows(torch.cat([scores.float(), labels.float()], 1), "eval/reduce")
+                k = scores.shape[1]
+                record[f"{split}_metric"] = roc_auc_columns(both[:, :k], both[:, k:] > 0.5)
+            else:  # accuracy, or micro-F1 (which the accuracy counts already are where they differ)
+                record[f"{split}_metric"] = record[f"{split}_acc"]
+        return record

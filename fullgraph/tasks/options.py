@@ -1,0 +1,55 @@
+"""``TaskOptions``: which task a run trains (``--task``) and the options of link prediction.
+
+A section of ``TrainConfig`` of its own (the ``task`` group of ``--help``, the ``[task]`` TOML table);
+its rules against the other sections (the layouts a task runs under, the options only node labels
+take) are ``fullgraph.tasks.check_task``'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fullgraph.options import Section, need, opt
+
+__all__ = ["TaskOptions", "TASK_NAMES", "DECODERS", "LINK_ONLY"]
+
+TASK_NAMES = ("node", "link")
+"""``--task``: node labels, or links (``fullgraph.tasks.TASKS`` registers each)."""
+DECODERS = ("dot", "mlp")
+"""``--decoder``'s built-in choices; a user's is ``FILE.py:build`` or ``module:build``."""
+LINK_ONLY = ("link_split", "edge_batch", "negatives", "decoder")
+"""The options only link prediction takes (refused with ``--task node`` when set)."""
+
+
+@dataclass
+class TaskOptions(Section):
+    """What the model's output is trained for: node labels, or links between nodes."""
+
+    name: str = opt("node",
+        "The task: ``node`` (classify nodes by their labels) or ``link`` (predict edges: the encoder's embeddings "
+        "of two nodes scored by the decoder; ``fullgraph.tasks.link``).", flag="task")
+    link_split: str = opt("0.85,0.05,0.10",
+        "Link prediction on a graph without a split of its own: the fractions TRAIN,VAL,TEST of its undirected "
+        "edges (drawn with ``seed``; held-out edges leave the encoder's graph in both directions).")
+    edge_batch: int = opt(0,
+        "Link prediction: positive training edges per step (each step recomputes the whole-graph encoder; an epoch "
+        "covers every training edge); 0: all of them in one step per epoch.")
+    negatives: int = opt(1, "Link prediction: uniform negative pairs per positive in a training step.")
+    decoder: str = opt("dot",
+        "Link prediction: how two embeddings make a score: ``dot`` (their dot product), ``mlp`` (their Hadamard "
+        "product through a two-layer MLP), or a user's ``FILE.py:build`` / ``module:build`` (``build(width)`` "
+        "returns a module mapping two [n, width] tensors to [n] scores).")
+
+    link_file: str | None = opt(None,
+        "Link prediction under several processes: the split's file, written once by the launcher and read by "
+        "every rank (``LinkSplit.save``).", hidden=True)
+
+    def _check(self) -> None:
+        need(self.name in TASK_NAMES, "task", self.name, f"one of {', '.join(TASK_NAMES)}")
+        need(self.edge_batch >= 0, "edge_batch", self.edge_batch, ">= 0 (0: every training edge in one step)")
+        need(1 <= self.negatives <= 1000, "negatives", self.negatives, "in [1, 1000]")
+        need(self.decoder in DECODERS or ":" in self.decoder, "decoder", self.decoder,
+             f"one of {', '.join(DECODERS)}, or a user's FILE.py:build or module:build")
+        from fullgraph.data.link_split import parse_link_split
+
+        parse_link_split(self.link_split)

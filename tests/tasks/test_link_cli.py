@@ -1,0 +1,156 @@
+"""``fullgraph train --task link``, then ``evaluate`` and ``predict`` of the run (issue 53 §2, acceptance):
+the selected epoch's metrics come back from ``model.pt``, given pairs are scored as the decoder scores
+them, every node's embedding is written, and each bad input is one line with exit status 2."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from fullgraph.cli import main
+
+EPOCHS = 4
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, shared_data):
+    out = tmp_path_factory.mktemp("link-run") / "run"
+    assert main(["train", "--dataset", "cora", "--root", str(shared_data), "--task", "link", "--model", "sage",
+                 "--hidden", "16", "--epochs", str(EPOCHS), "--decoder", "mlp", "--edge-batch", "3000",
+                 "--metric", "hits@20", "--out", str(out), "--progress", "none", "--threads", "1"]) == 0
+    return out
+
+
+def test_evaluate_reproduces_the_selected_epoch(run, capsys):
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["metric"] == "hits@20" and 0.0 < summary["test_metric"] <= 1.0
+    capsys.readouterr()
+    assert main(["evaluate", "--run", str(run), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    for split in ("val", "test"):
+        assert record[f"{split}_metric"] == pytest.approx(summary[f"{split}_metric"], abs=1e-6)
+    assert main(["evaluate", "--run", str(run)]) == 0
+    assert "Hits@20" in capsys.readouterr().out
+
+
+def test_predict_scores_pairs_and_writes_embeddings(run, tmp_path):
+    from fullgraph.train.model_file import load_model
+
+    pairs = np.array([[0, 1], [5, 2707], [10, 10]])
+    np.save(tmp_path / "pairs.npy", pairs)
+    (tmp_path / "pairs.txt").write_text("0 1\n5,2707\n# a comment\n10 10\n")
+    assert main(["predict", "--run", str(run), "--pairs", str(tmp_path / "pairs.npy"), "--embeddings",
+                 "--out", str(tmp_path / "p")]) == 0
+    scores = np.load(tmp_path / "p" / "scores.npy")
+    h = np.load(tmp_path / "p" / "embeddings.npy")
+    model, _ = load_model(run)
+    with torch.no_grad():
+        want = model.decoder(torch.from_numpy(h[pairs[:, 0]]), torch.from_numpy(h[pairs[:, 1]])).numpy()
+    assert h.shape == (2708, 16) and np.allclose(scores, want, atol=1e-6)
+    assert np.allclose(np.load(tmp_path / "p" / "probabilities.npy"), 1 / (1 + np.exp(-scores)), atol=1e-6)
+    assert main(["predict", "--run", str(run), "--pairs", str(tmp_path / "pairs.txt"), "--out", str(tmp_path / "t")]) == 0
+    assert np.allclose(np.load(tmp_path / "t" / "scores.npy"), scores, atol=1e-6)
+
+
+@pytest.mark.parametrize("content, words", [("0 1\n3 99999\n", "in [0, 2708)"), ("0 1 2\n", "pairs [n, 2]"),
+                                            ("0 x\n", "integer pairs"), ("0.5 1\n", "integer node ids")])
+def test_bad_pairs_exit_2_with_one_line(run, tmp_path, content, words, capsys):
+    (tmp_path / "bad.txt").write_text(content)
+    assert main(["predict", "--run", str(run), "--pairs", str(tmp_path / "bad.txt"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "o" / "scores.npy").exists()
+
+
+def test_predict_of_a_link_run_needs_pairs_or_embeddings(run, tmp_path, capsys):
+    assert main(["predict", "--run", str(run), "--out", str(tmp_path / "o")]) == 2
+    assert "--pairs FILE or --embeddings" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--task", "link", "--link-split", "0.8,0.1,0.2"], "sum to 1"),
+    (["--task", "link", "--link-split", "0,0.5,0.5"], "leave training edges"),
+    (["--task", "link", "--decoder", "cosine"], "expected decoder one of dot, mlp"),
+    (["--task", "link", "--decoder", "nowhere.py:build"], "Python file"),
+    (["--task", "link", "--metric", "acc"], "node labels' metric"),
+    (["--task", "link", "--prune"], "--prune only with --task node"),
+    (["--task", "link", "--parallel", "pipeline", "--nprocs", "2"], "with --task link"),
+    (["--edge-batch", "100"], "only with --task link"),
+    (["--decoder", "mlp"], "only with --task link"),
+    (["--task", "edges"], "expected task one of node, link"),
+])
+def test_bad_link_options_exit_2_with_one_line(args, words, capsys, tmp_path, shared_data):
+    code = main(["train", "--dataset", "cora", "--root", str(shared_data), "--epochs", "1", "--progress", "none",
+                 "--out", str(tmp_path / "r"), *args])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and words in err, err
+    assert len(err.splitlines()) == 1
+
+
+def test_plan_counts_the_pair_exchange_of_the_partition_train_would_use(capsys, shared_data):
+    """``fullgraph plan --task link`` adds the pair exchange of epoch 1 over the cached partition (the
+    count of ``plan.link`` from that partition and the task's own draw, which test_link_layouts.py checks
+    against a run's ledger) and counts the training traffic once per step."""
+    from fullgraph.config import TrainConfig
+    from fullgraph.data.load import load_link_graph
+    from fullgraph.parallel.setup import node_parts, prepare_partition_dir
+    from fullgraph.plan.link import link_epoch_volume
+    from fullgraph.tasks import LinkTask
+
+    flags = ["--dataset", "cora", "--root", str(shared_data), "--task", "link", "--edge-batch", "2000", "--hidden", "16"]
+    assert main(["plan", *flags, "--nprocs", "2", "--layout", "graph", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["layouts"][0]
+    cfg = TrainConfig.of(dataset="cora", root=str(shared_data), task="link", edge_batch=2000, hidden=16,
+                         parallel="graph", nprocs=2)
+    graph, split = load_link_graph(cfg)
+    node_part = node_parts(prepare_partition_dir(cfg, 2, graph=graph), graph.num_nodes)
+    want = link_epoch_volume(LinkTask(cfg, split), 1, node_part, 16, 2)
+    assert {k: row["by_category"][k] for k in want} == want and want["link/fwd"] > 0
+    assert row["steps_per_epoch"] == 3  # 4,488 training edges in steps of 2,000: each recomputes the encoder
+    one_step = [f if f != "2000" else "0" for f in flags]  # every training edge in one step, the same parts
+    assert main(["plan", *one_step, "--nprocs", "2", "--layout", "graph", "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)["layouts"][0]
+    assert one["steps_per_epoch"] == 1
+    for category in ("halo/fwd", "halo/bwd", "grad/allreduce"):
+        assert row["by_category"][category] == 3 * one["by_category"][category]
+    assert row["by_category"]["eval/halo/fwd"] == one["by_category"]["eval/halo/fwd"]  # evaluated once an epoch
+    assert main(["plan", *flags, "--nprocs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "P=2 pipeline: expected --parallel single or graph with --task link" in out
+
+
+def test_graph_parallel_link_run_resumes_bit_for_bit(tmp_path, shared_data):
+    """A graph-parallel link run with several steps an epoch, stopped after 2 epochs and resumed to 4,
+    trains the same bits as 4 in one go (the pairs and masks are keyed by seed, epoch and step, so a
+    resumed run draws them again), its decoder's weights included."""
+    from tests.test_cli_inputs import fullgraph as command
+    from tests.test_cli_user_model import losses
+
+    common = ["--dataset", "cora", "--root", str(shared_data), "--task", "link", "--parallel", "graph", "--nprocs", "2",
+              "--hidden", "16", "--edge-batch", "2500", "--decoder", "mlp", "--checkpoint-every", "2",
+              "--threads", "1", "--progress", "none"]
+
+    def fullgraph(*args):
+        proc = command(*args)  # the command in a fresh process, as a user runs it
+        assert proc.returncode == 0, proc.stderr[-2000:]
+
+    fullgraph("train", *common, "--epochs", "4", "--out", str(tmp_path / "whole"))
+    fullgraph("train", *common, "--epochs", "2", "--out", str(tmp_path / "part"))
+    fullgraph("train", "--resume", str(tmp_path / "part"), "--epochs", "4")
+    assert losses(tmp_path / "part") == losses(tmp_path / "whole") and len(losses(tmp_path / "whole")) == 4
+    whole, part = (torch.load(tmp_path / r / "model.pt", weights_only=True)["state_dict"] for r in ("whole", "part"))
+    assert any(k.startswith("decoder.") for k in whole)
+    assert all(torch.equal(whole[k], part[k]) for k in whole)
+
+
+def test_graph_parallel_predict_writes_the_embeddings_one_process_does(run, tmp_path, capsys):
+    assert main(["predict", "--run", str(run), "--embeddings", "--out", str(tmp_path / "one")]) == 0
+    assert main(["predict", "--run", str(run), "--embeddings", "--parallel", "graph", "--nprocs", "2",
+                 "--out", str(tmp_path / "two")]) == 0
+    one, two = (np.load(tmp_path / d / "embeddings.npy") for d in ("one", "two"))
+    assert np.allclose(one, two, atol=1e-5) and not (tmp_path / "two" / "predictions.npy").exists()
+    assert main(["predict", "--run", str(run), "--parallel", "graph", "--nprocs", "2", "--out", str(tmp_path / "x")]) == 2
+    assert "expected --embeddings with --parallel graph" in capsys.readouterr().err
