@@ -215,9 +215,9 @@ class Trainer:
             self.update.zero_grad()
             key = self.task.dropout_epoch(epoch, step)
             with keyed_dropout(self.cfg.optimization.seed, key), self.update.precision.compute():  # masks by node id
-                total += e.step(model, epoch, step) if steps > 1 else e.step(model, epoch)
+                total += e.step(model, epoch, step)
             self.stepped = self.update.step()
-        return total / steps if steps > 1 else total
+        return total / steps
 
     @property
     def metric(self) -> str:
