@@ -13,16 +13,15 @@ sum of
   and one part, with and without recompute), plus the temporaries of the peak moment of a step
   (each model spec's ``MemoryModel.transient``), times the allocator's overhead.
 
-That overhead is glibc's. Allocations from its mmap threshold up are mapped on their own and
-unmapped when freed; smaller ones come from the heap, where the tensors kept for backward sit
-between freed temporaries that later allocations cannot all reuse, so that the heap grows well past
-the live bytes. ``fullgraph train --release-memory`` fixes the threshold at 1 MiB
-(``fullgraph.memory.return_freed_memory``), where activations of any real graph are mmapped and the peak RSS is within ~10% of the live bytes
-(:data:`MMAP_OVERHEAD`). A library caller keeps glibc's dynamic threshold, which rises with the
-first freed blocks up to 32 MiB: activations under that come from the heap, and the peak RSS is
-1.6-5x the live bytes depending on the model's order of allocations (``MemoryModel.heap_overhead``, measured
-per model; recompute's many short-lived temporaries fare worst there). ``mmap_threshold`` selects the
-case; by default the estimate asks this process.
+That overhead is glibc's. Allocations from its mmap threshold up are mapped on their own and unmapped when
+freed; smaller ones come from the heap, where the tensors kept for backward sit between freed temporaries that
+later allocations cannot all reuse, so that the heap grows well past the live bytes. ``fullgraph train
+--release-memory`` fixes the threshold at 1 MiB (``fullgraph.memory.return_freed_memory``), where activations
+of any real graph are mmapped and the peak RSS is within ~10% of the live bytes (:data:`MMAP_OVERHEAD`). A
+library caller keeps glibc's dynamic threshold, which rises with the first freed blocks up to 32 MiB:
+activations under that come from the heap, and the peak RSS is 1.6-5x the live bytes depending on the model's
+order of allocations (``MemoryModel.heap_overhead``, measured per model; recompute's many short-lived
+temporaries fare worst there). ``mmap_threshold`` selects the case; by default the estimate asks this process.
 
 Calibration (torch 2.13 CPU, glibc 2.36; planted-partition graphs of 20k and 80k nodes, Cora,
 CiteSeer, Coauthor-CS/Physics, Amazon-Computers, Tolokers, Squirrel; every model with and without
@@ -136,7 +135,7 @@ def memory_breakdown(*, nodes: int, edges: int, features: int, classes: int, mod
                      hidden: int, heads: int = 8, halo: int = 0, feature_nnz: int | None = None,
                      recompute: bool = False, gcn_kernel: str = "fused", distributed: bool = False,
                      mmap_threshold: int | None = None, model_args: dict | None = None,
-                     edge_bytes: int = 0, node_types: dict | None = None) -> dict[str, int]:
+                     edge_bytes: int = 0, node_types: dict | None = None, pair_bytes: int = 0) -> dict[str, int]:
     """The parts of :func:`estimate_peak_bytes`: ``process``, ``graph``, ``weights``, ``activations``."""
     from fullgraph.memory import mmap_threshold as this_process_threshold
 
@@ -151,7 +150,8 @@ def memory_breakdown(*, nodes: int, edges: int, features: int, classes: int, mod
                                  layers=layers, hidden=H, heads=heads, feature_nnz=feature_nnz, recompute=recompute,
                                  gcn_kernel=gcn_kernel, model_args=model_args, node_types=node_types)
     unit = 4 * (E if mem.per_edge else n) * (mem.width or H)
-    step = kept + mem.transient[bool(recompute)] * unit + 3 * 4 * params  # + gradients and Adam's moments
+    # + gradients and Adam's moments, and a link step's scored pairs
+    step = kept + mem.transient[bool(recompute)] * unit + 3 * 4 * params + pair_bytes
     threshold = this_process_threshold() if mmap_threshold is None else mmap_threshold
     overhead = MMAP_OVERHEAD if 4 * n * (mem.width or H) >= threshold else mem.heap_overhead[bool(recompute)]
     return {
@@ -167,7 +167,7 @@ def estimate_peak_bytes(*, nodes: int, edges: int, features: int, classes: int, 
                         hidden: int, heads: int = 8, halo: int = 0, feature_nnz: int | None = None,
                         recompute: bool = False, gcn_kernel: str = "fused", distributed: bool = False,
                         mmap_threshold: int | None = None, model_args: dict | None = None,
-                        edge_bytes: int = 0, node_types: dict | None = None) -> int:
+                        edge_bytes: int = 0, node_types: dict | None = None, pair_bytes: int = 0) -> int:
     """Estimated peak RSS of one training process, in bytes (see the module docstring).
 
     Args:
@@ -181,16 +181,16 @@ def estimate_peak_bytes(*, nodes: int, edges: int, features: int, classes: int, 
             sparse; ``None`` when they are dense.
         distributed: a rank of a distributed run (it holds a part's index arrays).
         mmap_threshold: the size from which the process's allocations are mmapped, so freed ones
-            leave it: ``None`` asks this process (``fullgraph.memory.mmap_threshold``: 1 MiB
-            once the command line fixed it, else glibc's dynamic threshold at its 32 MiB ceiling);
-            a launcher estimating for ranks that run the command line may pass
-            ``fullgraph.memory.MMAP_THRESHOLD_BYTES``.
+            leave it: ``None`` asks this process (``fullgraph.memory.mmap_threshold``: 1 MiB once the
+            command line fixed it, else glibc's dynamic threshold at its 32 MiB ceiling); a launcher
+            estimating for ranks that run the command line may pass ``fullgraph.memory.MMAP_THRESHOLD_BYTES``.
+        pair_bytes: what a link-prediction step's scored pairs hold on this rank (``LinkTask.step_bytes``).
     """
     return sum(memory_breakdown(nodes=nodes, edges=edges, features=features, classes=classes, model=model,
                                 layers=layers, hidden=hidden, heads=heads, halo=halo, feature_nnz=feature_nnz,
                                 recompute=recompute, gcn_kernel=gcn_kernel, distributed=distributed,
                                 mmap_threshold=mmap_threshold, model_args=model_args,
-                                edge_bytes=edge_bytes, node_types=node_types).values())
+                                edge_bytes=edge_bytes, node_types=node_types, pair_bytes=pair_bytes).values())
 
 
 def tensor_peak_bytes(*, nodes: int, edges: int, nprocs: int, model: str, **options) -> int:

@@ -31,6 +31,13 @@ from fullgraph.tasks.link_metrics import link_metric
 
 __all__ = ["LinkTask", "train_negatives", "published_link_metric"]
 
+PAIR_COPIES = 8
+"""Rows of ``--hidden`` floats a scored pair holds during a step: its two gathered rows and their product
+kept for backward, their three gradients, and two for the decoder (the MLP's hidden layer and its gradient;
+the dot product's temporaries)."""
+EVAL_PAIRS = 1 << 20
+"""Pairs scored at a time in evaluation (ogbl-citation2 has 86 million pairs with its negatives)."""
+
 PUBLISHED = {"collab": "hits@50", "ddi": "hits@20", "ppa": "hits@100", "citation2": "mrr"}
 """What OGB reports for each of its link datasets (matched in the split's name)."""
 
@@ -79,6 +86,12 @@ class LinkTask:
                              f"{self.split.num_nodes}: {self.split.name})")
         engine.bind_pairs()
 
+    def step_bytes(self, ranks: int) -> int:
+        """What a training step's scored pairs hold on one of ``ranks`` ranks (each scores the pairs whose
+        source it owns: about its share), for the memory estimate before the first epoch."""
+        pairs = self.batch * (1 + self.cfg.task.negatives)
+        return PAIR_COPIES * 4 * self.cfg.model.hidden * math.ceil(pairs / ranks)
+
     def steps(self, epoch: int) -> int:
         return math.ceil(self.split.train.shape[0] / self.batch)
 
@@ -119,14 +132,16 @@ class LinkTask:
         return published_link_metric(self.split.name) or "rocauc"
 
     def scores(self, engine, model, out: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
-        """Every pair's score, in ``pairs``' order, on every rank (each rank scores its share)."""
-        mine = engine.pair_share(pairs)
-        at = torch.nonzero(mine).flatten()
-        h_src, h_dst = engine.pair_rows(out, pairs[at], "eval/link")
-        got = model.decoder(h_src, h_dst).double()
-        both = engine.gather_rows(torch.stack([at.to(got), got], 1), "eval/reduce").cpu()
+        """Every pair's score, in ``pairs``' order, on every rank (each rank scores its share), ``EVAL_PAIRS``
+        at a time (the same count of exchanges on every rank: the pairs are the same)."""
         whole = torch.empty(pairs.shape[0], dtype=torch.float64)
-        whole[both[:, 0].long()] = both[:, 1]
+        for start in range(0, pairs.shape[0], EVAL_PAIRS):
+            chunk = pairs[start:start + EVAL_PAIRS]
+            at = torch.nonzero(engine.pair_share(chunk)).flatten()
+            h_src, h_dst = engine.pair_rows(out, chunk[at], "eval/link")
+            got = model.decoder(h_src, h_dst).double()
+            both = engine.gather_rows(torch.stack([at.to(got), got], 1), "eval/reduce").cpu()
+            whole[start + both[:, 0].long()] = both[:, 1]
         return whole
 
     def evaluate(self, engine, model, out: torch.Tensor) -> dict:

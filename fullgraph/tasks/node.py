@@ -34,6 +34,11 @@ class NodeTask:
     def bind(self, engine, model) -> None:
         """Nothing to set up: labels and splits are the engine's rows."""
 
+    @staticmethod
+    def step_bytes(ranks: int) -> int:
+        """Memory a step holds beyond the model's rows: none."""
+        return 0
+
     def steps(self, epoch: int) -> int:
         """Weight updates per epoch: one, from the whole training set."""
         return 1

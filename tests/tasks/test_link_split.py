@@ -111,3 +111,27 @@ def test_one_process_loss_is_the_binary_cross_entropy_of_the_step_pairs(shared_d
     assert task.steps(1) == int(np.ceil(split.train.shape[0] / 1000))
     assert torch.equal(task.step_pairs(1, 1)[0], task.step_pairs(1, 1)[0])  # keyed: drawn the same again
     assert not torch.equal(task.step_pairs(1, 1)[0], task.step_pairs(2, 1)[0])
+
+
+def test_evaluation_scores_in_chunks_as_in_one_piece(shared_data, monkeypatch):
+    import fullgraph.tasks.link as link
+
+    cfg = TrainConfig.of(dataset="cora", root=str(shared_data), task="link", epochs=1, progress="none", threads=1)
+    graph, split = load_link_graph(cfg)
+    trainer = Trainer(cfg, graph, split=split).build()
+    whole = trainer.evaluate()
+    monkeypatch.setattr(link, "EVAL_PAIRS", 100)  # 263 + 263 validation pairs: three chunks each
+    assert trainer.evaluate() == whole
+
+
+def test_the_memory_estimate_counts_a_steps_pairs(shared_data, capsys):
+    """1,000 negatives per positive make 4.5 million pairs a step: about 9 GiB of pair rows at width 64, which
+    the estimate counts before the first epoch (and the same run with one negative fits)."""
+    from fullgraph.cli import main
+
+    common = ["train", "--dataset", "cora", "--root", str(shared_data), "--task", "link", "--epochs", "1",
+              "--memory-limit", "2", "--progress", "none"]
+    assert main([*common, "--negatives", "1000"]) == 2
+    err = capsys.readouterr().err
+    assert "expected the estimated peak memory to fit in 2.00 GiB" in err and len(err.strip().splitlines()) == 1
+    assert main([*common, "--negatives", "1"]) == 0
