@@ -232,6 +232,26 @@ def test_the_first_failure_is_named_not_its_consequence(tmp_path):
     assert _first_failure([consequence, cause, killed]) is killed
 
 
+def test_a_closed_connection_is_not_named_though_reported_in_the_same_tick(tmp_path):
+    """Ranks 0 and 1 wait for a stopped rank 2: rank 1 times out and leaves, and rank 0 then fails on the
+    connection rank 1 closed, its report stamped with the same time (the file clock's tick): rank 1, whose
+    timeout points at the silent rank, is the cause (the launcher once named rank 0 here)."""
+    from types import SimpleNamespace
+
+    from fullgraph.comm.launch import _first_failure, _Rank
+
+    def rank(i: int, message: str) -> _Rank:
+        f = tmp_path / f"rank-{i}.error.json"
+        f.write_text(json.dumps({"type": "RuntimeError", "message": message, "input_error": False}))
+        os.utime(f, ns=(1_000_000_000, 1_000_000_000))
+        return _Rank(i, SimpleNamespace(returncode=1), f, tmp_path / f"rank-{i}.log")
+
+    closed = rank(0, "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:4321")
+    timed_out = rank(1, "[../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 2000ms "
+                        "for recv operation to complete")
+    assert _first_failure([closed, timed_out]) is timed_out
+
+
 def test_rank_logs_are_removed_after_success_and_kept_after_a_failure(tmp_path, monkeypatch, capsys):
     import tempfile
 

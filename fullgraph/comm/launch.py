@@ -99,18 +99,23 @@ def _first_failure(failed: list[_Rank]) -> _Rank:
 
     When one rank fails, its peers fail moments later on a closed connection; naming the lowest
     failed rank would often name such a consequence instead of the cause. A rank killed by a signal
-    wrote nothing and is taken as the cause; otherwise the earliest error report wins.
+    wrote nothing and is taken as the cause; otherwise the earliest error report wins, a report of a
+    connection the peer closed coming after every other: the peer had a reason of its own, and the
+    two reports may carry the same time (a file's time moves in the clock's ticks, milliseconds apart).
     """
-    def when(r: _Rank) -> tuple[int, int]:
+    def when(r: _Rank) -> tuple[int, int, int]:
         if r.proc.returncode is not None and r.proc.returncode < 0:
-            return (0, 0)
+            return (0, 0, 0)
         try:
-            return (1, r.error_file.stat().st_mtime_ns)
+            return (1, int(bool(_PEER_CLOSED.search(_reason(r)[0]))), r.error_file.stat().st_mtime_ns)
         except OSError:
-            return (2, 0)
+            return (2, 0, 0)
 
     return min(failed, key=lambda r: (when(r), r.rank))
 
+
+_PEER_CLOSED = re.compile(r"connection (?:closed|reset) by peer|broken pipe", re.IGNORECASE)
+"""What a rank's error says when a peer's exit cut its connection: a consequence, never the cause."""
 
 _COMM_TIMEOUT = re.compile(r"Timed out waiting \d+ ?ms|did not finish in [\d.]+ ?s|collective operation timeout"
                            r"|before timing out")
