@@ -254,8 +254,12 @@ def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | N
     if cfg.task.name == "link":  # an epoch of link prediction: its steps, and the pair exchange (plan.link)
         from fullgraph.plan.link import link_epoch_row
 
-        parts_of = _node_part(cfg, graph, args.partition_dir) if mesh.graph_ways > 1 else None
-        row = link_epoch_row(row, cfg, parts_of, cfg.model.hidden)
+        from fullgraph.parallel.pairs import planned_owners
+
+        owners = planned_owners(mesh, graph.num_nodes, cfg.parallel.permute, cfg.optimization.seed)
+        if owners is None and mesh.graph_ways > 1:
+            owners = _node_part(cfg, graph, args.partition_dir)
+        row = link_epoch_row(row, cfg, owners, cfg.model.hidden)
     return row
 
 

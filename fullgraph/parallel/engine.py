@@ -317,6 +317,27 @@ class ReplicatedEngine(Engine):
     def sync_grads(self, model) -> None:
         all_reduce_grads(model, self.comm if self.grad_comm is None else self.grad_comm)
 
+    # ------------------------------------------------------------------ pairs of nodes (parallel.pairs)
+    precision = "fp32"  # the wire's (a layout that sends rows at another sets its own)
+
+    def output_ids(self) -> torch.Tensor:
+        """The global ids of the rows ``forward`` returns, in their order."""
+        return self.block.dst_ids
+
+    def graph_nodes(self) -> int:
+        return self.pairs.num_nodes
+
+    def bind_pairs(self) -> None:
+        from fullgraph.parallel.pairs import PairOwners
+
+        self.pairs = PairOwners(self, self.output_ids())
+
+    def pair_share(self, pairs: torch.Tensor) -> torch.Tensor:
+        return self.pairs.share(pairs)
+
+    def pair_rows(self, out: torch.Tensor, pairs: torch.Tensor, category: str):
+        return self.pairs.rows(out, pairs, category, self.precision)
+
     def close(self) -> None:
         if self.comm is not None and self.owns_comm:
             self.comm.close()

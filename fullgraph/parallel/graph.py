@@ -99,20 +99,8 @@ class GraphEngine(ReplicatedEngine):
     def consolidate(self, model, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return consolidate_owned(self, model, state) if getattr(model, "fetches_input", False) else state
 
-    # ------------------------------------------------------------------ pairs of nodes (parallel.pairs)
-    def graph_nodes(self) -> int:
-        return int(self.part.global_num_nodes)
-
-    def bind_pairs(self) -> None:
-        from fullgraph.parallel.pairs import PairOwners
-
-        self.pairs = PairOwners(self)
-
-    def pair_share(self, pairs: torch.Tensor) -> torch.Tensor:
-        return self.pairs.share(pairs)
-
-    def pair_rows(self, out: torch.Tensor, pairs: torch.Tensor, category: str):
-        return self.pairs.rows(out, pairs, category, self.precision)
+    def output_ids(self) -> torch.Tensor:
+        return self.part.inner
 
     def describe(self) -> str:
         return (f"graph {super().describe()}: part {self.part.part_id} of {self.world_size}, {self.n_inner} inner and "

@@ -1,6 +1,6 @@
-"""The rows of a scored pair's two nodes under graph parallelism (link prediction).
-
-Each rank holds the output rows of its inner nodes. A pair is scored by the owner of its source node,
+"""The rows of a scored pair's two nodes where each rank holds the output rows of some nodes (link
+prediction): the inner nodes of its part (graph parallelism), its block row (``spmm-1d``), its run of
+rows (tensor parallelism). A pair is scored by the owner of its source node,
 which holds that row; the row of the other end, when another rank owns it, is asked for once per step:
 the distinct ids wanted from each owner cross in one ``all_to_all`` (``<category>/index``: the counts,
 then the ids), and the rows come back in one more, as a halo exchange does (``<category>/fwd``, the
@@ -14,18 +14,37 @@ import torch
 
 from fullgraph.comm.halo import HaloPlan, exchange_halo
 
-__all__ = ["PairOwners"]
+__all__ = ["PairOwners", "planned_owners"]
+
+
+def planned_owners(mesh, num_nodes: int, permute: bool, seed: int) -> torch.Tensor | None:
+    """The rank owning each node's output row in a layout whose rows follow from the node count alone
+    (``spmm-1d``'s block rows, tensor parallelism's runs), as its engines hold them; ``None`` for the
+    others (graph parallelism's follow from its partition)."""
+    from fullgraph.partition.blockrows import node_counts, row_blocks
+
+    if mesh.tensor:
+        runs = torch.arange(num_nodes).split(node_counts(num_nodes, mesh.nprocs))
+    elif mesh.reads_block_rows:
+        runs = row_blocks(num_nodes, mesh.block_rows, permute, seed)
+    else:
+        return None
+    owner = torch.empty(num_nodes, dtype=torch.int64)
+    for r, ids in enumerate(runs):
+        owner[ids] = r
+    return owner
 
 
 class PairOwners:
-    """Who owns each node's output row (``owner``) and where in its rows (``local``), on every rank."""
+    """Who owns each node's output row (``owner``) and where in its rows (``local``), on every rank;
+    ``ids``: the global ids of this rank's output rows."""
 
-    def __init__(self, engine):
+    def __init__(self, engine, ids: torch.Tensor):
         self.engine = e = engine
-        inner = e.part.inner.to(e.device)
-        counts = [int(c) for c in e.gather(float(inner.numel()), "meta/metrics")]
-        ids = e.gather_rows(inner[:, None], "meta/metrics")[:, 0].cpu()
-        n = int(e.part.global_num_nodes)
+        ids = ids.to(e.device)
+        counts = [int(c) for c in e.gather(float(ids.numel()), "meta/metrics")]
+        ids = e.gather_rows(ids[:, None], "meta/metrics")[:, 0].cpu()
+        self.num_nodes = n = sum(counts)
         self.owner = torch.full((n,), -1, dtype=torch.int64)
         self.local = torch.full((n,), -1, dtype=torch.int64)
         at = 0

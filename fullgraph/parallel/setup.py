@@ -248,15 +248,16 @@ def prepare_run(cfg) -> RunInputs:
     from fullgraph.parallel.graph import check_parts
     from fullgraph.partition.store import load_meta
     layout = cfg.parallel.mesh
-    if layout.reads_block_rows:  # every rank reads its own block row (tensor: the one), cut here once
-        folder = cfg.parallel.partition_dir or str(prepare_block_rows_dir(cfg))
-        _check_edge_layout(cfg, folder)
-        return RunInputs(folder)
-    chunked = layout.chunked
-    graph = load_graph(cfg) if chunked else None  # else prepare_partition_dir loads it only if it must
-    link_file = cfg.task.link_file
-    if cfg.task.name == "link" and link_file is None:
+    graph, link_file = None, cfg.task.link_file
+    if cfg.task.name == "link" and link_file is None:  # the split every rank reads, and its encoder's graph
         graph, link_file = _link_inputs(cfg)
+    if layout.reads_block_rows:  # every rank reads its own block row (tensor: the one), cut here once
+        folder = cfg.parallel.partition_dir or str(prepare_block_rows_dir(cfg, graph=graph))
+        _check_edge_layout(cfg, folder)
+        return RunInputs(folder, link_file=link_file)
+    chunked = layout.chunked
+    if chunked and graph is None:
+        graph = load_graph(cfg)  # else prepare_partition_dir loads it only if it must
     pdir = cfg.parallel.partition_dir
     if pdir is not None:
         check_parts(load_meta(pdir), layout.graph_ways, pdir)

@@ -44,9 +44,10 @@ def link_epoch_volume(task, epoch: int, node_part, width: int, nprocs: int,
 def link_epoch_row(row: dict, cfg, node_part, width: int) -> dict:
     """A plan row of one training step (``cli_plan.plan_layout``) made the row of a link epoch of ``cfg``:
     each step recomputes the encoder, so the training bytes and times count once per step (evaluation
-    once an epoch), and over parts ``node_part`` (``None``: one process) the pair exchange of epoch 1 is
-    added, at the run's wire precision (the epochs differ only in which pairs are drawn). The exchange's
-    time and the decoder's work are not in the time estimate."""
+    once an epoch), and over the owners ``node_part`` (``None``: one process) the pair exchange of epoch 1
+    is added (the epochs differ only in which pairs are drawn), at the wire precision of graph
+    parallelism, fp32 in the others. The exchange's time and the decoder's work are not in the time
+    estimate."""
     from fullgraph.comm.precision import row_bytes
     from fullgraph.data.load import load_link_graph
     from fullgraph.tasks import LinkTask
@@ -56,8 +57,9 @@ def link_epoch_row(row: dict, cfg, node_part, width: int) -> dict:
     once = ("eval/", "meta/")
     volume = {k: v if k.startswith(once) else v * steps for k, v in row["by_category"].items()}
     if node_part is not None:
-        volume |= link_epoch_volume(task, 1, node_part, width, cfg.parallel.mesh.graph_ways,
-                                    row_bytes(width, cfg.parallel.comm_precision))
+        mesh = cfg.parallel.mesh
+        wire = "fp32" if mesh.reads_block_rows else cfg.parallel.comm_precision
+        volume |= link_epoch_volume(task, 1, node_part, width, mesh.nprocs, row_bytes(width, wire))
     per_epoch = lambda t: steps * (t - row["eval_s"]) + row["eval_s"]  # noqa: E731
     return row | {"by_category": volume, "bytes_per_epoch": sum(volume.values()), "steps_per_epoch": steps,
                   "epoch_s": per_epoch(row["epoch_s"]), "epoch_s_rounds": [per_epoch(t) for t in row["epoch_s_rounds"]],

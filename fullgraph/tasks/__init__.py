@@ -22,11 +22,11 @@ TASKS = {"node": NodeTask, "link": LinkTask}
 """Every task by its ``--task`` name."""
 assert tuple(TASKS) == TASK_NAMES, "every --task value needs exactly one task"
 
-LINK_LAYOUTS = ("single", "graph")
-"""The layouts that train links: each rank holds whole output rows of the nodes it owns, which a scored
-pair's owner fetches (``parallel.pairs``). The pipeline's chunk-wise backward cannot take a loss that
-joins rows of two chunks; the algebraic and tensor layouts hold permuted block rows, replicas or column
-slices, which the pair exchange does not read yet."""
+LINK_LAYOUTS = ("single", "graph", "spmm-1d", "tensor")
+"""The layouts that train links: each rank holds whole output rows of the nodes it owns (its part, its
+block row, its run of rows), which a scored pair's owner fetches (``parallel.pairs``). The pipeline's
+chunk-wise backward cannot take a loss that joins rows of two chunks; SpMM 1.5D's replicas hold the
+same rows, and 2D and 3D spread them over the grid in a way the planner does not count yet."""
 
 _NODE_ONLY = {"prune": "computes only the rows the node labels' loss reads"}
 
@@ -69,8 +69,8 @@ def check_task(cfg) -> None:
                              f"--task link")
         return
     if cfg.parallel.mode not in LINK_LAYOUTS:
-        raise InputError(f"expected --parallel {' or '.join(LINK_LAYOUTS)} with --task link (got --parallel "
-                         f"{cfg.parallel.mode}): {LINK_LAYOUTS_WHY[cfg.parallel.mesh.chunked]}")
+        raise InputError(f"expected --parallel {', '.join(LINK_LAYOUTS[:-1])} or {LINK_LAYOUTS[-1]} with --task link "
+                         f"(got --parallel {cfg.parallel.mode}): {LINK_LAYOUTS_WHY[cfg.parallel.mesh.chunked]}")
     if cfg.optimization.metric not in ("auto",) + LINK_METRICS:
         raise InputError(f"expected --metric auto or one of {', '.join(LINK_METRICS)} with --task link (got --metric "
                          f"{cfg.optimization.metric}, a node labels' metric)")
@@ -82,6 +82,6 @@ def check_task(cfg) -> None:
 LINK_LAYOUTS_WHY = {
     True: "a link's loss joins the rows of two nodes, which the pipeline computes in different chunks, and its "
           "chunk-wise backward cannot take such a loss",
-    False: "its ranks hold permuted block rows, replicas or column slices of the output, and the pair exchange "
-           "fetches rows from the parts of graph parallelism only (not yet from these)",
+    False: "its ranks hold the output rows as replicas (1.5D) or spread over a grid (2D, 3D), which the pair "
+           "exchange and its count in the plan do not follow yet",
 }

@@ -79,12 +79,12 @@ class LinkTask:
 
     def bind(self, engine, model) -> None:
         """Let the engine learn who owns which node (collective, once, before the first epoch)."""
+        engine.bind_pairs()
         if engine.graph_nodes() != self.split.num_nodes:
             from fullgraph.errors import InputError
 
             raise InputError(f"expected a link split of the graph's {engine.graph_nodes()} nodes (got one of "
                              f"{self.split.num_nodes}: {self.split.name})")
-        engine.bind_pairs()
 
     def step_bytes(self, ranks: int) -> int:
         """What a training step's scored pairs hold on one of ``ranks`` ranks (each scores the pairs whose

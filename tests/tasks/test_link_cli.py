@@ -119,7 +119,7 @@ def test_plan_counts_the_pair_exchange_of_the_partition_train_would_use(capsys, 
     assert row["by_category"]["eval/halo/fwd"] == one["by_category"]["eval/halo/fwd"]  # evaluated once an epoch
     assert main(["plan", *flags, "--nprocs", "2"]) == 0
     out = capsys.readouterr().out
-    assert "P=2 pipeline: expected --parallel single or graph with --task link" in out
+    assert "P=2 pipeline: expected --parallel single, graph, spmm-1d or tensor with --task link" in out
 
 
 def test_graph_parallel_link_run_resumes_bit_for_bit(tmp_path, shared_data):

@@ -1,7 +1,8 @@
-"""Link prediction equals one process under graph parallelism (issue 53 §2), dropout on, several steps an
-epoch, the MLP decoder's weights trained too: METIS P = 2 against one process on the whole encoder
-graph, boundary sampling p = 0.5 against one process on each epoch's sampled graph; the pair exchange's
-bytes per epoch equal ``plan.link``'s count from the pairs and the partition; the other layouts refuse
+"""Link prediction equals one process in every layout that takes it (issue 53 §2), dropout on, several
+steps an epoch, the MLP decoder's weights trained too: graph parallelism (METIS P = 2) against one
+process on the whole encoder graph, boundary sampling p = 0.5 against one process on each epoch's
+sampled graph, ``spmm-1d`` and tensor parallelism (P = 2) against one process; the pair exchange's bytes
+per epoch equal ``plan.link``'s count from the pairs and the rows' owners; the other layouts refuse
 ``--task link`` in one line.
 
 The reference is ``Trainer`` on the whole graph (``SingleEngine``: a pair's rows read straight from the
@@ -33,7 +34,7 @@ HIDDEN = 16
 def config(root: str, link_file: str | None = None, **extra) -> dict:
     return dict(dataset="cora", root=root, task="link", model="sage", layers=2, hidden=HIDDEN, dropout=0.5,
                 edge_batch=2000, negatives=2, decoder="mlp", epochs=EPOCHS, eval_every=EPOCHS, seed=0, lr=0.01,
-                **({"link_file": link_file} if link_file else {}), **extra)
+                **({"link_file": link_file} if link_file else {})) | extra
 
 
 @pytest.fixture(scope="module")
@@ -106,9 +107,43 @@ def test_boundary_sampled_link_prediction_equals_one_process_on_the_sampled_grap
     assert_same_state(got["bns"]["state"], trainer.model, what=f"p = {BNS} link weights")
 
 
+@pytest.fixture(scope="module")
+def operator_runs(link_graph, shared_data, tmp_path_factory):
+    """``spmm-1d`` and tensor parallelism, P = 2, each rank reading its block-row folder."""
+    _, split = link_graph
+    tmp = tmp_path_factory.mktemp("link-operator")
+    link_file = str(split.save(tmp / "split.npz"))
+    root = str(shared_data)
+    spmm = config(root, link_file, model="gcn", parallel="spmm-1d")  # (tensor_runs names its layout itself)
+    return {"spmm-1d": run_ranks("spmm_runs", 2, {"runs": [{"name": "spmm-1d", "config": spmm}]}, tmp),
+            "tensor": run_ranks("tensor_runs", 2, {"runs": [{"name": "tensor", "config": config(root, link_file,
+                                                                                                model="gcn")}]}, tmp)}
+
+
+@pytest.mark.parametrize("mode", ["spmm-1d", "tensor"])
+def test_operator_layouts_train_links_as_one_process(link_graph, operator_runs, shared_data, mode):
+    """The reference is one process with the same GCN (both layouts multiply by Â itself)."""
+    from fullgraph.parallel.pairs import planned_owners
+
+    graph, split = link_graph
+    cfg = TrainConfig.of(**config(str(shared_data), model="gcn"), progress="none", threads=1)
+    trainer = Trainer(cfg, graph, split=split)
+    ref = trainer.build().train()
+    got = operator_runs[mode][mode]
+    assert_same_losses(got["losses"], ref.losses, what=f"{mode} link losses")
+    assert_same_state(got["state"], trainer.model.state_dict(), what=f"{mode} link weights")
+    run_cfg = TrainConfig.of(**config(str(shared_data), model="gcn", parallel=mode, nprocs=2))
+    owners = planned_owners(run_cfg.parallel.mesh, graph.num_nodes, run_cfg.parallel.permute, 0)
+    task = task_for(run_cfg, split)
+    planned = [link_epoch_volume(task, epoch, owners, HIDDEN, 2) for epoch in range(1, EPOCHS + 1)]
+    for category in ("link/index", "link/fwd", "link/bwd"):
+        assert got["comm"][category] == sorted(p[category] for p in planned)[EPOCHS // 2], category
+
+
 @pytest.mark.parametrize("layout", [dict(parallel="pipeline", nprocs=2), dict(parallel="hybrid", nprocs=4, stages=2),
-                                    dict(parallel="spmm-1d", nprocs=2), dict(parallel="tensor", nprocs=2)],
-                         ids=["pipeline", "hybrid", "spmm-1d", "tensor"])
+                                    dict(parallel="spmm-1.5d", nprocs=4, replication=2),
+                                    dict(parallel="spmm-2d", nprocs=4)],
+                         ids=["pipeline", "hybrid", "spmm-1.5d", "spmm-2d"])
 def test_other_layouts_refuse_link_prediction_in_one_line(layout):
     with pytest.raises(InputError, match="with --task link") as e:
         TrainConfig.of(task="link", model="gcn", **layout)
