@@ -20,11 +20,13 @@ from typing import get_type_hints
 
 from fullgraph.errors import InputError
 
-__all__ = ["METRICS", "FEATURE_NORMS", "CHUNK_EDGES", "Option", "Section", "need", "opt", "field_doc", "option_name",
+__all__ = ["METRICS", "TASK_NAMES", "FEATURE_NORMS", "CHUNK_EDGES", "Option", "Section", "need", "opt", "field_doc", "option_name",
            "choices", "options_of", "load_toml", "key_value"]
 
 METRICS = ("auto", "acc", "rocauc", "micro-f1", "hits@20", "hits@50", "hits@100", "mrr")
 """``--metric``: node labels' (``fullgraph.tasks.metrics``) and links' (``fullgraph.tasks.link_metrics``)."""
+TASK_NAMES = ("node", "link")
+"""``--task``: node labels, or links (``fullgraph.tasks.TASKS`` registers each)."""
 FEATURE_NORMS = ("auto", "row", "none")
 CHUNK_EDGES = ("stale", "induced")
 
@@ -52,7 +54,7 @@ def choices() -> dict[str, tuple[str, ...]]:
             "chunker": ("metis", "random"), "gcn_kernel": ("fused", "autograd"), "select": ("acc", "loss"),
             "progress": ("auto", "bar", "lines", "none"), "comm_precision": PRECISIONS,
             "lr_schedule": SCHEDULES, "precision": COMPUTE_PRECISIONS, "featureless": FEATURELESS,
-            "rgcn_decomposition": DECOMPOSITIONS}
+            "rgcn_decomposition": DECOMPOSITIONS, "task": TASK_NAMES}
 
 
 class Section:

@@ -1,11 +1,13 @@
 """The rows of a scored pair's two nodes where each rank holds the output rows of some nodes (link
 prediction): the inner nodes of its part (graph parallelism), its block row (``spmm-1d``), its run of
-rows (tensor parallelism). A pair is scored by the owner of its source node,
-which holds that row; the row of the other end, when another rank owns it, is asked for once per step:
-the distinct ids wanted from each owner cross in one ``all_to_all`` (``<category>/index``: the counts,
-then the ids), and the rows come back in one more, as a halo exchange does (``<category>/fwd``, the
-gradient ``<category>/bwd``: ``comm.halo.exchange_halo``). The bytes follow from the pairs and the
-partition alone (``plan.volumes.link_step_volume`` counts them the same way).
+rows (tensor parallelism).
+
+A pair is scored by the owner of its source node, which holds that row; the row of the other end, when
+another rank owns it, is asked for once per step: the distinct ids wanted from each owner cross in one
+``all_to_all`` (``<category>/index``: the counts, then the ids), and the rows come back in one more, as a
+halo exchange does (``<category>/fwd``, the gradient ``<category>/bwd``: ``comm.halo.exchange_halo``).
+The bytes follow from the pairs and the owners alone (``plan.link.link_step_volume`` counts them the
+same way).
 """
 
 from __future__ import annotations

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fullgraph.options import Section, need, opt
+from fullgraph.options import TASK_NAMES, Section, need, opt
 
 __all__ = ["TaskOptions", "TASK_NAMES", "DECODERS", "LINK_ONLY"]
 
-TASK_NAMES = ("node", "link")
-"""``--task``: node labels, or links (``fullgraph.tasks.TASKS`` registers each)."""
 DECODERS = ("dot", "mlp")
 """``--decoder``'s built-in choices; a user's is ``FILE.py:build`` or ``module:build``."""
 LINK_ONLY = ("link_split", "edge_batch", "negatives", "decoder")
@@ -45,7 +43,6 @@ class TaskOptions(Section):
         "every rank (``LinkSplit.save``).", hidden=True)
 
     def _check(self) -> None:
-        need(self.name in TASK_NAMES, "task", self.name, f"one of {', '.join(TASK_NAMES)}")
         need(self.edge_batch >= 0, "edge_batch", self.edge_batch, ">= 0 (0: every training edge in one step)")
         need(1 <= self.negatives <= 1000, "negatives", self.negatives, "in [1, 1000]")
         need(self.decoder in DECODERS or ":" in self.decoder, "decoder", self.decoder,

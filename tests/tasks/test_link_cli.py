@@ -80,7 +80,7 @@ def test_predict_of_a_link_run_needs_pairs_or_embeddings(run, tmp_path, capsys):
     (["--task", "link", "--parallel", "pipeline", "--nprocs", "2"], "with --task link"),
     (["--edge-batch", "100"], "only with --task link"),
     (["--decoder", "mlp"], "only with --task link"),
-    (["--task", "edges"], "expected task one of node, link"),
+    (["--task", "edges"], "expected task to be one of node, link"),
 ])
 def test_bad_link_options_exit_2_with_one_line(args, words, capsys, tmp_path, shared_data):
     code = main(["train", "--dataset", "cora", "--root", str(shared_data), "--epochs", "1", "--progress", "none",
