@@ -11,23 +11,38 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["link_step_volume", "link_epoch_volume", "link_epoch_row"]
+__all__ = ["link_step_volume", "link_epoch_volume", "link_eval_volume", "link_epoch_row"]
 
 
 def link_step_volume(pairs: torch.Tensor, node_part: torch.Tensor, width: int, nprocs: int,
-                     row_bytes: int | None = None) -> dict[str, int]:
+                     row_bytes: int | None = None, prefix: str = "") -> dict[str, int]:
     """Bytes by ledger category of one step that scores ``pairs`` (``[n, 2]`` global ids) over parts
-    ``node_part``; ``row_bytes``: one row on the wire (default: ``width`` float32s)."""
+    ``node_part``; ``row_bytes``: one row on the wire (default: ``width`` float32s). ``prefix``
+    ``eval/``: the same exchange in evaluation, which sends no gradient back, and the gather of every
+    rank's ``(index, score)`` float64 pairs (``Engine.gather_rows``: a count, then as many rows as the
+    rank with the most, from each rank to every other)."""
     owner = torch.as_tensor(node_part, dtype=torch.int64)
     pairs = torch.as_tensor(pairs, dtype=torch.int64)
     src_owner = owner[pairs[:, 0]]
-    rows = 0
+    rows, most = 0, 0
     for r in range(nprocs):
         dst = pairs[src_owner == r, 1]
         rows += int(dst[owner[dst] != r].unique().numel())
+        most = max(most, dst.numel())
     row_bytes = 4 * width if row_bytes is None else row_bytes
-    return {"link/index": 8 * (nprocs * (nprocs - 1) + rows), "link/fwd": rows * row_bytes,
-            "link/bwd": rows * row_bytes}
+    out = {f"{prefix}link/index": 8 * (nprocs * (nprocs - 1) + rows), f"{prefix}link/fwd": rows * row_bytes}
+    if prefix:
+        return out | {"eval/reduce": nprocs * (nprocs - 1) * (8 + 16 * most)}
+    return out | {"link/bwd": rows * row_bytes}
+
+
+def link_eval_volume(task, node_part, width: int, nprocs: int, row_bytes: int | None = None) -> dict[str, int]:
+    """The bytes of one evaluation of a ``LinkTask`` (``LinkTask.evaluation_pairs``, a chunk at a time)."""
+    total: dict[str, int] = {}
+    for pairs in task.evaluation_pairs():
+        for k, v in link_step_volume(pairs, node_part, width, nprocs, row_bytes, prefix="eval/").items():
+            total[k] = total.get(k, 0) + v
+    return total
 
 
 def link_epoch_volume(task, epoch: int, node_part, width: int, nprocs: int,
@@ -46,8 +61,8 @@ def link_epoch_row(row: dict, cfg, node_part, width: int) -> dict:
     each step recomputes the encoder, so the training bytes and times count once per step (evaluation
     once an epoch), and over the owners ``node_part`` (``None``: one process) the pair exchange of epoch 1
     is added (the epochs differ only in which pairs are drawn), at the wire precision of graph
-    parallelism, fp32 in the others. The exchange's time and the decoder's work are not in the time
-    estimate."""
+    parallelism, fp32 in the others, with an evaluation's (in place of node labels' sums). The exchange's
+    time and the decoder's work are not in the time estimate."""
     from fullgraph.comm.precision import row_bytes
     from fullgraph.data.load import load_link_graph
     from fullgraph.tasks import LinkTask
@@ -59,7 +74,9 @@ def link_epoch_row(row: dict, cfg, node_part, width: int) -> dict:
     if node_part is not None:
         mesh = cfg.parallel.mesh
         wire = "fp32" if mesh.reads_block_rows else cfg.parallel.comm_precision
+        volume.pop("eval/reduce", None)  # node labels' sums: a link evaluation gathers scores instead
         volume |= link_epoch_volume(task, 1, node_part, width, mesh.nprocs, row_bytes(width, wire))
+        volume |= link_eval_volume(task, node_part, width, mesh.nprocs, row_bytes(width, wire))
     per_epoch = lambda t: steps * (t - row["eval_s"]) + row["eval_s"]  # noqa: E731
     return row | {"by_category": volume, "bytes_per_epoch": sum(volume.values()), "steps_per_epoch": steps,
                   "epoch_s": per_epoch(row["epoch_s"]), "epoch_s_rounds": [per_epoch(t) for t in row["epoch_s_rounds"]],

@@ -144,22 +144,31 @@ class LinkTask:
             whole[start + both[:, 0].long()] = both[:, 1]
         return whole
 
+    def _tables(self) -> dict[str, torch.Tensor]:
+        """The pairs an evaluation scores, by name, in the order it scores them: each split's positives
+        and negatives; the training sample's positives, and with negatives per positive, each sampled
+        edge's source against the targets of as many validation negatives (shared ones are reused)."""
+        s = self.split
+        tables = {"val_neg": s.val_neg, "val": s.val, "test": s.test, "test_neg": s.test_neg,
+                  "train": self.train_sample}
+        if s.per_positive:
+            n, per = self.train_sample.shape[0], s.per_positive
+            tables["train_neg"] = torch.stack([self.train_sample[:, 0].repeat_interleave(per), s.val_neg[: n * per, 1]], 1)
+        return tables
+
+    def evaluation_pairs(self):
+        """Every chunk of pairs an evaluation exchanges, in order (what ``plan.link`` counts)."""
+        for pairs in self._tables().values():
+            yield from pairs.split(EVAL_PAIRS)
+
     def evaluate(self, engine, model, out: torch.Tensor) -> dict:
         """The metric of each split (training: its sample) and the validation loss."""
-        s, metric = self.split, self.metric()
-        per = s.per_positive
-        val_neg = self.scores(engine, model, out, s.val_neg)
-        val_pos = self.scores(engine, model, out, s.val)
+        metric, per = self.metric(), self.split.per_positive
+        got = {name: self.scores(engine, model, out, pairs) for name, pairs in self._tables().items()}
+        val_pos, val_neg = got["val"], got["val_neg"]
         record = {"metric": metric, "val_metric": link_metric(metric, val_pos, val_neg, per),
-                  "test_metric": link_metric(metric, self.scores(engine, model, out, s.test),
-                                             self.scores(engine, model, out, s.test_neg), per)}
-        train_pos = self.scores(engine, model, out, self.train_sample)
-        train_neg = val_neg
-        if per:  # each sampled training edge's source against the targets of as many validation negatives
-            n = self.train_sample.shape[0]
-            pairs = torch.stack([self.train_sample[:, 0].repeat_interleave(per), s.val_neg[: n * per, 1]], 1)
-            train_neg = self.scores(engine, model, out, pairs)
-        record["train_metric"] = link_metric(metric, train_pos, train_neg, per)
+                  "test_metric": link_metric(metric, got["test"], got["test_neg"], per),
+                  "train_metric": link_metric(metric, got["train"], got.get("train_neg", val_neg), per)}
         both = torch.cat([val_pos, val_neg])
         labels = torch.cat([torch.ones(val_pos.numel()), torch.zeros(val_neg.numel())]).double()
         record["val_loss"] = float(F.binary_cross_entropy_with_logits(both, labels))

@@ -19,7 +19,7 @@ from fullgraph.config import TrainConfig
 from fullgraph.data.load import load_link_graph
 from fullgraph.errors import InputError
 from fullgraph.partition import PartitionBook, partition_nodes, save_partition
-from fullgraph.plan.link import link_epoch_volume
+from fullgraph.plan.link import link_epoch_volume, link_eval_volume
 from fullgraph.tasks import task_for
 from fullgraph.train.trainer import Trainer
 
@@ -61,7 +61,9 @@ def graph_runs(link_graph, shared_data, tmp_path_factory):
     save_partition(PartitionBook.build(graph, node_part), graph, tmp / "parts", {"method": "metis", "parts": 2, "seed": 0})
     root = str(shared_data)
     runs = [{"name": "metis", "partition_dir": str(tmp / "parts"), "config": config(root, link_file)},
-            {"name": "bns", "partition_dir": str(tmp / "parts"), "config": config(root, link_file, boundary_rate=BNS)}]
+            {"name": "bns", "partition_dir": str(tmp / "parts"), "config": config(root, link_file, boundary_rate=BNS)},
+            {"name": "evaluated", "partition_dir": str(tmp / "parts"),  # an evaluation every epoch, for its bytes
+             "config": config(root, link_file, epochs=2, eval_every=1)}]
     return node_part, run_ranks("train_runs", 2, {"runs": runs}, tmp)
 
 
@@ -75,7 +77,8 @@ def test_graph_parallel_link_prediction_equals_one_process(single, graph_runs):
 
 def test_pair_exchange_moves_what_the_plan_counts(link_graph, graph_runs, shared_data):
     """Every epoch draws other pairs, so the ledger's median epoch is compared with the plan's count of
-    that same epoch's pairs (the median of the three counts)."""
+    that same epoch's pairs (the median of the three counts); an evaluation's exchange and its gather of
+    the scores are the same every epoch."""
     graph, split = link_graph
     node_part, got = graph_runs
     task = task_for(TrainConfig.of(**config(str(shared_data))), split)
@@ -85,6 +88,11 @@ def test_pair_exchange_moves_what_the_plan_counts(link_graph, graph_runs, shared
         want = sorted(p[category] for p in planned)[EPOCHS // 2]
         assert comm[category] == want, category
     assert planned[0]["link/fwd"] > 0
+    evaluation = link_eval_volume(task, node_part, HIDDEN, 2)  # the same pairs every evaluation
+    evaluated = got["evaluated"]["comm"]  # the median of 2 epochs: their mean
+    for category, want in evaluation.items():
+        assert evaluated[category] == want, category
+    assert evaluation["eval/link/fwd"] > 0 and "eval/link/bwd" not in evaluated
 
 
 def test_boundary_sampled_link_prediction_equals_one_process_on_the_sampled_graph(link_graph, graph_runs,
