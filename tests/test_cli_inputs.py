@@ -18,6 +18,28 @@ def fullgraph(*args, timeout=300):
                           env=os.environ | {"PYTHONWARNINGS": "ignore"})
 
 
+def stopped_and_resumed(common: list[str], tmp_path) -> tuple[dict, dict]:
+    """``fullgraph train COMMON`` (which checkpoints every 2 epochs) run 4 epochs in one go, and 2 then resumed to 4,
+    each command in a fresh process as a user runs it; checks that both trained the same loss bits and returns
+    their ``model.pt`` weights (whole, resumed)."""
+    import json
+
+    import torch
+
+    def train(*args):
+        proc = fullgraph(*args)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+
+    train("train", *common, "--epochs", "4", "--out", str(tmp_path / "whole"))
+    train("train", *common, "--epochs", "2", "--out", str(tmp_path / "part"))
+    train("train", "--resume", str(tmp_path / "part"), "--epochs", "4")
+    losses = [[json.loads(line)["loss"] for line in (tmp_path / r / "metrics.jsonl").read_text().splitlines()]
+              for r in ("whole", "part")]
+    assert losses[1] == losses[0] and len(losses[0]) == 4, losses
+    whole, part = (torch.load(tmp_path / r / "model.pt", weights_only=True)["state_dict"] for r in ("whole", "part"))
+    return whole, part
+
+
 def one_line_error(capsys, *words) -> None:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("fullgraph: error:") and all(w in err[0] for w in words), err

@@ -126,22 +126,12 @@ def test_graph_parallel_link_run_resumes_bit_for_bit(tmp_path, shared_data):
     """A graph-parallel link run with several steps an epoch, stopped after 2 epochs and resumed to 4,
     trains the same bits as 4 in one go (the pairs and masks are keyed by seed, epoch and step, so a
     resumed run draws them again), its decoder's weights included."""
-    from tests.test_cli_inputs import fullgraph as command
-    from tests.test_cli_user_model import losses
+    from tests.test_cli_inputs import stopped_and_resumed
 
     common = ["--dataset", "cora", "--root", str(shared_data), "--task", "link", "--parallel", "graph", "--nprocs", "2",
               "--hidden", "16", "--edge-batch", "2500", "--decoder", "mlp", "--checkpoint-every", "2",
               "--threads", "1", "--progress", "none"]
-
-    def fullgraph(*args):
-        proc = command(*args)  # the command in a fresh process, as a user runs it
-        assert proc.returncode == 0, proc.stderr[-2000:]
-
-    fullgraph("train", *common, "--epochs", "4", "--out", str(tmp_path / "whole"))
-    fullgraph("train", *common, "--epochs", "2", "--out", str(tmp_path / "part"))
-    fullgraph("train", "--resume", str(tmp_path / "part"), "--epochs", "4")
-    assert losses(tmp_path / "part") == losses(tmp_path / "whole") and len(losses(tmp_path / "whole")) == 4
-    whole, part = (torch.load(tmp_path / r / "model.pt", weights_only=True)["state_dict"] for r in ("whole", "part"))
+    whole, part = stopped_and_resumed(common, tmp_path)
     assert any(k.startswith("decoder.") for k in whole)
     assert all(torch.equal(whole[k], part[k]) for k in whole)
 

@@ -58,22 +58,11 @@ def test_graph_parallel_embeddings_resume_bit_for_bit_and_model_pt_holds_the_who
     4 trains the same bits as 4 in one go, and ``model.pt`` holds the whole table in node order."""
     from fullgraph.data.formats.native import write_native
     from tests.models.test_rgcn import small_typed
-    from tests.test_cli_inputs import fullgraph as command
-    from tests.test_cli_user_model import losses
+    from tests.test_cli_inputs import stopped_and_resumed
 
     write_native(small_typed(), tmp_path / "typed")  # three types, the venues without features
     common = ["--dataset", str(tmp_path / "typed"), "--parallel", "graph", "--nprocs", "2", "--feature-norm", "none",
               "--checkpoint-every", "2", *TRAIN[:-6], "--progress", "none"]
-
-    def fullgraph(*args):
-        proc = command(*args)  # the command in a fresh process, as a user runs it
-        assert proc.returncode == 0, proc.stderr[-2000:]
-
-    fullgraph("train", *common, "--epochs", "4", "--out", str(tmp_path / "whole"))
-    fullgraph("train", *common, "--epochs", "2", "--out", str(tmp_path / "part"))
-    fullgraph("train", "--resume", str(tmp_path / "part"), "--epochs", "4")
-
-    assert losses(tmp_path / "part") == losses(tmp_path / "whole") and len(losses(tmp_path / "whole")) == 4
-    whole, part = (torch.load(tmp_path / r / "model.pt", weights_only=True)["state_dict"] for r in ("whole", "part"))
+    whole, part = stopped_and_resumed(common, tmp_path)
     assert whole["input.embedding"].shape == (6, 8)  # every venue's row, put back together
     assert all(torch.equal(whole[k], part[k]) for k in whole)
