@@ -13,6 +13,9 @@
 * ``precision``: bf16 against fp32 (fullgraph's ``--precision``): epoch time, peak and test accuracy of a
   short run of GCN 2 × 256 on Coauthor-Physics.
 
+* ``profile``: ``torch.profiler``'s operators by device time, fullgraph's GCN and SAGE against PyG's on the
+  R-MAT graph (where the first lease found fullgraph slower).
+
 Not here (issue 54's parts 3 and 5: the deepest GCN, the 16-core CPU sweep): left for a later lease.
 """
 
@@ -29,7 +32,7 @@ from pathlib import Path
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-PARTS = ("gpu_tests", "speed", "precision")
+PARTS = ("gpu_tests", "speed", "precision", "profile")
 
 
 def sync(device) -> None:
@@ -155,6 +158,30 @@ def part_precision(args) -> dict:
     return {"rows": rows}
 
 
+def part_profile(args) -> dict:
+    """Where a step's time goes on the R-MAT graph, fullgraph's GCN and SAGE against PyG's: ``torch.profiler``'s
+    table of the operators by device time (self), 3 profiled steps after 2 unprofiled ones."""
+    from torch.profiler import ProfilerActivity, profile
+
+    graph = graphs(args)["rmat"]
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    sort = "self_cuda_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
+    out = {}
+    for model in ("gcn", "sage"):
+        _, step = fullgraph_step(graph, model, args.device)
+        for name, fn in (("fullgraph", step), ("pyg", pyg_step(graph, model, args.device))):
+            for _ in range(2):
+                fn()
+            sync(args.device)
+            with profile(activities=activities) as prof:
+                for _ in range(3):
+                    fn()
+                sync(args.device)
+            out[f"{model}/{name}"] = prof.key_averages().table(sort_by=sort, row_limit=15, max_name_column_width=60)
+            print(f"== {model}/{name}", out[f"{model}/{name}"], sep="\n", flush=True)
+    return out
+
+
 def part_gpu_tests(args) -> dict:
     """``pytest -m gpu`` and a short CUDA run of each model and task ``single`` trains."""
     out = {}
@@ -192,7 +219,7 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         try:
             result = {"part_gpu_tests": part_gpu_tests, "part_speed": part_speed,
-                      "part_precision": part_precision}[f"part_{part}"](args)
+                      "part_precision": part_precision, "part_profile": part_profile}[f"part_{part}"](args)
         except Exception as e:  # noqa: BLE001 - one part's failure is written, the next part still runs
             result = {"error": f"{type(e).__name__}: {e}"}
         result["seconds"] = time.perf_counter() - t0
