@@ -101,7 +101,11 @@ def load_link_graph(cfg):
 
     if looks_like_path(cfg.data.dataset) and detect(cfg.data.dataset).kind == "ogb_link":
         from fullgraph.data.formats.ogb_link import load_ogb_link
+        from fullgraph.tasks.options import TaskOptions
 
+        if cfg.task.link_split != TaskOptions().link_split:  # a given split is never dropped without a word
+            raise InputError(f"expected no --link-split with {cfg.data.dataset}, an OGB link dataset whose split "
+                             f"files are its split (got --link-split {cfg.task.link_split}): leave it out")
         graph, split = load_ogb_link(cfg.data.dataset)
     else:
         raw = load_raw_graph(cfg)

@@ -144,3 +144,13 @@ def test_graph_parallel_predict_writes_the_embeddings_one_process_does(run, tmp_
     assert np.allclose(one, two, atol=1e-5) and not (tmp_path / "two" / "predictions.npy").exists()
     assert main(["predict", "--run", str(run), "--parallel", "graph", "--nprocs", "2", "--out", str(tmp_path / "x")]) == 2
     assert "expected --embeddings with --parallel graph" in capsys.readouterr().err
+
+
+def test_an_ogb_link_folder_refuses_a_link_split_of_its_own(tmp_path, capsys):
+    from fullgraph.data.synthetic_ogb_link import write_synthetic_ogb_link
+
+    folder = write_synthetic_ogb_link(tmp_path / "collab", nodes=300, edges=1500, features=8)
+    assert main(["train", "--dataset", str(folder), "--task", "link", "--link-split", "0.8,0.1,0.1", "--epochs", "1",
+                 "--progress", "none"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "expected no --link-split" in err and len(err.splitlines()) == 1
