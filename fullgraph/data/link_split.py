@@ -26,8 +26,10 @@ import torch
 from fullgraph.data.checks import describe
 from fullgraph.errors import InputError
 
-__all__ = ["LinkSplit", "random_link_split", "parse_link_split", "edge_keys", "PAIR_FIELDS"]
+__all__ = ["LinkSplit", "random_link_split", "parse_link_split", "edge_keys", "PAIR_FIELDS", "DEFAULT_LINK_SPLIT"]
 
+DEFAULT_LINK_SPLIT = "0.85,0.05,0.10"
+"""``--link-split``'s default: PyG's ``link_pred.py`` split."""
 PAIR_FIELDS = ("train", "val", "val_neg", "test", "test_neg")
 """The pair tables of a split, in the order files and fingerprints list them."""
 

@@ -101,9 +101,9 @@ def load_link_graph(cfg):
 
     if looks_like_path(cfg.data.dataset) and detect(cfg.data.dataset).kind == "ogb_link":
         from fullgraph.data.formats.ogb_link import load_ogb_link
-        from fullgraph.tasks.options import TaskOptions
+        from fullgraph.data.link_split import DEFAULT_LINK_SPLIT
 
-        if cfg.task.link_split != TaskOptions().link_split:  # a given split is never dropped without a word
+        if cfg.task.link_split != DEFAULT_LINK_SPLIT:  # a given split is never dropped without a word
             raise InputError(f"expected no --link-split with {cfg.data.dataset}, an OGB link dataset whose split "
                              f"files are its split (got --link-split {cfg.task.link_split}): leave it out")
         graph, split = load_ogb_link(cfg.data.dataset)

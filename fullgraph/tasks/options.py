@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fullgraph.data.link_split import DEFAULT_LINK_SPLIT
 from fullgraph.options import TASK_NAMES, Section, need, opt
 
 __all__ = ["TaskOptions", "TASK_NAMES", "DECODERS", "LINK_ONLY"]
@@ -26,7 +27,7 @@ class TaskOptions(Section):
     name: str = opt("node",
         "The task: ``node`` (classify nodes by their labels) or ``link`` (predict edges: the encoder's embeddings "
         "of two nodes scored by the decoder; ``fullgraph.tasks.link``).", flag="task")
-    link_split: str = opt("0.85,0.05,0.10",
+    link_split: str = opt(DEFAULT_LINK_SPLIT,
         "Link prediction on a graph without a split of its own: the fractions TRAIN,VAL,TEST of its undirected "
         "edges (drawn with ``seed``; held-out edges leave the encoder's graph in both directions).")
     edge_batch: int = opt(0,
