@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import torch
 
@@ -177,6 +178,24 @@ def object_runs(payload: dict, comm: Comm) -> dict:
     return _replicated_runs(payload, comm, build, {}, model=model)
 
 
+def gloo_threads() -> list[str]:
+    """The names of this process's threads that gloo started (its work queues and transport loops)."""
+    import os
+
+    names = (Path(f"/proc/self/task/{t}/comm").read_text().strip() for t in os.listdir("/proc/self/task"))
+    return sorted(n for n in names if "gloo" in n)
+
+
+def closed_threads(payload: dict, comm: Comm) -> dict:
+    """gloo's threads before and after ``Comm.close``, the lanes and a view's group used first."""
+    rows = comm.all_to_all_rows(torch.full((2, 3), float(comm.rank)), [1, 1], [1, 1], "halo/fwd")
+    view = comm.split([[0], [1]])
+    view.all_reduce_(torch.ones(1), "grad/allreduce")
+    before = gloo_threads()
+    comm.close()
+    return {"rows": rows, "before": before, "after": gloo_threads()}
+
+
 def main(path: str) -> int:
     payload = json.loads(open(path).read())
     env = DistEnv.from_env()
@@ -184,7 +203,8 @@ def main(path: str) -> int:
     result = globals()[payload["task"]](payload, comm)
     if comm.rank == 0:
         torch.save(result, payload["result"])
-    comm.barrier()
+    if comm.group is not None:  # closed_threads closes it itself
+        comm.barrier()
     comm.close()
     return 0
 

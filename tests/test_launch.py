@@ -268,6 +268,18 @@ def test_rank_logs_are_removed_after_success_and_kept_after_a_failure(tmp_path, 
     assert len(kept) == 1 and str(kept[0]) in capsys.readouterr().err
 
 
+
+def test_a_rank_killed_by_a_signal_leaves_its_python_stack_in_its_log(tmp_path, capsys, monkeypatch):
+    from fullgraph.comm.launch import launch_local
+
+    repo = str(Path(__file__).resolve().parents[1])
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])))
+    monkeypatch.delenv("PYTHONFAULTHANDLER", raising=False)
+    assert launch_local([], 2, module="tests.abort_rank", log_dir=str(tmp_path), timeout_s=60) == 1
+    assert "failed: killed by signal SIGABRT" in capsys.readouterr().err
+    log = (tmp_path / "rank-1.log").read_text()
+    assert "Fatal Python error: Aborted" in log and "die_in_native_code" in log, log
+
 def test_fennel_streams_a_native_folder_and_trains_as_one_process(tmp_path):
     """`train --partitioner fennel` on a native folder: the launcher partitions it by streaming (no
     graph loaded) and the ranks train with the single process's losses (LOSSES_REORDERED: a part

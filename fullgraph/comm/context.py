@@ -15,6 +15,7 @@ that it waits for a rank 0 nobody started, and gives up with one line (``Rendezv
 
 from __future__ import annotations
 
+import gc
 import math
 import socket
 import sys
@@ -240,11 +241,10 @@ class Comm:
         self.device = init_world(env, device, setup_timeout_s)
         self.backend = "nccl" if self.device.type == "cuda" else "gloo"
         self.timeout_s = timeout_s
-        self.group = dist.new_group(list(range(env.world_size)), timeout=timedelta(seconds=timeout_s))
-        self.world_group = self.group
         self.ranks = list(range(env.world_size))
-        self.ledger = Ledger()
-        self.is_view = False
+        self.group = self.world_group = dist.new_group(self.ranks, timeout=timedelta(seconds=timeout_s))
+        self.ledger, self.is_view = Ledger(), False
+        self.family = [self]  # this Comm and its views (``split``): ``close`` lets go of all their groups
         # gloo carries both directions between two ranks on one connection, mostly one direction at a
         # time: two ranks swapping 24 MB each over a 1 Gbit/s link took 0.37 s, where the link (a plain
         # TCP socket) does it in 0.20 s. Point-to-point traffic therefore goes over two more groups
@@ -269,6 +269,7 @@ class Comm:
         view.group, view.ranks = mine
         view.rank, view.world_size = mine[1].index(self.rank), len(mine[1])
         view.is_view = True
+        self.family.append(view)
         return view
 
     # ------------------------------------------------------------------ point to point
@@ -369,8 +370,15 @@ class Comm:
         return out
 
     def close(self) -> None:
-        if not self.is_view and dist.is_initialized():
+        """Destroy the process groups and let go of them: gloo's threads are joined now, not in the
+        interpreter's teardown, where one asks for a dying GIL and the rank ends in SIGABRT (pytorch#179291)."""
+        if self.is_view:
+            return
+        if dist.is_initialized():
             dist.destroy_process_group()
+        for comm in self.family:
+            comm.group = comm.world_group = comm.lanes = None
+        gc.collect()  # a group caught in a reference cycle goes now too
 
 
 class Pending:
@@ -388,6 +396,5 @@ class Pending:
                 raise RuntimeError(f"rank {self.comm.env.rank}: a {self.category} transfer did not finish in "
                                    f"{self.comm.timeout_s:g} s")
         self.works = []
-        waited = time.perf_counter() - t0
-        self.comm.ledger.record(self.category, 0, waited)
+        self.comm.ledger.record(self.category, 0, waited := time.perf_counter() - t0)
         return waited

@@ -191,6 +191,9 @@ def _stop(ranks: list[_Rank], grace_s: float = 5.0) -> None:
 def _start_rank(rank: int, module: str, argv: list[str], env: dict, logs: Path) -> _Rank:
     (logs / f"rank-{rank}.error.json").unlink(missing_ok=True)  # an earlier run's report in a reused --log-dir
     env = env | {"RANK": str(rank), "LOCAL_RANK": str(rank), ERROR_FILE_ENV: str(logs / f"rank-{rank}.error.json")}
+    # a rank killed by a signal (SIGABRT from C++, SIGSEGV) leaves no error file: Python's fault
+    # handler writes every thread's stack into its log instead, which says where it died
+    env.setdefault("PYTHONFAULTHANDLER", "1")
     log = logs / f"rank-{rank}.log"
     # rank 0 speaks to the user; every rank's stderr is also kept in its log file
     out = None if rank == 0 else open(log, "w")
