@@ -263,6 +263,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(message)s", stream=sys.stdout)
     try:
         args = build_parser().parse_args(argv)
+        if getattr(args, "json", False):  # stdout is the JSON document alone: progress lines go to stderr
+            for handler in logging.getLogger().handlers:
+                if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stdout:
+                    handler.setStream(sys.stderr)
         command = COMMANDS[args.command]
         if not command.times_kernels or getattr(args, "release_memory", False):
             from fullgraph.memory import return_freed_memory

@@ -70,3 +70,17 @@ def test_a_run_records_only_the_options_its_model_reads(tmp_path, shared_data, h
         assert recorded["epochs"] == 1 and recorded["dataset"] == "cora"
     if how == "builder":  # the run folder still evaluates and resumes from what it recorded
         assert main(["evaluate", "--run", str(out), "--root", str(shared_data)]) == 0
+
+
+def test_plan_json_is_the_json_document_alone_its_progress_on_stderr(shared_data, tmp_path):
+    """``plan --json`` that cuts a partition first (whose rounds are logged) prints on stdout nothing but
+    the JSON document, which a script parses as it is (the lent machine's sweep found it mixed)."""
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "fullgraph", "plan", "--dataset", "cora", "--root", str(shared_data),
+                           "--nprocs", "2", "--partitioner", "metis-memory", "--json"], capture_output=True, text=True,
+                          timeout=300, env=os.environ | {"FULLGRAPH_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["layouts"] and "metis-memory round 1" in proc.stderr
