@@ -88,12 +88,18 @@ def test_every_model_trains_on_cuda_as_on_the_cpu(small, model, tmp_path):
 
 @pytest.mark.gpu
 def test_keyed_dropout_draws_the_same_bits_on_cuda_and_the_cpu():
+    """On CUDA the mask is one compiled kernel (``COMPILED_MASK_DEVICES``), on the CPU eager passes over
+    blocks: the same bits, for any number of rows (none included) and columns, and no fallback."""
+    import warnings
+
     rows = torch.randperm(5000)[:3000]
     key = DropoutKey(seed=7, epoch=3)
-    for p in (0.1, 0.5, 0.9):
-        cpu = keyed_keep(rows, 130, p, key, site=2)
-        gpu = keyed_keep(rows.cuda(), 130, p, key, site=2)
-        assert torch.equal(gpu.cpu(), cpu)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch.compile falling back to the eager passes would warn
+        for p, n, cols in ((0.1, 3000, 130), (0.5, 3000, 130), (0.9, 3000, 130), (0.5, 17, 1), (0.5, 0, 64)):
+            cpu = keyed_keep(rows[:n], cols, p, key, site=2)
+            gpu = keyed_keep(rows[:n].cuda(), cols, p, key, site=2)
+            assert torch.equal(gpu.cpu(), cpu), (p, n, cols)
 
 
 @pytest.mark.gpu

@@ -23,6 +23,7 @@ would keep a float mask (4 bytes per entry) where a bool (1 byte) is enough.
 
 from __future__ import annotations
 
+import warnings
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import NamedTuple
@@ -107,22 +108,62 @@ passes then stay in cache, which makes it several times faster than one pass ove
 and faster than ``torch.rand`` (34k x 256, one thread: 21 ms against 65 ms)."""
 
 
+def _hashes(rows: torch.Tensor, num_cols: int, key: DropoutKey, site: int, col0: int = 0):
+    """The row and column hashes of site ``site`` (entry ``(i, j)``'s bits: ``_fmix32(r[i] + c[j])``)."""
+    kr, kc = _site_keys(key, site)
+    c = _col_hash(torch.arange(col0, col0 + num_cols, dtype=torch.int32, device=rows.device), kc)
+    return _row_hash(rows, kr), c
+
+
 def _keyed_fill(rows: torch.Tensor, num_cols: int, key: DropoutKey, site: int, out: torch.Tensor,
                 emit, col0: int = 0) -> torch.Tensor:
     """``out[i, j] = emit(hash of (key, site, rows[i], col0 + j))``, over blocks of rows on CPU (see
     ``_CPU_BLOCK_ENTRIES``), in one pass elsewhere; ``emit(bits, out_block)`` writes a block."""
-    kr, kc = _site_keys(key, site)
-    r = _row_hash(rows, kr)
-    c = _col_hash(torch.arange(col0, col0 + num_cols, dtype=torch.int32, device=rows.device), kc)
+    r, c = _hashes(rows, num_cols, key, site, col0)
     step = max(1, rows.numel() if rows.device.type != "cpu" else _CPU_BLOCK_ENTRIES // max(1, num_cols))
     for start in range(0, rows.numel(), step):
         emit(_fmix32(r[start:start + step, None] + c[None, :]), out[start:start + step])
     return out
 
 
+COMPILED_MASK_DEVICES = ("cuda",)
+"""Devices on which a keep mask is one compiled kernel (``torch.compile`` fuses the hash's dozen integer
+passes into one that writes the bool mask). On the H200 the eager passes, ~5 µs a launch and each a
+full pass over ``[rows, columns]`` int32, took ~40 % of a SAGE step's device time on a 10^7-edge graph
+(benchmarks/README.md, "The lent GPU"). The CPU keeps the eager passes over cache-sized blocks:
+compiling costs ~20 s a process, more than a CPU run of the sizes it trains saves. The bits are the
+same either way (integer arithmetic wraps alike; tests/test_gpu.py compares them)."""
+
+
+def _keep_bits(r: torch.Tensor, c: torch.Tensor, thr: int) -> torch.Tensor:
+    return _fmix32(r[:, None] + c[None, :]) >= thr
+
+
+_compiled_keep = None  # torch.compile(_keep_bits), made at first use; False once compiling it failed
+
+
+def _fused_keep(r: torch.Tensor, c: torch.Tensor, thr: int) -> torch.Tensor:
+    """``_keep_bits`` compiled, or eager (with one warning) where ``torch.compile`` cannot build it."""
+    global _compiled_keep
+    if _compiled_keep is None:
+        _compiled_keep = torch.compile(_keep_bits, dynamic=True, fullgraph=True)
+    if _compiled_keep is not False:
+        try:
+            return _compiled_keep(r, c, thr)
+        except torch.OutOfMemoryError:
+            raise
+        except Exception as e:  # noqa: BLE001 - no compiler for this device: the eager passes, same bits
+            warnings.warn(f"keyed dropout: torch.compile could not build the mask kernel ({type(e).__name__}: "
+                          f"{str(e)[:200]}); computing masks eagerly (same masks, slower)", stacklevel=2)
+            _compiled_keep = False
+    return _keep_bits(r, c, thr)
+
+
 def keyed_keep(rows: torch.Tensor, num_cols: int, p: float, key: DropoutKey, site: int) -> torch.Tensor:
     """The bool keep mask ``[len(rows), num_cols]`` of site ``site`` for the given global row ids."""
     thr = _threshold(p)
+    if rows.device.type in COMPILED_MASK_DEVICES:
+        return _fused_keep(*_hashes(rows, num_cols, key, site), thr)
     out = torch.empty((rows.numel(), num_cols), dtype=torch.bool, device=rows.device)
     return _keyed_fill(rows, num_cols, key, site, out, lambda bits, o: torch.ge(bits, thr, out=o))
 

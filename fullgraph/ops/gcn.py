@@ -34,12 +34,17 @@ from fullgraph.ops.sparse import SparseOp, csr_mm
 __all__ = ["gcn_layer", "ROW_BLOCK_ELEMENTS"]
 
 ROW_BLOCK_ELEMENTS = 1 << 22  # entries per block of rows in the node-wise passes (16 MiB of float32)
+GPU_ROW_BLOCK_ELEMENTS = 1 << 26
+"""On a GPU, blocks of 256 MiB of float32: each operation on a block is a kernel launch (~5 µs), and
+at the CPU's size a 10^6-node layer of width 256 took 64 blocks of a dozen launches each, which the
+H200 waited for (benchmarks/README.md, "The lent GPU"); a few blocks keep the temporaries bounded."""
 
 
 def _row_blocks(t: torch.Tensor):
-    """Slices of consecutive rows of ``t`` with at most ``ROW_BLOCK_ELEMENTS`` entries each."""
+    """Slices of consecutive rows of ``t`` with at most ``ROW_BLOCK_ELEMENTS`` entries each (on a GPU,
+    ``GPU_ROW_BLOCK_ELEMENTS``)."""
     n, width = t.shape[0], max(1, t.shape[1])
-    step = max(1, ROW_BLOCK_ELEMENTS // width)
+    step = max(1, (ROW_BLOCK_ELEMENTS if t.device.type == "cpu" else GPU_ROW_BLOCK_ELEMENTS) // width)
     for start in range(0, n, step):
         yield slice(start, min(n, start + step))
 

@@ -208,6 +208,31 @@ def test_keyed_mask_depends_only_on_seed_epoch_site_row_and_column():
     assert not torch.equal(keep_mask((5000, 64), 0.4, site=2), whole)
 
 
+
+def test_a_device_without_a_mask_compiler_draws_the_eager_masks_with_one_warning(monkeypatch):
+    """Where ``torch.compile`` cannot build the fused mask kernel (no Triton, no C++ compiler), the
+    masks are the eager passes' bits, with one warning, and compiling is not tried again."""
+    import importlib
+
+    d = importlib.import_module("fullgraph.ops.dropout")
+    calls = []
+
+    def no_compiler(fn, **kw):
+        def compiled(*a):
+            calls.append(1)
+            raise RuntimeError("no compiler here")
+        return compiled
+
+    key, rows = d.DropoutKey(5, 2), torch.randperm(900)[:300]
+    want = d.keyed_keep(rows, 40, 0.3, key, 4)
+    monkeypatch.setattr(d, "COMPILED_MASK_DEVICES", ("cpu",))
+    monkeypatch.setattr(d, "_compiled_keep", None)
+    monkeypatch.setattr(torch, "compile", no_compiler)
+    with pytest.warns(UserWarning, match="computing masks eagerly"):
+        got = d.keyed_keep(rows, 40, 0.3, key, 4)
+    assert torch.equal(got, want) and calls == [1]
+    assert torch.equal(d.keyed_keep(rows, 40, 0.3, key, 4), want) and calls == [1]
+
 def test_keyed_dropout_agrees_between_dense_sparse_and_the_fused_gcn_layer():
     """The sparse input path drops the stored entries that the dense mask drops, and the fused GCN
     layer drops what ``relu`` then ``dropout`` as separate ops drops."""
