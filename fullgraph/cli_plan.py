@@ -236,7 +236,7 @@ def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | N
     volume = run_volume(cfg, graph, sum(p["halo"] for p in parts) if parts else 0, shape=shape, pruned=pruned)
     chunk_src = _chunk_sources(cfg, graph, args.partition_dir) if mesh.stages > 1 else None
     works = _works(cfg, graph, timer.model, shape, parts, volume, chunk_src, machines, pruned)
-    shared = {}
+    shared, local = {}, None
     if machines is not None:
         network, local = machines.links(network, timer.threads)
         shared = dict(cores=machines.cores, core_efficiency=SHARED_CORE_EFFICIENCY, local=local,
@@ -259,7 +259,8 @@ def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | N
         owners = planned_owners(mesh, graph.num_nodes, cfg.parallel.permute, cfg.optimization.seed)
         if owners is None and mesh.graph_ways > 1:
             owners = _node_part(cfg, graph, args.partition_dir)
-        row = link_epoch_row(row, cfg, owners, cfg.model.hidden)
+        one_machine = machines is not None and machines.count == 1  # the ranks' pairs over shared memory
+        row = link_epoch_row(row, cfg, owners, cfg.model.hidden, local if one_machine else network)
     return row
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["link_step_volume", "link_epoch_volume", "link_eval_volume", "link_epoch_row"]
+__all__ = ["link_step_volume", "link_epoch_volume", "link_eval_volume", "link_epoch_row", "link_exchange_seconds"]
 
 
 def link_step_volume(pairs: torch.Tensor, node_part: torch.Tensor, width: int, nprocs: int,
@@ -56,13 +56,30 @@ def link_epoch_volume(task, epoch: int, node_part, width: int, nprocs: int,
     return total
 
 
-def link_epoch_row(row: dict, cfg, node_part, width: int) -> dict:
+EXCHANGES_PER_STEP = {"train": 4, "eval": 5}
+"""All-to-alls of the pair exchange: a training step's counts, ids, rows and the rows' gradients back
+(``parallel.pairs``); an evaluation chunk's counts, ids and rows, then the scores' gather (a count and
+the rows, ``Engine.gather_rows``)."""
+
+
+def link_exchange_seconds(volume: dict[str, int], rounds: int, nprocs: int, network, prefix: str = "") -> float:
+    """The time of ``rounds`` steps (``prefix`` ``eval/``: evaluation chunks) of the pair exchange whose
+    bytes by category are ``volume`` over ``network`` (``plan.epoch_time.Network``): each rank sends its
+    share of the bytes (their total over P) as all-to-alls, each a message to every other rank."""
+    if nprocs < 2 or network is None:
+        return 0.0
+    nbytes = sum(v for k, v in volume.items() if k.startswith(f"{prefix}link/") or (prefix and k == "eval/reduce"))
+    messages = rounds * EXCHANGES_PER_STEP["eval" if prefix else "train"] * (nprocs - 1)
+    return network.seconds(0.0, messages, nbytes / nprocs)
+
+
+def link_epoch_row(row: dict, cfg, node_part, width: int, network=None) -> dict:
     """A plan row of one training step (``cli_plan.plan_layout``) made the row of a link epoch of ``cfg``:
     each step recomputes the encoder, so the training bytes and times count once per step (evaluation
     once an epoch), and over the owners ``node_part`` (``None``: one process) the pair exchange of epoch 1
     is added (the epochs differ only in which pairs are drawn), at the wire precision of graph
-    parallelism, fp32 in the others, with an evaluation's (in place of node labels' sums). The exchange's
-    time and the decoder's work are not in the time estimate."""
+    parallelism, fp32 in the others, with an evaluation's (in place of node labels' sums), its time on
+    ``network`` (:func:`link_exchange_seconds`) too. The decoder's work is not in the time estimate."""
     from fullgraph.comm.precision import row_bytes
     from fullgraph.data.load import load_link_graph
     from fullgraph.tasks import LinkTask
@@ -71,14 +88,17 @@ def link_epoch_row(row: dict, cfg, node_part, width: int) -> dict:
     steps = task.steps(1)
     once = ("eval/", "meta/")
     volume = {k: v if k.startswith(once) else v * steps for k, v in row["by_category"].items()}
+    train_s = eval_s = 0.0
     if node_part is not None:
         mesh = cfg.parallel.mesh
         wire = "fp32" if mesh.reads_block_rows else cfg.parallel.comm_precision
         volume.pop("eval/reduce", None)  # node labels' sums: a link evaluation gathers scores instead
         volume |= link_epoch_volume(task, 1, node_part, width, mesh.nprocs, row_bytes(width, wire))
         volume |= link_eval_volume(task, node_part, width, mesh.nprocs, row_bytes(width, wire))
-    per_epoch = lambda t: steps * (t - row["eval_s"]) + row["eval_s"]  # noqa: E731
+        train_s = link_exchange_seconds(volume, steps, mesh.nprocs, network)
+        eval_s = link_exchange_seconds(volume, sum(1 for _ in task.evaluation_pairs()), mesh.nprocs, network, "eval/")
+    per_epoch = lambda t: steps * (t - row["eval_s"]) + row["eval_s"] + train_s + eval_s  # noqa: E731
     return row | {"by_category": volume, "bytes_per_epoch": sum(volume.values()), "steps_per_epoch": steps,
                   "epoch_s": per_epoch(row["epoch_s"]), "epoch_s_rounds": [per_epoch(t) for t in row["epoch_s_rounds"]],
-                  "compute_s": steps * row["compute_s"], "comm_s": steps * row["comm_s"],
-                  "bubble_s": steps * row["bubble_s"]}
+                  "compute_s": steps * row["compute_s"], "comm_s": steps * row["comm_s"] + train_s,
+                  "bubble_s": steps * row["bubble_s"], "eval_s": row["eval_s"] + eval_s}

@@ -122,6 +122,35 @@ def test_plan_counts_the_pair_exchange_of_the_partition_train_would_use(capsys, 
     assert "P=2 pipeline: expected --parallel single, graph, spmm-1d or tensor with --task link" in out
 
 
+
+def test_plan_times_the_pair_exchange_on_the_ranks_network(shared_data):
+    """The plan's link epoch adds the pair exchange's time: each rank's share of its bytes (the total over
+    P) at the network's bandwidth, and a latency per message: 4 all-to-alls a training step (counts, ids,
+    rows, gradients), 5 an evaluation chunk (counts, ids, rows, the scores' count and rows), each a
+    message to the P - 1 others. One process, or no network given, adds nothing."""
+    from fullgraph.config import TrainConfig
+    from fullgraph.data.load import load_link_graph
+    from fullgraph.plan.epoch_time import Network
+    from fullgraph.plan.link import link_epoch_row
+
+    cfg = TrainConfig.of(dataset="cora", root=str(shared_data), task="link", edge_batch=2000, hidden=16,
+                         parallel="graph", nprocs=2)
+    node_part = torch.arange(load_link_graph(cfg)[0].num_nodes) % 2
+    base = {"by_category": {"halo/fwd": 100, "eval/halo/fwd": 10}, "epoch_s": 1.5, "epoch_s_rounds": [1.5],
+            "compute_s": 1.0, "comm_s": 0.0, "bubble_s": 0.0, "eval_s": 0.5}
+    free = link_epoch_row(base, cfg, node_part, 16)
+    assert free["steps_per_epoch"] == 3 and free["epoch_s"] == 3 * 1.0 + 0.5 and free["comm_s"] == 0.0
+    volume = free["by_category"]
+    train = sum(volume[k] for k in ("link/index", "link/fwd", "link/bwd"))
+    evaluation = sum(volume[k] for k in ("eval/link/index", "eval/link/fwd", "eval/reduce"))
+    byte_a_second = link_epoch_row(base, cfg, node_part, 16, Network(bandwidth_gbps=8e-9, latency_us=0.0))
+    assert byte_a_second["epoch_s"] == pytest.approx(3.5 + (train + evaluation) / 2)
+    assert byte_a_second["comm_s"] == pytest.approx(train / 2)
+    second_a_message = link_epoch_row(base, cfg, node_part, 16, Network(bandwidth_gbps=1e15, latency_us=1e6))
+    # 5 evaluation chunks: the training sample, validation, its negatives, test, its negatives (each < 2^20)
+    assert second_a_message["epoch_s"] == pytest.approx(3.5 + 3 * 4 + 5 * 5, rel=1e-6)
+    assert link_epoch_row(base, cfg, None, 16, Network(latency_us=1e6))["epoch_s"] == 3.5
+
 def test_graph_parallel_link_run_resumes_bit_for_bit(tmp_path, shared_data):
     """A graph-parallel link run with several steps an epoch, stopped after 2 epochs and resumed to 4,
     trains the same bits as 4 in one go (the pairs and masks are keyed by seed, epoch and step, so a
