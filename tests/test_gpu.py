@@ -95,7 +95,7 @@ def test_keyed_dropout_draws_the_same_bits_on_cuda_and_the_cpu():
     rows = torch.randperm(5000)[:3000]
     key = DropoutKey(seed=7, epoch=3)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # torch.compile falling back to the eager passes would warn
+        warnings.filterwarnings("error", message=".*computing masks eagerly")  # compiling failed: a fallback
         for p, n, cols in ((0.1, 3000, 130), (0.5, 3000, 130), (0.9, 3000, 130), (0.5, 17, 1), (0.5, 0, 64)):
             cpu = keyed_keep(rows[:n], cols, p, key, site=2)
             gpu = keyed_keep(rows[:n].cuda(), cols, p, key, site=2)
