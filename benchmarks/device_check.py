@@ -41,7 +41,7 @@ from types import MappingProxyType
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-CAPS = MappingProxyType({"gpu_tests": 75, "speed": 60, "deepest": 70, "cpu_sweep": 120, "profile": 35, "precision": 60})
+CAPS = MappingProxyType({"gpu_tests": 90, "speed": 60, "deepest": 70, "cpu_sweep": 105, "profile": 35, "precision": 60})
 """Seconds each part may run (the defaults, in this order, sum to the 6 minutes the issue allows)."""
 DEFAULT_PARTS = ("gpu_tests", "speed", "deepest", "cpu_sweep", "profile")
 
@@ -311,6 +311,7 @@ def part_gpu_tests(args) -> dict:
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider",
                            "tests/test_gpu.py"], cwd=REPO, capture_output=True, text=True, timeout=args.cap)
     out["pytest_gpu"] = {"rc": proc.returncode, "tail": (proc.stdout + proc.stderr)[-2000:]}
+    print(json.dumps(out), flush=True)  # kept should the CLI runs after it meet the part's cap
     runs = (["--model", "gcn"], ["--model", "sage"], ["--model", "gat", "--hidden", "64"],
             ["--model", "gcn", "--task", "link", "--edge-batch", "2000"])
     for flags in runs:
