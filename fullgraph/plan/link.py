@@ -56,7 +56,7 @@ def link_epoch_volume(task, epoch: int, node_part, width: int, nprocs: int,
     return total
 
 
-EXCHANGES_PER_STEP = {"train": 4, "eval": 5}
+TRAIN_EXCHANGES, EVAL_EXCHANGES = 4, 5
 """All-to-alls of the pair exchange: a training step's counts, ids, rows and the rows' gradients back
 (``parallel.pairs``); an evaluation chunk's counts, ids and rows, then the scores' gather (a count and
 the rows, ``Engine.gather_rows``)."""
@@ -69,7 +69,7 @@ def link_exchange_seconds(volume: dict[str, int], rounds: int, nprocs: int, netw
     if nprocs < 2 or network is None:
         return 0.0
     nbytes = sum(v for k, v in volume.items() if k.startswith(f"{prefix}link/") or (prefix and k == "eval/reduce"))
-    messages = rounds * EXCHANGES_PER_STEP["eval" if prefix else "train"] * (nprocs - 1)
+    messages = rounds * (EVAL_EXCHANGES if prefix else TRAIN_EXCHANGES) * (nprocs - 1)
     return network.seconds(0.0, messages, nbytes / nprocs)
 
 
