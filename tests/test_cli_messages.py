@@ -80,7 +80,7 @@ def test_plan_json_is_the_json_document_alone_its_progress_on_stderr(shared_data
     import sys
 
     proc = subprocess.run([sys.executable, "-m", "fullgraph", "plan", "--dataset", "cora", "--root", str(shared_data),
-                           "--nprocs", "2", "--partitioner", "metis-memory", "--json"], capture_output=True, text=True,
+                           "--nprocs", "2", "--layout", "graph", "--partitioner", "metis-memory", "--json"], capture_output=True, text=True,
                           timeout=300, env=os.environ | {"FULLGRAPH_CACHE": str(tmp_path / "cache")})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout)["layouts"] and "metis-memory round 1" in proc.stderr
