@@ -49,7 +49,7 @@ from fullgraph.config import TrainConfig
 from fullgraph.data.formats.heco import load_heco
 from fullgraph.train.trainer import Trainer
 
-from _harness import REPO, environment, print_header, write_json
+from _harness import REPO, start_report, write_json
 
 GRAPHS = ("acm", "dblp")
 SETTINGS = MappingProxyType({"layers": 2, "hidden": 64, "dropout": 0.5, "lr": 0.01, "weight_decay": 5e-4})
@@ -322,10 +322,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    started, env = time.perf_counter(), environment()
-    now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    print(f"# R-GCN accuracy on heterogeneous graphs, fullgraph against PyG ({now})")
-    header = print_header(env, threads=args.threads, machine_extra=[f"1-min load {os.getloadavg()[0]:.2f} at start"])
+    started, now, env, header = start_report("R-GCN accuracy on heterogeneous graphs, fullgraph against PyG", args.threads)
     print(f"config:   {dict(SETTINGS)}; Adam; {args.epochs} epochs, every one evaluated; selection: best validation "
           f"accuracy; seeds {args.seeds}; 20 labels per class; PyG's initial weights: {args.pyg_init}'s; target Δ >= "
           f"-{TOLERANCE} points", flush=True)

@@ -60,7 +60,7 @@ from fullgraph.data.link_split import random_link_split
 from fullgraph.data.load import load_graph
 from fullgraph.tasks.metrics import roc_auc
 
-from _harness import REPO, environment, print_header, write_json
+from _harness import REPO, start_report, write_json
 
 DATASETS = ("cora", "citeseer", "pubmed")
 FRACTIONS = (0.85, 0.05, 0.10)
@@ -350,10 +350,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    started, env = time.perf_counter(), environment()
-    now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    print(f"# link prediction, GCN + dot decoder, fullgraph against PyG's examples/link_pred.py ({now})")
-    header = print_header(env, threads=args.threads, machine_extra=[f"1-min load {os.getloadavg()[0]:.2f} at start"])
+    started, now, env, header = start_report("link prediction, GCN + dot decoder, fullgraph against PyG's examples/link_pred.py", args.threads)
     config = (f"config:   {dict(SETTINGS)}; Adam; link split {FRACTIONS} by random_link_split(seed); {args.epochs} "
               f"epochs, every one evaluated; selection: first best validation ROC-AUC; seeds {args.seeds}; sides "
               f"{args.only}; PyG forms {args.pyg_forms} (gcn_norm once, normalize=False: cached=True's work); PyG test "

@@ -11,7 +11,7 @@ not hold torch at all (scale.py's driver); torch and the others are imported ins
 that report on them.
 """
 
-from .environment import environment, machine, print_header, versions
+from .environment import environment, machine, print_header, start_report, versions
 from .memory import hwm_bytes, reset_hwm, rss_bytes
 from .paths import GIB, REPO
 from .processes import CLK_TCK, Sampler, process_table, process_tree
@@ -20,4 +20,4 @@ from .runs import read_metrics, read_summary, run_and_read, train
 
 __all__ = ("CLK_TCK", "GIB", "REPO", "Sampler", "environment", "finish", "hwm_bytes", "machine", "print_header",
            "process_table", "process_tree", "read_metrics", "read_summary", "reset_hwm", "rss_bytes", "run_and_read",
-           "train", "versions", "write_json")
+           "start_report", "train", "versions", "write_json")

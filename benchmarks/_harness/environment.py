@@ -14,6 +14,7 @@ import os
 import platform
 import subprocess
 import sys
+import time
 
 from .paths import BENCHMARKS, GIB
 
@@ -107,6 +108,16 @@ def print_header(env: dict | None = None, *, threads: int | None = None, machine
     for line in lines:
         print(line, flush=True)
     return lines
+
+
+def start_report(title: str, threads: int) -> tuple[float, str, dict, list[str]]:
+    """Open a comparison's output: ``# TITLE (date)``, then the header with ``threads`` and the load as it
+    starts; returns the start (``time.perf_counter``), the date, the environment and the header lines."""
+    started, env = time.perf_counter(), environment()
+    now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"# {title} ({now})")
+    header = print_header(env, threads=threads, machine_extra=[f"1-min load {os.getloadavg()[0]:.2f} at start"])
+    return started, now, env, header
 
 
 if __name__ == "__main__":
