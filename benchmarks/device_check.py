@@ -270,16 +270,15 @@ def part_cpu_sweep(args) -> dict:
         return {"error": gen.stderr[-800:]}
     cores = os.cpu_count() or 1
     model = ["--model", "sage", "--layers", "3", "--hidden", "128"]
-    env_cache = {"FULLGRAPH_CACHE": str(work / "cache")}
-    os.environ.update(env_cache)  # the partition cut for the plan is the one the run trains on
+    os.environ["FULLGRAPH_CACHE"] = str(work / "cache")  # the partition cut for the plan is the one the run trains on
     rows = []
     for nprocs in (1, 2, 4, 8):
         threads = max(1, cores // nprocs)
         common = ["--dataset", str(data), *model, "--threads", str(threads)]
         plan = _fg("plan", *common, "--nprocs", str(nprocs), "--partitioner", "metis-memory", "--json", timeout=300)
-        planned = {r["layout"]: r for r in json.loads(plan.stdout)["layouts"] if r["nprocs"] == nprocs} \
-            if plan.returncode == 0 else {}
-        pick = json.loads(plan.stdout)["recommendation"] if plan.returncode == 0 else plan.stderr[-300:]
+        planned = json.loads(plan.stdout) if plan.returncode == 0 else {"layouts": [], "recommendation": plan.stderr[-300:]}
+        pick = planned["recommendation"]
+        planned = {r["layout"]: r for r in planned["layouts"] if r["nprocs"] == nprocs}
         for layout in (("single",) if nprocs == 1 else ("graph", "spmm-1d")):
             run = work / f"run-{layout}-{nprocs}"
             flags = [] if nprocs == 1 else ["--parallel", layout, "--nprocs", str(nprocs)]
