@@ -166,6 +166,9 @@ def cmd_evaluate(args: argparse.Namespace, argv: list[str]) -> int:
     name = METRIC_NAMES[record["metric"]]
     print(f"{args.run}: {name} train {record['train_metric']:.4f}  val {record['val_metric']:.4f}  "
           f"test {record['test_metric']:.4f}  (val loss {record['val_loss']:.4f})")
+    for relation, got in record.get("by_relation", {}).items():  # typed links: each scored relation's own
+        print(f"  {relation}: {name} val {got['val_' + record['metric']]:.4f}  test {got['test_' + record['metric']]:.4f}  "
+              f"(MRR test {got['test_mrr']:.4f}, ROC-AUC test {got['test_rocauc']:.4f})")
     return 0
 
 

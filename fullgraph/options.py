@@ -41,6 +41,7 @@ def choices() -> dict[str, tuple[str, ...]]:
     """The options with a fixed set of values, each list from the module that implements the values."""
     from fullgraph.comm.mesh import PARALLEL_MODES
     from fullgraph.comm.precision import PRECISIONS
+    from fullgraph.data.typed_link_split import CORRUPT
     from fullgraph.device import DEVICES
     from fullgraph.models.rgcn import DECOMPOSITIONS, FEATURELESS
     from fullgraph.ops.norm import NORMS
@@ -54,7 +55,7 @@ def choices() -> dict[str, tuple[str, ...]]:
             "chunker": ("metis", "random"), "gcn_kernel": ("fused", "autograd"), "select": ("acc", "loss"),
             "progress": ("auto", "bar", "lines", "none"), "comm_precision": PRECISIONS,
             "lr_schedule": SCHEDULES, "precision": COMPUTE_PRECISIONS, "featureless": FEATURELESS,
-            "rgcn_decomposition": DECOMPOSITIONS, "task": TASK_NAMES}
+            "rgcn_decomposition": DECOMPOSITIONS, "task": TASK_NAMES, "corrupt": CORRUPT}
 
 
 class Section:

@@ -126,21 +126,29 @@ def csr_with_edge_data(src, dst, num_nodes: int, edge: dict) -> tuple[torch.Tens
             t = t.to(torch.float32)  # as a loader would; Graph checks the rest
         data[name] = t
     keys = dst.astype(np.int64) * num_nodes + src.astype(np.int64)
-    order = np.argsort(keys, kind="stable")
+    rel = data["edge_type"].numpy() if "edge_type" in data else None
+    # an edge is keyed by (dst, src, relation): two relations between one pair are two edges, sorted by type
+    order = np.argsort(keys, kind="stable") if rel is None else np.lexsort((rel, keys))
     keys = keys[order]
     first = np.ones(e, dtype=bool)
     first[1:] = keys[1:] != keys[:-1]
+    if rel is not None and e:
+        r = rel[order]
+        first[1:] |= r[1:] != r[:-1]
     repeats = e - int(first.sum())
     perm = torch.from_numpy(order)
-    if repeats and set(data) - {"edge_weight"}:
+    if repeats and "edge_attr" in data:
         k = int(keys[np.flatnonzero(~first)[0]])
-        raise InputError(f"expected each edge once when edges carry features or types (got {repeats} repeated "
+        what = "edge (and relation)" if rel is not None else "edge"
+        raise InputError(f"expected each {what} once when edges carry features (got {repeats} repeated "
                          f"edges, e.g. {k % num_nodes} -> {k // num_nodes}): merge them first (weights alone are "
                          f"summed)")
     out = {}
     for name, t in data.items():
         t = t[perm]
-        if repeats:  # weights only: each edge's repeats summed, in the order they were listed
+        if repeats and name == "edge_type":
+            t = t[torch.from_numpy(first)]  # a repeated (src, dst, relation) keeps its one relation
+        elif repeats:  # weights: each edge's repeats summed, in the order they were listed
             group = torch.from_numpy(np.cumsum(first) - 1)
             t = torch.zeros(int(first.sum()), dtype=torch.float64).index_add_(0, group, t.double()).to(t.dtype)
         out[name] = t

@@ -19,7 +19,7 @@ from fullgraph.data.checks import as_tensor, describe
 from fullgraph.data.edge_list import csr_from_edges, csr_with_edge_data
 from fullgraph.data.labels import check_inferred_classes, used_classes
 from fullgraph.errors import InputError
-from fullgraph.ops.csr import _sorted_unique_rows, row_ids
+from fullgraph.ops.csr import _sorted_unique_entries, row_ids
 from fullgraph.ops.edge_data import EDGE_FIELDS, EdgeData, EdgeFacts
 from fullgraph.ops.node_types import NodeTypes
 
@@ -52,10 +52,12 @@ class Graph:
             contiguous per type, a feature width per type, a relation per edge type, labels and splits
             on the labelled types only (``data.typed`` builds and checks it).
 
-    Edge data sits beside the CSR entries, in their order, and a graph that has any lists each
-    ``(src, dst)`` pair at most once, rows sorted (:meth:`from_edges` sums repeated weights and
-    refuses repeated edges with features or types): every path that cuts entries then carries the
-    data by the same positions (``ops.edge_data``).
+    Edge data sits beside the CSR entries, in their order, and a graph that has any lists each edge
+    at most once, rows sorted: an edge is a ``(src, dst)`` pair, or with relation types a
+    ``(src, dst, relation)`` triple, so that one pair joined by two relations is two entries, sorted
+    by type (:meth:`from_edges` sums repeated weights, keeps a repeated triple once and refuses
+    repeated edges with features): every path that cuts entries then carries the data by the same
+    positions (``ops.edge_data``).
     """
 
     indptr: torch.Tensor
@@ -82,8 +84,9 @@ class Graph:
 
         Edge data given per listed edge (``edge_weight[i]`` belongs to edge ``i``) is put in CSR
         order with its edges. An edge listed twice keeps its repeats without edge data; with a
-        weight only, its weights are summed into one edge (as ``coalesce`` sums them in PyG and
-        SciPy); with features or types it is refused, since no sum of those means anything."""
+        weight, its weights are summed into one edge (as ``coalesce`` sums them in PyG and SciPy);
+        with features it is refused, since no sum of those means anything. With types an edge is
+        ``(src, dst, relation)``: one pair in two relations is two edges, a triple listed twice one."""
         edge = {k: v for k, v in (("edge_weight", edge_weight), ("edge_attr", edge_attr), ("edge_type", edge_type))
                 if v is not None}
         if not edge:
@@ -163,8 +166,9 @@ class Graph:
                                  f"num_relations={self.num_relations})")
         elif self.num_relations is not None:
             raise InputError(f"expected 'edge_type' with num_relations={self.num_relations} (got no edge types)")
-        if given and not _sorted_unique_rows(self.indptr, self.indices):
-            raise InputError("expected a graph with edge data to list each edge once, rows sorted (got repeated or "
+        if given and not _sorted_unique_entries(self.indptr, self.indices, self.edge_type):
+            what = "(src, dst, relation)" if self.edge_type is not None else "edge"
+            raise InputError(f"expected a graph with edge data to list each {what} once, rows sorted (got repeated or "
                              "unsorted entries): build it with Graph.from_edges, which sorts the edges with their data")
 
     def _check_features(self) -> None:

@@ -66,6 +66,11 @@ class LinkSplit:
         per_positive: 0 when negatives are shared by all positives of a split; K when each positive has
             K of its own (``val_neg`` then has ``K·len(val)`` rows, positive ``i``'s first).
         name: where the split came from (a seeded split, or the dataset's own files).
+        relations: typed links only (``data.typed_link_split``): ``{table: int64 [n]}``, the relation of
+            each pair (a knowledge graph's triple is ``(src, relation, dst)``); ``None``: untyped.
+        relation_names: every relation of the graph by id (``SRC___REL___DST``), for reports.
+        ends: int64 ``[T, 5]``, per scored relation: its id, then the id ranges ``[lo, hi)`` of its head
+            and tail node types, within which a negative corrupts an end.
     """
 
     num_nodes: int
@@ -76,6 +81,23 @@ class LinkSplit:
     test_neg: torch.Tensor
     per_positive: int = 0
     name: str = "split"
+    relations: dict | None = None
+    relation_names: tuple = ()
+    ends: torch.Tensor | None = None
+
+    @property
+    def typed(self) -> bool:
+        """Whether the pairs are typed links (``(head, relation, tail)``: a knowledge graph's triples)."""
+        return self.relations is not None
+
+    def relation(self, table: str) -> torch.Tensor | None:
+        """int64 ``[n]``: the relation of each pair of ``table`` (``None`` for untyped links)."""
+        return None if self.relations is None else self.relations[table]
+
+    @property
+    def targets(self) -> tuple[int, ...]:
+        """The scored relations, in the order of ``ends``' rows (empty for untyped links)."""
+        return () if self.ends is None else tuple(int(r) for r in self.ends[:, 0])
 
     def __post_init__(self) -> None:
         for f in PAIR_FIELDS:
@@ -96,6 +118,23 @@ class LinkSplit:
             if self.per_positive and n != p * self.per_positive:
                 raise InputError(f"expected {self.per_positive} negatives per positive in '{neg}' ({p * self.per_positive} "
                                  f"rows, got {n})")
+        if self.relations is not None:
+            self._check_relations()
+
+    def _check_relations(self) -> None:
+        """Typed links: a relation per pair of every table, and per scored relation the id ranges of its
+        head and tail types (``ends`` int64 ``[T, 5]``: relation, head lo, hi, tail lo, hi)."""
+        self.ends = torch.as_tensor(self.ends, dtype=torch.int64).reshape(-1, 5)
+        self.relation_names = tuple(str(n) for n in self.relation_names)
+        targets = set(self.targets)
+        for f in PAIR_FIELDS:
+            r = torch.as_tensor(self.relations.get(f, torch.zeros(0)), dtype=torch.int64).reshape(-1)
+            if r.numel() != getattr(self, f).shape[0]:
+                raise InputError(f"expected one relation per pair of '{f}' ({getattr(self, f).shape[0]}, got {r.numel()})")
+            if r.numel() and not set(r.unique().tolist()) <= targets:
+                raise InputError(f"expected the pairs of '{f}' in the scored relations {sorted(targets)} (got "
+                                 f"{sorted(set(r.unique().tolist()) - targets)})")
+            self.relations[f] = r.contiguous()
 
     def fingerprint(self) -> str:
         """A sha256 over every table: a run, its checkpoints and its ranks agree on the pairs."""
@@ -104,6 +143,10 @@ class LinkSplit:
             t = getattr(self, f)
             h.update(f"{f}{tuple(t.shape)}".encode())
             h.update(t.numpy().reshape(-1).view(np.uint8))
+        if self.typed:  # typed links: their relations and the scored relations' ends too
+            h.update(repr(self.relation_names).encode())
+            for t in [self.ends] + [self.relations[f] for f in PAIR_FIELDS]:
+                h.update(t.numpy().reshape(-1).view(np.uint8))
         return h.hexdigest()
 
     def sizes(self) -> dict:
@@ -114,8 +157,12 @@ class LinkSplit:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp.npz")
+        typed = {}
+        if self.typed:
+            typed = {f"{f}_relation": self.relations[f].numpy() for f in PAIR_FIELDS}
+            typed |= {"ends": self.ends.numpy(), "relation_names": np.array(self.relation_names, dtype=str)}
         np.savez(tmp, num_nodes=np.int64(self.num_nodes), per_positive=np.int64(self.per_positive),
-                 name=np.array(self.name), **{f: getattr(self, f).numpy() for f in PAIR_FIELDS})
+                 name=np.array(self.name), **{f: getattr(self, f).numpy() for f in PAIR_FIELDS}, **typed)
         tmp.replace(path)
         return path
 
@@ -123,8 +170,13 @@ class LinkSplit:
     def load(cls, path: str | Path) -> "LinkSplit":
         try:
             with np.load(path, allow_pickle=False) as z:
+                typed = {}
+                if "ends" in z:
+                    typed = {"relations": {f: torch.from_numpy(z[f"{f}_relation"].astype(np.int64)) for f in PAIR_FIELDS},
+                             "ends": torch.from_numpy(z["ends"].astype(np.int64)),
+                             "relation_names": tuple(str(n) for n in z["relation_names"])}
                 return cls(int(z["num_nodes"]), *(torch.from_numpy(z[f].astype(np.int64)) for f in PAIR_FIELDS),
-                           per_positive=int(z["per_positive"]), name=str(z["name"]))
+                           per_positive=int(z["per_positive"]), name=str(z["name"]), **typed)
         except (OSError, KeyError, ValueError) as e:
             raise InputError(f"expected a link split file written by fullgraph at {path} ({e})") from None
 
@@ -183,12 +235,18 @@ def random_link_split(graph, fractions: tuple[float, float, float], seed: int):
 def _keep_entries(graph, train_keys: np.ndarray):
     """The graph with only the CSR entries whose unordered pair is a training edge (self-loops kept:
     they were never split), edge data cut by the same positions."""
+    n = graph.num_nodes
+    dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.indptr.numpy()))
+    src = graph.indices.numpy()
+    return _keep_positions(graph, np.isin(edge_keys(src, dst, n), train_keys) | (src == dst))
+
+
+def _keep_positions(graph, keep: np.ndarray):
+    """The graph with the CSR entries ``keep`` (bool ``[E]``) only, edge data cut by the same positions."""
     from fullgraph.ops.csr import indptr_from_counts
 
     n = graph.num_nodes
     dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.indptr.numpy()))
-    src = graph.indices.numpy()
-    keep = np.isin(edge_keys(src, dst, n), train_keys) | (src == dst)
     indptr = torch.as_tensor(indptr_from_counts(torch.from_numpy(np.bincount(dst[keep], minlength=n))))
     pos = torch.from_numpy(np.nonzero(keep)[0])
     data = graph.edge_data()

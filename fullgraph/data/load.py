@@ -109,8 +109,18 @@ def load_link_graph(cfg):
         graph, split = load_ogb_link(cfg.data.dataset)
     else:
         raw = load_raw_graph(cfg)
-        if raw.node_types is not None:
-            raise InputError(f"expected a graph of one node type with --task link (got {raw.name}, typed "
-                             f"{', '.join(raw.node_types.names)}): predicting typed links is not supported yet")
-        graph, split = random_link_split(raw, parse_link_split(cfg.task.link_split), cfg.optimization.seed)
+        fractions = parse_link_split(cfg.task.link_split)
+        if cfg.task.target_relation:  # typed links: the named relations' edges are split and scored
+            from fullgraph.data.typed_link_split import random_typed_link_split, target_relations
+
+            graph, split = random_typed_link_split(raw, fractions, cfg.optimization.seed,
+                                                   target_relations(raw, cfg.task.target_relation), cfg.task.corrupt)
+        elif raw.node_types is not None and raw.node_types.relations:
+            from fullgraph.data.typed_link_split import relation_triplets
+
+            names = relation_triplets(raw.node_types)
+            raise InputError(f"expected --target-relation SRC___REL___DST with --task link on {raw.name}, a typed graph "
+                             f"(got none): name the relations to predict, e.g. --target-relation {names[0]}")
+        else:
+            graph, split = random_link_split(raw, fractions, cfg.optimization.seed)
     return (row_normalize_features(graph) if feature_norm_of(cfg) == "row" else graph), split

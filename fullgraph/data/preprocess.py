@@ -17,8 +17,13 @@ the data by the same positions:
   features; where both ``u -> v`` and ``v -> u`` exist each keeps its own data; a typed graph's
   reverse edges get relations of their own, type ``t + R`` for a reverse of type ``t``, and
   ``num_relations`` doubles to ``2R`` (R-GCN's inverse relations; ``reverse_relations=False``
-  keeps type ``t``, for relations that are symmetric by nature). A graph already symmetric is
-  returned as it is (same data, same ``R``), so symmetrizing twice is symmetrizing once.
+  keeps type ``t``, for relations that are symmetric by nature). A typed edge is keyed by
+  ``(src, dst, relation)``: ``u -> v`` in two relations is two edges, each with its own reverse,
+  and ``u -> v`` of type 0 beside ``v -> u`` of type 1 gains ``v -> u`` of type ``R`` (its reverse
+  relation) beside its own; a self loop is its own reverse. A
+  graph already symmetric is returned as it is (same data, same ``R``), so symmetrizing twice is
+  symmetrizing once: untyped, every pair's reverse is there; typed, every edge's reverse is there
+  in its reverse relation (``data.relations.reverse_relation_map``).
 * :func:`remove_self_loops`: a loop's data goes with it.
 * :func:`add_self_loops`: a loop that exists keeps its data; an added one gets weight 1, the mean
   of its node's in-edges' features (zeros without any) and type ``R``, a relation of its own
@@ -35,6 +40,7 @@ import torch
 from fullgraph.data import edge_list as _edge_list
 from fullgraph.data.edge_list import checked_edges, csr_from_sorted_keys, row_blocks, shrink_, unique_sorted_
 from fullgraph.data.graph import Graph
+from fullgraph.data.relations import reverse_relation_map, reverses_present
 from fullgraph.ops.adjacency import normalized
 from fullgraph.ops.csr import indptr_from_counts, row_ids
 
@@ -132,27 +138,52 @@ def _gather(graph: Graph, pos: torch.Tensor) -> dict:
     return {k: (v[pos] if isinstance(v, torch.Tensor) else v) for k, v in graph.edge_fields().items()}
 
 
-def _entries(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _entries(keys: np.ndarray, types: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Sorted distinct ``keys`` and, for each, the position of its first occurrence in ``keys``
-    (the stable sort makes the first listed win among equal keys)."""
-    order = np.argsort(keys, kind="stable")
+    (the stable sort makes the first listed win among equal keys). With ``types`` an entry is the
+    pair ``(key, type)``, sorted by key then type: the distinct keys may then repeat, once per type."""
+    order = np.argsort(keys, kind="stable") if types is None else np.lexsort((types, keys))
     keys = keys[order]
     first = np.ones(keys.size, dtype=bool)
     np.not_equal(keys[1:], keys[:-1], out=first[1:])
+    if types is not None and keys.size:
+        t = types[order]
+        first[1:] |= t[1:] != t[:-1]
     return keys[first], order[first]
+
+
+def _typed_symmetric(graph: Graph, reverse_relations: bool) -> bool:
+    """Whether every typed edge ``(u, v, r)`` has its reverse ``(v, u, rev[r])`` (module doc)."""
+    rev = reverse_relation_map(graph, reverse_relations)
+    if rev is None:
+        return False
+    return graph.node_types is None or not graph.node_types.relations or reverses_present(graph, rev)
 
 
 def _symmetrize_with_data(graph: Graph, reverse_relations: bool) -> Graph:
     n, e = graph.num_nodes, graph.num_edges
-    keys, kept = _entries(_edge_keys(graph.indptr, graph.indices, transposed_too=True))
+    types = graph.node_types
+    typed = graph.edge_type is not None
+    if typed and _typed_symmetric(graph, reverse_relations):
+        return _unchanged(graph)  # already symmetric: its data and relation count as they are
+    r = int(graph.num_relations) if typed else 0
+    renamed = typed and (reverse_relations or types is not None)  # a typed graph's reverse edges join other ends
+    if typed:  # edges keyed by (src, dst, relation): a reverse edge stands in relation t + R (or t);
+        t = graph.edge_type.numpy()  # a self loop is its own reverse, in its own relation
+        both = _edge_keys(graph.indptr, graph.indices, transposed_too=True)
+        back = t + r if renamed else t
+        if renamed:
+            back = np.where(both[:e] == both[e:], t, back)
+        keys, kept = _entries(both, np.concatenate([t, back]))
+        del both, back
+    else:
+        keys, kept = _entries(_edge_keys(graph.indptr, graph.indices, transposed_too=True))
     reverse = kept >= e  # an added reverse edge: the forward entries come first among equal keys
     if not reverse.any():
         return _unchanged(graph)  # already symmetric: its data and relation count as they are
     kept[reverse] -= e
     edge = _gather(graph, torch.from_numpy(kept))
-    types = graph.node_types  # a typed graph's reverse edges join other ends: they are relations of their own
-    if graph.edge_type is not None and (reverse_relations or types is not None):
-        r = int(graph.num_relations)
+    if renamed:
         edge["edge_type"] = edge["edge_type"] + r * torch.from_numpy(reverse)
         edge["num_relations"] = 2 * r
     del kept, reverse
@@ -190,17 +221,26 @@ def undirected_csr(src, dst, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor
     return _canonical(shrink_(keys, w), num_nodes)
 
 
-def is_standard_structure(indptr: torch.Tensor, indices: torch.Tensor) -> bool:
+def is_standard_structure(indptr: torch.Tensor, indices: torch.Tensor, types: torch.Tensor | None = None) -> bool:
     """Whether the CSR is what the loaders leave (``fullgraph.data.datasets.preprocess``):
     symmetric, rows strictly ascending (no repeated edge), no self loops. Exact: the reversed
     edges' int64 keys are sorted (``8 E`` bytes, in place) and compared with the CSR's own, which
-    a sorted repeat-free CSR already lists in order; the other checks go block by block."""
+    a sorted repeat-free CSR already lists in order; the other checks go block by block. ``types``:
+    the entries' relations, where an edge is ``(src, dst, relation)``: a row ascends by column then
+    relation, and a pair in ``k`` relations wants its reverse pair in ``k`` too."""
     ip, ix = indptr.numpy(), indices.numpy()
+    tp = None if types is None else types.numpy()
     n, e = ip.size - 1, ix.size
     for r0, r1 in row_blocks(ip):
         a, b = int(ip[r0]), int(ip[r1])
         rows, cols = row_ids(ip, r0, r1), ix[a:b]
-        if bool((cols == rows).any()) or bool(((cols[1:] <= cols[:-1]) & (rows[1:] == rows[:-1])).any()):
+        same_row = rows[1:] == rows[:-1]
+        if tp is None:
+            falls = cols[1:] <= cols[:-1]
+        else:
+            t = tp[a:b]
+            falls = (cols[1:] < cols[:-1]) | ((cols[1:] == cols[:-1]) & (t[1:] <= t[:-1]))
+        if bool((cols == rows).any()) or bool((falls & same_row).any()):
             return False
     if not np.array_equal(np.bincount(ix, minlength=n), np.diff(ip)):  # in-degree = out-degree first
         return False
@@ -264,7 +304,9 @@ def _add_self_loops_with_data(graph: Graph) -> Graph:
     missing = np.flatnonzero(~has)
     if missing.size == 0:
         return _unchanged(graph)
-    keys, kept = _entries(np.concatenate([_edge_keys(graph.indptr, graph.indices), missing * (n + 1)]))
+    r = None if graph.edge_type is None else int(graph.num_relations)
+    keys, kept = _entries(np.concatenate([_edge_keys(graph.indptr, graph.indices), missing * (n + 1)]),
+                          None if r is None else np.concatenate([graph.edge_type.numpy(), np.full(missing.size, r)]))
     added = kept >= e
     old = torch.from_numpy(kept[~added])
     real, loop = torch.from_numpy(~added), torch.from_numpy(added)
@@ -284,8 +326,7 @@ def _add_self_loops_with_data(graph: Graph) -> Graph:
                                                                                         graph.edge_attr.double())
         mean = sums / torch.bincount(rows, minlength=n).clamp(min=1).unsqueeze(1)
         edge["edge_attr"] = fill(graph.edge_attr, mean[torch.from_numpy(missing)].to(graph.edge_attr.dtype))
-    if graph.edge_type is not None:
-        r = int(graph.num_relations)
+    if r is not None:
         edge["edge_type"], edge["num_relations"] = fill(graph.edge_type, r), r + 1
     indptr, indices = csr_from_sorted_keys(keys, n)
     return graph.with_structure(indptr, indices, **edge)

@@ -69,7 +69,7 @@ def _permuted(block: Block, perm: torch.Tensor) -> Block:
     inv[perm] = torch.arange(perm.numel())
     a = block.adj
     cols = inv[a.indices]
-    order = torch.sort(row_ids(a.indptr) * a.shape[1] + cols).indices
+    order = torch.sort(row_ids(a.indptr) * a.shape[1] + cols, stable=True).indices
     return Block(SparseOp(a.indptr, cols[order], a.values[order], a.shape), block.norm,
                  src_ids=block.src_ids[perm], dst_ids=block.dst_ids,
                  edata=None if block.edata is None else block.edata.take(order))

@@ -108,6 +108,19 @@ def _sorted_unique_rows(indptr: torch.Tensor, indices: torch.Tensor) -> bool:
     return bool(rising.all())
 
 
+def _sorted_unique_entries(indptr: torch.Tensor, indices: torch.Tensor, types: torch.Tensor | None) -> bool:
+    """Whether every row lists its entries strictly ascending by ``(column, type)``: the order of a
+    graph whose edges carry relations, where one pair may be two edges of two relations (``types``
+    ``None``: by column alone, :func:`_sorted_unique_rows`)."""
+    if types is None or indices.numel() < 2:
+        return _sorted_unique_rows(indptr, indices)
+    rising = (indices[1:] > indices[:-1]) | ((indices[1:] == indices[:-1]) & (types[1:] > types[:-1]))
+    starts = indptr[1:-1]
+    starts = starts[(starts > 0) & (starts < indices.numel())]
+    rising[starts - 1] = True
+    return bool(rising.all())
+
+
 def canonical(indptr: torch.Tensor, indices: torch.Tensor, num_cols: int | None = None,
               drop_loops: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """The structure with each row sorted and repeats merged (``drop_loops``: without the entries

@@ -115,7 +115,7 @@ def pruned_block(block: Block, pr: Pruning, layer: int, halo_cols: torch.Tensor 
         vals = torch.where(cols >= m, vals * scale, vals)
     indptr = indptr_from_counts(keep)[sub]
     shape = (pr.rows[layer], m + kept_halo.numel())
-    by_row = torch.sort(row_ids(indptr) * shape[1] + cols).indices
+    by_row = torch.sort(row_ids(indptr) * shape[1] + cols, stable=True).indices  # a pair's relations keep their order
     cols, vals = cols[by_row], vals[by_row]
     edata = None if block.edata is None else block.edata.take(pos[keep][by_row])
     src, dst = _ids(block, n), _ids(block, n, dst=True)

@@ -34,18 +34,23 @@ __all__ = ["Part", "PartitionBook", "NORMS"]
 
 def _check_simple(graph: Graph) -> None:
     """The book assumes the loaders' standard structure: no self loops, no duplicate edges (an
-    edge equal to the one before it in its row). Checked block by block: no edge-sized copies."""
+    edge equal to the one before it in its row, relation included where edges carry one). Checked
+    block by block: no edge-sized copies."""
     loops = self_loop_positions(graph.indptr, graph.indices).size
     if loops:
         raise InputError(
             f"expected a graph without self loops (got {loops} in {graph.name!r}); preprocess it with "
             "fullgraph.data.datasets.preprocess, since each normalization adds the loops it wants")
     ip, ix = graph.indptr.numpy(), graph.indices.numpy()
+    types = None if graph.edge_type is None else graph.edge_type.numpy()
     dups = 0
     for r0, r1 in row_blocks(ip):
         a, b = int(ip[r0]), int(ip[r1])
         rows, cols = row_ids(ip, r0, r1), ix[a:b]
-        dups += int(np.count_nonzero((cols[1:] == cols[:-1]) & (rows[1:] == rows[:-1])))
+        same = (cols[1:] == cols[:-1]) & (rows[1:] == rows[:-1])
+        if types is not None:  # an edge is (src, dst, relation): one pair may stand in several relations
+            same &= types[a + 1 : b] == types[a : b - 1]
+        dups += int(np.count_nonzero(same))
     if dups:
         raise InputError(
             f"expected a graph without duplicate edges (got {dups} in {graph.name!r}); preprocess it "
@@ -179,8 +184,8 @@ class PartitionBook:
             pos = csr_rows(ip, inner[j0:j1])[1].numpy()
             key = colmap[ix[pos]]  # these rows' columns, in local ids
             key += row_base
-            if carry:  # the entries' order, to take their data by (the keys are distinct: one sort)
-                order = np.argsort(key)
+            if carry:  # the entries' order, to take their data by: stable, so that one pair's relations
+                order = np.argsort(key, kind="stable")  # keep the graph's (column, type) order
                 key, eid[e0:e1] = key[order], pos[order]
             else:
                 key.sort()  # rows stay in order; columns sorted within each row

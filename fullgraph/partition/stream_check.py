@@ -2,7 +2,7 @@
 checked and fingerprinted before any part is written.
 
 One pass over the structure refuses it unless it is what ``preprocessed`` promises (ids in range,
-rows strictly ascending, no self loops, symmetric by an order-free checksum, :func:`_pair_hash`)
+rows strictly ascending, by relation too where edges carry one, no self loops, symmetric by an order-free checksum, :func:`_pair_hash`)
 and hashes it as ``Graph.fingerprint()`` hashes the loaded graph (edge ids as int64); with edge
 weights it also sums every node's weighted in-degree (:func:`.stream_edges._row_weight_sums`). One
 pass over the node files and the edge files checks them as ``load_native`` and ``Graph`` do (finite
@@ -70,7 +70,12 @@ def _check_and_hash_structure(stream: CSRStream, indptr: np.ndarray, src: _Folde
             raise InputError(f"expected node ids in [0, {n}) in {where / 'indices.npy'} (got "
                              f"{int(cols.min())}..{int(cols.max())} in rows {blk.r0}..{blk.r1 - 1}: damaged)")
         rows = blk.row_ids()
-        if ((cols[1:] <= cols[:-1]) & (rows[1:] == rows[:-1])).any() or (cols == rows).any():
+        falls = cols[1:] <= cols[:-1]
+        if "type" in src.kinds:  # an edge is (src, dst, relation): a row ascends by column, then relation
+            kind = src.read(EDGE_FILES["type"], int(indptr[blk.r0]), int(indptr[blk.r0]) + rows.size)
+            falls = (cols[1:] < cols[:-1]) | ((cols[1:] == cols[:-1]) & (kind[1:] <= kind[:-1]))
+            del kind
+        if (falls & (rows[1:] == rows[:-1])).any() or (cols == rows).any():
             raise InputError(f"expected a preprocessed structure in {where} (each row strictly ascending: "
                              f"no repeats, no self loops) (got another in rows {blk.r0}..{blk.r1 - 1}: damaged, "
                              "or not preprocessed as meta.json says)")

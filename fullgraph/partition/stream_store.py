@@ -151,8 +151,8 @@ def _to_local(cols: np.ndarray, local_ptr: np.ndarray, colmap: np.ndarray, n_loc
         e0, e1 = int(local_ptr[j0]), int(local_ptr[j1])
         base = np.repeat(np.arange(j0, j1, dtype=np.int64) * n_local, np.diff(local_ptr[j0:j1 + 1]))
         key = colmap[cols[e0:e1]] + base
-        if carry:  # the keys are distinct: one order, whichever sort finds it
-            order = np.argsort(key)
+        if carry:  # stable: one pair in two relations keeps the graph's (column, type) order
+            order = np.argsort(key, kind="stable")
             key = key[order]
             np.add(order, e0, out=perm[e0:e1])
             del order

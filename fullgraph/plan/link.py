@@ -50,7 +50,7 @@ def link_epoch_volume(task, epoch: int, node_part, width: int, nprocs: int,
     """The sum of :func:`link_step_volume` over the steps of ``epoch`` of a ``LinkTask``."""
     total: dict[str, int] = {}
     for step in range(task.steps(epoch)):
-        pairs, _ = task.step_pairs(epoch, step)
+        pairs = task.step_pairs(epoch, step)[0]
         for k, v in link_step_volume(pairs, node_part, width, nprocs, row_bytes).items():
             total[k] = total.get(k, 0) + v
     return total

@@ -5,22 +5,42 @@
 Linear to one score). A user's: ``FILE.py:build`` or ``module:build``, ``build(width)`` returning a module
 whose ``forward(h_src, h_dst)`` maps two ``[n, width]`` tensors to ``[n]`` scores.
 
+Typed links (a knowledge graph's triples ``(head, relation, tail)``) score each pair by its relation:
+every decoder's ``forward`` then takes the pairs' relations as a third argument, and the relation-aware
+ones keep a learned vector per relation of the graph (Schlichtkrull et al. pair R-GCN with DistMult;
+GraphStorm offers all three):
+
+* ``distmult`` (Yang et al. 2015): ``sum(h_u * r * h_v)``, a diagonal bilinear map per relation;
+* ``transe`` (Bordes et al. 2013): ``b - ||h_u + r - h_v||``, a translation per relation;
+* ``rotate`` (Sun et al. 2019): ``b - sum |h_u o e^{i theta_r} - h_v|``, the embedding's two halves the real and
+  imaginary parts of ``width/2`` complex numbers, rotated by a phase per relation (an even ``--hidden``).
+
+The distance models' scores are logits for the binary cross-entropy, so the margin ``b`` (the
+distance at which a pair is even odds) is learned, from 1 (PyG's and DGL-KE's fix it, with their
+margin losses). ``dot`` and ``mlp`` ignore the relation; a user's ``build(width, num_relations)``
+gets the relation count where links are typed. A relation vector is drawn as PyG's ``kge`` models
+draw theirs (Glorot for DistMult, ``U(±6/√width)`` normalized for TransE, ``U(0, 2π)`` phases for RotatE).
+
 The decoder is a submodule of the trained model (``model.decoder``): its weights travel with the
 encoder's through the optimizer, the gradient all-reduce, checkpoints and ``model.pt``.
 """
 
 from __future__ import annotations
 
+import inspect
+import math
+
 import torch
 from torch import nn
 
 from fullgraph.errors import InputError
 
-__all__ = ["DotDecoder", "MLPDecoder", "build_decoder", "attach_decoder"]
+__all__ = ["DotDecoder", "MLPDecoder", "DistMultDecoder", "TransEDecoder", "RotatEDecoder", "RELATIONAL",
+           "build_decoder", "attach_decoder"]
 
 
 class DotDecoder(nn.Module):
-    def forward(self, h_src: torch.Tensor, h_dst: torch.Tensor) -> torch.Tensor:
+    def forward(self, h_src: torch.Tensor, h_dst: torch.Tensor, rel: torch.Tensor | None = None) -> torch.Tensor:
         return (h_src * h_dst).sum(-1)
 
 
@@ -32,20 +52,91 @@ class MLPDecoder(nn.Module):
         self.hidden = nn.Linear(width, width)
         self.out = nn.Linear(width, 1)
 
-    def forward(self, h_src: torch.Tensor, h_dst: torch.Tensor) -> torch.Tensor:
+    def forward(self, h_src: torch.Tensor, h_dst: torch.Tensor, rel: torch.Tensor | None = None) -> torch.Tensor:
         return self.out(torch.relu(self.hidden(h_src * h_dst))).squeeze(-1)
 
 
-def build_decoder(spec: str, width: int) -> nn.Module:
-    """The decoder ``--decoder spec`` names, for embeddings of ``width`` columns."""
+class _Relational(nn.Module):
+    """A decoder with a learned vector per relation (``relation [R, d]``)."""
+
+    def __init__(self, num_relations: int, width: int):
+        super().__init__()
+        self.relation = nn.Parameter(torch.empty(num_relations, width))
+
+    def _rel(self, rel: torch.Tensor | None) -> torch.Tensor:
+        if rel is None:
+            raise InputError(f"expected typed links for the {type(self).__name__} (each pair's relation: "
+                             f"--target-relation) (got untyped pairs): use --decoder dot or mlp")
+        return self.relation[rel.to(self.relation.device)]
+
+
+class DistMultDecoder(_Relational):
+    """``sum(h_u * r * h_v)`` (module doc)."""
+
+    def __init__(self, width: int, num_relations: int):
+        super().__init__(num_relations, width)
+        nn.init.xavier_uniform_(self.relation)
+
+    def forward(self, h_src, h_dst, rel=None):
+        return (h_src * self._rel(rel) * h_dst).sum(-1)
+
+
+class TransEDecoder(_Relational):
+    """``b - ||h_u + r - h_v||_2`` (module doc)."""
+
+    def __init__(self, width: int, num_relations: int):
+        super().__init__(num_relations, width)
+        bound = 6.0 / math.sqrt(width)
+        nn.init.uniform_(self.relation, -bound, bound)
+        with torch.no_grad():
+            self.relation.copy_(nn.functional.normalize(self.relation, dim=-1))
+        self.margin = nn.Parameter(torch.ones(()))
+
+    def forward(self, h_src, h_dst, rel=None):
+        return self.margin - (h_src + self._rel(rel) - h_dst).norm(dim=-1)
+
+
+class RotatEDecoder(_Relational):
+    """``b - sum_k |h_u[k] e^{i theta_r[k]} - h_v[k]|`` over ``width/2`` complex numbers (module doc)."""
+
+    def __init__(self, width: int, num_relations: int):
+        if width % 2:
+            raise InputError(f"expected an even embedding width for --decoder rotate (its halves are the real and "
+                             f"imaginary parts) (got --hidden {width})")
+        super().__init__(num_relations, width // 2)
+        nn.init.uniform_(self.relation, 0, 2 * math.pi)
+        self.margin = nn.Parameter(torch.ones(()))
+
+    def forward(self, h_src, h_dst, rel=None):
+        theta = self._rel(rel)
+        re_s, im_s = h_src.chunk(2, dim=-1)
+        re_d, im_d = h_dst.chunk(2, dim=-1)
+        cos, sin = torch.cos(theta), torch.sin(theta)
+        re, im = re_s * cos - im_s * sin - re_d, re_s * sin + im_s * cos - im_d
+        return self.margin - torch.sqrt(re * re + im * im + 1e-12).sum(-1)
+
+
+RELATIONAL = {"distmult": DistMultDecoder, "transe": TransEDecoder, "rotate": RotatEDecoder}
+"""The built-in decoders that score by relation (typed links only)."""
+
+
+def build_decoder(spec: str, width: int, num_relations: int | None = None) -> nn.Module:
+    """The decoder ``--decoder spec`` names, for embeddings of ``width`` columns; ``num_relations``: the
+    graph's relation count where links are typed (``None``: untyped links)."""
     if spec == "dot":
         return DotDecoder()
     if spec == "mlp":
         return MLPDecoder(width)
+    if spec in RELATIONAL:
+        if num_relations is None:
+            raise InputError(f"expected typed links (--target-relation on a typed graph) with --decoder {spec}, which "
+                             f"scores each pair by its relation (got untyped links): use --decoder dot or mlp")
+        return RELATIONAL[spec](width, num_relations)
     from fullgraph.models.user import load_builder
 
     try:
-        decoder = load_builder(spec)(width)
+        build = load_builder(spec)
+        decoder = build(width) if num_relations is None else _with_relations(build, width, num_relations)
     except InputError as e:
         raise InputError(str(e).replace("--model", "--decoder")) from None
     except Exception as e:  # noqa: BLE001 - the user's builder: whatever it raises is reported in one line
@@ -56,7 +147,19 @@ def build_decoder(spec: str, width: int) -> nn.Module:
     return decoder
 
 
-def attach_decoder(model: nn.Module, spec: str, width: int) -> nn.Module:
+def _with_relations(build, width: int, num_relations: int):
+    """A user's builder for typed links: ``build(width, num_relations)``, or ``build(width)`` where it
+    takes one argument (a decoder that ignores relations)."""
+    try:
+        params = inspect.signature(build).parameters.values()
+        takes = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params) >= 2 or any(
+            p.kind == p.VAR_POSITIONAL for p in params)
+    except (TypeError, ValueError):
+        takes = True
+    return build(width, num_relations) if takes else build(width)
+
+
+def attach_decoder(model: nn.Module, spec: str, width: int, num_relations: int | None = None) -> nn.Module:
     """Give ``model`` its decoder as the submodule ``decoder`` (whose output the encoder never reads)."""
-    model.add_module("decoder", build_decoder(spec, width))
+    model.add_module("decoder", build_decoder(spec, width, num_relations))
     return model

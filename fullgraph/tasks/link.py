@@ -70,7 +70,13 @@ class LinkTask:
         self._order: tuple[int, torch.Tensor] | None = None  # (epoch, shuffled training edge ids)
         n = min(e, split.val.shape[0])
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0x11D]))
-        self.train_sample = split.train[torch.from_numpy(np.sort(rng.choice(e, n, replace=False)))]
+        self.sample_ids = torch.from_numpy(np.sort(rng.choice(e, n, replace=False)))
+        self.train_sample = split.train[self.sample_ids]
+
+    @property
+    def typed(self) -> bool:
+        """Whether the links are typed (a knowledge graph's triples: each pair scored by its relation)."""
+        return self.split.typed
 
     @staticmethod
     def out_width(num_classes: int, hidden: int) -> int:
@@ -99,23 +105,45 @@ class LinkTask:
         """Each step its own dropout masks: the key's epoch counts steps too."""
         return (epoch << 24) + step
 
-    def positives(self, epoch: int, step: int) -> torch.Tensor:
+    def _positive_ids(self, epoch: int, step: int) -> torch.Tensor:
         if self._order is None or self._order[0] != epoch:
             rng = np.random.default_rng(np.random.SeedSequence([self.seed, epoch, 0x11B]))
             self._order = (epoch, torch.from_numpy(rng.permutation(self.split.train.shape[0])))
-        return self.split.train[self._order[1][step * self.batch:(step + 1) * self.batch]]
+        return self._order[1][step * self.batch:(step + 1) * self.batch]
+
+    def positives(self, epoch: int, step: int) -> torch.Tensor:
+        return self.split.train[self._positive_ids(epoch, step)]
 
     def step_pairs(self, epoch: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The pairs a training step scores and their labels (positives first)."""
-        pos = self.positives(epoch, step)
-        neg = train_negatives(self.split.num_nodes, pos.shape[0] * self.cfg.task.negatives, self.seed, epoch, step)
-        return torch.cat([pos, neg]), torch.cat([torch.ones(pos.shape[0]), torch.zeros(neg.shape[0])])
+        return self.step_triples(epoch, step)[:2]
+
+    def step_triples(self, epoch: int, step: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """:meth:`step_pairs` and, for typed links, the pairs' relations (``None`` for untyped): a typed
+        positive's negatives corrupt an end within its type (``data.typed_link_split.corrupted``)."""
+        ids = self._positive_ids(epoch, step)
+        pos, k = self.split.train[ids], self.cfg.task.negatives
+        labels = torch.cat([torch.ones(pos.shape[0]), torch.zeros(pos.shape[0] * k)])
+        if not self.typed:
+            neg = train_negatives(self.split.num_nodes, pos.shape[0] * k, self.seed, epoch, step)
+            return torch.cat([pos, neg]), labels, None
+        from fullgraph.data.typed_link_split import corrupted
+
+        rel = self.split.relation("train")[ids]
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, epoch, step, 0x11C]))
+        neg, neg_rel = corrupted(pos, rel, self.split.ends, k, rng, self.cfg.task.corrupt)
+        return torch.cat([pos, neg]), labels, torch.cat([rel, neg_rel])
+
+    @staticmethod
+    def decode(model, h_src: torch.Tensor, h_dst: torch.Tensor, rel: torch.Tensor | None) -> torch.Tensor:
+        """The decoder's scores of rows ``h_src``, ``h_dst``: by relation where links are typed."""
+        return model.decoder(h_src, h_dst) if rel is None else model.decoder(h_src, h_dst, rel.to(h_src.device))
 
     def loss(self, engine, model, out: torch.Tensor, epoch: int, step: int) -> torch.Tensor:
-        pairs, labels = self.step_pairs(epoch, step)
+        pairs, labels, rel = self.step_triples(epoch, step)
         mine = engine.pair_share(pairs)
         h_src, h_dst = engine.pair_rows(out, pairs[mine], "link")
-        scores = model.decoder(h_src, h_dst).float()
+        scores = self.decode(model, h_src, h_dst, None if rel is None else rel[mine]).float()
         total = F.binary_cross_entropy_with_logits(scores, labels[mine].to(scores.device), reduction="sum")
         return scaled(total) / pairs.shape[0]
 
@@ -131,15 +159,17 @@ class LinkTask:
             return chosen
         return published_link_metric(self.split.name) or "rocauc"
 
-    def scores(self, engine, model, out: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
-        """Every pair's score, in ``pairs``' order, on every rank (each rank scores its share), ``EVAL_PAIRS``
-        at a time (the same count of exchanges on every rank: the pairs are the same)."""
+    def scores(self, engine, model, out: torch.Tensor, pairs: torch.Tensor,
+               rel: torch.Tensor | None = None) -> torch.Tensor:
+        """Every pair's score (``rel``: their relations, typed links), in ``pairs``' order, on every rank
+        (each rank scores its share), ``EVAL_PAIRS`` at a time (the same count of exchanges on every rank:
+        the pairs are the same)."""
         whole = torch.empty(pairs.shape[0], dtype=torch.float64)
         for start in range(0, pairs.shape[0], EVAL_PAIRS):
             chunk = pairs[start:start + EVAL_PAIRS]
             at = torch.nonzero(engine.pair_share(chunk)).flatten()
             h_src, h_dst = engine.pair_rows(out, chunk[at], "eval/link")
-            got = model.decoder(h_src, h_dst).double()
+            got = self.decode(model, h_src, h_dst, None if rel is None else rel[start:start + EVAL_PAIRS][at]).double()
             both = engine.gather_rows(torch.stack([at.to(got), got], 1), "eval/reduce").cpu()
             whole[start + both[:, 0].long()] = both[:, 1]
         return whole
@@ -161,10 +191,20 @@ class LinkTask:
         for pairs in self._tables().values():
             yield from pairs.split(EVAL_PAIRS)
 
+    def _relations(self) -> dict[str, torch.Tensor | None]:
+        """The relation of each pair of :meth:`_tables`' tables (``None`` each for untyped links)."""
+        s = self.split
+        if not s.typed:
+            return dict.fromkeys(self._tables())
+        return {name: s.relation(name) for name in ("val_neg", "val", "test", "test_neg")} | {
+            "train": s.relation("train")[self.sample_ids]}
+
     def evaluate(self, engine, model, out: torch.Tensor) -> dict:
-        """The metric of each split (training: its sample) and the validation loss."""
+        """The metric of each split (training: its sample) and the validation loss; for typed links also
+        every metric of each scored relation, by its name (``by_relation``)."""
         metric, per = self.metric(), self.split.per_positive
-        got = {name: self.scores(engine, model, out, pairs) for name, pairs in self._tables().items()}
+        rels = self._relations()
+        got = {name: self.scores(engine, model, out, pairs, rels[name]) for name, pairs in self._tables().items()}
         val_pos, val_neg = got["val"], got["val_neg"]
         record = {"metric": metric, "val_metric": link_metric(metric, val_pos, val_neg, per),
                   "test_metric": link_metric(metric, got["test"], got["test_neg"], per),
@@ -174,4 +214,18 @@ class LinkTask:
         record["val_loss"] = float(F.binary_cross_entropy_with_logits(both, labels))
         for split in ("train", "val", "test"):  # the run's summary keeps the selected epoch's under both names
             record[f"{split}_acc"] = record[f"{split}_metric"]
+        if self.typed:
+            record["by_relation"] = self.by_relation(got, rels)
         return record
+
+    def by_relation(self, got: dict, rels: dict) -> dict:
+        """Every link metric of the validation and test pairs of each scored relation (its positives
+        against its negatives), by the relation's ``SRC___REL___DST``."""
+        from fullgraph.tasks.link_metrics import LINK_METRICS
+
+        out = {}
+        for r in self.split.targets:
+            name = self.split.relation_names[r]
+            out[name] = {f"{split}_{m}": link_metric(m, got[split][rels[split] == r], got[f"{split}_neg"][rels[f"{split}_neg"] == r])
+                         for split in ("val", "test") for m in LINK_METRICS}
+        return out

@@ -14,9 +14,9 @@ from fullgraph.options import TASK_NAMES, Section, need, opt
 
 __all__ = ["TaskOptions", "TASK_NAMES", "DECODERS", "LINK_ONLY"]
 
-DECODERS = ("dot", "mlp")
-"""``--decoder``'s built-in choices; a user's is ``FILE.py:build`` or ``module:build``."""
-LINK_ONLY = ("link_split", "edge_batch", "negatives", "decoder")
+DECODERS = ("dot", "mlp", "distmult", "transe", "rotate")
+"""``--decoder``'s built-in choices (``tasks.decoders``); a user's is ``FILE.py:build`` or ``module:build``."""
+LINK_ONLY = ("link_split", "edge_batch", "negatives", "decoder", "target_relation", "corrupt")
 """The options only link prediction takes (refused with ``--task node`` when set)."""
 
 
@@ -36,8 +36,17 @@ class TaskOptions(Section):
     negatives: int = opt(1, "Link prediction: uniform negative pairs per positive in a training step.")
     decoder: str = opt("dot",
         "Link prediction: how two embeddings make a score: ``dot`` (their dot product), ``mlp`` (their Hadamard "
-        "product through a two-layer MLP), or a user's ``FILE.py:build`` / ``module:build`` (``build(width)`` "
-        "returns a module mapping two [n, width] tensors to [n] scores).")
+        "product through a two-layer MLP), per relation of typed links ``distmult`` (a diagonal per relation), "
+        "``transe`` (a translation) or ``rotate`` (a rotation in the complex plane), or a user's ``FILE.py:build`` / "
+        "``module:build`` (``build(width)``, or ``build(width, num_relations)`` for typed links, returns a module "
+        "mapping two [n, width] tensors, and for typed links their [n] relations, to [n] scores).")
+    target_relation: str = opt("",
+        "Link prediction on a typed graph: the relations whose edges are split and scored, in OGB's spelling "
+        "``SRC___REL___DST`` (comma-separated for several); a held-out edge's reverse relation edge leaves the "
+        "encoder's graph too.")
+    corrupt: str = opt("tail",
+        "Typed links: which end of a triple a negative replaces, within its node type: ``tail``, or ``both`` (the "
+        "head or the tail by a fair coin).")
 
     link_file: str | None = opt(None,
         "Link prediction under several processes: the split's file, written once by the launcher and read by "

@@ -30,7 +30,8 @@ def _config(run: str, dataset: str | None, root: str | None, **layout) -> tuple[
     saved = read_run_config(run)
     opts = {k: saved[k] for k in ("dataset", "root", "split", "feature_norm", "metric", "select", "seed",
                                   "partitioner", "metis_sample")}
-    opts |= {k: saved[k] for k in ("task", "link_split", "decoder") if k in saved}  # a link run: its split, its decoder
+    opts |= {k: saved[k] for k in ("task", "link_split", "decoder", "target_relation", "corrupt")  # a link run: its split,
+             if k in saved}  # its decoder, its typed links
     opts |= {k: v for k, v in (("dataset", dataset), ("root", root)) if v is not None}
     keep = ("model", "model_args", "layers", "hidden", "heads", "norm", "gcn_kernel", "gcnii_alpha", "gcnii_lambda", "appnp_alpha",
             "rgcn_decomposition", "rgcn_bases", "featureless")

@@ -15,30 +15,46 @@ from fullgraph.errors import InputError
 __all__ = ["read_pairs", "link_outputs", "link_embeddings"]
 
 
-def read_pairs(path: str, num_nodes: int) -> torch.Tensor:
+def read_pairs(path: str, num_nodes: int, relations: tuple[str, ...] | None = None):
     """``--pairs``: a ``.npy`` of integers ``[n, 2]`` (read without pickles) or a text file of one pair per
-    line; every id checked against the graph's nodes."""
+    line; every id checked against the graph's nodes. Typed links (``relations``: the graph's relation
+    names by id) take a third column, each pair's relation: its id, or in a text file its name
+    ``SRC___REL___DST``. Returns ``(pairs [n, 2], relations [n] or None)``."""
     p = Path(path)
+    cols = 2 if relations is None else 3
+    what = "'src dst'" if relations is None else "'src dst relation'"
     if not p.is_file():
         raise InputError(f"expected --pairs to be a file of node pairs (got no file at {p})")
     try:
         if p.suffix == ".npy":
             a = np.load(p, allow_pickle=False)
-        else:  # commas or white space between the two ids
-            a = np.loadtxt(io.StringIO(p.read_text().replace(",", " ")), ndmin=2, comments="#")
+        else:  # commas or white space between the ids; a relation may be named
+            text = p.read_text().replace(",", " ")
+            if relations is not None:
+                index = {name: str(i) for i, name in enumerate(relations)}
+                text = "\n".join(" ".join(index.get(w, w) for w in line.split()) for line in text.splitlines())
+            a = np.loadtxt(io.StringIO(text), ndmin=2, comments="#")
     except (ValueError, OSError, UnicodeDecodeError) as e:
-        raise InputError(f"expected --pairs {p} to hold integer pairs 'src dst' ({str(e).splitlines()[0][:160]})") from None
-    if a.ndim != 2 or a.shape[1] != 2 or a.shape[0] == 0:
-        raise InputError(f"expected --pairs {p} to hold pairs [n, 2] (got an array of shape {list(a.shape)})")
+        raise InputError(f"expected --pairs {p} to hold integer pairs {what} ({str(e).splitlines()[0][:160]})") from None
+    if a.ndim != 2 or a.shape[1] != cols or a.shape[0] == 0:
+        shape = "[n, 2]" if relations is None else "[n, 3] (src, dst, relation: the run's links are typed)"
+        raise InputError(f"expected --pairs {p} to hold pairs {shape} (got an array of shape {list(a.shape)})")
     if not np.issubdtype(a.dtype, np.integer):
         if not np.all(np.isfinite(a)) or not np.all(a == np.round(a)):
             raise InputError(f"expected --pairs {p} to hold integer node ids (got other numbers)")
     a = a.astype(np.int64)
-    if a.min() < 0 or a.max() >= num_nodes:
-        bad = int(((a < 0) | (a >= num_nodes)).any(1).sum())
+    ends = a[:, :2]
+    if ends.min() < 0 or ends.max() >= num_nodes:
+        bad = int(((ends < 0) | (ends >= num_nodes)).any(1).sum())
         raise InputError(f"expected the node ids of --pairs {p} in [0, {num_nodes}) (got {bad} pairs outside, e.g. "
-                         f"ids {int(a.min())}..{int(a.max())})")
-    return torch.from_numpy(a)
+                         f"ids {int(ends.min())}..{int(ends.max())})")
+    if relations is None:
+        return torch.from_numpy(a), None
+    rel = a[:, 2]
+    if rel.min() < 0 or rel.max() >= len(relations):
+        raise InputError(f"expected the relations of --pairs {p} as ids in [0, {len(relations)}) or names "
+                         f"SRC___REL___DST (got {int(rel.min())}..{int(rel.max())})")
+    return torch.from_numpy(ends.copy()), torch.from_numpy(rel.copy())
 
 
 @torch.no_grad()
@@ -46,13 +62,15 @@ def link_outputs(engine, model, pairs: str | None, embeddings: bool) -> dict[str
     if pairs is None and not embeddings:
         raise InputError("expected --pairs FILE or --embeddings for a link-prediction run (got neither): a link "
                          "model scores pairs of nodes, or gives their embeddings")
-    wanted = None if pairs is None else read_pairs(pairs, engine.graph_nodes())
+    task = engine.task
+    names = task.split.relation_names if task.typed else None
+    wanted, rel = (None, None) if pairs is None else read_pairs(pairs, engine.graph_nodes(), names)
     model.eval()
     out = engine.forward(model, 0, training=False).float()
     arrays = {}
     if wanted is not None:
         h_src, h_dst = engine.pair_rows(out, wanted, "eval/link")
-        scores = model.decoder(h_src, h_dst).float()
+        scores = task.decode(model, h_src, h_dst, rel).float()
         arrays = {"scores": scores.cpu().numpy(), "probabilities": torch.sigmoid(scores).cpu().numpy()}
     if embeddings:
         arrays["embeddings"] = out.cpu().numpy()

@@ -109,4 +109,5 @@ def build_planned_model(cfg, graph):
 
     out = output_width(cfg, graph.num_classes)  # a link's encoder: embeddings
     args = model_args(cfg, graph.num_features, out, graph.edge_facts().width, graph.node_types)
-    return with_task_head(build_model(args.pop("name"), args.pop("in_dim"), args.pop("out_dim"), **args), cfg, out)
+    return with_task_head(build_model(args.pop("name"), args.pop("in_dim"), args.pop("out_dim"), **args), cfg, out,
+                          graph.num_relations)

@@ -142,8 +142,9 @@ class Trainer:
         self.estimated_peak = self._check_memory()
         torch.manual_seed(cfg.optimization.seed)  # the same initial weights on every rank
         self.out_dim = output_width(cfg, e.num_classes)
+        relations = len(self.task.split.relation_names) if getattr(self.task, "typed", False) else None
         self.model = with_task_head(self.run_model.build(e.in_dim, self.out_dim, e.edges.width, e.node_types), cfg,
-                                    self.out_dim)
+                                    self.out_dim, relations)
         check_edge_data(cfg, self.model, e)  # edge data the model reads and its layers will not get
         check_model(self.model, distributed=e.world_size > 1)
         check_model_layout(cfg, self.model)  # what a user's model reveals once built (jumping knowledge)

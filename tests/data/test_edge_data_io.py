@@ -50,26 +50,33 @@ def one_line(e) -> str:
 
 
 # --------------------------------------------------------------------------------- preprocessing
+def by_triple(graph: Graph) -> dict:
+    """``(src, dst, type) -> (weight, attr)`` of every CSR entry (a typed edge's key)."""
+    src, dst = graph.edges()
+    return {(s, d, t): (w, a) for s, d, t, w, a in zip(src.tolist(), dst.tolist(), graph.edge_type.tolist(),
+                                                       graph.edge_weight.tolist(), graph.edge_attr.tolist())}
+
+
 def test_symmetrize_copies_data_to_reverse_edges_and_gives_them_relations_of_their_own():
+    """An edge is ``(src, dst, relation)``: 0 -> 1 (type 0) and 1 -> 0 (type 1) each get a reverse in
+    their reverse relation (1 -> 0 of type 2 beside 1 -> 0 of type 1); the loop is its own reverse."""
     g = typed_graph()
-    before = by_edge(g)
+    before = by_triple(g)
     s = symmetrize(g)
-    after = by_edge(s)
+    after = by_triple(s)
     assert s.num_relations == 4  # R = 2 doubled: reverse relations t + R
-    for (u, v), (w, a, t) in before.items():
-        assert after[(u, v)] == (w, a, t)  # every edge keeps its own data, loops and two-way pairs included
-        if (v, u) not in before:
-            assert after[(v, u)] == (w, a, t + 2)  # an added reverse: same weight and features, type t + R
-    assert set(after) == set(before) | {(v, u) for u, v in before}
+    reverses = {(v, u, t + 2): data for (u, v, t), data in before.items() if u != v}
+    assert after == before | reverses and s.num_edges == 11  # every edge keeps its own data; a reverse copies it
     assert symmetrize(s).fingerprint() == s.fingerprint()  # symmetric already: unchanged, R not doubled again
     same = symmetrize(g, reverse_relations=False)
-    assert same.num_relations == 2 and by_edge(same)[(4, 3)] == before[(3, 4)]
+    assert same.num_relations == 2 and by_triple(same)[(4, 3, 0)] == before[(3, 4, 0)]
+    assert by_triple(same)[(1, 0, 1)] == before[(1, 0, 1)] and by_triple(same)[(1, 0, 0)] == before[(0, 1, 0)]
 
 
 def test_remove_add_loops_and_dedupe_carry_data():
     g = typed_graph()
     r = remove_self_loops(preprocess(g))
-    assert (2, 2) not in by_edge(r) and r.num_edges == 8 and r.num_relations == 4
+    assert (2, 2) not in by_edge(r) and r.num_edges == 10 and r.num_relations == 4
     assert by_edge(preprocess(g)) == by_edge(r)
     a = add_self_loops(g)
     got = by_edge(a)
@@ -81,11 +88,17 @@ def test_remove_add_loops_and_dedupe_carry_data():
 
 
 def test_the_passes_make_the_same_structure_with_and_without_edge_data():
+    """Untyped edge data changes no structure; typed edges change it only where a pair stands in two
+    relations (after symmetrizing here: 1 -> 0 of types 1 and 2), which keeps the pairs' set."""
     plain, typed = Graph.from_edges(torch.tensor(SRC), torch.tensor(DST), N, **NODES), typed_graph()
+    weighted = Graph.from_edges(torch.tensor(SRC), torch.tensor(DST), N, edge_weight=torch.tensor(WEIGHT),
+                                edge_attr=torch.ones(len(SRC), 2), **NODES)
     for f in (preprocess, symmetrize, remove_self_loops, add_self_loops, dedupe):
-        a, b = f(plain), f(typed)
-        assert not a.edge_kinds and b.edge_kinds == ("weight", "attr", "type")
-        assert torch.equal(a.indptr, b.indptr) and torch.equal(a.indices, b.indices)
+        a, b, c = f(plain), f(typed), f(weighted)
+        assert not a.edge_kinds and b.edge_kinds == ("weight", "attr", "type") and c.edge_kinds == ("weight", "attr")
+        assert torch.equal(a.indptr, c.indptr) and torch.equal(a.indices, c.indices)
+        pairs = lambda g: set(zip(*[t.tolist() for t in g.edges()]))  # noqa: E731
+        assert pairs(a) == pairs(b)
     assert add_self_loops(plain).num_edges == 10
 
 

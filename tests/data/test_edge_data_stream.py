@@ -77,17 +77,38 @@ def test_features_and_types_reverse_relations(tmp_path, nodes, reverse_relations
     assert want.num_relations == (8 if reverse_relations else 4)
 
 
+@pytest.mark.parametrize("reverse_relations", [True, False])
+def test_a_pair_in_two_relations_is_two_edges_as_in_memory(tmp_path, nodes, reverse_relations):
+    """An edge is ``(src, dst, relation)``: pairs listed in two relations (and one triple listed twice,
+    its weights summed) give the folder the in-memory road makes (issue 60)."""
+    rng = np.random.default_rng(5)
+    src, dst = _distinct_pairs(rng, 200)
+    t = rng.integers(0, 3, src.size)
+    src, dst = np.concatenate([src, src[:80], src[:10]]), np.concatenate([dst, dst[:80], dst[:10]])
+    t = np.concatenate([t, (t[:80] + 1) % 3, t[:10]])
+    edge = {"edge_type": t, "edge_weight": rng.random(src.size).astype(np.float32)}
+    want = _same_as_in_memory(tmp_path, nodes, src, dst, edge, reverse_relations=reverse_relations)
+    pairs = want.edges()[0] * N + want.edges()[1]
+    assert int(pairs.unique().numel()) < want.num_edges  # some pairs stand in two relations
+
+
 def test_symmetric_typed_keeps_relations_and_as_given(tmp_path, nodes):
     rng = np.random.default_rng(4)
     s, d = _distinct_pairs(rng, 100)
     keep = s != d
     s, d = np.concatenate([s[keep], d[keep]]), np.concatenate([d[keep], s[keep]])
     keys = np.unique(d * N + s)
-    s, d = keys % N, keys // N  # symmetric: no reverse edge is added, so R stays
-    t = rng.integers(0, 3, s.size)
-    want = preprocess(Graph.from_edges(s, d, N, edge_type=torch.from_numpy(t), num_relations=5, **nodes))
-    meta = write_native_edges(tmp_path / "sym", N, [(s, d, {"edge_type": t})], num_relations=5, **nodes)
-    assert meta["counts"]["num_relations"] == 5 and load_native(tmp_path / "sym").fingerprint() == want.fingerprint()
+    s, d = keys % N, keys // N
+    t = rng.integers(0, 3, N * N)[np.minimum(s, d) * N + np.maximum(s, d)] + 3 * (s > d)  # (u, v, t), (v, u, t + 3)
+    want = preprocess(Graph.from_edges(s, d, N, edge_type=torch.from_numpy(t), num_relations=6, **nodes))
+    meta = write_native_edges(tmp_path / "sym", N, [(s, d, {"edge_type": t})], num_relations=6, **nodes)
+    # symmetric edge by edge in paired relations (r, r + R/2): no reverse edge is added, so R stays
+    assert want.num_relations == 6 and want.num_edges == s.size
+    assert meta["counts"]["num_relations"] == 6 and load_native(tmp_path / "sym").fingerprint() == want.fingerprint()
+    t[0] = (t[0] + 1) % 6  # one edge out of its pair: every edge gains a reverse relation, as in memory
+    want = preprocess(Graph.from_edges(s, d, N, edge_type=torch.from_numpy(t), num_relations=6, **nodes))
+    meta = write_native_edges(tmp_path / "sym2", N, [(s, d, {"edge_type": t})], num_relations=6, **nodes)
+    assert want.num_relations == 12 and load_native(tmp_path / "sym2").fingerprint() == want.fingerprint()
     src, dst = rng.integers(0, N, 200), rng.integers(0, N, 200)
     w = rng.random(200).astype(np.float32)
     meta = write_native_edges(tmp_path / "given", N, _blocks(src, dst, {"edge_weight": w}, 9), symmetrize=False,
@@ -101,7 +122,8 @@ def test_refusals_in_one_line(tmp_path, nodes):
     with pytest.raises(InputError, match=r"repeated edge, e\.g\. 0 -> 1 listed 2 times"):
         write_native_edges(tmp_path / "a", N, [(src, dst, {"edge_attr": np.ones((3, 2))})], **nodes)
     with pytest.raises(InputError, match=r"3 -> 3 listed 2 times"):  # a loop too, as Graph.from_edges refuses it
-        write_native_edges(tmp_path / "a", N, [([3, 3], [3, 3], {"edge_type": np.array([0, 1])})], **nodes)
+        write_native_edges(tmp_path / "a", N, [([3, 3], [3, 3], {"edge_type": np.array([1, 1]),
+                                                                "edge_attr": np.ones((2, 2))})], **nodes)
     with pytest.raises(InputError, match=r"same edge data \(got none in edge block 1, weight in the first\)"):
         write_native_edges(tmp_path / "a", N, [(src, dst, {"edge_weight": np.ones(3)}), (src, dst)], **nodes)
     with pytest.raises(InputError, match=r"finite values in 'edge_weight' \(got 1 NaN"):

@@ -15,8 +15,10 @@ import json
 import shutil
 
 import pytest
+import torch
 
 from fullgraph.cli import main
+from fullgraph.data.datasets import preprocess
 from fullgraph.data.detect import load_path
 from fullgraph.data.formats import _common
 from fullgraph.data.formats.native import write_native
@@ -120,15 +122,24 @@ def test_bare_edges_and_a_featureless_folder(mags, memory, tmp_path):
     assert got["counts"]["num_features"] == 1 and graph.node_types.widths == (0, 0, 0, 0)
 
 
-def test_a_pair_in_two_relations_is_refused_by_both_roads(mags, tmp_path):
+def test_a_pair_in_two_relations_is_two_edges_by_both_roads(mags, tmp_path):
+    """An author who writes and reads one paper: two edges (and two reverses), the same files by the
+    streamed and the in-memory roads (issue 60: an edge is ``(src, dst, relation)``)."""
     folder = shutil.copytree(mags[2e-4], tmp_path / "mag")
     _write_lines(folder / "raw" / "triplet-type-list.csv.gz",
                  _lines(folder / "raw" / "triplet-type-list.csv.gz") + ["author,reads,paper"])
     _set_edges(folder, ("author", "reads", "paper"), _lines(_rel(folder, WRITES) / "edge.csv.gz")[:3], 4)
-    for convert in (lambda: load_ogb_hetero(folder), lambda: convert_ogb_hetero(folder, tmp_path / "out")):
-        with pytest.raises(InputError, match="expected each edge once"):
-            convert()
-    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.writing-*"))
+    graph = load_ogb_hetero(folder)
+    got = convert_ogb_hetero(folder, tmp_path / "stream", block_bytes=1 << 12)
+    _same(got, write_native(preprocess(graph), tmp_path / "memory", preprocessed=True))
+    types = graph.node_types
+    reads, writes = types.relations.index(("author", "reads", "paper")), types.relations.index(WRITES)
+    src, dst = graph.edges()
+    key = src * graph.num_nodes + dst
+    assert int((graph.edge_type == reads).sum()) == 3
+    assert bool(torch.isin(key[graph.edge_type == reads], key[graph.edge_type == writes]).all())
+    rev = types.relations.index(("paper", "rev_reads", "author"))
+    assert int((graph.edge_type == rev).sum()) == 3
 
 
 def test_several_featured_types_take_the_in_memory_road(mags, tmp_path):

@@ -107,6 +107,21 @@ def test_to_undirected_equals_reverse():
     assert ours.node_types == theirs.node_types and ours.fingerprint() == theirs.fingerprint()
 
 
+def test_a_pair_in_two_relations_both_ways():
+    """An author who writes and reviews one paper: two edges from ``HeteroData``, two edge types back,
+    and PyG's ``ToUndirected`` gives what ``reverse=True`` gives (issue 60)."""
+    data = small()
+    data["author", "reviews", "paper"].edge_index = WRITES[:, :3]
+    g = graph_from_hetero(data, reverse=True)
+    assert g.num_edges == 2 * (4 + 3) + 2 * 3 and len(triples(g)) == g.num_edges
+    back = graph_to_hetero(g)
+    for key in (("author", "writes", "paper"), ("author", "reviews", "paper")):
+        assert set(map(tuple, back[key].edge_index.t().tolist())) == set(map(tuple, data[key].edge_index.t().tolist()))
+    assert graph_from_hetero(back).fingerprint() == g.fingerprint()
+    theirs = graph_from_hetero(T.ToUndirected()(data))
+    assert triples(theirs) == triples(g) and theirs.fingerprint() == g.fingerprint()
+
+
 def _one_line_error(data, match: str, **kw) -> None:
     with pytest.raises(InputError, match=match) as e:
         graph_from_hetero(data, **kw)

@@ -54,7 +54,7 @@ def test_repeated_weighted_edges_are_summed_and_featured_ones_refused():
                   val_mask=torch.tensor([0, 1, 0]).bool(), test_mask=torch.tensor([0, 0, 1]).bool())
     g = Graph.from_edges(src, dst, 3, edge_weight=torch.tensor([1.0, 2.5, 4.0]), **fields)
     assert g.num_edges == 2 and g.edge_weight.tolist() == [4.0, 3.5]  # row 0: 1 -> 0; row 1: 0 -> 1 (1 + 2.5)
-    with pytest.raises(InputError, match="each edge once when edges carry features or types .* 0 -> 1"):
+    with pytest.raises(InputError, match="each edge once when edges carry features .* 0 -> 1"):
         Graph.from_edges(src, dst, 3, edge_attr=torch.ones(3, 2), **fields)
 
 

@@ -10,7 +10,7 @@ temporary folder (:class:`~fullgraph.data.formats.native._FolderWriter`).
 Without edge data a spilled edge is a ``(dst, src)`` pair (8 or 16 bytes, both directions when
 symmetrizing). With edge data (:class:`_Payload`) it is a record of its ends, the flag of a reverse
 edge added by symmetrizing, and its data; the sort keeps one record per edge (weights of repeated
-edges summed, features and types refused when repeated: the module doc of :mod:`.native_edges`
+edges summed, a repeated (edge, relation) kept once, features refused when repeated: the module doc of :mod:`.native_edges`
 says what is stored) and writes the data in CSR order to one spill per kind beside
 ``sorted.spill`` (:class:`_DataSpills`), copied into ``edge_weight.npy``, ``edge_attr.npy`` and
 ``edge_type.npy`` at the end. Memory: the row counts (``int64 [N]``) and a few times the writer's
@@ -194,20 +194,48 @@ def _repeat_error(part: np.ndarray, at: int, times: int) -> InputError:
     u, v = int(part["src"][at]), int(part["dst"][at])
     if "rev" in part.dtype.names and part["rev"][at]:
         u, v = v, u
-    return InputError(f"expected each edge once when edges carry features or types (got a repeated edge, e.g. "
+    what = "edge (and relation)" if "type" in part.dtype.names else "edge"
+    return InputError(f"expected each {what} once when edges carry features (got a repeated edge, e.g. "
                       f"{u} -> {v} listed {times} times): merge them first (weights alone are summed)")
+
+
+def paired_relations(w: _FolderWriter, bounds: list[int], n: int, load: _Payload, relations: int) -> np.ndarray | None:
+    """When symmetrizing typed edges with reverse relations: the first pairing of relations
+    (``data.relations.pairings``: each with itself, then ``r <-> (r + R/2) mod R``) in which every edge's
+    reverse is already there (then no reverse is added and ``R`` stays, as ``preprocess.symmetrize``
+    leaves such a graph), else ``None``. At most one read of the buckets per pairing."""
+    from fullgraph.data.relations import pairings
+
+    for pair in pairings(relations, True):
+        if all(_bucket_paired(np.fromfile(w.tmp / f"bucket-{i}.spill", dtype=load.record), r0, n, pair, relations)
+               for i, r0 in enumerate(bounds[:-1])):
+            return pair
+    return None
+
+
+def _bucket_paired(part: np.ndarray, r0: int, n: int, pair: np.ndarray, relations: int) -> bool:
+    """Whether every reverse record of a bucket has its forward edge in the paired relation."""
+    key = part["dst"].astype(np.int64)
+    key -= r0
+    key *= n
+    key += part["src"]
+    t = part["type"].astype(np.int64)
+    fwd = part["rev"] == 0
+    return bool(np.isin(key[~fwd] * relations + pair[t[~fwd]], key[fwd] * relations + t[fwd]).all())
 
 
 def _sort_records(w: _FolderWriter, bounds: list[int], counts: np.ndarray, n: int, idx: np.dtype, load: _Payload,
                   symmetrize: bool, drop_self_loops: bool, reverse_relations: bool,
-                  typed_once: bool = False) -> tuple[int, _DataSpills]:
-    """Pass 3 with edge data: each bucket's records sorted by ``(row, column)``, forward edges before
-    reverse ones and in the order listed among equal ends (stable sorts), and one record kept per
-    edge: the first, which is the edge as listed where it was (its reverse's data otherwise); a
-    repeated edge's weights summed in float64 in the order listed, as ``Graph.from_edges`` sums
-    them, or refused with features or types (``typed_once``: kept once where every repeat has one
-    type); loops dropped after that check. ``counts`` recounted in place; the number of edges stored
-    and the spills."""
+                  pairing: np.ndarray | None = None) -> tuple[int, _DataSpills]:
+    """Pass 3 with edge data: each bucket's records sorted by ``(row, column)`` (and relation, where
+    edges carry types: an edge is ``(src, dst, relation)``, so one pair in two relations is two
+    edges, and a reverse record stands in its reverse relation), forward edges before reverse ones
+    and in the order listed among equal edges (stable sorts), and one record kept per edge: the
+    first, which is the edge as listed where it was (its reverse's data otherwise); a repeated
+    edge's weights summed in float64 in the order listed, as ``Graph.from_edges`` sums them, or
+    refused with features; loops dropped after that check. ``pairing`` (:func:`paired_relations`):
+    a reverse record stands in its paired relation, where the forward edge is already. ``counts``
+    recounted in place; the number of edges stored and the spills."""
     out = _DataSpills(w.tmp, load)
     stored = 0
     try:
@@ -215,7 +243,7 @@ def _sort_records(w: _FolderWriter, bounds: list[int], counts: np.ndarray, n: in
             path = w.tmp / f"bucket-{i}.spill"
             part = np.fromfile(path, dtype=load.record)
             path.unlink()
-            kept, weight = _kept_records(part, r0, n, load, symmetrize, typed_once)
+            kept, weight = _kept_records(part, r0, n, load, symmetrize, reverse_relations, pairing)
             if drop_self_loops:
                 keep = np.flatnonzero(part["src"][kept] != part["dst"][kept])
                 kept = kept[keep]
@@ -231,46 +259,60 @@ def _sort_records(w: _FolderWriter, bounds: list[int], counts: np.ndarray, n: in
     return stored, out
 
 
-def _sorted_records(part: np.ndarray, r0: int, n: int, symmetrize: bool) -> tuple[np.ndarray, np.ndarray]:
-    """The order that sorts a bucket's records (its first row ``r0``) by ``(row, column)``, forward
-    records first and each side in spill (= listed) order among equal ends, and the flag of each
-    sorted record that starts an edge (ends unlike the previous record's)."""
+_REVERSE_RANK = 1 << 40
+"""Added to a reverse record's type in the sort key while ``R`` is unknown: relation ``t + R`` sorts
+after every forward relation, as it will stand in the CSR."""
+
+
+def _sorted_records(part: np.ndarray, r0: int, n: int, symmetrize: bool,
+                    rel: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The order that sorts a bucket's records (its first row ``r0``) by ``(row, column)`` (then by
+    ``rel``, each record's relation rank, where given), forward records first and each side in
+    spill (= listed) order among equal edges, and the flag of each sorted record that starts an
+    edge (ends, or relation, unlike the previous record's)."""
     key = part["dst"].astype(np.int64)
     key -= r0
     key *= n
     key += part["src"]
     if symmetrize:  # forward records first, each side in spill (= listed) order: then a stable sort
         order = np.concatenate([np.flatnonzero(part["rev"] == 0), np.flatnonzero(part["rev"] != 0)])
-        key = key[order]
-        o = np.argsort(key, kind="stable")
-        order, key = order[o], key[o]
-        del o
     else:
-        order = np.argsort(key, kind="stable")
-        key = key[order]
+        order = np.arange(key.size)
+    key = key[order]
+    o = np.argsort(key, kind="stable") if rel is None else np.lexsort((rel[order], key))
+    order, key = order[o], key[o]
+    del o
     start = np.ones(key.size, dtype=bool)
     np.not_equal(key[1:], key[:-1], out=start[1:])
+    if rel is not None and key.size:
+        r = rel[order]
+        start[1:] |= r[1:] != r[:-1]
     return order, start
 
 
 def _kept_records(part: np.ndarray, r0: int, n: int, load: _Payload, symmetrize: bool,
-                  typed_once: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+                  reverse_relations: bool = True,
+                  pairing: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """The record each edge of a bucket keeps (the first of its sorted records), in CSR order, and
     the kept edges' weights (None without): a repeated edge's summed in float64 in the order listed,
-    over the records of its kept side; a repeated edge refused when edges carry features or types,
-    unless ``typed_once`` and its repeats carry no features and one type (a pair listed twice in
-    one relation, which ``data.typed.typed_graph`` keeps once)."""
-    order, start = _sorted_records(part, r0, n, symmetrize)
+    over the records of its kept side; a repeated edge refused when edges carry features. With
+    types an edge is ``(src, dst, relation)``: a pair listed twice in one relation is kept once, a
+    pair in two relations is two edges."""
+    rel = None
+    if "type" in load.kinds:
+        rel = part["type"].astype(np.int64)
+        if symmetrize and reverse_relations:
+            rel = np.where(part["rev"] != 0, rel + _REVERSE_RANK if pairing is None else pairing[rel], rel)
+    order, start = _sorted_records(part, r0, n, symmetrize, rel)
+    del rel
     kept = order[start]  # the record each edge keeps
     group = np.cumsum(start) - 1  # the edge of each sorted record
     del start
     same = part["rev"][order] == part["rev"][kept][group] if symmetrize else None  # its kept side's
     listed = np.bincount(group if same is None else group[same], minlength=kept.size)
     repeated = np.flatnonzero(listed > 1)
-    if repeated.size and ("attr" in load.kinds or "type" in load.kinds):
-        bad = repeated if not typed_once or "attr" in load.kinds else _of_two_types(part, order, kept, group, same)
-        if bad.size:
-            raise _repeat_error(part, int(kept[bad[0]]), int(listed[bad[0]]))
+    if repeated.size and "attr" in load.kinds:
+        raise _repeat_error(part, int(kept[repeated[0]]), int(listed[repeated[0]]))
     weight = part["weight"][kept] if "weight" in load.kinds else None
     if repeated.size and weight is not None:
         pick = np.ones(order.size, dtype=bool) if same is None else same
@@ -278,16 +320,6 @@ def _kept_records(part: np.ndarray, r0: int, n: int, load: _Payload, symmetrize:
                            minlength=kept.size)
         weight[repeated] = sums[repeated].astype(np.float32)
     return kept, weight
-
-
-def _of_two_types(part: np.ndarray, order: np.ndarray, kept: np.ndarray, group: np.ndarray,
-                  same: np.ndarray | None) -> np.ndarray:
-    """The edges (groups) whose records on the kept side carry another type than the kept record."""
-    t = part["type"][order]
-    other = t != part["type"][kept][group]
-    if same is not None:
-        other &= same
-    return np.unique(group[other])
 
 
 def _write_kept(out: _DataSpills, part: np.ndarray, kept: np.ndarray, weight: np.ndarray | None, idx: np.dtype,

@@ -229,7 +229,7 @@ class _FolderWriter:
 def is_preprocessed(graph: Graph) -> bool:
     """Whether the structure is what :func:`fullgraph.data.datasets.preprocess` leaves: symmetric,
     no duplicate edges, no self loops (:func:`fullgraph.data.preprocess.is_standard_structure`)."""
-    return is_standard_structure(graph.indptr, graph.indices)
+    return is_standard_structure(graph.indptr, graph.indices, graph.edge_type)
 
 
 def checked_splits(splits, y) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from fullgraph.data.formats.edge_sort import (
-    _bucket_edges, _Payload, _sort_buckets, _sort_records, _spill_edges, _spill_records, _then_first,
+    _bucket_edges, _Payload, _sort_buckets, _sort_records, paired_relations, _spill_edges, _spill_records, _then_first,
     _write_edge_files, _write_structure,
 )
 from fullgraph.data.formats.native import (
@@ -185,7 +185,7 @@ def write_native_edges(out_dir: str | os.PathLike, num_nodes: int, edge_blocks: 
                        symmetrize: bool = True, dedupe: bool = True, drop_self_loops: bool = True,
                        feature_norm: str = "none", source: str | None = None, block_bytes: int = BLOCK_BYTES,
                        extra: dict | None = None, num_relations: int | None = None,
-                       reverse_relations: bool = True, typed_once: bool = False) -> dict:
+                       reverse_relations: bool = True) -> dict:
     """Write a native folder from edges that arrive in blocks, without holding them all in memory.
 
     ``edge_blocks`` yields ``(src, dst)`` pairs of integer arrays (edges ``src -> dst``, any order,
@@ -202,9 +202,10 @@ def write_native_edges(out_dir: str | os.PathLike, num_nodes: int, edge_blocks: 
     data, stored as version 3 (``edge_*.npy`` in the order of ``indices.npy``). The folder then
     holds ``preprocess(Graph.from_edges(src, dst, ..., edge_weight=...))`` (module doc), whose
     ``reverse_relations`` this takes; ``num_relations``: ``R`` of the edges as given (default: the
-    largest type + 1). Repeated edges are merged (weights summed) or refused (features, types)
-    whatever ``dedupe`` says, as a :class:`Graph` with edge data lists each edge once; ``typed_once``:
-    repeats of one type without features kept once (a typed graph's pair listed twice in a relation).
+    largest type + 1). Repeated edges are merged (weights summed, a pair listed twice in one relation
+    kept once) or refused (features) whatever ``dedupe`` says, as a :class:`Graph` with edge data
+    lists each edge once; with types an edge is ``(src, dst, relation)``: a pair in two relations is
+    two edges.
 
     Memory: two ``int64 [N]`` arrays plus a few times ``block_bytes``, whatever the edge count. Disk:
     the edges are spilled into the temporary folder (8 or 16 bytes per edge, both directions when
@@ -229,7 +230,7 @@ def write_native_edges(out_dir: str | os.PathLike, num_nodes: int, edge_blocks: 
         first = next(pairs, None)
         if first is not None and first[2] is not None:
             return _write_with_data(w, nodes, n, idx, pairs, first, symmetrize, drop_self_loops, feature_norm,
-                                    source, extra, num_relations, reverse_relations, typed_once)
+                                    source, extra, num_relations, reverse_relations)
         if num_relations is not None:
             raise InputError(f"expected 'edge_type' with num_relations={num_relations} (got no edge types)")
         return _write_plain(w, nodes, n, idx, pairs, first, symmetrize, dedupe, drop_self_loops, feature_norm,
@@ -258,8 +259,7 @@ def _write_plain(w: _FolderWriter, nodes, n: int, idx: np.dtype, pairs, first, s
 
 
 def _write_with_data(w: _FolderWriter, nodes, n: int, idx: np.dtype, pairs, first, symmetrize: bool,
-                     drop_self_loops: bool, feature_norm: str, source, extra, num_relations, reverse_relations,
-                     typed_once: bool = False):
+                     drop_self_loops: bool, feature_norm: str, source, extra, num_relations, reverse_relations):
     """:func:`write_native_edges` of blocks that carry edge data (module doc)."""
     load = _Payload(first[2], idx, symmetrize)
     counts, spilled = _spill_records(w.tmp / "edges.spill", pairs, first, n, load, symmetrize, w.block_bytes)
@@ -274,8 +274,11 @@ def _write_with_data(w: _FolderWriter, nodes, n: int, idx: np.dtype, pairs, firs
         raise InputError(f"expected 'edge_type' with num_relations={num_relations} (got no edge types)")
     step = max(1, w.block_bytes // load.record.itemsize)
     bounds = _bucket_edges(w, indptr_from_counts(counts), spilled, load.record, step, load.sort_bytes)
+    pairing = None
+    if symmetrize and reverse_relations and relations is not None:
+        pairing = paired_relations(w, bounds, n, load, relations)
     stored, out = _sort_records(w, bounds, counts, n, idx, load, symmetrize, drop_self_loops, reverse_relations,
-                                typed_once)
+                                pairing)
     indptr = indptr_from_counts(counts)
     _write_structure(w, indptr, n, idx, stored, max(1, w.block_bytes // 8))
     _write_edge_files(w, load, stored, w.block_bytes, relations or 0)

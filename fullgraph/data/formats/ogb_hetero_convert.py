@@ -13,9 +13,9 @@ file for file:
   sorted order, then the reverses of those between two types) is asked of ``typed_graph``'s own edge
   builder over no edges, so the two roads cannot number them apart. The blocks go through
   :func:`~fullgraph.data.formats.native_edges.write_native_edges`'s on-disk sort with the type as
-  payload (no symmetrizing: the reverses are already there); a pair listed twice in one relation is
-  kept once (``typed_once``), a pair in two relations refused, as ``Graph.from_edges`` refuses it,
-  and self loops dropped, as ``preprocess`` drops them;
+  payload (no symmetrizing: the reverses are already there); an edge is ``(src, dst, relation)``,
+  as in ``Graph.from_edges``: a pair listed twice in one relation is kept once, a pair in two
+  relations is two edges, and self loops are dropped, as ``preprocess`` drops them;
 * features: ``typed_features``' dense layout (at most one type with features, as ogbn-mag's papers),
   written block by block: zero rows for the types without features, then the featured type's file
   read in blocks. Several featured types make a sparse matrix, which this road does not stream
@@ -135,4 +135,4 @@ def convert_ogb_hetero(folder: str | os.PathLike, out: str | os.PathLike, *, nam
         out, types.num_nodes, _edge_blocks(layout, types, edge_data), x=_feature_rows(layout, types, block_bytes),
         y=y, name=name or Path(layout.folder).name, num_classes=num_classes, symmetrize=False, drop_self_loops=True,
         source=source or f"OGB heterogeneous layout in {layout.folder}", block_bytes=block_bytes, extra=extra,
-        num_relations=types.num_relations if edge_data else None, typed_once=True, **masks)
+        num_relations=types.num_relations if edge_data else None, **masks)
