@@ -6,6 +6,10 @@ rules, tried in this order on a folder (the first that matches wins):
 
 =============  ==================================================================================
 native         ``meta.json`` whose ``format`` is ``fullgraph-native`` (:mod:`.formats.native`)
+ogb_kg         a ``split/*/train.pt`` beside ``raw/triplet-type-list.csv.gz`` (ogbl-biokg) or
+               ``raw/edge_reltype.csv.gz`` (ogbl-wikikg2): OGB's knowledge-graph layouts
+               (:mod:`.formats.ogb_kg`). Before ogb_hetero and ogb_link, whose rules they would also
+               match; refused by :func:`load_path` as a link layout is, read by ``--task link``
 ogb_hetero     ``raw/num-node-dict.csv.gz`` or ``raw/triplet-type-list.csv.gz`` (ogbn-mag's heterogeneous
                layout, read as a typed graph: :mod:`.formats.ogb_hetero`; its loader names any other
                file that is missing). Before ogb, whose rule a folder of both layouts would also match
@@ -123,6 +127,19 @@ def _name_of(path: Path) -> str:
     return path.name or path.resolve().name or "graph"
 
 
+def _ogb_kind(p: Path) -> str | None:
+    """OGB's layouts whose files another's rule would also match, in the order that tells them apart."""
+    from fullgraph.data.formats.ogb_hetero import is_ogb_hetero_folder
+    from fullgraph.data.formats.ogb_kg import is_ogb_kg_folder
+    from fullgraph.data.formats.ogb_link import is_ogb_link_folder
+
+    for kind, test in (("ogb_kg", is_ogb_kg_folder), ("ogb_hetero", is_ogb_hetero_folder),
+                       ("ogb_link", is_ogb_link_folder)):
+        if test(p):
+            return kind
+    return None
+
+
 def detect(path: str | os.PathLike) -> Detected:
     """The format of the dataset at ``path`` (a folder, or an ``.npz`` file); see the module doc."""
     from fullgraph.data.formats.native_read import edge_kinds, is_native_folder, num_splits, read_native_meta
@@ -142,14 +159,9 @@ def detect(path: str | os.PathLike) -> Detected:
         return Detected("native", p, meta.get("name") or _name_of(p), norm, metric,
                         {"preprocessed": bool(meta.get("preprocessed")), "num_splits": num_splits(meta),
                          "edge_data": edge_kinds(meta)})
-    from fullgraph.data.formats.ogb_hetero import is_ogb_hetero_folder
-
-    if is_ogb_hetero_folder(p):
-        return Detected("ogb_hetero", p, _name_of(p))
-    from fullgraph.data.formats.ogb_link import is_ogb_link_folder
-
-    if is_ogb_link_folder(p):
-        return Detected("ogb_link", p, _name_of(p))
+    ogb = _ogb_kind(p)
+    if ogb is not None:
+        return Detected(ogb, p, _name_of(p))
     from fullgraph.data.formats.ogb import ogb_layout
 
     layout = ogb_layout(p)
@@ -204,8 +216,9 @@ def load_path(path: str | os.PathLike, *, split: int = 0, verify: bool | None = 
             return graph
         log.info("%s: meta.json says the graph is not preprocessed; symmetrizing it", det.path)
         return preprocess(graph)
-    if det.kind == "ogb_link":  # no node labels to train on: the link task loads it itself
-        raise InputError(f"{det.path} is a link-prediction dataset (OGB's link layout): train it with --task link")
+    if det.kind in ("ogb_link", "ogb_kg"):  # no node labels to train on: the link task loads it itself
+        what = "knowledge-graph" if det.kind == "ogb_kg" else "link"
+        raise InputError(f"{det.path} is a link-prediction dataset (OGB's {what} layout): train it with --task link")
     if det.kind == "ogb":
         from fullgraph.data.formats.ogb import load_ogb
 

@@ -99,14 +99,25 @@ def load_link_graph(cfg):
     from fullgraph.data.detect import detect, looks_like_path
     from fullgraph.data.link_split import parse_link_split, random_link_split
 
-    if looks_like_path(cfg.data.dataset) and detect(cfg.data.dataset).kind == "ogb_link":
-        from fullgraph.data.formats.ogb_link import load_ogb_link
+    kind = detect(cfg.data.dataset).kind if looks_like_path(cfg.data.dataset) else None
+    if kind in ("ogb_link", "ogb_kg"):
         from fullgraph.data.link_split import DEFAULT_LINK_SPLIT
 
         if cfg.task.link_split != DEFAULT_LINK_SPLIT:  # a given split is never dropped without a word
             raise InputError(f"expected no --link-split with {cfg.data.dataset}, an OGB link dataset whose split "
                              f"files are its split (got --link-split {cfg.task.link_split}): leave it out")
-        graph, split = load_ogb_link(cfg.data.dataset)
+        if cfg.task.target_relation:
+            raise InputError(f"expected no --target-relation with {cfg.data.dataset}, an OGB link dataset whose split "
+                             f"files name the scored relations (got --target-relation {cfg.task.target_relation}): "
+                             f"leave it out")
+        if kind == "ogb_kg":
+            from fullgraph.data.formats.ogb_kg import load_ogb_kg
+
+            graph, split = load_ogb_kg(cfg.data.dataset)
+        else:
+            from fullgraph.data.formats.ogb_link import load_ogb_link
+
+            graph, split = load_ogb_link(cfg.data.dataset)
     else:
         raw = load_raw_graph(cfg)
         fractions = parse_link_split(cfg.task.link_split)

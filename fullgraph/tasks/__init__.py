@@ -51,12 +51,12 @@ def output_width(cfg, num_classes: int) -> int:
 
 def with_task_head(model, cfg, width: int, num_relations: int | None = None):
     """``model`` with what its task adds to it: a link task's decoder (``tasks.decoders``; ``num_relations``:
-    the graph's relation count where links are typed, ``--target-relation``), else nothing."""
+    the graph's relation count where links are typed, ``None`` where they are not), else nothing."""
     if cfg.task.name != "link":
         return model
     from fullgraph.tasks.decoders import attach_decoder
 
-    return attach_decoder(model, cfg.task.decoder, width, num_relations if cfg.task.target_relation else None)
+    return attach_decoder(model, cfg.task.decoder, width, num_relations)
 
 
 def check_task(cfg) -> None:

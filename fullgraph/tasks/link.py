@@ -196,8 +196,11 @@ class LinkTask:
         s = self.split
         if not s.typed:
             return dict.fromkeys(self._tables())
-        return {name: s.relation(name) for name in ("val_neg", "val", "test", "test_neg")} | {
-            "train": s.relation("train")[self.sample_ids]}
+        out = {name: s.relation(name) for name in ("val_neg", "val", "test", "test_neg")}
+        out["train"] = s.relation("train")[self.sample_ids]
+        if s.per_positive:  # the sample's own relation on each of its borrowed negatives
+            out["train_neg"] = out["train"].repeat_interleave(s.per_positive)
+        return out
 
     def evaluate(self, engine, model, out: torch.Tensor) -> dict:
         """The metric of each split (training: its sample) and the validation loss; for typed links also
@@ -220,12 +223,14 @@ class LinkTask:
 
     def by_relation(self, got: dict, rels: dict) -> dict:
         """Every link metric of the validation and test pairs of each scored relation (its positives
-        against its negatives), by the relation's ``SRC___REL___DST``."""
+        against its negatives: a positive's own, where the split gives each its own), by the relation's
+        ``SRC___REL___DST``."""
         from fullgraph.tasks.link_metrics import LINK_METRICS
 
         out = {}
         for r in self.split.targets:
             name = self.split.relation_names[r]
-            out[name] = {f"{split}_{m}": link_metric(m, got[split][rels[split] == r], got[f"{split}_neg"][rels[f"{split}_neg"] == r])
+            out[name] = {f"{split}_{m}": link_metric(m, got[split][rels[split] == r], got[f"{split}_neg"][rels[f"{split}_neg"] == r],
+                                                     self.split.per_positive)
                          for split in ("val", "test") for m in LINK_METRICS}
         return out

@@ -80,11 +80,9 @@ def load_model(path: str | Path, device="cpu"):
     if config.get("task") == "link":  # the decoder's weights are the model's too (``tasks.decoders``)
         from fullgraph.tasks.decoders import attach_decoder
 
-        relations = None  # typed links: the relation count the decoder was built for
-        if config.get("target_relation"):
-            rel = obj["state_dict"].get("decoder.relation")
-            types = args.get("node_types")
-            relations = int(rel.shape[0]) if rel is not None else len((types or {}).get("relations", ())) or None
+        rel = obj["state_dict"].get("decoder.relation")  # typed links: the relation count the decoder was built for
+        types = args.get("node_types") or {}
+        relations = int(rel.shape[0]) if rel is not None else len(types.get("relations", ())) or None
         attach_decoder(model, config.get("decoder", "dot"), out_dim, relations)
     try:
         model.load_state_dict(obj["state_dict"])

@@ -109,5 +109,6 @@ def build_planned_model(cfg, graph):
 
     out = output_width(cfg, graph.num_classes)  # a link's encoder: embeddings
     args = model_args(cfg, graph.num_features, out, graph.edge_facts().width, graph.node_types)
+    typed = graph.node_types is not None and bool(graph.node_types.relations)  # a typed graph's links are typed
     return with_task_head(build_model(args.pop("name"), args.pop("in_dim"), args.pop("out_dim"), **args), cfg, out,
-                          graph.num_relations)
+                          graph.num_relations if typed else None)
