@@ -109,16 +109,29 @@ class PygEncoder(nn.Module):
         return h
 
 
-def run_pyg(enc, split, cfg: dict) -> dict:
-    torch.manual_seed(cfg["seed"])
-    types, x = enc.node_types, enc.x.to_dense() if enc.x.layout != torch.strided else enc.x
+def type_blocks(enc) -> list:
+    """Each type's features as a sparse COO block of its own columns (None: featureless), cut from the
+    graph's CSR features without a dense copy: what a PyG user's per-type ``x`` is."""
+    types, x = enc.node_types, enc.x.to_sparse_coo().coalesce()
+    rows, cols = x.indices()
     blocks = []
     for t in range(types.num_types):
         lo, hi, c0, c1 = types.offsets[t], types.offsets[t + 1], types.column_offsets[t], types.column_offsets[t + 1]
-        blocks.append(x[lo:hi, c0:c1].to_sparse() if types.widths[t] else None)
+        if not types.widths[t]:
+            blocks.append(None)
+            continue
+        keep = (rows >= lo) & (rows < hi)
+        blocks.append(torch.sparse_coo_tensor(torch.stack([rows[keep] - lo, cols[keep] - c0]), x.values()[keep],
+                                              (hi - lo, c1 - c0)).coalesce())
+    return blocks
+
+
+def run_pyg(enc, split, cfg: dict) -> dict:
+    torch.manual_seed(cfg["seed"])
+    rss, reset = rss_bytes(), reset_hwm()  # the inputs are built inside the measure, as fullgraph's Trainer builds its own
+    types = enc.node_types
     src, dst = enc.edges()
-    args = (blocks, torch.stack([src, dst]), enc.edge_type)
-    rss, reset = rss_bytes(), reset_hwm()
+    args = (type_blocks(enc), torch.stack([src, dst]), enc.edge_type)
     model = PygEncoder(types, SETTINGS["hidden"], SETTINGS["layers"], cfg["dropout"])
     rel = nn.Parameter(torch.empty(enc.num_relations, SETTINGS["hidden"]))
     nn.init.xavier_uniform_(rel)

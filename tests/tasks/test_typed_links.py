@@ -272,3 +272,22 @@ def test_relation_decoders_and_target_relations_refused_on_untyped_links(capsys,
                      "--progress", "none", "--out", str(tmp_path / "r"), *extra])
         err = capsys.readouterr().err.strip()
         assert code == 2 and words in err and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("mode", ["spmm-1d", "tensor"])
+def test_operator_layouts_train_typed_links_as_one_process(shared_data, tmp_path, mode):
+    """A typed graph's links under the layouts that distribute Â itself, with an encoder that reads no
+    relation (GCN) and the DistMult decoder that does: the same losses and weights as one process."""
+    from fullgraph.data.load import load_link_graph
+
+    cfg = dict(dataset=str(shared_data / "heco_acm"), task="link", target_relation=ACM_TARGET, model="gcn", layers=2,
+               hidden=HIDDEN, dropout=0.5, decoder="distmult", edge_batch=5000, epochs=2, eval_every=2, seed=0, lr=0.01)
+    enc, split = load_link_graph(TrainConfig.of(**cfg))
+    trainer = Trainer(TrainConfig.of(**cfg, progress="none", threads=1), enc, split=split)
+    ref = trainer.build().train()
+    link_file = str(split.save(tmp_path / "split.npz"))
+    task = "spmm_runs" if mode == "spmm-1d" else "tensor_runs"
+    run = cfg | {"link_file": link_file} | ({"parallel": "spmm-1d"} if mode == "spmm-1d" else {})
+    got = run_ranks(task, 2, {"runs": [{"name": mode, "config": run}]}, tmp_path)[mode]
+    assert_same_losses(got["losses"], ref.losses, what=f"{mode} typed link losses")
+    assert_same_state(got["state"], trainer.model.state_dict(), what=f"{mode} typed link weights")
