@@ -99,7 +99,10 @@ class LinkTask:
         return PAIR_COPIES * 4 * self.cfg.model.hidden * math.ceil(pairs / ranks)
 
     def steps(self, epoch: int) -> int:
-        return math.ceil(self.split.train.shape[0] / self.batch)
+        """Every training edge once, or the first ``--steps-per-epoch`` slices of the epoch's shuffle."""
+        every = math.ceil(self.split.train.shape[0] / self.batch)
+        cap = self.cfg.task.steps_per_epoch
+        return min(every, cap) if cap else every
 
     def dropout_epoch(self, epoch: int, step: int) -> int:
         """Each step its own dropout masks: the key's epoch counts steps too."""

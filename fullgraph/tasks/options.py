@@ -16,7 +16,7 @@ __all__ = ["TaskOptions", "TASK_NAMES", "DECODERS", "LINK_ONLY"]
 
 DECODERS = ("dot", "mlp", "distmult", "transe", "rotate")
 """``--decoder``'s built-in choices (``tasks.decoders``); a user's is ``FILE.py:build`` or ``module:build``."""
-LINK_ONLY = ("link_split", "edge_batch", "negatives", "decoder", "target_relation", "corrupt")
+LINK_ONLY = ("link_split", "edge_batch", "steps_per_epoch", "negatives", "decoder", "target_relation", "corrupt")
 """The options only link prediction takes (refused with ``--task node`` when set)."""
 
 
@@ -33,6 +33,10 @@ class TaskOptions(Section):
     edge_batch: int = opt(0,
         "Link prediction: positive training edges per step (each step recomputes the whole-graph encoder; an epoch "
         "covers every training edge); 0: all of them in one step per epoch.")
+    steps_per_epoch: int = opt(0,
+        "Link prediction: at most this many steps of ``edge_batch`` positives an epoch (each a slice of the epoch's "
+        "shuffled training edges); 0: every training edge each epoch. For graphs whose training edges take hours an "
+        "epoch (a knowledge graph's millions of triples), as OGB's examples count steps.")
     negatives: int = opt(1, "Link prediction: uniform negative pairs per positive in a training step.")
     decoder: str = opt("dot",
         "Link prediction: how two embeddings make a score: ``dot`` (their dot product), ``mlp`` (their Hadamard "
@@ -54,6 +58,7 @@ class TaskOptions(Section):
 
     def _check(self) -> None:
         need(self.edge_batch >= 0, "edge_batch", self.edge_batch, ">= 0 (0: every training edge in one step)")
+        need(self.steps_per_epoch >= 0, "steps_per_epoch", self.steps_per_epoch, ">= 0 (0: every training edge)")
         need(1 <= self.negatives <= 1000, "negatives", self.negatives, "in [1, 1000]")
         need(self.decoder in DECODERS or ":" in self.decoder, "decoder", self.decoder,
              f"one of {', '.join(DECODERS)}, or a user's FILE.py:build or module:build")

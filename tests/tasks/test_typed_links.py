@@ -291,3 +291,15 @@ def test_operator_layouts_train_typed_links_as_one_process(shared_data, tmp_path
     got = run_ranks(task, 2, {"runs": [{"name": mode, "config": run}]}, tmp_path)[mode]
     assert_same_losses(got["losses"], ref.losses, what=f"{mode} typed link losses")
     assert_same_state(got["state"], trainer.model.state_dict(), what=f"{mode} typed link weights")
+
+
+def test_steps_per_epoch_caps_an_epoch_at_its_first_slices(link):
+    """``--steps-per-epoch``: the epoch's first slices of its shuffle, the same pairs as without the cap."""
+    enc, split = link
+    whole = task_for(TrainConfig.of(**config()), split)
+    capped = task_for(TrainConfig.of(**config(steps_per_epoch=1)), split)
+    assert whole.steps(1) == int(np.ceil(split.train.shape[0] / 800)) > 1 and capped.steps(1) == 1
+    assert torch.equal(capped.step_triples(2, 0)[0], whole.step_triples(2, 0)[0])
+    assert task_for(TrainConfig.of(**config(steps_per_epoch=99)), split).steps(1) == whole.steps(1)
+    with pytest.raises(InputError, match="steps_per_epoch"):
+        TrainConfig.of(**config(steps_per_epoch=-1))
