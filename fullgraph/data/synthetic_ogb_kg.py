@@ -65,10 +65,11 @@ def _draw(count: int, n_head: int, n_tail: int, r: int, rng: np.random.Generator
 
 def write_synthetic_kg(folder: str | os.PathLike, layout: str = "wikikg2", *, entities: int = 2000,
                        relations: int = 6, triples: int = 20000, negatives: int = 20, shared: float = 0.3,
-                       seed: int = 0) -> dict:
+                       held_out: float = 0.1, seed: int = 0) -> dict:
     """Write a synthetic knowledge graph in ``layout``'s files (module doc); returns its counts.
     ``shared``: the share of each relation's pairs that the next relation of the same two types also
-    holds (pairs in two relations)."""
+    holds (pairs in two relations); ``held_out``: the share of each relation's triples for validation,
+    and as many for test."""
     if layout not in KG_LAYOUTS:
         raise ValueError(f"layout must be one of {KG_LAYOUTS} (got {layout!r})")
     folder = Path(folder)
@@ -88,7 +89,7 @@ def write_synthetic_kg(folder: str | os.PathLike, layout: str = "wikikg2", *, en
     splits = {"train": [], "valid": [], "test": []}
     for r, pairs in rows:
         order = rng.permutation(pairs.shape[0])
-        n_val = n_test = max(1, pairs.shape[0] // 10)
+        n_val = n_test = max(1, int(held_out * pairs.shape[0]))
         cut = {"valid": order[:n_val], "test": order[n_val:n_val + n_test], "train": order[n_val + n_test:]}
         for s, idx in cut.items():
             splits[s].append((r, pairs[np.sort(idx)]))
