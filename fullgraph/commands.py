@@ -32,16 +32,25 @@ class Parser(argparse.ArgumentParser):
         by the top-level parser, which does not know the command it was meant for)."""
         if "unrecognized arguments:" not in message:
             return ""
-        known, todo = set(), [self]
+        known, owners, todo = set(), {}, [(self, None)]
         while todo:
-            parser = todo.pop()
+            parser, name = todo.pop()
             for action in parser._actions:
-                known.update(o for o in action.option_strings if o.startswith("--"))
+                flags = [o for o in action.option_strings if o.startswith("--")]
+                known.update(flags)
+                for flag in flags if name else ():
+                    owners.setdefault(flag, []).append(name)
                 if isinstance(action, argparse._SubParsersAction):
-                    todo += list(action.choices.values())
+                    todo += list((sub, cmd) for cmd, sub in action.choices.items())
         unknown = [w.split("=")[0] for w in message.split(":", 1)[1].split() if w.startswith("--")]
-        close = {w: difflib.get_close_matches(w, sorted(known), n=2, cutoff=0.75) for w in unknown}
-        hints = [f"{w}: did you mean {' or '.join(c)}?" for w, c in close.items() if c]
+        hints = []
+        for w in unknown:
+            if w in owners:  # a real flag of other commands: say whose, not "did you mean" itself
+                hints.append(f"{w} is an option of {' and '.join(sorted(set(owners[w])))} only")
+                continue
+            close = difflib.get_close_matches(w, sorted(known), n=2, cutoff=0.75)
+            if close:
+                hints.append(f"{w}: did you mean {' or '.join(close)}?")
         return f" ({'; '.join(hints)})" if hints else ""
 
 

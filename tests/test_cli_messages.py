@@ -24,6 +24,13 @@ def test_a_mistyped_flag_is_one_line_with_the_nearest_flags(capsys):
     assert "did you mean" not in capsys.readouterr().err  # nothing near: no guess
 
 
+def test_a_flag_of_another_command_is_named_as_such(capsys):
+    """``plan --rgcn-bases`` once said "did you mean --rgcn-bases?": the flag is train's, not plan's."""
+    assert main(["plan", "--dataset", "cora", "--nprocs", "2", "--rgcn-bases", "4"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--rgcn-bases is an option of train only" in err and "did you mean" not in err, err
+
+
 def test_early_stopping_names_the_metric_it_selects_by(shared_data):
     # a process of its own: what it logs is the command line's, whatever an earlier test did to logging
     res = cli("train", "--dataset", "cora", "--root", str(shared_data), "--metric", "rocauc", "--patience", "1",
