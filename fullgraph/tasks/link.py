@@ -27,7 +27,7 @@ from torch.nn import functional as F
 
 from fullgraph.data.link_split import LinkSplit
 from fullgraph.ops.loss import scaled
-from fullgraph.tasks.link_metrics import link_metric
+from fullgraph.tasks.link_metrics import LINK_METRICS, link_metric
 
 __all__ = ["LinkTask", "train_negatives", "published_link_metric"]
 
@@ -228,12 +228,9 @@ class LinkTask:
         """Every link metric of the validation and test pairs of each scored relation (its positives
         against its negatives: a positive's own, where the split gives each its own), by the relation's
         ``SRC___REL___DST``."""
-        from fullgraph.tasks.link_metrics import LINK_METRICS
-
-        out = {}
+        out, per = {}, self.split.per_positive
         for r in self.split.targets:
-            name = self.split.relation_names[r]
-            out[name] = {f"{split}_{m}": link_metric(m, got[split][rels[split] == r], got[f"{split}_neg"][rels[f"{split}_neg"] == r],
-                                                     self.split.per_positive)
-                         for split in ("val", "test") for m in LINK_METRICS}
+            mine = {name: got[name][rels[name] == r] for name in ("val", "val_neg", "test", "test_neg")}
+            out[self.split.relation_names[r]] = {f"{split}_{m}": link_metric(m, mine[split], mine[f"{split}_neg"], per)
+                                                 for split in ("val", "test") for m in LINK_METRICS}
         return out
