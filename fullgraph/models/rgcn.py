@@ -158,8 +158,9 @@ class RGCNLayer(GraphLayer):
         out = matmul(h.rows(block.num_dst) if hasattr(h, "rows") else h[: block.num_dst], self.root) + self.bias
         for r, rel in enumerate(block.relation_ops(self.relations)):
             if rel is not None:  # the rows this relation reads (its source type's), by its weight, aggregated
-                op, cols = rel
-                out = out.add_(spmm(op, (h if cols is None else h.index_select(0, cols)) @ weights[r]))
+                op, cols, rows = rel  # into the rows it writes
+                got = spmm(op, (h if cols is None else h.index_select(0, cols)) @ weights[r])
+                out = out.add_(got) if rows is None else out.index_add_(0, rows, got)
         if self.last:
             return out
         return dropout(F.relu(out), self.dropout, self.training, rows=block.dst_ids, site=self.dropout_site)
