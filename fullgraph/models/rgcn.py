@@ -154,12 +154,14 @@ class RGCNLayer(GraphLayer):
         return self.rel_weight
 
     def compute(self, block: Block, h, h0=None) -> torch.Tensor:
-        weights = self.relation_weights()
+        weights = self.relation_weights().unbind(0)  # one backward for all (a select's makes a zero [R, d, d] each)
         out = matmul(h.rows(block.num_dst) if hasattr(h, "rows") else h[: block.num_dst], self.root) + self.bias
+        index, sizes = block.relation_reads(self.relations)
+        read = iter(h.index_select(0, index).split(sizes) if sizes else ())  # each relation's rows, one gather
         for r, rel in enumerate(block.relation_ops(self.relations)):
             if rel is not None:  # the rows this relation reads (its source type's), by its weight, aggregated
                 op, cols, rows = rel  # into the rows it writes
-                got = spmm(op, (h if cols is None else h.index_select(0, cols)) @ weights[r])
+                got = spmm(op, (h if cols is None else next(read)) @ weights[r])
                 out = out.add_(got) if rows is None else out.index_add_(0, rows, got)
         if self.last:
             return out
