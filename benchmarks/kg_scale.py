@@ -29,10 +29,10 @@ WIKIKG2 = (2_500_604, 535, 16_109_182)
 
 
 def options(args) -> list[str]:
-    """What ``plan`` and ``train`` both take (``plan`` has no ``--rgcn-*`` options: its estimate counts
-    whole relation weights, ~4 MiB more than the bases here)."""
+    """What ``plan`` and ``train`` both take: the graph, the task and the basis-decomposed model."""
     return ["--dataset", str(args.work / "wikikg2"), "--task", "link", "--model", "rgcn", "--hidden", str(args.hidden),
-            "--decoder", "distmult", "--edge-batch", str(args.edge_batch)]
+            "--rgcn-decomposition", "bases", "--rgcn-bases", str(args.bases), "--decoder", "distmult",
+            "--edge-batch", str(args.edge_batch)]
 
 
 def timed(cmd: list[str], timeout: float) -> tuple[float, subprocess.CompletedProcess]:
@@ -74,8 +74,7 @@ def main(argv=None) -> int:
     planned = row["peak_bytes_per_rank"]
     print(f"plan: {plan_s:.0f} s; estimated peak per rank {planned / 2**20:,.0f} MiB", flush=True)
     out = args.work / "run"
-    train_s, _ = timed([sys.executable, "-m", "fullgraph", "train", *options(args), "--rgcn-decomposition", "bases",
-                        "--rgcn-bases", str(args.bases), "--metric", "mrr", "--parallel", "graph", "--nprocs",
+    train_s, _ = timed([sys.executable, "-m", "fullgraph", "train", *options(args), "--metric", "mrr", "--parallel", "graph", "--nprocs",
                         str(args.nprocs), "--epochs", "1", "--steps-per-epoch", str(args.steps), "--progress", "none",
                         "--out", str(out), "--overwrite"], args.timeout)
     summary = read_summary(out)

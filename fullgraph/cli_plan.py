@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 
+from fullgraph.command_options import PLAN_MODEL_OPTIONS
 from fullgraph.config import TrainConfig
 from fullgraph.errors import InputError
 from fullgraph.tasks.options import LINK_ONLY
@@ -86,8 +87,8 @@ def cmd_plan(args: argparse.Namespace, argv: list[str] = ()) -> int:
         raise InputError(f"expected --nprocs >= 2 with --layout {args.layout} (one process is --layout single)")
     machines, network = where(args)
     base = dict(dataset=args.dataset, root=args.root, split=args.split, feature_norm=args.feature_norm,
-                model=args.model, model_args=dict(args.model_args), layers=args.layers, hidden=args.hidden,
-                heads=args.heads, partitioner=args.partitioner, **{k: getattr(args, k) for k in ("task",) + LINK_ONLY})
+                model=args.model, model_args=dict(args.model_args), partitioner=args.partitioner,
+                **{k: getattr(args, k) for k in PLAN_MODEL_OPTIONS + ("task",) + LINK_ONLY})
     TrainConfig.of(**base)  # the model's options, checked before anything is read
     graph = load_graph(TrainConfig.of(**base))
     depth = _depth(TrainConfig.of(**base), graph)

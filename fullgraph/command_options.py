@@ -15,7 +15,7 @@ from fullgraph.config import DataOptions, ModelOptions, ParallelOptions, RunOpti
 from fullgraph.data.datasets import ROOT_DEFAULT
 from fullgraph.options import doc_of, opt
 
-__all__ = ["TrainFiles", "PartitionOptions", "PartitionModel", "PlanModel", "PlanOptions", "RmatOptions",
+__all__ = ["TrainFiles", "PartitionOptions", "PartitionModel", "PlanModel", "PLAN_MODEL_OPTIONS", "PlanOptions", "RmatOptions",
            "PlantedOptions", "TypedOptions", "GeneratedOutput", "ConvertOptions", "DatasetsOptions", "ReportOptions",
            "EvaluateOptions", "PredictOptions"]
 
@@ -63,6 +63,13 @@ class PlanModel:
     layers: int = opt(2, "Graph layers of a built-in model.")
     hidden: int = opt(64, "Hidden width of a built-in model.")
     heads: int = opt(8, doc_of(ModelOptions, "heads"))
+    rgcn_decomposition: str = opt("none", doc_of(ModelOptions, "rgcn_decomposition"))
+    rgcn_bases: int = opt(0, doc_of(ModelOptions, "rgcn_bases"))
+    featureless: str = opt("embedding", doc_of(ModelOptions, "featureless"))
+
+
+PLAN_MODEL_OPTIONS = ("layers", "hidden", "heads", "rgcn_decomposition", "rgcn_bases", "featureless")
+"""The built-in models' options ``fullgraph plan`` takes: those that change what a rank holds or computes."""
 
 
 @dataclass(kw_only=True)

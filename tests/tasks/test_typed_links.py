@@ -303,3 +303,29 @@ def test_steps_per_epoch_caps_an_epoch_at_its_first_slices(link):
     assert task_for(TrainConfig.of(**config(steps_per_epoch=99)), split).steps(1) == whole.steps(1)
     with pytest.raises(InputError, match="steps_per_epoch"):
         TrainConfig.of(**config(steps_per_epoch=-1))
+
+
+def test_plan_takes_the_rgcn_options(shared_data, capsys, monkeypatch):
+    """``fullgraph plan`` plans the R-GCN ``train`` would run: its estimate measures the model built with the
+    run's decomposition (``plan.measured``), not one with whole relation weights."""
+    import json
+
+    import fullgraph.machine_load
+    import fullgraph.plan.measured as measured
+    from fullgraph.cli import main
+    from fullgraph.plan.layer_timer import LayerTimer
+
+    monkeypatch.setattr(LayerTimer, "_timed", lambda self, fn: 1e-3)
+    monkeypatch.setattr(fullgraph.machine_load, "busy_cores", lambda *a, **k: 0.0)
+    asked, measure = [], measured.measured_memory
+    monkeypatch.setattr(measured, "measured_memory", lambda model, options, *a: asked.append(options) or measure(model, options, *a))
+    flags = ["plan", "--dataset", str(shared_data / "heco_acm"), "--task", "link", "--target-relation", ACM_TARGET,
+             "--model", "rgcn", "--hidden", "64", "--nprocs", "1", "--json"]
+    peaks = []
+    for extra in ([], ["--rgcn-decomposition", "bases", "--rgcn-bases", "2", "--featureless", "one-hot"]):
+        assert main(flags + extra) == 0
+        peaks.append(json.loads(capsys.readouterr().out)["layouts"][0]["peak_bytes_per_rank"])
+    assert {(o["rgcn_decomposition"], o["rgcn_bases"], o["featureless"]) for o in asked} == {
+        ("none", 0, "embedding"), ("bases", 2, "one-hot")} and peaks[0] != peaks[1]
+    assert main(flags + ["--rgcn-bases", "2"]) == 2
+    assert "rgcn_bases >= 1 with --rgcn-decomposition" in capsys.readouterr().err
