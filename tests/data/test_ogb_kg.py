@@ -4,8 +4,8 @@ and ogbl-wikikg2 (one entity type), read from synthetic folders of their files (
 Checked against the files themselves (read here with ``torch.load`` and gzip, not through the reader):
 the encoder's graph holds each training triple and its reverse relation's edge, a pair in two
 relations twice; the split holds every triple with its relation and each held-out triple's own
-``tail_neg`` row in global ids; MRR is the rank of the true tail among them, as OGB's evaluator
-ranks; a damaged or hostile split file is one line, exit 2.
+``tail_neg`` and ``head_neg`` rows in global ids; MRR ranks the true tail among the one and the true
+head among the other, averaged, as OGB's examples score the two batches; a damaged or hostile split file is one line, exit 2.
 """
 
 from __future__ import annotations
@@ -67,22 +67,25 @@ def test_the_graph_and_the_split_are_the_files(kgs, layout):
     assert torch.equal(torch.from_numpy(train[:, [0, 2]]), split.train)
     assert torch.equal(torch.from_numpy(train[:, 1]), split.relation("train"))
     for name, table in (("valid", "val"), ("test", "test")):
-        held, d = _want_triples(folder, name)
-        assert torch.equal(torch.from_numpy(held[:, [0, 2]]), getattr(split, table))
-        off = np.array([_offsets(folder)[t] for t in d["tail_type"]]) if "tail_type" in d else 0
-        neg = d["tail_neg"] + (off[:, None] if "tail_type" in d else 0)
-        k = neg.shape[1]
+        held, d = _want_triples(folder, name)  # each positive ranked twice: tails corrupted, then heads
+        assert torch.equal(torch.from_numpy(np.concatenate([held[:, [0, 2]]] * 2)), getattr(split, table))
+        shift = {end: np.array([_offsets(folder)[t] for t in d[f"{end}_type"]])[:, None] if "tail_type" in d else 0
+                 for end in ("head", "tail")}
+        tails, heads = d["tail_neg"] + shift["tail"], d["head_neg"] + shift["head"]
+        k = tails.shape[1]
         assert split.per_positive == k == 7
-        assert torch.equal(getattr(split, f"{table}_neg"),
-                           torch.from_numpy(np.stack([np.repeat(held[:, 0], k), neg.reshape(-1)], 1)))
-        assert torch.equal(split.relation(f"{table}_neg"), torch.from_numpy(np.repeat(held[:, 1], k)))
+        want = np.concatenate([np.stack([np.repeat(held[:, 0], k), tails.reshape(-1)], 1),
+                               np.stack([heads.reshape(-1), np.repeat(held[:, 2], k)], 1)])
+        assert torch.equal(getattr(split, f"{table}_neg"), torch.from_numpy(want))
+        assert torch.equal(split.relation(f"{table}_neg"), torch.from_numpy(np.repeat(np.concatenate([held[:, 1]] * 2), k)))
     with pytest.raises(InputError, match="knowledge-graph layout\\): train it with --task link"):
         load_path(folder)
 
 
-def test_mrr_ranks_the_true_tail_among_its_given_negatives(kgs, tmp_path, capsys):
+def test_mrr_ranks_the_true_ends_among_their_given_negatives(kgs, tmp_path, capsys):
     """A trained run's test MRR and Hits@K, recomputed from its model's scores of the test triples and
-    each triple's own negatives as OGB's evaluator ranks them (ties: the mean of the two ranks)."""
+    each triple's own negatives as OGB's evaluator ranks them (ties: the mean of the two ranks), the
+    head-batch and the tail-batch averaged."""
     from fullgraph.train.apply import _setup
 
     folder = kgs / "wikikg2"
@@ -95,12 +98,17 @@ def test_mrr_ranks_the_true_tail_among_its_given_negatives(kgs, tmp_path, capsys
     with torch.no_grad():
         h = engine.forward(model, 0, training=False)
         score = lambda pairs, rel: (h[pairs[:, 0]] * model.decoder.relation[rel] * h[pairs[:, 1]]).sum(-1)  # noqa: E731
-        pos = score(split.test, split.relation("test")).double()
-        neg = score(split.test_neg, split.relation("test_neg")).double().view(-1, split.per_positive)
-    rank = 1 + 0.5 * ((neg > pos[:, None]).sum(1) + (neg >= pos[:, None]).sum(1)).double()
+        held, d = _want_triples(folder, "test")
+        held, rel = torch.from_numpy(held[:, [0, 2]]), torch.from_numpy(held[:, 1])
+        pos = score(held, rel).double()
+        tails = torch.stack([held[:, :1].expand(-1, 7), torch.from_numpy(d["tail_neg"])], -1).view(-1, 2)
+        heads = torch.stack([torch.from_numpy(d["head_neg"]), held[:, 1:].expand(-1, 7)], -1).view(-1, 2)
+        neg = [score(pairs, rel.repeat_interleave(7)).double().view(-1, 7) for pairs in (tails, heads)]
+    rank = torch.cat([1 + 0.5 * ((n > pos[:, None]).sum(1) + (n >= pos[:, None]).sum(1)).double() for n in neg])
     assert summary["test_metric"] == pytest.approx(float((1 / rank).mean()), abs=1e-9)
-    by = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])["by_relation"]
-    r0 = split.relation("test") == 0
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    by = next(line for line in lines if line["epoch"] == summary["best_epoch"])["by_relation"]  # the model's epoch
+    r0 = torch.cat([rel, rel]) == 0
     assert by["entity___0___entity"]["test_mrr"] == pytest.approx(float((1 / rank[r0]).mean()), abs=1e-9)
     assert by["entity___0___entity"]["test_hits@20"] == 1.0  # 7 negatives each: every rank is at most 8
 
@@ -124,6 +132,9 @@ class _Hostile:
 @pytest.mark.parametrize("damage, words", [
     (lambda d: d.pop("relation"), "expected the key 'relation'"),
     (lambda d: d.update(tail_neg=d["tail_neg"][:, 0]), "tail_neg'] to be integer ids \\[n, K\\]"),
+    (lambda d: d.pop("head_neg"), "expected the key 'head_neg'"),
+    (lambda d: d.update(head_neg=d["head_neg"][:, :3]), "as many head_neg as tail_neg per triple"),
+    (lambda d: d.update(head_neg=d["head_neg"] + 10_000), "head_neg'\\] ids within each relation's head type"),
     (lambda d: d.update(relation=d["relation"] + 100), "expected relation ids in \\[0, 6\\)"),
     (lambda d: d.update(tail=d["tail"] + 10_000), "ids within each relation's tail type"),
     (lambda d: d.update(head_type=["protein"] * len(d["head"])), "to name each relation's head type"),

@@ -21,9 +21,10 @@ The raw edges are the training triples (OGB took the held-out ones out). The enc
 them with a reverse relation each (``rev_<name>``, ids ``R..2R-1``: R-GCN's inverse relations), so
 that a relation within one type keeps its direction; wikikg2's relations are named by their ids
 (``entity___<id>___entity``). Every entity type is featureless (R-GCN's learned embeddings). The
-split: the training triples, and for validation and test each positive against its ``tail_neg``
-(``LinkSplit.per_positive = K``): the rank of the true tail among the given corrupted tails, OGB's
-MRR and Hits@K (``head_neg`` is not read yet). Labels and masks are placeholders, as
+split: the training triples, and for validation and test each positive twice, against its ``tail_neg``
+and against its ``head_neg`` (``LinkSplit.per_positive = K``): the rank of the true tail among the given
+corrupted tails and of the true head among the corrupted heads, averaged, OGB's MRR and Hits@K (its
+examples score both batches and average the two). Labels and masks are placeholders, as
 :mod:`.ogb_link` gives them (no link task reads them; ``detect.load_path`` refuses node tasks).
 """
 
@@ -188,8 +189,33 @@ def _graph(rels: _Relations, edges: dict, name: str):
                             num_classes=2, name=name, node_types=types, **masks)
 
 
+def _ranked(d: dict, path: Path, head, rel, tail, ends) -> tuple:
+    """A held-out file's positives against their own ``tail_neg`` and then ``head_neg`` rows: each positive
+    listed twice, once per end corrupted, so that ranking a positive among its K negatives gives OGB's
+    MRR (the mean over head-batch and tail-batch). ``(positives, negatives, their relations, K)``."""
+    sides = []
+    for key, lo, hi in (("tail_neg", 3, 4), ("head_neg", 1, 2)):
+        neg = _array(d, key, path, 2)
+        if neg.shape[0] != head.size:
+            raise InputError(f"expected one row of negatives per triple, {head.size}, in {path}[{key!r}] (got "
+                             f"{neg.shape[0]})")
+        neg = neg + ends[rel, lo][:, None]
+        if ((neg < ends[rel, lo][:, None]) | (neg >= ends[rel, hi][:, None])).any():
+            raise InputError(f"expected {path}[{key!r}] ids within each relation's {key[:4]} type")
+        k = neg.shape[1]
+        kept = head if key == "tail_neg" else tail
+        pairs = [np.repeat(kept, k), neg.reshape(-1)]
+        sides.append((k, np.stack(pairs if key == "tail_neg" else pairs[::-1], 1)))
+    if sides[0][0] != sides[1][0]:
+        raise InputError(f"expected as many head_neg as tail_neg per triple in {path} (got {sides[1][0]} and "
+                         f"{sides[0][0]})")
+    k, pos = sides[0][0], np.stack([head, tail], 1)
+    return (np.concatenate([pos, pos]), np.concatenate([sides[0][1], sides[1][1]]), np.concatenate([rel, rel]),
+            np.repeat(np.concatenate([rel, rel]), k), k)
+
+
 def _split(folder: Path, scheme: str, rels: _Relations, name: str, relation_names: tuple) -> LinkSplit:
-    """The split files as a typed ``LinkSplit``: global ids, each triple's relation, ``tail_neg`` per positive."""
+    """The split files as a typed ``LinkSplit``: global ids, each triple's relation, its given negatives (``_ranked``)."""
     from fullgraph.data.formats.ogb_link import read_split_file
 
     paths = {s: folder / "split" / scheme / f"{s}.pt" for s in SPLIT_FILES}
@@ -222,22 +248,12 @@ def _split(folder: Path, scheme: str, rels: _Relations, name: str, relation_name
                 head = ids
             else:
                 tail = ids
-        pairs = np.stack([head, tail], 1)
         table = {"train": "train", "valid": "val", "test": "test"}[s]
-        tables[table], rel_of[table] = pairs, rel
         if s == "train":
+            tables[table], rel_of[table] = np.stack([head, tail], 1), rel
             continue
-        neg = _array(d, "tail_neg", path, 2)
-        if neg.shape[0] != head.size:
-            raise InputError(f"expected one row of negatives per triple, {head.size}, in {path}['tail_neg'] (got "
-                             f"{neg.shape[0]})")
-        k = neg.shape[1]
-        neg = neg + ends[rel, 3][:, None]
-        if ((neg < ends[rel, 3][:, None]) | (neg >= ends[rel, 4][:, None])).any():
-            raise InputError(f"expected {path}['tail_neg'] ids within each relation's tail type")
-        per[table] = k
-        tables[f"{table}_neg"] = np.stack([np.repeat(head, k), neg.reshape(-1)], 1)
-        rel_of[f"{table}_neg"] = np.repeat(rel, k)
+        tables[table], tables[f"{table}_neg"], rel_of[table], rel_of[f"{table}_neg"], per[table] = _ranked(
+            d, path, head, rel, tail, ends)
     if per["val"] != per["test"]:
         raise InputError(f"expected as many negatives per triple in {paths['valid']} as in {paths['test']} (got "
                          f"{per['val']} and {per['test']})")
