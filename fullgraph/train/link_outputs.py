@@ -15,11 +15,12 @@ from fullgraph.errors import InputError
 __all__ = ["read_pairs", "link_outputs", "link_embeddings"]
 
 
-def read_pairs(path: str, num_nodes: int, relations: tuple[str, ...] | None = None):
+def read_pairs(path: str, num_nodes: int, relations: tuple[str, ...] | None = None, node_types=None):
     """``--pairs``: a ``.npy`` of integers ``[n, 2]`` (read without pickles) or a text file of one pair per
     line; every id checked against the graph's nodes. Typed links (``relations``: the graph's relation
     names by id) take a third column, each pair's relation: its id, or in a text file its name
-    ``SRC___REL___DST``. Returns ``(pairs [n, 2], relations [n] or None)``."""
+    ``SRC___REL___DST``; with the graph's ``node_types``, each triple's ends must be of its relation's
+    types. Returns ``(pairs [n, 2], relations [n] or None)``."""
     p = Path(path)
     cols = 2 if relations is None else 3
     what = "'src dst'" if relations is None else "'src dst relation'"
@@ -54,7 +55,26 @@ def read_pairs(path: str, num_nodes: int, relations: tuple[str, ...] | None = No
     if rel.min() < 0 or rel.max() >= len(relations):
         raise InputError(f"expected the relations of --pairs {p} as ids in [0, {len(relations)}) or names "
                          f"SRC___REL___DST (got {int(rel.min())}..{int(rel.max())})")
+    if node_types is not None:
+        _check_end_types(p, ends, rel, relations, node_types)
     return torch.from_numpy(ends.copy()), torch.from_numpy(rel.copy())
+
+
+def _check_end_types(p: Path, ends: np.ndarray, rel: np.ndarray, relations: tuple[str, ...], types) -> None:
+    """Each triple's head of its relation's source type and tail of its destination type: a decoder scores
+    a relation between those types only (its training never saw another pair), so a triple whose ends
+    are of other types (an author offered as a paper) is refused, naming the first."""
+    off = np.asarray(types.offsets)
+    span = np.array([[off[types.index(t)], off[types.index(t) + 1]] for name in relations
+                     for t in (name.split("___")[0], name.split("___")[-1])]).reshape(len(relations), 2, 2)
+    lo, hi = span[rel, :, 0], span[rel, :, 1]
+    bad = np.flatnonzero(((ends < lo) | (ends >= hi)).any(1))
+    if bad.size:
+        i = int(bad[0])
+        kind = np.searchsorted(off, ends[i], side="right") - 1
+        raise InputError(f"expected each triple of --pairs {p} to join its relation's types (got {bad.size} that do "
+                         f"not, e.g. row {i + 1}: {types.names[kind[0]]} {ends[i, 0]} and {types.names[kind[1]]} "
+                         f"{ends[i, 1]} for {relations[rel[i]]})")
 
 
 @torch.no_grad()
@@ -64,7 +84,7 @@ def link_outputs(engine, model, pairs: str | None, embeddings: bool) -> dict[str
                          "model scores pairs of nodes, or gives their embeddings")
     task = engine.task
     names = task.split.relation_names if task.typed else None
-    wanted, rel = (None, None) if pairs is None else read_pairs(pairs, engine.graph_nodes(), names)
+    wanted, rel = (None, None) if pairs is None else read_pairs(pairs, engine.graph_nodes(), names, engine.node_types)
     model.eval()
     out = engine.forward(model, 0, training=False).float()
     arrays = {}

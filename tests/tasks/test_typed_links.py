@@ -245,6 +245,11 @@ def test_evaluate_and_predict_a_typed_link_run(acm_run, tmp_path, capsys):
     (tmp_path / "two.txt").write_text("0 4100\n")
     assert main(["predict", "--run", str(acm_run), "--pairs", str(tmp_path / "two.txt"), "--out", str(tmp_path / "x")]) == 2
     assert "[n, 3] (src, dst, relation" in capsys.readouterr().err
+    (tmp_path / "turned.txt").write_text(f"0 4100 0\n4100 0 {ACM_TARGET}\n")  # an author offered as the paper
+    assert main(["predict", "--run", str(acm_run), "--pairs", str(tmp_path / "turned.txt"), "--out", str(tmp_path / "y")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"row 2: author 4100 and paper 0 for {ACM_TARGET}" in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "y").exists()
 
 
 @pytest.mark.parametrize("args, words", [
