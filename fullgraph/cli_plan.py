@@ -183,22 +183,13 @@ def _result(args, graph, depth, timers, machines, network, rows, refused) -> dic
             "edges": graph.num_edges, "model": args.model, "layers": depth,
             "hidden": max(model.layer_input_widths()[1:], default=args.hidden), "nprocs": args.nprocs,
             "memory_model": "measured on probe blocks (fullgraph.plan.measured)" if measured else "derived (its spec)",
-            "machines": _machines_json(machines, network, timers.threads(args.nprocs)),
+            "machines": machines.as_json(network, timers.threads(args.nprocs)),
             "network": {"bandwidth_gbps": network.bandwidth_gbps, "latency_us": network.latency_us},
             "busy_cores": timers.busy,
             "timing_spread": {str(t): timer.spread() for t, timer in timers.timers.items()},
             "layouts": rows, "refused": refused, "rows_needed_per_layer": needed,  # (node labels': no outlook for links)
             "minibatch": minibatch_outlook(int(graph.train_mask.sum()), graph.num_nodes, needed)
             if args.task == "node" else None}
-
-
-def _machines_json(machines, network, threads: int) -> dict:
-    """The machines as the plan priced them: their ranks, threads, and both tiers' links as the ranks see
-    them (a message's wait for a core included where the ranks outnumber the cores)."""
-    remote, local = machines.links(network, threads)
-    return {"count": machines.count, "cores": machines.cores, "ranks_each": machines.per_machine,
-            "threads_per_rank": threads, "oversubscribed": machines.oversubscribed(threads),
-            "links": {"network": vars(remote), "shared_memory": vars(local)}}
 
 
 def where(args: argparse.Namespace):
@@ -225,6 +216,7 @@ def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | N
     share its cores at ``SHARED_CORE_EFFICIENCY`` and talk over ``SHARED_MEMORY``, those of different
     machines over ``network``; its ``nprocs`` is the run's P. ``epoch_s_rounds``: the estimate under each
     round of the kernels' timings, whose spread ``plan.ranking`` weighs against the gaps."""
+    from fullgraph.plan.link import link_task
     from fullgraph.plan.machines import SHARED_CORE_EFFICIENCY
 
     nprocs = machines.nprocs if machines is not None else args.nprocs
@@ -244,25 +236,30 @@ def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | N
                       machines=machines.placement())
     kw = dict(threads=timer.threads, node_speed=node_speed, **(shared or dict(cores=cores, core_efficiency=core_efficiency)))
     est, spread = _estimates(works, timer, network, kw)
+    task = link_task(cfg) if cfg.task.name == "link" else None
     row = {"layout": label(o) + (" --prune" if prune else ""), "options": o | ({"prune": True} if prune else {}),
             "nprocs": nprocs, "threads": timer.threads,
             "bytes_per_epoch": sum(volume.values()), "by_category": volume,
             "rows_per_layer": pruned.total_rows() if pruned else [graph.num_nodes] * len(timer.model.layers),
-            "peak_bytes_per_rank": _peak(cfg, graph, parts, getattr(args, "release_memory", False)),
+            "peak_bytes_per_rank": _peak(cfg, graph, parts, getattr(args, "release_memory", False), task),
             "epoch_s": est.total_s, "epoch_s_rounds": spread,
             "compute_s": est.compute_s + est.contention_s, "comm_s": est.comm_s, "bubble_s": est.bubble_s,
             "eval_s": est.eval_s}
-    if cfg.task.name == "link":  # an epoch of link prediction: its steps, and the pair exchange (plan.link)
-        from fullgraph.plan.link import link_epoch_row
-
-        from fullgraph.parallel.pairs import planned_owners
-
-        owners = planned_owners(mesh, graph.num_nodes, cfg.parallel.permute, cfg.optimization.seed)
-        if owners is None and mesh.graph_ways > 1:
-            owners = _node_part(cfg, graph, args.partition_dir)
-        one_machine = machines is not None and machines.count == 1  # the ranks' pairs over shared memory
-        row = link_epoch_row(row, cfg, owners, cfg.model.hidden, local if one_machine else network)
+    if task is not None:  # an epoch of link prediction: its steps, and the pair exchange (plan.link)
+        row = _link_row(row, cfg, graph, args, task, local if machines is not None and machines.count == 1 else network)
     return row
+
+
+def _link_row(row: dict, cfg, graph, args, task, network) -> dict:
+    """``row`` made a link epoch's (``plan.link.link_epoch_row``) over the owners ``train`` would use."""
+    from fullgraph.parallel.pairs import planned_owners
+    from fullgraph.plan.link import link_epoch_row
+
+    mesh = cfg.parallel.mesh
+    owners = planned_owners(mesh, graph.num_nodes, cfg.parallel.permute, cfg.optimization.seed)
+    if owners is None and mesh.graph_ways > 1:
+        owners = _node_part(cfg, graph, args.partition_dir)
+    return link_epoch_row(row, cfg, owners, cfg.model.hidden, network, task)
 
 
 def _works(cfg, graph, model, shape, parts, volume, chunk_src, machines, pruned) -> list:
@@ -275,14 +272,16 @@ def _works(cfg, graph, model, shape, parts, volume, chunk_src, machines, pruned)
     return works(cfg, graph, model, shape, _bounds(cfg, graph), parts, volume, chunk_src, machines, pruned=pruned)
 
 
-def _peak(cfg, graph, parts, release_memory: bool) -> int:
-    """The largest rank's estimated peak: the layout's (``parallel.registry``), or one process's."""
+def _peak(cfg, graph, parts, release_memory: bool, task=None) -> int:
+    """The largest rank's estimated peak: the layout's (``parallel.registry``), or one process's; with a
+    link ``task``, its step's scored pairs on a rank too (as ``train`` estimates it)."""
     from fullgraph.parallel.registry import peak_per_rank
     from fullgraph.plan.rank_memory import single_peak
 
+    pairs = 0 if task is None else task.step_bytes(cfg.parallel.nprocs)
     if not cfg.parallel.mesh.distributed:
-        return single_peak(cfg, graph, release_memory)
-    return peak_per_rank(cfg, graph, parts, _bounds(cfg, graph), release_memory)
+        return single_peak(cfg, graph, release_memory, pairs)
+    return peak_per_rank(cfg, graph, parts, _bounds(cfg, graph), release_memory, pairs)
 
 
 def _estimates(works, timer, network, kw: dict):

@@ -164,6 +164,12 @@ class Mesh:
         return self.parallel in ("single", "graph")
 
     @property
+    def owns_node_rows(self) -> bool:
+        """Graph parallelism: each rank keeps its own nodes' rows of a node-owned table (R-GCN's embeddings,
+        ``parallel.owned``; unless ``--prune``); the other layouts hold such a table whole."""
+        return self.parallel == "graph"
+
+    @property
     def summa(self) -> bool:
         """SpMM 2D and 3D: SUMMA over a q × q (× q) grid, every process holding distinct rows (1D and
         1.5D broadcast block rows within grid columns instead)."""

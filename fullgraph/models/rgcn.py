@@ -247,4 +247,7 @@ def _build(in_dim: int, out_dim: int, *, layers: int, hidden: int, dropout: floa
 SPEC = register(ModelSpec(
     "rgcn", _build, norm="relation-mean", reads_node_types=True,
     options=("layers", "hidden", "dropout", "rgcn_decomposition", "rgcn_bases", "featureless"),
+    # peak RSS over the measured live bytes, one process: DBLP 1.29, ACM 1.36, ACM links 1.71, synthetic
+    # knowledge graphs (60k entities, 200 relations; 40k, 40 typed) 1.32 and 0.96 (benchmarks/README.md)
+    heap_overhead=(1.5, 2.25),
     about="R-GCN on a typed graph: a weight per relation (free, bases or blocks), an input map per node type"))

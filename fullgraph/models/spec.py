@@ -29,7 +29,8 @@ class MemoryModel:
     peak moment in units of one activation, each as (without, with ``--recompute``), measured per
     model. ``per_edge``: that unit is a message ``[E', hidden]`` rather than an activation
     ``[n, hidden]`` (attention). ``width``: the activation's width, where it is not ``--hidden`` (a
-    measured model's widest layer)."""
+    measured model's widest layer). ``owned``: parameters owned by nodes (an embedding row per node), of
+    which a graph-parallel rank holds only its own nodes' rows."""
 
     params: Callable[..., int]
     kept: Callable[..., int]
@@ -37,6 +38,7 @@ class MemoryModel:
     transient: tuple[float, float]
     per_edge: bool = False
     width: int | None = None
+    owned: int = 0
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,9 @@ class ModelSpec:
             ``model.pt`` records to rebuild it.
         takes_norm: whether ``--norm`` (a norm between hidden layers) applies to it.
         memory: its memory model; ``None``: measured from a forward and backward on a small block.
+        heap_overhead: for a built-in model whose memory is measured, its own peak RSS over live bytes under
+            glibc's heap (without, with ``--recompute``) where measured (``None``: ``plan.measured.HEAP``,
+            near the most demanding built-in's).
         hidden_step: ``hidden`` must be a multiple of this (GAT: the heads), given the options.
         check: validates the options beyond their ranges; returns what is wrong, or ``None``.
         about: one line for listings and ``--help``.
@@ -88,6 +93,7 @@ class ModelSpec:
     options: tuple[str, ...] = ("layers", "hidden", "dropout")
     takes_norm: bool = False
     memory: MemoryModel | None = None
+    heap_overhead: tuple[float, float] | None = None
     hidden_step: Callable = field(default=lambda opts: 1)
     check: Callable | None = None
     about: str = ""

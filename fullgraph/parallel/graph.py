@@ -50,7 +50,8 @@ class GraphEngine(ReplicatedEngine):
         from fullgraph.plan import part_memory_stats
 
         types = {} if self.node_types is None else {"node_types": self.node_types.record()["node_types"]}
-        return part_memory_stats(self.part) | types
+        owned = {} if self.prune else {"owned_share": self.part.num_inner / self.part.global_num_nodes}
+        return part_memory_stats(self.part) | types | owned  # node-owned rows stay with their owners
 
     prunable = True
 

@@ -170,10 +170,11 @@ def rank_works(cfg, *args, **kwargs) -> list:
     return layout_of(cfg.parallel.mode).works(cfg, *args, **kwargs)
 
 
-def peak_per_rank(cfg, graph, parts, bounds, release_memory: bool = False) -> int:
+def peak_per_rank(cfg, graph, parts, bounds, release_memory: bool = False, pair_bytes: int = 0) -> int:
     """The largest rank's estimated peak bytes under ``cfg``'s layout (``parts``: the partition's
-    statistics, for the layouts that have one; ``bounds``: each stage's layers)."""
-    return layout_of(cfg.parallel.mode).peak(cfg, graph, parts, bounds, release_memory)
+    statistics, for the layouts that have one; ``bounds``: each stage's layers; ``pair_bytes``: a link
+    step's scored pairs on a rank)."""
+    return layout_of(cfg.parallel.mode).peak(cfg, graph, parts, bounds, release_memory, pair_bytes)
 
 
 def _graph_record(cfg, graph):

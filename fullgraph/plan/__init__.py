@@ -18,8 +18,9 @@ from fullgraph.plan.epoch_time import (
     EpochEstimate, Kernels, LayerCalls, Network, RankWork, estimate_epoch, estimate_layout,
 )
 from fullgraph.plan.layer_timer import LayerTimer
+from fullgraph.plan.memory_check import check_memory
 from fullgraph.plan.rank_memory import (
-    GIB, MIB, PROCESS_BYTES, check_memory, estimate_peak_bytes, graph_memory_stats, kept_activation_bytes,
+    GIB, MIB, PROCESS_BYTES, estimate_peak_bytes, graph_memory_stats, kept_activation_bytes,
     memory_breakdown, model_memory_options, part_memory_stats, partition_memory_stats, variable_bytes,
 )
 from fullgraph.plan.volumes import ModelShape, epoch_volume, gcn_product_widths, spmm_volume

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["link_step_volume", "link_epoch_volume", "link_eval_volume", "link_epoch_row", "link_exchange_seconds"]
+__all__ = ["link_step_volume", "link_epoch_volume", "link_eval_volume", "link_epoch_row", "link_exchange_seconds", "link_task"]
 
 
 def link_step_volume(pairs: torch.Tensor, node_part: torch.Tensor, width: int, nprocs: int,
@@ -73,18 +73,25 @@ def link_exchange_seconds(volume: dict[str, int], rounds: int, nprocs: int, netw
     return network.seconds(0.0, messages, nbytes / nprocs)
 
 
-def link_epoch_row(row: dict, cfg, node_part, width: int, network=None) -> dict:
+def link_task(cfg):
+    """The ``LinkTask`` ``train`` would run with ``cfg``: its split drawn (or read) as ``train`` does."""
+    from fullgraph.data.load import load_link_graph
+    from fullgraph.tasks import LinkTask
+
+    return LinkTask(cfg, load_link_graph(cfg)[1])
+
+
+def link_epoch_row(row: dict, cfg, node_part, width: int, network=None, task=None) -> dict:
     """A plan row of one training step (``cli_plan.plan_layout``) made the row of a link epoch of ``cfg``:
     each step recomputes the encoder, so the training bytes and times count once per step (evaluation
     once an epoch), and over the owners ``node_part`` (``None``: one process) the pair exchange of epoch 1
     is added (the epochs differ only in which pairs are drawn), at the wire precision of graph
     parallelism, fp32 in the others, with an evaluation's (in place of node labels' sums), its time on
-    ``network`` (:func:`link_exchange_seconds`) too. The decoder's work is not in the time estimate."""
+    ``network`` (:func:`link_exchange_seconds`) too. The decoder's work is not in the time estimate.
+    ``task``: the run's ``LinkTask`` where the caller has it (else drawn here)."""
     from fullgraph.comm.precision import row_bytes
-    from fullgraph.data.load import load_link_graph
-    from fullgraph.tasks import LinkTask
 
-    task = LinkTask(cfg, load_link_graph(cfg)[1])
+    task = link_task(cfg) if task is None else task
     steps = task.steps(1)
     once = ("eval/", "meta/")
     volume = {k: v if k.startswith(once) else v * steps for k, v in row["by_category"].items()}

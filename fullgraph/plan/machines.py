@@ -102,6 +102,14 @@ class Machines:
         return (replace(network, latency_us=network.latency_us + wait),
                 replace(SHARED_MEMORY, latency_us=SHARED_MEMORY.latency_us + wait))
 
+    def as_json(self, network: Network, threads: int) -> dict:
+        """The machines as the plan priced them: their ranks, threads, and both tiers' links as the ranks
+        see them (a message's wait for a core included where the ranks outnumber the cores)."""
+        remote, local = self.links(network, threads)
+        return {"count": self.count, "cores": self.cores, "ranks_each": self.per_machine,
+                "threads_per_rank": threads, "oversubscribed": self.oversubscribed(threads),
+                "links": {"network": vars(remote), "shared_memory": vars(local)}}
+
     def describe(self, network: Network, network_given: bool) -> str:
         """One line saying what the plan assumes (``fullgraph plan``'s first)."""
         if self.count == 1:

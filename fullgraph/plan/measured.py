@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -27,12 +28,13 @@ from fullgraph.models.contract import probe_block
 from fullgraph.ops.edge_data import EdgeFacts
 from fullgraph.ops.dropout import keyed_dropout
 
-__all__ = ["measured_memory", "measured_rates", "PROBES"]
+__all__ = ["measured_memory", "measured_rates", "Rates", "PROBES"]
 
-PROBES = {False: ((300, 0, 4.0), (600, 0, 12.0)), True: ((300, 300, 4.0), (600, 100, 12.0), (400, 200, 8.0))}
+PROBES = {False: ((300, 0, 4.0), (600, 0, 12.0), (900, 0, 4.0)),
+          True: ((300, 300, 4.0), (600, 100, 12.0), (400, 200, 8.0), (800, 100, 4.0))}
 """(dst rows, halo rows, mean degree) of the probe blocks, without a halo (one process) and with one
 (a part, whose layers after the first read a fetched copy of their input: a different set of kept
-tensors, so a fit of its own): shapes far enough apart to separate the rates."""
+tensors, so a fit of its own): shapes far enough apart to separate the rates and the constant."""
 TRANSIENT_ROWS = (4.0, 5.5)
 """Temporaries at a step's peak, in activations of the widest layer (without, with recompute): the
 largest of the built-in models' measured values."""
@@ -40,12 +42,28 @@ HEAP = (3.0, 4.5)
 """Peak RSS over live bytes under glibc's heap (without, with recompute): near the built-ins' largest."""
 
 
+class Rates(NamedTuple):
+    """What a model's forward keeps: ``per_row * dst rows + per_halo * halo rows + per_edge * entries +
+    constant`` bytes. The constant is what does not grow with the block: a weight composed in the forward
+    and saved for backward (R-GCN's ``[R, d_in, d_out]`` relation weights: 4.4 MB a layer with a knowledge
+    graph's 1,070 relations), which a fit without it spread over the probes' few hundred rows and so
+    multiplied by a rank's tens of thousands (3.6x the measured peak at a tenth of ogbl-wikikg2).
+    ``params``: trainable parameters; ``owned``: those of them owned by nodes (``GNN.owned_numel``), of
+    which a graph-parallel rank holds its nodes' share; ``width``: the widest activation."""
+
+    per_row: float
+    per_halo: float
+    per_edge: float
+    constant: float
+    params: int
+    owned: int
+    width: int
+
+
 @functools.lru_cache(maxsize=16)
-def measured_rates(name: str, options: str, features: int, classes: int, recompute: bool, halo: bool
-                   ) -> tuple[float, float, float, int, int]:
-    """Bytes kept per dst row, per halo row and per block entry by model ``name`` built with
-    ``options`` (JSON: a builder's ``model_args``, or a built-in model's options), on blocks with a
-    halo or without; its parameters and its widest activation."""
+def measured_rates(name: str, options: str, features: int, classes: int, recompute: bool, halo: bool) -> Rates:
+    """The :class:`Rates` of model ``name`` built with ``options`` (JSON: a builder's ``model_args``, or a
+    built-in model's options), on blocks with a halo or without."""
     opts = json.loads(options)
     with torch.random.fork_rng():  # the caller's generator is left as it was
         torch.manual_seed(0)
@@ -58,12 +76,13 @@ def measured_rates(name: str, options: str, features: int, classes: int, recompu
                                edges=needs if needs is not None else EdgeFacts())
         x = torch.randn(dst + extra, features)
         fetch = (lambda h, k=extra: torch.cat([h, h[:k] * 1.0])) if extra else None  # stands for the halo exchange
-        rows.append((dst, extra, block.adj.nnz))
+        rows.append((dst, extra, block.adj.nnz, 1) if halo else (dst, block.adj.nnz, 1))
         kept.append(_saved_bytes(model, block, x, fetch))
-    rates, *_ = np.linalg.lstsq(np.array(rows, dtype=np.float64), np.array(kept, dtype=np.float64), rcond=None)
+    fit, *_ = np.linalg.lstsq(np.array(rows, dtype=np.float64), np.array(kept, dtype=np.float64), rcond=None)
+    per_row, per_halo, per_edge, constant = (max(0.0, float(r)) for r in (fit if halo else (fit[0], 0.0, *fit[1:])))
     params = sum(p.numel() for p in model.parameters() if p.requires_grad)
     width = max(max(model.layer_input_widths()), classes)
-    return (*(max(0.0, float(r)) for r in rates), params, width)
+    return Rates(per_row, per_halo, per_edge, constant, params, int(getattr(model, "owned_numel", 0) or 0), width)
 
 
 def _saved_bytes(model, block, x, fetch) -> int:
@@ -80,16 +99,19 @@ def _saved_bytes(model, block, x, fetch) -> int:
     return sum(saved.values())
 
 
-def measured_memory(name: str, options: dict, features: int, classes: int, recompute: bool) -> MemoryModel:
+def measured_memory(name: str, options: dict, features: int, classes: int, recompute: bool,
+                    heap: tuple[float, float] | None = None) -> MemoryModel:
     """The memory model of ``name`` built with ``options`` (a builder's ``model_args``, or a built-in
     model's options) for a graph of ``features`` and ``classes``, from what its forward keeps on the
-    probe blocks (measured once per process and shape)."""
+    probe blocks (measured once per process and shape). ``heap``: the model's heap overhead where
+    measured (its spec's), else :data:`HEAP`."""
     key, r = json.dumps(options, sort_keys=True), bool(recompute)
 
-    params, width = measured_rates(name, key, features, classes, r, False)[3:]
+    whole = measured_rates(name, key, features, classes, r, False)
 
     def kept(*, nodes, halo, block_nnz, **_) -> int:
-        per_row, per_halo, per_edge, _, _ = measured_rates(name, key, features, classes, r, halo > 0)
-        return int(per_row * nodes + per_halo * halo + per_edge * block_nnz)
+        m = measured_rates(name, key, features, classes, r, halo > 0)
+        return int(m.per_row * nodes + m.per_halo * halo + m.per_edge * block_nnz + m.constant)
 
-    return MemoryModel(lambda *_, **__: params, kept, heap_overhead=HEAP, transient=TRANSIENT_ROWS, width=width)
+    return MemoryModel(lambda *_, **__: whole.params, kept, heap_overhead=heap or HEAP, transient=TRANSIENT_ROWS,
+                       width=whole.width, owned=whole.owned)

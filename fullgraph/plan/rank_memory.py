@@ -36,11 +36,10 @@ import math
 
 import torch
 
-from fullgraph.errors import InputError
 from fullgraph.models import model_spec
 
 __all__ = ["estimate_peak_bytes", "tensor_peak_bytes", "partition_peak", "single_peak", "spmm_peak", "tensor_peak",
-           "memory_breakdown", "check_memory", "model_memory_options", "variable_bytes", "graph_memory_stats",
+           "memory_breakdown", "model_memory_options", "variable_bytes", "graph_memory_stats",
            "part_memory_stats", "partition_memory_stats", "kept_activation_bytes"]
 
 
@@ -57,7 +56,7 @@ def _memory_model(model: str, features: int, classes: int, sizes: dict):
         "gcn_kernel": sizes["gcn_kernel"]}  # a built-in model without a memory model: dropout taken as on
     if spec.builtin and spec.reads_node_types:  # built for the graph's types, with its own options (R-GCN)
         options |= (sizes["model_args"] or {}) | {"node_types": sizes.get("node_types")}
-    return measured_memory(model, options, features, classes, sizes["recompute"])
+    return measured_memory(model, options, features, classes, sizes["recompute"], spec.heap_overhead)
 
 
 def kept_activation_bytes(model: str, *, nodes: int, halo: int, block_nnz: int, features: int, classes: int,
@@ -135,8 +134,11 @@ def memory_breakdown(*, nodes: int, edges: int, features: int, classes: int, mod
                      hidden: int, heads: int = 8, halo: int = 0, feature_nnz: int | None = None,
                      recompute: bool = False, gcn_kernel: str = "fused", distributed: bool = False,
                      mmap_threshold: int | None = None, model_args: dict | None = None,
-                     edge_bytes: int = 0, node_types: dict | None = None, pair_bytes: int = 0) -> dict[str, int]:
-    """The parts of :func:`estimate_peak_bytes`: ``process``, ``graph``, ``weights``, ``activations``."""
+                     edge_bytes: int = 0, node_types: dict | None = None, pair_bytes: int = 0,
+                     owned_share: float | None = None) -> dict[str, int]:
+    """The parts of :func:`estimate_peak_bytes`: ``process``, ``graph``, ``weights``, ``activations``.
+    ``owned_share``: the fraction of the graph's nodes whose node-owned parameters (``MemoryModel.owned``:
+    R-GCN's embeddings) this rank holds, under graph parallelism its inner nodes'; ``None``: all of them."""
     from fullgraph.memory import mmap_threshold as this_process_threshold
 
     mem = _memory_model(model, features, classes, dict(layers=layers, hidden=hidden, heads=heads, recompute=recompute,
@@ -146,6 +148,8 @@ def memory_breakdown(*, nodes: int, edges: int, features: int, classes: int, mod
     norm = model_spec(model).norm or "gcn"  # a user's model: counted with self loops, the larger case
     E = edges if norm == "mean" else edges + nodes
     params = mem.params(features, H, classes, layers, heads)
+    if owned_share is not None:  # a rank keeps its own nodes' rows of a node-owned table (parallel.owned)
+        params -= mem.owned - round(mem.owned * min(1.0, owned_share))
     kept = kept_activation_bytes(model, nodes=n, halo=halo, block_nnz=E, features=features, classes=classes,
                                  layers=layers, hidden=H, heads=heads, feature_nnz=feature_nnz, recompute=recompute,
                                  gcn_kernel=gcn_kernel, model_args=model_args, node_types=node_types)
@@ -167,7 +171,8 @@ def estimate_peak_bytes(*, nodes: int, edges: int, features: int, classes: int, 
                         hidden: int, heads: int = 8, halo: int = 0, feature_nnz: int | None = None,
                         recompute: bool = False, gcn_kernel: str = "fused", distributed: bool = False,
                         mmap_threshold: int | None = None, model_args: dict | None = None,
-                        edge_bytes: int = 0, node_types: dict | None = None, pair_bytes: int = 0) -> int:
+                        edge_bytes: int = 0, node_types: dict | None = None, pair_bytes: int = 0,
+                        owned_share: float | None = None) -> int:
     """Estimated peak RSS of one training process, in bytes (see the module docstring).
 
     Args:
@@ -190,7 +195,8 @@ def estimate_peak_bytes(*, nodes: int, edges: int, features: int, classes: int, 
                                 layers=layers, hidden=hidden, heads=heads, halo=halo, feature_nnz=feature_nnz,
                                 recompute=recompute, gcn_kernel=gcn_kernel, distributed=distributed,
                                 mmap_threshold=mmap_threshold, model_args=model_args,
-                                edge_bytes=edge_bytes, node_types=node_types, pair_bytes=pair_bytes).values())
+                                edge_bytes=edge_bytes, node_types=node_types, pair_bytes=pair_bytes,
+                                owned_share=owned_share).values())
 
 
 def tensor_peak_bytes(*, nodes: int, edges: int, nprocs: int, model: str, **options) -> int:
@@ -271,8 +277,9 @@ def partition_memory_stats(meta: dict) -> list[dict]:
     return out
 
 
-def _rank_inputs(cfg, graph, release_memory: bool):
+def _rank_inputs(cfg, graph, release_memory: bool, pair_bytes: int = 0):
     """What every layout's estimate of a rank's peak shares: the model's options, the graph's sizes,
+    a link step's scored pairs on a rank (``pair_bytes``: ``LinkTask.step_bytes``; node labels: 0),
     the ranks' glibc threshold (the one ``fullgraph train`` will run with: fixed with
     ``--release-memory``, else glibc's own, not this process's), and ``nnz(rows)``, the stored feature
     entries of ``rows`` rows where features are sparse (the graph's average; else ``None``)."""
@@ -281,7 +288,8 @@ def _rank_inputs(cfg, graph, release_memory: bool):
     threshold = MMAP_THRESHOLD_BYTES if release_memory else GLIBC_MMAP_THRESHOLD_MAX
     opts = model_memory_options(cfg) | dict(features=graph.num_features, classes=graph.num_classes,
                                             distributed=True, mmap_threshold=threshold,
-                                            edge_bytes=graph.edge_facts().entry_bytes, **_types(graph.node_types))
+                                            edge_bytes=graph.edge_facts().entry_bytes, pair_bytes=pair_bytes,
+                                            **_types(graph.node_types))
     sparse = graph.x.layout == torch.sparse_csr
 
     def nnz(rows: int) -> int | None:
@@ -290,24 +298,27 @@ def _rank_inputs(cfg, graph, release_memory: bool):
     return opts, nnz
 
 
-def partition_peak(cfg, graph, parts: list[dict], bounds: list[tuple[int, int]], release_memory: bool = False) -> int:
+def partition_peak(cfg, graph, parts: list[dict], bounds: list[tuple[int, int]], release_memory: bool = False,
+                   pair_bytes: int = 0) -> int:
     """The largest rank's peak under graph parallelism, the pipeline or the hybrid: its part's rows and
     halo, with its stage's share of the layers (``bounds``; a measured model counts all its layers)."""
-    opts, nnz = _rank_inputs(cfg, graph, release_memory)
+    opts, nnz = _rank_inputs(cfg, graph, release_memory, pair_bytes)
     layers = max(b - a for a, b in bounds)
+    owns = cfg.parallel.mesh.owns_node_rows and not cfg.parallel.prune  # node-owned rows stay with their ranks
     return max(estimate_peak_bytes(**(opts | {"layers": max(2, layers)}), nodes=p["inner"], edges=p["edges"],
-                                   halo=p["halo"], feature_nnz=nnz(p["inner"] + p["halo"])) for p in parts)
+                                   halo=p["halo"], feature_nnz=nnz(p["inner"] + p["halo"]),
+                                   owned_share=p["inner"] / graph.num_nodes if owns else None) for p in parts)
 
 
-def single_peak(cfg, graph, release_memory: bool = False) -> int:
+def single_peak(cfg, graph, release_memory: bool = False, pair_bytes: int = 0) -> int:
     """One process's peak (``--parallel single``): the whole graph, no part's index arrays."""
-    opts, _ = _rank_inputs(cfg, graph, release_memory)
+    opts, _ = _rank_inputs(cfg, graph, release_memory, pair_bytes)
     return estimate_peak_bytes(**(opts | graph_memory_stats(graph) | {"distributed": False}))
 
 
-def spmm_peak(cfg, graph, parts, bounds, release_memory: bool = False) -> int:
+def spmm_peak(cfg, graph, parts, bounds, release_memory: bool = False, pair_bytes: int = 0) -> int:
     """An SpMM rank's peak: a block row of every matrix, and as many rows again for what it receives."""
-    opts, nnz = _rank_inputs(cfg, graph, release_memory)
+    opts, nnz = _rank_inputs(cfg, graph, release_memory, pair_bytes)
     opts["edge_bytes"] = 0  # a weight is in Â's values; no other edge data reaches these ranks
     R = cfg.parallel.mesh.block_rows
     rows = math.ceil(graph.num_nodes / R)
@@ -315,17 +326,13 @@ def spmm_peak(cfg, graph, parts, bounds, release_memory: bool = False) -> int:
                                feature_nnz=nnz(2 * rows))
 
 
-def tensor_peak(cfg, graph, parts, bounds, release_memory: bool = False) -> int:
+def tensor_peak(cfg, graph, parts, bounds, release_memory: bool = False, pair_bytes: int = 0) -> int:
     """A tensor rank's peak (``tensor_peak_bytes``)."""
-    opts, nnz = _rank_inputs(cfg, graph, release_memory)
+    opts, nnz = _rank_inputs(cfg, graph, release_memory, pair_bytes)
     opts["edge_bytes"] = 0  # as for SpMM: a weight is in Â's values
     P = cfg.parallel.nprocs
     return tensor_peak_bytes(**opts, nodes=graph.num_nodes, edges=graph.num_edges, nprocs=P,
                              feature_nnz=nnz(math.ceil(graph.num_nodes / P)))
-
-
-def _gib(b: float) -> str:
-    return f"{b / GIB:.2f} GiB"
 
 
 def model_memory_options(cfg) -> dict:
@@ -336,65 +343,3 @@ def model_memory_options(cfg) -> dict:
         k: getattr(m, k) for k in spec.options if k not in ("layers", "hidden", "dropout")}
     return dict(model=m.name, layers=m.layers, hidden=m.hidden, heads=m.heads, recompute=m.recompute,
                 gcn_kernel=m.gcn_kernel, model_args=args)
-
-
-def check_memory(cfg, stats: list[dict], *, available_bytes: int | None = None, local_ranks: int = 1,
-                 mmap_threshold: int | None = None) -> list[int]:
-    """Estimated peak bytes per rank (``stats``: one dict per rank, from :func:`graph_memory_stats`,
-    :func:`part_memory_stats` or :func:`partition_memory_stats`); raises ``InputError`` (one line:
-    the estimate, what is available, what would fit) when the largest exceeds the limit.
-
-    The limit is ``cfg.run.memory_limit`` GiB when set; else ``available_bytes`` when given; else this
-    machine's ``MemAvailable`` divided by ``local_ranks`` (the ranks that will share it).
-    ``mmap_threshold``: as in :func:`estimate_peak_bytes` (default: this process's).
-    """
-    from fullgraph.memory import available_memory_bytes
-
-    m, opts = cfg.model, model_memory_options(cfg) | dict(mmap_threshold=mmap_threshold)
-    est = [estimate_peak_bytes(**(opts | s)) for s in stats]
-    if cfg.run.memory_limit > 0:
-        limit, where = int(cfg.run.memory_limit * GIB), "--memory-limit"
-    elif available_bytes is not None:
-        limit, where = int(available_bytes), "available"
-    else:
-        limit = available_memory_bytes() // max(1, local_ranks)
-        where = "available" if local_ranks <= 1 else f"available per rank ({local_ranks} on this machine)"
-    worst = max(range(len(est)), key=est.__getitem__)
-    if est[worst] <= limit:
-        return est
-    s = stats[worst]
-
-    def peak(**change) -> int:
-        return max(estimate_peak_bytes(**(opts | st | change)) for st in stats)
-
-    fits = []
-    if not m.recompute and peak(recompute=True) <= limit:
-        fits.append(f"--recompute (~{_gib(peak(recompute=True))})")
-    procs = len(stats)
-    for more in (2, 4, 8, 16, 32, 64, 128, 256):
-        p = procs * more
-        if p > s["nodes"] * procs:
-            break
-        # a finer partition: its rows and edges shrink with the part; its halo, at best, in proportion
-        # (one process has no halo yet: assume as many halo rows as inner ones)
-        guess = max(estimate_peak_bytes(**(opts | st | dict(
-            nodes=max(1, st["nodes"] // more), edges=st["edges"] // more, distributed=True,
-            halo=(st.get("halo", 0) // more) if procs > 1 else max(1, st["nodes"] // more),
-            feature_nnz=None if st.get("feature_nnz") is None else st["feature_nnz"] // more))) for st in stats)
-        if guess <= limit:
-            fits.append(f"--parallel graph --nprocs {p} (~{_gib(guess)} per rank, on machines with that much each)")
-            break
-    step = model_spec(m.name).hidden_step(m)
-    h = m.hidden // 2
-    while h >= step:
-        h -= h % step
-        if peak(hidden=h) <= limit:
-            fits.append(f"--hidden {h} (~{_gib(peak(hidden=h))})")
-            break
-        h //= 2
-    shape = (f"{s['nodes']} nodes" + (f" + {s['halo']} halo" if s.get("halo") else "") + f", {s['edges']} edges, "
-             f"{m.name} {m.layers} layers x {m.hidden}" + (", --recompute" if m.recompute else ""))
-    rank = f" for rank {worst}" if len(stats) > 1 else ""
-    advice = "; would fit: " + ", ".join(fits) if fits else "; nothing tried fits (--recompute, more parts, a smaller --hidden)"
-    raise InputError(f"expected the estimated peak memory{rank} to fit in {_gib(limit)} ({where}) (got an estimate of "
-                     f"{_gib(est[worst])}: {shape}){advice}")

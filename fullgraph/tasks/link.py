@@ -66,7 +66,7 @@ class LinkTask:
         self.cfg, self.split = cfg, split
         self.seed = cfg.optimization.seed
         e = split.train.shape[0]
-        self.batch = cfg.task.edge_batch or e
+        self.batch = min(cfg.task.edge_batch, e) if cfg.task.edge_batch else e  # (what a step holds: capped)
         self._order: tuple[int, torch.Tensor] | None = None  # (epoch, shuffled training edge ids)
         n = min(e, split.val.shape[0])
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0x11D]))

@@ -204,7 +204,7 @@ class Trainer:
         # what this process holds already (the graph it loaded) is part of its share
         available = available_memory_bytes() // local + current_rss_bytes()
         stats["pair_bytes"] = self.task.step_bytes(e.world_size)  # a link step's scored pairs (node labels: 0)
-        return check_memory(cfg, [stats], available_bytes=available)[0]
+        return check_memory(cfg, [stats], available_bytes=available, edge_batch=getattr(self.task, "batch", None))[0]
 
     # ------------------------------------------------------------------ steps
     def train_step(self, epoch: int = 0) -> float:

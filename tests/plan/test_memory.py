@@ -148,6 +148,38 @@ def test_check_memory_says_what_would_fit():
     assert "--recompute" not in msg
 
 
+def test_check_memory_names_the_edge_batch_when_the_pairs_do_not_fit():
+    """A link step whose scored pairs are what does not fit: the message offers a smaller ``--edge-batch``."""
+    stats = [dict(nodes=2708, edges=10556, features=1433, classes=7, feature_nnz=None, mmap_threshold=32 << 20,
+                  pair_bytes=8 << 30)]
+    cfg = TrainConfig.of(task="link", edge_batch=4096)
+    est = check_memory(cfg, stats, available_bytes=1 << 50)[0]
+    quarter = estimate_peak_bytes(**(stats[0] | {"pair_bytes": 2 << 30}), model="gcn", layers=2, hidden=64)
+    cfg.run.memory_limit = (quarter + 1) / 2**30
+    with pytest.raises(InputError) as err:
+        check_memory(cfg, stats, edge_batch=4096)
+    msg = str(err.value)
+    assert f"{est / 2**30:.2f} GiB" in msg and f"--edge-batch 1024 (~{quarter / 2**30:.2f} GiB)" in msg
+
+
+def test_a_graph_parallel_rank_counts_its_share_of_a_node_owned_table():
+    """R-GCN's embeddings (a row per featureless node) stay with their nodes' ranks: a rank's weights
+    count its share of the table, the rest of the parameters whole."""
+    from fullgraph.data.synthetic_typed import typed_rmat
+    from fullgraph.plan.rank_memory import memory_breakdown
+
+    g = typed_rmat(4000, 20000, num_types=2, num_relations=3, num_features=4, num_classes=3, seed=0)
+    types = g.node_types.record()["node_types"]
+    model = build_model("rgcn", g.num_features, g.num_classes, node_types=g.node_types, layers=2, hidden=16, dropout=0.5)
+    params, owned = sum(p.numel() for p in model.parameters()), model.owned_numel
+    assert owned == g.node_types.counts[1] * 16 and 0 < owned < params  # the featureless type's rows
+    opts = dict(nodes=1000, edges=5000, halo=800, features=g.num_features, classes=3, model="rgcn", layers=2,
+                hidden=16, distributed=True, node_types=types, model_args={"rgcn_decomposition": "none", "rgcn_bases": 0,
+                                                                            "featureless": "embedding"})
+    whole, share = memory_breakdown(**opts), memory_breakdown(**opts, owned_share=0.25)
+    assert whole["weights"] == 2 * 4 * params and share["weights"] == 2 * 4 * (params - owned + round(owned / 4))
+
+
 def test_cli_refuses_a_run_over_the_memory_limit(tmp_path):
     proc = fullgraph("train", "--model", "gcnii", "--layers", "64", "--hidden", "512", "--memory-limit", "1",
                      "--out", str(tmp_path / "run"))

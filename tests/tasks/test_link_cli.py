@@ -183,3 +183,25 @@ def test_an_ogb_link_folder_refuses_a_link_split_of_its_own(tmp_path, capsys):
                  "--progress", "none"]) == 2
     err = capsys.readouterr().err.strip()
     assert "expected no --link-split" in err and len(err.splitlines()) == 1
+
+
+def test_plan_and_train_estimate_a_link_step_alike(capsys, shared_data, monkeypatch):
+    """The plan's peak of a link run is the one ``train`` checks before its first epoch: the step's scored
+    pairs included (more with a larger ``--edge-batch``), a batch beyond the training edges counted as all
+    of them (4,488 on Cora: issue 63's 176 GiB refusal of ``--edge-batch 100000000``)."""
+    import fullgraph.memory
+    from fullgraph.config import TrainConfig
+    from fullgraph.data.load import load_link_graph
+    from fullgraph.train.trainer import Trainer
+
+    monkeypatch.setattr(fullgraph.memory, "_THRESHOLD_FIXED", False)  # glibc's own threshold, as plan assumes
+    peaks = {}
+    for batch in ("500", "4488", "100000000"):
+        flags = ["--dataset", "cora", "--root", str(shared_data), "--task", "link", "--edge-batch", batch, "--hidden", "16"]
+        assert main(["plan", *flags, "--nprocs", "1", "--json"]) == 0
+        peaks[batch] = json.loads(capsys.readouterr().out)["layouts"][0]["peak_bytes_per_rank"]
+    cfg = TrainConfig.of(dataset="cora", root=str(shared_data), task="link", edge_batch=500, hidden=16, threads=1,
+                         progress="none")
+    graph, split = load_link_graph(cfg)
+    assert Trainer(cfg, graph, split=split).build().estimated_peak == peaks["500"]
+    assert peaks["500"] < peaks["4488"] == peaks["100000000"] < 2 << 30
