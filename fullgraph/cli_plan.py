@@ -176,7 +176,7 @@ def _result(args, graph, depth, timers, machines, network, rows, refused) -> dic
     from fullgraph.plan.pruned import minibatch_outlook, pruned_counts
 
     model = timers.model
-    needed = pruned_counts(graph, model.norm, depth).total_rows()
+    needed = pruned_counts(graph, model.norm, depth).total_rows() if args.task == "node" else None
     measured = model_spec(args.model).memory is None
     given = args.bandwidth_gbps is not None or args.latency_us is not None
     return {"setting": machines.describe(network, given), "graph": graph.name, "nodes": graph.num_nodes,
