@@ -274,14 +274,14 @@ def _works(cfg, graph, model, shape, parts, volume, chunk_src, machines, pruned)
 
 def _peak(cfg, graph, parts, release_memory: bool, task=None) -> int:
     """The largest rank's estimated peak: the layout's (``parallel.registry``), or one process's; with a
-    link ``task``, its step's scored pairs on a rank too (as ``train`` estimates it)."""
+    link ``task``, its split and a step's scored pairs on a rank too (as ``train`` estimates it)."""
     from fullgraph.parallel.registry import peak_per_rank
     from fullgraph.plan.rank_memory import single_peak
 
-    pairs = 0 if task is None else task.step_bytes(cfg.parallel.nprocs)
+    held = None if task is None else task.memory(cfg.parallel.nprocs)
     if not cfg.parallel.mesh.distributed:
-        return single_peak(cfg, graph, release_memory, pairs)
-    return peak_per_rank(cfg, graph, parts, _bounds(cfg, graph), release_memory, pairs)
+        return single_peak(cfg, graph, release_memory, held)
+    return peak_per_rank(cfg, graph, parts, _bounds(cfg, graph), release_memory, held)
 
 
 def _estimates(works, timer, network, kw: dict):

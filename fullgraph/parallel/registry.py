@@ -170,11 +170,11 @@ def rank_works(cfg, *args, **kwargs) -> list:
     return layout_of(cfg.parallel.mode).works(cfg, *args, **kwargs)
 
 
-def peak_per_rank(cfg, graph, parts, bounds, release_memory: bool = False, pair_bytes: int = 0) -> int:
+def peak_per_rank(cfg, graph, parts, bounds, release_memory: bool = False, task_bytes: dict | None = None) -> int:
     """The largest rank's estimated peak bytes under ``cfg``'s layout (``parts``: the partition's
-    statistics, for the layouts that have one; ``bounds``: each stage's layers; ``pair_bytes``: a link
-    step's scored pairs on a rank)."""
-    return layout_of(cfg.parallel.mode).peak(cfg, graph, parts, bounds, release_memory, pair_bytes)
+    statistics, for the layouts that have one; ``bounds``: each stage's layers; ``task_bytes``: what the
+    task holds on a rank, ``Task.memory``)."""
+    return layout_of(cfg.parallel.mode).peak(cfg, graph, parts, bounds, release_memory, task_bytes)
 
 
 def _graph_record(cfg, graph):

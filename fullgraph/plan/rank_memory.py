@@ -118,6 +118,8 @@ def _graph_bytes(*, nodes: int, halo: int, edges: int, features: int, feature_nn
         total += 4 * (m + 1) + 16 * nnz_b
     if norm == "self-loops":
         total += 8 * nnz_b  # attention's per-edge dst ids
+    if norm == "relation-mean":  # R-GCN's block cut by relation (Block.relation_ops): each relation's CSR
+        total += 48 * nnz_b  # (int64 and int32 indices, values), its transpose for backward, the gather index
     if feature_nnz is None:
         total += 4 * m * F
     else:
@@ -135,10 +137,11 @@ def memory_breakdown(*, nodes: int, edges: int, features: int, classes: int, mod
                      recompute: bool = False, gcn_kernel: str = "fused", distributed: bool = False,
                      mmap_threshold: int | None = None, model_args: dict | None = None,
                      edge_bytes: int = 0, node_types: dict | None = None, pair_bytes: int = 0,
-                     owned_share: float | None = None) -> dict[str, int]:
+                     owned_share: float | None = None, split_bytes: int = 0) -> dict[str, int]:
     """The parts of :func:`estimate_peak_bytes`: ``process``, ``graph``, ``weights``, ``activations``.
     ``owned_share``: the fraction of the graph's nodes whose node-owned parameters (``MemoryModel.owned``:
-    R-GCN's embeddings) this rank holds, under graph parallelism its inner nodes'; ``None``: all of them."""
+    R-GCN's embeddings) this rank holds, under graph parallelism its inner nodes'; ``None``: all of them.
+    ``split_bytes``: a link split's tables, which every rank holds whole (``LinkTask.memory``)."""
     from fullgraph.memory import mmap_threshold as this_process_threshold
 
     mem = _memory_model(model, features, classes, dict(layers=layers, hidden=hidden, heads=heads, recompute=recompute,
@@ -161,7 +164,7 @@ def memory_breakdown(*, nodes: int, edges: int, features: int, classes: int, mod
     return {
         "process": PROCESS_BYTES,
         "graph": _graph_bytes(nodes=n, halo=halo, edges=edges, features=features, feature_nnz=feature_nnz,
-                              norm=norm, part=distributed, edge_bytes=edge_bytes),
+                              norm=norm, part=distributed, edge_bytes=edge_bytes) + split_bytes,
         "weights": 2 * 4 * params,  # the parameters and the kept best weights
         "activations": int(overhead * step),
     }
@@ -172,7 +175,7 @@ def estimate_peak_bytes(*, nodes: int, edges: int, features: int, classes: int, 
                         recompute: bool = False, gcn_kernel: str = "fused", distributed: bool = False,
                         mmap_threshold: int | None = None, model_args: dict | None = None,
                         edge_bytes: int = 0, node_types: dict | None = None, pair_bytes: int = 0,
-                        owned_share: float | None = None) -> int:
+                        owned_share: float | None = None, split_bytes: int = 0) -> int:
     """Estimated peak RSS of one training process, in bytes (see the module docstring).
 
     Args:
@@ -196,7 +199,7 @@ def estimate_peak_bytes(*, nodes: int, edges: int, features: int, classes: int, 
                                 recompute=recompute, gcn_kernel=gcn_kernel, distributed=distributed,
                                 mmap_threshold=mmap_threshold, model_args=model_args,
                                 edge_bytes=edge_bytes, node_types=node_types, pair_bytes=pair_bytes,
-                                owned_share=owned_share).values())
+                                owned_share=owned_share, split_bytes=split_bytes).values())
 
 
 def tensor_peak_bytes(*, nodes: int, edges: int, nprocs: int, model: str, **options) -> int:
@@ -277,9 +280,9 @@ def partition_memory_stats(meta: dict) -> list[dict]:
     return out
 
 
-def _rank_inputs(cfg, graph, release_memory: bool, pair_bytes: int = 0):
+def _rank_inputs(cfg, graph, release_memory: bool, task_bytes: dict | None = None):
     """What every layout's estimate of a rank's peak shares: the model's options, the graph's sizes,
-    a link step's scored pairs on a rank (``pair_bytes``: ``LinkTask.step_bytes``; node labels: 0),
+    what the task holds on a rank (``task_bytes``: ``pair_bytes`` and ``split_bytes``, ``Task.memory``),
     the ranks' glibc threshold (the one ``fullgraph train`` will run with: fixed with
     ``--release-memory``, else glibc's own, not this process's), and ``nnz(rows)``, the stored feature
     entries of ``rows`` rows where features are sparse (the graph's average; else ``None``)."""
@@ -288,7 +291,7 @@ def _rank_inputs(cfg, graph, release_memory: bool, pair_bytes: int = 0):
     threshold = MMAP_THRESHOLD_BYTES if release_memory else GLIBC_MMAP_THRESHOLD_MAX
     opts = model_memory_options(cfg) | dict(features=graph.num_features, classes=graph.num_classes,
                                             distributed=True, mmap_threshold=threshold,
-                                            edge_bytes=graph.edge_facts().entry_bytes, pair_bytes=pair_bytes,
+                                            edge_bytes=graph.edge_facts().entry_bytes, **(task_bytes or {}),
                                             **_types(graph.node_types))
     sparse = graph.x.layout == torch.sparse_csr
 
@@ -299,10 +302,10 @@ def _rank_inputs(cfg, graph, release_memory: bool, pair_bytes: int = 0):
 
 
 def partition_peak(cfg, graph, parts: list[dict], bounds: list[tuple[int, int]], release_memory: bool = False,
-                   pair_bytes: int = 0) -> int:
+                   task_bytes: dict | None = None) -> int:
     """The largest rank's peak under graph parallelism, the pipeline or the hybrid: its part's rows and
     halo, with its stage's share of the layers (``bounds``; a measured model counts all its layers)."""
-    opts, nnz = _rank_inputs(cfg, graph, release_memory, pair_bytes)
+    opts, nnz = _rank_inputs(cfg, graph, release_memory, task_bytes)
     layers = max(b - a for a, b in bounds)
     owns = cfg.parallel.mesh.owns_node_rows and not cfg.parallel.prune  # node-owned rows stay with their ranks
     return max(estimate_peak_bytes(**(opts | {"layers": max(2, layers)}), nodes=p["inner"], edges=p["edges"],
@@ -310,15 +313,15 @@ def partition_peak(cfg, graph, parts: list[dict], bounds: list[tuple[int, int]],
                                    owned_share=p["inner"] / graph.num_nodes if owns else None) for p in parts)
 
 
-def single_peak(cfg, graph, release_memory: bool = False, pair_bytes: int = 0) -> int:
+def single_peak(cfg, graph, release_memory: bool = False, task_bytes: dict | None = None) -> int:
     """One process's peak (``--parallel single``): the whole graph, no part's index arrays."""
-    opts, _ = _rank_inputs(cfg, graph, release_memory, pair_bytes)
+    opts, _ = _rank_inputs(cfg, graph, release_memory, task_bytes)
     return estimate_peak_bytes(**(opts | graph_memory_stats(graph) | {"distributed": False}))
 
 
-def spmm_peak(cfg, graph, parts, bounds, release_memory: bool = False, pair_bytes: int = 0) -> int:
+def spmm_peak(cfg, graph, parts, bounds, release_memory: bool = False, task_bytes: dict | None = None) -> int:
     """An SpMM rank's peak: a block row of every matrix, and as many rows again for what it receives."""
-    opts, nnz = _rank_inputs(cfg, graph, release_memory, pair_bytes)
+    opts, nnz = _rank_inputs(cfg, graph, release_memory, task_bytes)
     opts["edge_bytes"] = 0  # a weight is in Â's values; no other edge data reaches these ranks
     R = cfg.parallel.mesh.block_rows
     rows = math.ceil(graph.num_nodes / R)
@@ -326,9 +329,9 @@ def spmm_peak(cfg, graph, parts, bounds, release_memory: bool = False, pair_byte
                                feature_nnz=nnz(2 * rows))
 
 
-def tensor_peak(cfg, graph, parts, bounds, release_memory: bool = False, pair_bytes: int = 0) -> int:
+def tensor_peak(cfg, graph, parts, bounds, release_memory: bool = False, task_bytes: dict | None = None) -> int:
     """A tensor rank's peak (``tensor_peak_bytes``)."""
-    opts, nnz = _rank_inputs(cfg, graph, release_memory, pair_bytes)
+    opts, nnz = _rank_inputs(cfg, graph, release_memory, task_bytes)
     opts["edge_bytes"] = 0  # as for SpMM: a weight is in Â's values
     P = cfg.parallel.nprocs
     return tensor_peak_bytes(**opts, nodes=graph.num_nodes, edges=graph.num_edges, nprocs=P,

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from fullgraph.data.link_split import LinkSplit
+from fullgraph.data.link_split import PAIR_FIELDS, LinkSplit
 from fullgraph.ops.loss import scaled
 from fullgraph.tasks.link_metrics import LINK_METRICS, link_metric
 
@@ -91,6 +91,13 @@ class LinkTask:
 
             raise InputError(f"expected a link split of the graph's {engine.graph_nodes()} nodes (got one of "
                              f"{self.split.num_nodes}: {self.split.name})")
+
+    def memory(self, ranks: int) -> dict[str, int]:
+        """What the task holds on one of ``ranks`` ranks, as the memory estimate takes it: a step's scored
+        pairs (``pair_bytes``) and the split's tables, which every rank holds whole (``split_bytes``:
+        16 million training triples and 13 million given negatives per held-out split are 1 GB)."""
+        tables = [getattr(self.split, f) for f in PAIR_FIELDS] + list((self.split.relations or {}).values())
+        return {"pair_bytes": self.step_bytes(ranks), "split_bytes": sum(t.numel() * t.element_size() for t in tables)}
 
     def step_bytes(self, ranks: int) -> int:
         """What a training step's scored pairs hold on one of ``ranks`` ranks (each scores the pairs whose

@@ -35,6 +35,11 @@ class NodeTask:
         """Nothing to set up: labels and splits are the engine's rows."""
 
     @staticmethod
+    def memory(ranks: int) -> dict[str, int]:
+        """Memory the task holds beyond the graph: none (its labels and masks are the graph's)."""
+        return {}
+
+    @staticmethod
     def step_bytes(ranks: int) -> int:
         """Memory a step holds beyond the model's rows: none."""
         return 0

@@ -203,7 +203,7 @@ class Trainer:
             local = env.local_world_size if env is not None else cfg.parallel.nprocs
         # what this process holds already (the graph it loaded) is part of its share
         available = available_memory_bytes() // local + current_rss_bytes()
-        stats["pair_bytes"] = self.task.step_bytes(e.world_size)  # a link step's scored pairs (node labels: 0)
+        stats |= self.task.memory(e.world_size)  # a link step's scored pairs and its split (node labels: none)
         return check_memory(cfg, [stats], available_bytes=available, edge_batch=getattr(self.task, "batch", None))[0]
 
     # ------------------------------------------------------------------ steps
