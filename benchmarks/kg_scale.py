@@ -83,11 +83,13 @@ def main(argv=None) -> int:
     print(f"train: {train_s:.0f} s (partition, {args.steps} steps, one evaluation); peak per rank "
           f"{', '.join(f'{b / 2**20:,.0f}' for b in peaks)} MiB = {', '.join(f'{r:.2f}' for r in ratios)} x the plan's; "
           f"test MRR {summary['test_metric']:.4f}")
+    own = [peak / est for peak, est in zip(peaks, summary["estimated_peak_bytes_per_rank"]) if est]
+    print(f"each rank against its own estimate (train's, the plan's for that rank): {', '.join(f'{r:.2f}' for r in own)}")
     verdict = all(0.75 <= r <= 1.25 for r in ratios)
     print(f"target (each rank within 25% of the plan): {'met' if verdict else 'MISSED'}")
     write_json(args.work / "kg_scale.json", {"date": now, "environment": env, "header": header,
                                              "settings": {k: str(v) for k, v in vars(args).items()},
-                                             "planned_peak_bytes_per_rank": planned, "peaks": peaks, "ratios": ratios,
+                                             "planned_peak_bytes_per_rank": planned, "peaks": peaks, "ratios": ratios, "own_ratios": own,
                                              "plan_s": plan_s, "train_s": train_s, "summary": summary,
                                              "met": verdict, "seconds": time.perf_counter() - started})
     return 0
