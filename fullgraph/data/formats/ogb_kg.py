@@ -192,7 +192,8 @@ def _graph(rels: _Relations, edges: dict, name: str):
 def _ranked(d: dict, path: Path, head, rel, tail, ends) -> tuple:
     """A held-out file's positives against their own ``tail_neg`` and then ``head_neg`` rows: each positive
     listed twice, once per end corrupted, so that ranking a positive among its K negatives gives OGB's
-    MRR (the mean over head-batch and tail-batch). ``(positives, negatives, their relations, K)``."""
+    MRR (the mean over head-batch and tail-batch). ``(positives, negatives, the positives' relations, the
+    negatives' relations, K)``."""
     sides = []
     for key, lo, hi in (("tail_neg", 3, 4), ("head_neg", 1, 2)):
         neg = _array(d, key, path, 2)
