@@ -5,6 +5,7 @@ with ``--embeddings``, every node's embedding (the encoder's output rows, in nod
 from __future__ import annotations
 
 import io
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -34,10 +35,14 @@ def read_pairs(path: str, num_nodes: int, relations: tuple[str, ...] | None = No
             if relations is not None:
                 index = {name: str(i) for i, name in enumerate(relations)}
                 text = "\n".join(" ".join(index.get(w, w) for w in line.split()) for line in text.splitlines())
-            a = np.loadtxt(io.StringIO(text), ndmin=2, comments="#")
+            with warnings.catch_warnings():  # an empty file: numpy's warning, then the one line below
+                warnings.simplefilter("ignore", UserWarning)
+                a = np.loadtxt(io.StringIO(text), ndmin=2, comments="#")
     except (ValueError, OSError, UnicodeDecodeError) as e:
         raise InputError(f"expected --pairs {p} to hold integer pairs {what} ({str(e).splitlines()[0][:160]})") from None
-    if a.ndim != 2 or a.shape[1] != cols or a.shape[0] == 0:
+    if a.size == 0:
+        raise InputError(f"expected --pairs {p} to hold at least one pair {what} (got none)")
+    if a.ndim != 2 or a.shape[1] != cols:
         shape = "[n, 2]" if relations is None else "[n, 3] (src, dst, relation: the run's links are typed)"
         raise InputError(f"expected --pairs {p} to hold pairs {shape} (got an array of shape {list(a.shape)})")
     if not np.issubdtype(a.dtype, np.integer):

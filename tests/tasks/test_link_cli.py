@@ -65,6 +65,21 @@ def test_bad_pairs_exit_2_with_one_line(run, tmp_path, content, words, capsys):
     assert not (tmp_path / "o" / "scores.npy").exists()
 
 
+@pytest.mark.parametrize("name, content", [("empty.txt", ""), ("comment.txt", "# src dst\n"), ("empty.npy", None)])
+def test_no_pairs_at_all_is_one_line_without_numpys_warnings(run, tmp_path, name, content, capsys):
+    """An empty ``--pairs`` file (text, or a ``[0, 2]`` array): one line that says so, no warning before it."""
+    import warnings
+
+    path = tmp_path / name
+    np.save(path, np.zeros((0, 2), dtype=np.int64)) if content is None else path.write_text(content)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert main(["predict", "--run", str(run), "--pairs", str(path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "to hold at least one pair 'src dst' (got none)" in err and len(err.splitlines()) == 1, err
+    assert not [w for w in seen if issubclass(w.category, UserWarning)]
+
+
 def test_predict_of_a_link_run_needs_pairs_or_embeddings(run, tmp_path, capsys):
     assert main(["predict", "--run", str(run), "--out", str(tmp_path / "o")]) == 2
     assert "--pairs FILE or --embeddings" in capsys.readouterr().err
