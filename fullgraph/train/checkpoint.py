@@ -262,13 +262,14 @@ def load_checkpoint(run: str | Path, *, model, optimizer, engine) -> tuple[LoopS
     """Restore this rank's state from the newest undamaged checkpoint of ``run``; returns the loop's
     record, the best-so-far weights and the folder used. A damaged checkpoint is reported in one
     line and the one before it is used; none at all is an ``InputError``."""
-    problems = []
-    for folder in complete_checkpoints(run):
+    problems, folders = [], complete_checkpoints(run)
+    for i, folder in enumerate(folders):
         try:
             check_checkpoint(folder)
         except InputError as err:
             problems.append(str(err))
-            log.warning("%s; using the one before it", err)
+            if i + 1 < len(folders):  # the last one's problem is in the error below: no "one before" to use
+                log.warning("%s; using the one before it", err)
             continue
         _check_graph(folder, engine.fingerprint)
         return (*_restore(folder, model=model, optimizer=optimizer, engine=engine), folder)

@@ -155,6 +155,19 @@ def test_a_damaged_checkpoint_is_refused_and_the_one_before_used(tmp_path):
     assert losses(run) == want
 
 
+def test_every_checkpoint_damaged_is_one_error_without_a_one_before(tmp_path):
+    """Both kept checkpoints damaged: the error names each; no line promises "the one before it" where
+    none comes before (issue 63 §12)."""
+    run = tmp_path / "run"
+    train("--epochs", "2", "--checkpoint-every", "1", "--out", str(run))
+    folders = complete_checkpoints(run)
+    for folder in folders:
+        (folder / "manifest.json").write_text("{")
+    res = train("--resume", str(run), "--epochs", "3", ok=False)
+    assert res.returncode == 2 and all(str(f) in res.text for f in folders), res.text
+    assert res.text.count("using the one before it") == 1  # the newest's, which has one before it
+
+
 def test_a_partial_checkpoint_is_never_resumed_from(tmp_path):
     run = tmp_path / "run"
     train("--epochs", "2", "--checkpoint-every", "1", "--out", str(run))
