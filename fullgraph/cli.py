@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -258,8 +259,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _negative_values(argv: list[str]) -> list[str]:
+    """``--flag -0.1,0.6`` written as ``--flag=-0.1,0.6``: argparse takes a word that starts with ``-``
+    for a flag unless it is one plain number, and would say "expected one argument" instead of what is
+    wrong with the value."""
+    out, i = [], 0
+    while i < len(argv):
+        word = argv[i]
+        if word.startswith("--") and "=" not in word and i + 1 < len(argv) and re.match(r"-\.?\d", argv[i + 1]):
+            out.append(f"{word}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(word)
+        i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = _negative_values(sys.argv[1:] if argv is None else list(argv))
     rank = environ.get("RANK")
     launched = environ.has("FULLGRAPH_ERROR_FILE")  # a rank of our own launcher
     quiet = rank not in (None, "0")

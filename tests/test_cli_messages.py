@@ -25,10 +25,21 @@ def test_a_mistyped_flag_is_one_line_with_the_nearest_flags(capsys):
 
 
 def test_a_flag_of_another_command_is_named_as_such(capsys):
-    """``plan --rgcn-bases`` once said "did you mean --rgcn-bases?": the flag is train's, not plan's."""
-    assert main(["plan", "--dataset", "cora", "--nprocs", "2", "--rgcn-bases", "4"]) == 2
+    """``plan --rgcn-bases`` once said "did you mean --rgcn-bases?" (plan takes it now): a flag that is
+    train's, not plan's, is named as such."""
+    assert main(["plan", "--dataset", "cora", "--nprocs", "2", "--gcnii-alpha", "0.2"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "--rgcn-bases is an option of train only" in err and "did you mean" not in err, err
+    assert "--gcnii-alpha is an option of train only" in err and "did you mean" not in err, err
+
+
+def test_a_negative_value_is_read_as_the_flags_value(capsys, shared_data, tmp_path):
+    """``--link-split -0.1,0.6,0.5`` is the flag's (wrong) value, not a flag argparse cannot find (issue
+    63 §13): the refusal says what is wrong with it."""
+    assert main(["train", "--dataset", "cora", "--root", str(shared_data), "--task", "link", "--link-split",
+                 "-0.1,0.6,0.5", "--epochs", "1", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "expected --link-split as three fractions TRAIN,VAL,TEST in [0, 1] (got '-0.1,0.6,0.5')" in err, err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "r").exists()
 
 
 def test_early_stopping_names_the_metric_it_selects_by(shared_data):
