@@ -157,9 +157,22 @@ def cmd_partition(args: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
+def _applied_threads(args: argparse.Namespace) -> None:
+    """``evaluate`` and ``predict --threads N``: this process's CPU threads (0: torch's own, all cores)."""
+    from fullgraph.config import MAX_THREADS
+
+    if not 0 <= args.threads <= MAX_THREADS:
+        raise InputError(f"expected --threads in [0, {MAX_THREADS}] (got {args.threads})")
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+
+
 def cmd_evaluate(args: argparse.Namespace, argv: list[str]) -> int:
     from fullgraph.train.apply import evaluate_run
 
+    _applied_threads(args)
     record = evaluate_run(args.run, args.dataset, args.root, args.device)
     if args.json:
         print(json.dumps(record))
@@ -178,6 +191,7 @@ def cmd_predict(args: argparse.Namespace, argv: list[str]) -> int:
     from fullgraph.comm.mesh import Mesh
     from fullgraph.train.apply import predict_layout, predict_rank, predict_run
 
+    _applied_threads(args)
     if not Mesh.for_mode(args.parallel, args.nprocs).distributed:  # one process (refused with --nprocs > 1)
         paths = predict_run(args.run, args.out, args.dataset, args.root, args.device, args.embeddings, args.overwrite,
                             args.pairs)

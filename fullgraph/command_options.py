@@ -179,6 +179,7 @@ class _Applied:
     dataset: str | None = opt(None, "Another graph like the run's (default: the run's own).")
     root: str | None = opt(None, f"Data root of --dataset (default: the run's; where it gave none, {ROOT_DEFAULT}).")
     device: str = opt("auto", doc_of(RunOptions, "device"))
+    threads: int = opt(0, doc_of(RunOptions, "threads"))
 
 
 @dataclass(kw_only=True)

@@ -102,3 +102,24 @@ def test_plan_json_is_the_json_document_alone_its_progress_on_stderr(shared_data
                           timeout=300, env=os.environ | {"FULLGRAPH_CACHE": str(tmp_path / "cache")})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout)["layouts"] and "metis-memory round 1" in proc.stderr
+
+
+def test_evaluate_and_predict_take_threads(tmp_path, capsys):
+    """``evaluate`` and ``predict`` take ``--threads`` as ``train`` does (issue 63 §14: they refused it, and
+    the suggestion proposed the very flag refused), within the same bounds."""
+    import torch
+
+    run = tmp_path / "run"
+    train("--epochs", "1", "--out", str(run))
+    before = torch.get_num_threads()
+    try:
+        assert main(["evaluate", "--run", str(run), "--threads", "1", "--json"]) == 0
+        assert torch.get_num_threads() == 1
+        assert main(["predict", "--run", str(run), "--threads", "1", "--out", str(tmp_path / "p")]) == 0
+        assert (tmp_path / "p" / "predictions.npy").is_file()
+    finally:
+        torch.set_num_threads(before)
+    capsys.readouterr()
+    assert main(["evaluate", "--run", str(run), "--threads", "5000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "expected --threads in [0, 1024] (got 5000)" in err and len(err.splitlines()) == 1, err
