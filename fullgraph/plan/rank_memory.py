@@ -192,7 +192,7 @@ def estimate_peak_bytes(*, nodes: int, edges: int, features: int, classes: int, 
             leave it: ``None`` asks this process (``fullgraph.memory.mmap_threshold``: 1 MiB once the
             command line fixed it, else glibc's dynamic threshold at its 32 MiB ceiling); a launcher
             estimating for ranks that run the command line may pass ``fullgraph.memory.MMAP_THRESHOLD_BYTES``.
-        pair_bytes: what a link-prediction step's scored pairs hold on this rank (``LinkTask.step_bytes``).
+        pair_bytes: what a link-prediction step's scored pairs hold on this rank (``LinkTask.memory``).
     """
     return sum(memory_breakdown(nodes=nodes, edges=edges, features=features, classes=classes, model=model,
                                 layers=layers, hidden=hidden, heads=heads, halo=halo, feature_nnz=feature_nnz,

@@ -39,11 +39,6 @@ class NodeTask:
         """Memory the task holds beyond the graph: none (its labels and masks are the graph's)."""
         return {}
 
-    @staticmethod
-    def step_bytes(ranks: int) -> int:
-        """Memory a step holds beyond the model's rows: none."""
-        return 0
-
     def steps(self, epoch: int) -> int:
         """Weight updates per epoch: one, from the whole training set."""
         return 1
