@@ -74,7 +74,7 @@ class SparseOp:
             _kernel_indices = _kernel_indices_of(indptr, indices, self.shape[1])
         self._kernel_indices = _kernel_indices
         self.A = _csr(*_kernel_indices, values, self.shape)
-        self._perm: torch.Tensor | None = None  # CSR position of each entry of Aᵀ, in Aᵀ's order
+        self._perm: torch.Tensor | None = None  # CSR position of each entry of Aᵀ, in Aᵀ's order (index dtype)
         self._At: torch.Tensor | None = None
         if symmetric is None:
             symmetric = self.shape[0] == self.shape[1] and self._is_symmetric()
@@ -105,7 +105,7 @@ class SparseOp:
             return self.A
         if self._At is None:
             self._transpose_structure()
-            vals = self.values[self._perm]
+            vals = self.values.index_select(0, self._perm)
             self._At = _csr(self._t_indptr, self._t_indices, vals, self.shape[::-1])
         return self._At
 
@@ -116,14 +116,15 @@ class SparseOp:
         return self._t_indptr, self._perm
 
     def _transpose_structure(self) -> None:
-        if self._perm is None:
-            pos = self._scipy(np.arange(1, self.nnz + 1, dtype=np.int64)).T.tocsr()
+        if self._perm is None:  # every array in the kernels' index dtype: int32 where the sizes allow
+            small = self.nnz < _INT32_MAX and self.shape[0] <= _INT32_MAX
+            dtype = np.int32 if small else np.int64
+            pos = self._scipy(np.arange(1, self.nnz + 1, dtype=dtype)).T.tocsr()
             pos.sort_indices()
+            pos.data -= 1
             dev = self.indptr.device  # SciPy works on the host; the result lives with the operator
-            self._perm = torch.from_numpy(pos.data - 1).to(dev)
-            self._t_indptr, self._t_indices = _kernel_indices_of(
-                torch.from_numpy(pos.indptr.astype(np.int64)).to(dev),
-                torch.from_numpy(pos.indices.astype(np.int64)).to(dev), self.shape[0])
+            self._perm, self._t_indptr, self._t_indices = (
+                torch.from_numpy(a.astype(dtype, copy=False)).to(dev) for a in (pos.data, pos.indptr, pos.indices))
 
     def mm(self, x: torch.Tensor) -> torch.Tensor:
         """``A @ x``. Layers multiply through ``mm`` / ``mm_t`` only, so a layout may hand them an

@@ -77,3 +77,35 @@ def test_a_measured_model_with_many_relations_keeps_a_constant_not_a_rate():
     with keyed_dropout(0, 1):
         saved = _saved_bytes(model, block, torch.randn(20000, 1), None)
     assert 0.85 <= (m.per_row * 20000 + m.per_edge * block.adj.nnz + m.constant) / saved <= 1.15
+
+
+@pytest.mark.parametrize("halo", [False, True], ids=["one-process", "part"])
+def test_measuring_a_model_leaves_none_of_its_probe_graphs_alive(halo):
+    """The probes' forwards are counted, then dropped: no tensor of theirs outlives the measurement. A
+    pack hook that kept the saved tensor made a cycle through autograd's C++ nodes that Python's
+    collector cannot break, so every probe's input and graph stayed for the life of the process."""
+    import gc
+    import weakref
+
+    import fullgraph.plan.measured as measured
+
+    from fullgraph.ops.node_types import NodeTypes
+
+    types = NodeTypes(("paper", "author"), (50, 30), (40, 0), (("paper", "cites", "paper"),
+                                                              ("author", "writes", "paper")), ("paper",))
+    opts = dict(layers=2, hidden=16, dropout=0.5, node_types=types.record()["node_types"])
+    inputs, count = [], measured._saved_bytes
+
+    def watched(model, block, x, fetch):
+        inputs.append(weakref.ref(x))
+        return count(model, block, x, fetch)
+
+    measured.measured_rates.cache_clear()
+    try:
+        measured._saved_bytes = watched
+        measured_rates("rgcn", json.dumps(opts, sort_keys=True), 40, 3, False, halo)
+    finally:
+        measured._saved_bytes = count
+        measured.measured_rates.cache_clear()
+    gc.collect()
+    assert len(inputs) == len(measured.PROBES[halo]) and all(ref() is None for ref in inputs)
