@@ -22,6 +22,8 @@ ogb            ``raw/data.npz`` (ogbn-papers100M's binary layout), or ``raw/edge
                (:mod:`.formats.ogb`)
 graphsaint     ``adj_full.npz``, or ``class_map.json`` with ``role.json`` (:mod:`.formats.graphsaint`)
 planetoid      ``ind.NAME.graph`` (with the other ``ind.NAME.*`` files; :mod:`.formats.planetoid`)
+typed          an edge file named ``SRC__REL__DST.txt`` (or ``.csv``, ``.tsv``, ``.npy``): a typed folder, one
+               edge file per relation and a feature file per node type (:mod:`.formats.typed_folder`)
 heco           an edge file of HeCo's ACM or DBLP, ``pa.txt``, ``ps.txt``, ``pc.txt`` or ``pt.txt``
                (:mod:`.formats.heco`; its loader names any other file that is missing). Before the
                edge list: its ``labels.npy`` would mark one
@@ -43,9 +45,10 @@ The loaded graph is preprocessed (symmetric, deduplicated, no self loops) exactl
 datasets are, except a native folder whose ``meta.json`` says it already is: that one is used as
 stored, memory-mapped. ``--split`` means what it means for the named datasets: the fixed split of a
 heterophilous ``.npz`` (0..9) or of a native folder that holds several (``fullgraph convert`` keeps
-them all: :func:`fixed_splits`), the seed of the per-class split drawn for a Shchur ``.npz`` or an edge
-list without split files, the published split of a HeCo folder (0, 1, 2: 20, 40, 60 training nodes
-per class), and 0 for formats with one published split. ``--feature-norm auto`` is
+them all: :func:`fixed_splits`), the seed of the per-class split drawn for a Shchur ``.npz``, an edge
+list or a typed folder without split files, the published split of a HeCo folder (0, 1, 2: 20, 40, 60
+training nodes per class) or a typed folder's numbered split files (``train_K.npy``, smallest K first),
+and 0 for formats with one published split. ``--feature-norm auto`` is
 ``row`` for a Planetoid folder, what ``meta.json`` says for a native folder (``convert`` records it,
 so a converted Cora trains like ``--dataset cora``), and ``none`` otherwise. ``--metric auto`` is
 ROC-AUC for ogbn-proteins' layout and for a native folder whose ``meta.json`` names that metric
@@ -70,7 +73,8 @@ log = logging.getLogger("fullgraph")
 _WHAT_WE_LOOK_FOR = (
     "meta.json of a fullgraph native folder; raw/num-node-dict.csv.gz or raw/triplet-type-list.csv.gz (OGB "
     "heterogeneous); raw/edge.csv.gz + split/*/train.pt (OGB link prediction); raw/data.npz or raw/edge.csv.gz "
-    "(OGB); adj_full.npz or class_map.json + role.json (GraphSAINT); ind.NAME.graph (Planetoid); pa.txt, ps.txt, "
+    "(OGB); adj_full.npz or class_map.json + role.json (GraphSAINT); ind.NAME.graph (Planetoid); "
+    "SRC__REL__DST.txt edge files (typed folder); pa.txt, ps.txt, "
     "pc.txt or pt.txt (HeCo); edges.{edges} + features + labels (edge list); "
     "one .npz file (Shchur or heterophilous-graphs)"
 )
@@ -177,7 +181,10 @@ def detect(path: str | os.PathLike) -> Detected:
     if prefixes:
         return Detected("planetoid", p, prefixes[0], "row", options={"prefix": prefixes[0]})
     from fullgraph.data.formats.heco import is_heco_folder
+    from fullgraph.data.formats.typed_folder import is_typed_folder
 
+    if is_typed_folder(p):
+        return Detected("typed", p, _name_of(p))
     if is_heco_folder(p):
         return Detected("heco", p, _name_of(p))
     from fullgraph.data.formats.edgelist import FOLDER_FILES
@@ -243,6 +250,10 @@ def load_path(path: str | os.PathLike, *, split: int = 0, verify: bool | None = 
         from fullgraph.data.formats.edgelist import load_edgelist_folder
 
         graph = load_edgelist_folder(det.path, seed=split)
+    elif det.kind == "typed":
+        from fullgraph.data.formats.typed_folder import load_typed_folder
+
+        graph = load_typed_folder(det.path, split=split)
     elif det.kind == "heco":
         from fullgraph.data.formats.heco import heco_labels_per_class, load_heco
 
@@ -284,6 +295,12 @@ def fixed_splits(dataset: str, root: str | None = None):
         from fullgraph.data.formats.heco import read_heco_splits
 
         splits = read_heco_splits(path)
+    elif kind == "typed":
+        from fullgraph.data.formats.typed_folder import read_typed_splits
+
+        splits = read_typed_splits(path)
+        if splits is None:
+            return None
     elif kind == "native":
         from fullgraph.data.formats.native_read import read_native_splits
 

@@ -153,3 +153,19 @@ def _homogeneous():
     return Data(x=torch.eye(3), edge_index=torch.tensor([[0, 1], [1, 2]]), y=torch.tensor([0, 1, 0]),
                 train_mask=torch.tensor([True, False, False]), val_mask=torch.tensor([False, True, False]),
                 test_mask=torch.tensor([False, False, True]))
+
+
+def test_write_pyg_takes_hetero_data_and_the_folder_trains_as_the_data(tmp_path):
+    """``write_pyg`` of a ``HeteroData`` (after ``ToUndirected``, as PyG users symmetrize) writes a native
+    folder holding the typed graph ``pyg_graph`` builds in memory: types, relations, edges, features."""
+    from fullgraph.cli import main
+    from fullgraph.data.formats.native_read import load_native
+    from fullgraph.data.pyg import pyg_graph, write_pyg
+
+    data = T.ToUndirected()(small())
+    write_pyg(data, tmp_path / "hetero")
+    stored, built = load_native(tmp_path / "hetero"), pyg_graph(data)
+    assert stored.node_types == built.node_types and triples(stored) == triples(built)
+    assert torch.equal(stored.x.to_dense(), built.x.to_dense()) and torch.equal(stored.y, built.y)
+    assert main(["train", "--dataset", str(tmp_path / "hetero"), "--model", "rgcn", "--epochs", "1", "--hidden", "4",
+                 "--progress", "none", "--out", str(tmp_path / "run")]) == 0

@@ -28,14 +28,13 @@ Everything is read without pickle. Every damaged file is one ``InputError`` nami
 
 from __future__ import annotations
 
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
-from fullgraph.data.formats._common import labels_from_onehot, load_array, read_table, require_files
+from fullgraph.data.formats._common import load_array, read_table, require_files
+from fullgraph.data.formats.typed_folder import check_ids, read_features, read_labels
 from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
 
@@ -140,23 +139,6 @@ def heco_labels_per_class(split: int, where) -> int:
 
 
 # ------------------------------------------------------------------------------------ files
-def _features(path: Path):
-    """A feature file, by its magic bytes: a zip is ``scipy.sparse.save_npz``'s, anything else a ``.npy``."""
-    try:
-        with open(path, "rb") as f:
-            zipped = f.read(2) == b"PK"
-        if not zipped:
-            x = load_array(path, "features")
-        else:
-            x = sp.load_npz(path)  # allow_pickle=False inside
-    except (ValueError, OSError, KeyError, EOFError, zipfile.BadZipFile) as e:
-        raise InputError(f"expected {path} to be a scipy.sparse .npz or a plain .npy features array (got "
-                         f"{type(e).__name__}: {e})") from None
-    if x.ndim != 2 or not (sp.issparse(x) or np.issubdtype(x.dtype, np.number)):
-        raise InputError(f"expected a numeric [nodes, features] matrix in {path} (got {x.dtype} of shape {x.shape})")
-    return x
-
-
 def _edges(path: Path) -> np.ndarray:
     return read_table(path, dtype=np.int64, what="HeCo edge file", ncols=2, header=False)
 
@@ -177,32 +159,6 @@ def _counts(folder: Path, schema: Schema, features: dict, edges: dict) -> dict:
     return counts
 
 
-def _check_ids(ids: np.ndarray, count: int, t: str, where: str, source: str) -> None:
-    """Ids of type ``t`` within its ``count`` (``source``: what counted them), naming the file and row."""
-    bad = np.flatnonzero((ids < 0) | (ids >= count))
-    if bad.size:
-        raise InputError(f"expected {t} ids in [0, {count}) ({source}) in {where} (got {int(ids[bad[0]])} at row "
-                         f"{int(bad[0]) + 1})")
-
-
-def _labels(path: Path, count: int, t: str, source: str) -> np.ndarray:
-    y = load_array(path, "labels")
-    if y.ndim == 2:  # one-hot rows [N, C]: their class ids, rather than a refusal
-        y = labels_from_onehot(y, str(path))
-    if y.ndim != 1 or not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)):
-        raise InputError(f"expected one class id per {t} in {path} (got {y.dtype} of shape {y.shape})")
-    if y.shape[0] != count:
-        raise InputError(f"expected one label per {t} in {path}, {count} ({source}) (got {y.shape[0]})")
-    if np.issubdtype(y.dtype, np.floating):  # ACM's labels are float64 class ids
-        whole = np.isfinite(y) & (y == np.round(y))
-        if not whole.all():
-            raise InputError(f"expected integer class ids in {path} (got {y[~whole][0]!r})")
-    y = y.astype(np.int64)
-    if y.size and int(y.min()) < -1:
-        raise InputError(f"expected class ids >= 0 (-1: no label) in {path} (got {int(y.min())})")
-    return y
-
-
 def _split_ids(folder: Path, k: int, count: int, t: str) -> dict:
     """The ``train_K``/``val_K``/``test_K`` ids, each checked against the labelled type's ``count``."""
     names = {s: folder / f"{s}_{k}.npy" for s in ("train", "val", "test")}
@@ -215,7 +171,7 @@ def _split_ids(folder: Path, k: int, count: int, t: str) -> dict:
         ids = load_array(p, f"{s} split")
         if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
             raise InputError(f"expected a 1-D array of {t} ids in {p} (got {ids.dtype} of shape {ids.shape})")
-        _check_ids(ids, count, t, str(p), "the labelled nodes")
+        check_ids(ids, count, t, str(p), "the labelled nodes")
         out[s] = ids.astype(np.int64)
     return out
 
@@ -226,16 +182,16 @@ def _read(folder: Path, k: int) -> tuple:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise InputError(f"expected labels_per_class as a positive integer, one of the folder's K (got {k!r})")
     require_files([folder / f for f in heco_files(schema, ())], f"HeCo {schema.name.upper()}")
-    features = {t: _features(folder / f) for t, f in schema.features.items()}
+    features = {t: read_features(folder / f) for t, f in schema.features.items()}
     edges = {f: _edges(folder / f) for f in schema.edges}
     counts = _counts(folder, schema, features, edges)
     rows = {t: f"the rows of {folder / f}" for t, f in schema.features.items()}
     for f, (s, _, d) in schema.edges.items():
         for col, t in ((0, s), (1, d)):
             source = rows.get(t, f"the largest {t} id in the edge files + 1")
-            _check_ids(edges[f][:, col], counts[t], t, f"column {col + 1} of {folder / f}", source)
+            check_ids(edges[f][:, col], counts[t], t, f"column {col + 1} of {folder / f}", source)
     lt = schema.labelled
-    y = _labels(folder / "labels.npy", counts[lt], lt, rows[lt])
+    y = read_labels(folder / "labels.npy", counts[lt], lt, rows[lt])
     return schema, counts, features, edges, y, _split_ids(folder, int(k), counts[lt], lt)
 
 

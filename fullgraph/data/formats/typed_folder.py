@@ -1,0 +1,276 @@
+"""A typed folder: a heterogeneous graph from plain files, one per relation and one per node type.
+
+What a user with several node types writes without code (``fullgraph train --dataset FOLDER``,
+``fullgraph convert --dataset FOLDER``)::
+
+    paper__written_by__author.txt   one edge file per relation, named SRC__REL__DST (two underscores):
+    paper__cites__paper.npy         pairs (source id, destination id), each in its own type's ids from 0;
+                                    text (.txt, .csv, .tsv: whitespace or commas, '#' comments, an optional
+                                    header line) or .npy ([E, 2] or [2, E] integers)
+    paper_feat.npz                  a type's features, TYPE_feat.npy (dense) or .npz (scipy.sparse);
+    author_feat.npy                 a type without a file is featureless (a learned row per node)
+    labels.npy                      class ids of the labelled type (-1: no label), or TYPE_labels.npy
+    train.npy  val.npy  test.npy    ids of the labelled type; or train_K.npy, val_K.npy, test_K.npy for
+                                    several splits (``--split k``: the k-th K, smallest first); none: a
+                                    per-class split of 20 / 30 / the rest per class, seeded by ``--split``
+    num_nodes.json                  optional, {"TYPE": count}: a type's count where its features do not
+                                    give it (else the largest id its edge files name + 1)
+
+Node types are every name an edge, feature, label or count file gives; ids run type after type, the
+labelled type first, the others in name order. ``labels.npy`` belongs to the one type with as many
+nodes as it has labels (``TYPE_labels.npy`` names it where several do). Each relation's reverse is
+added as HeCo's and PyG's readers add it (:func:`~fullgraph.data.typed.typed_graph`: ``rev_<name>``
+between two types, symmetric in place within one), so the graph trains as the named typed datasets do.
+
+HeCo's folders are this layout with other names: rename ``pa.txt`` to ``p__written_by__a.txt`` and
+``ps.txt`` to ``p__has_subject__s.txt`` and ACM loads as types ``p``, ``a`` and ``s`` (its
+``p_feat.npz``, ``a_feat.npz``, ``labels.npy`` and ``train_20.npy``... already follow it).
+
+Everything is read without pickle; every damaged or inconsistent file is one ``InputError`` that names
+it (and the row, for an id out of range).
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from fullgraph.data.formats._common import labels_from_onehot, load_array, read_table
+from fullgraph.data.graph import Graph
+from fullgraph.errors import InputError
+
+__all__ = ["load_typed_folder", "read_typed_splits", "is_typed_folder", "typed_folder_files", "read_features", "check_ids",
+           "read_labels", "EDGE_SUFFIXES", "SEP"]
+
+SEP = "__"
+"""Between the source type, the relation and the destination type of an edge file's name."""
+EDGE_SUFFIXES = (".txt", ".csv", ".tsv", ".npy")
+FEATURE_SUFFIXES = (".npy", ".npz")
+
+
+def _relation_of(path: Path) -> tuple[str, str, str] | None:
+    parts = path.stem.split(SEP)
+    return tuple(parts) if len(parts) == 3 and all(parts) else None
+
+
+def is_typed_folder(folder: str | Path) -> bool:
+    """Whether ``folder`` holds an edge file named ``SRC__REL__DST`` (what ``data.detect`` recognises)."""
+    return any(p.suffix in EDGE_SUFFIXES and p.is_file() and _relation_of(p) for p in Path(folder).glob(f"*{SEP}*"))
+
+
+def typed_folder_files(folder: str | Path) -> dict:
+    """The folder's files by role: ``edges`` ({relation: path}), ``features`` ({type: path}), ``labels``
+    (``(type or None, path)``), ``splits`` ({K or None: {split: path}}), ``counts`` (path or None)."""
+    folder = Path(folder)
+    edges: dict = {}
+    for p in sorted(folder.glob(f"*{SEP}*")):
+        if p.suffix not in EDGE_SUFFIXES or not p.is_file():
+            continue
+        rel = _relation_of(p)
+        if rel is None:
+            raise InputError(f"expected an edge file named SRC{SEP}REL{SEP}DST{p.suffix} (three non-empty parts "
+                             f"between two underscores) (got {p.name})")
+        if rel in edges:
+            raise InputError(f"expected one edge file of relation {SEP.join(rel)} in {folder} (got {edges[rel].name} "
+                             f"and {p.name})")
+        edges[rel] = p
+    features: dict = {}
+    for p in sorted(folder.glob("*_feat.*")):
+        if p.suffix in FEATURE_SUFFIXES and p.is_file():
+            t = p.stem[: -len("_feat")]
+            if t in features:
+                raise InputError(f"expected one feature file of node type {t!r} (got {features[t].name} and {p.name})")
+            features[t] = p
+    labels = [(None, p) for p in [folder / "labels.npy"] if p.is_file()]
+    labels += [(p.stem[: -len("_labels")], p) for p in sorted(folder.glob("*_labels.npy")) if p.is_file()]
+    if len(labels) > 1:
+        raise InputError(f"expected one labels file in {folder} (got {', '.join(p.name for _, p in labels)})")
+    splits: dict = {}
+    for p in sorted(folder.glob("*.npy")):
+        head, _, k = p.stem.partition("_")
+        if head in ("train", "val", "test") and (not k or k.isdigit()):
+            splits.setdefault(int(k) if k else None, {})[head] = p
+    counts = folder / "num_nodes.json"
+    return {"edges": edges, "features": features, "labels": labels[0] if labels else None, "splits": splits,
+            "counts": counts if counts.is_file() else None}
+
+
+# ------------------------------------------------------------------------------------ files
+def read_features(path: Path):
+    """A feature file, by its magic bytes: a zip is ``scipy.sparse.save_npz``'s, anything else a ``.npy``."""
+    try:
+        with open(path, "rb") as f:
+            zipped = f.read(2) == b"PK"
+        x = sp.load_npz(path) if zipped else load_array(path, "features")  # allow_pickle=False inside
+    except (ValueError, OSError, KeyError, EOFError, zipfile.BadZipFile) as e:
+        raise InputError(f"expected {path} to be a scipy.sparse .npz or a plain .npy features array (got "
+                         f"{type(e).__name__}: {e})") from None
+    if x.ndim != 2 or not (sp.issparse(x) or np.issubdtype(x.dtype, np.number)):
+        raise InputError(f"expected a numeric [nodes, features] matrix in {path} (got {x.dtype} of shape {x.shape})")
+    return x
+
+
+def check_ids(ids: np.ndarray, count: int, t: str, where: str, source: str) -> None:
+    """Ids of type ``t`` within its ``count`` (``source``: what counted them), naming the file and row."""
+    bad = np.flatnonzero((ids < 0) | (ids >= count))
+    if bad.size:
+        raise InputError(f"expected {t} ids in [0, {count}) ({source}) in {where} (got {int(ids[bad[0]])} at row "
+                         f"{int(bad[0]) + 1})")
+
+
+def read_labels(path: Path, count: int, t: str, source: str) -> np.ndarray:
+    """Class ids of the ``count`` nodes of type ``t`` (one-hot rows taken as their class; -1: no label)."""
+    y = load_array(path, "labels")
+    if y.ndim == 2:  # one-hot rows [N, C]: their class ids, rather than a refusal
+        y = labels_from_onehot(y, str(path))
+    if y.ndim != 1 or not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)):
+        raise InputError(f"expected one class id per {t} in {path} (got {y.dtype} of shape {y.shape})")
+    if y.shape[0] != count:
+        raise InputError(f"expected one label per {t} in {path}, {count} ({source}) (got {y.shape[0]})")
+    if np.issubdtype(y.dtype, np.floating):  # HeCo's ACM labels are float64 class ids
+        whole = np.isfinite(y) & (y == np.round(y))
+        if not whole.all():
+            raise InputError(f"expected integer class ids in {path} (got {y[~whole][0]!r})")
+    y = y.astype(np.int64)
+    if y.size and int(y.min()) < -1:
+        raise InputError(f"expected class ids >= 0 (-1: no label) in {path} (got {int(y.min())})")
+    return y
+
+
+def _edges(path: Path, rel: tuple) -> np.ndarray:
+    what = f"edge file of relation {SEP.join(rel)}"
+    if path.suffix != ".npy":
+        return read_table(path, dtype=np.int64, what=what, ncols=2, header=None)
+    e = load_array(path, what)
+    if e.ndim == 2 and e.shape[1] != 2 and e.shape[0] == 2:
+        e = e.T  # PyG's edge_index [2, E]
+    if e.ndim != 2 or e.shape[1] != 2 or not np.issubdtype(e.dtype, np.integer):
+        raise InputError(f"expected integer pairs [E, 2] (or [2, E]) in {path} (got {e.dtype} of shape {e.shape})")
+    return e.astype(np.int64, copy=False)
+
+
+def _given_counts(path: Path | None) -> dict:
+    if path is None:
+        return {}
+    try:
+        counts = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise InputError(f"expected {path} to hold JSON {{\"TYPE\": count}} (got {type(e).__name__}: {e})") from None
+    if not isinstance(counts, dict) or not all(isinstance(c, int) and not isinstance(c, bool) and c > 0
+                                               for c in counts.values()):
+        raise InputError(f"expected {path} to map each node type to a positive count (got {counts!r})")
+    return counts
+
+
+def _counts(files: dict, features: dict, edges: dict) -> tuple[dict, dict]:
+    """Nodes per type and what counted them: its features' rows, ``num_nodes.json``, or its largest id + 1."""
+    given = _given_counts(files["counts"])
+    names = {t for rel in edges for t in (rel[0], rel[2])} | set(features) | set(given)
+    counts, source = {}, {}
+    for t in sorted(names):
+        if t in features:
+            counts[t], source[t] = int(features[t].shape[0]), f"the rows of {files['features'][t].name}"
+            if t in given and given[t] != counts[t]:
+                raise InputError(f"expected num_nodes.json to give {t!r} its {counts[t]} feature rows (got {given[t]})")
+        elif t in given:
+            counts[t], source[t] = given[t], "num_nodes.json"
+        else:
+            cols = [e[:, col] for rel, e in edges.items() for pos, col in ((0, 0), (2, 1)) if rel[pos] == t and e.size]
+            counts[t] = max((int(c.max()) for c in cols), default=-1) + 1
+            source[t] = f"the largest {t} id in the edge files + 1"
+            if counts[t] < 1:
+                raise InputError(f"expected a {t} feature file, a count in num_nodes.json or {t} ids in its edge "
+                                 f"files to count the {t}s (got none)")
+    return counts, source
+
+
+def _labelled(files: dict, counts: dict) -> str:
+    t, path = files["labels"]
+    if t is not None:
+        if t not in counts:
+            raise InputError(f"expected {path.name} to label a node type of the folder ({', '.join(sorted(counts))}) "
+                             f"(got {t!r})")
+        return t
+    n = len(load_array(path, "labels"))
+    fits = [t for t, c in counts.items() if c == n]
+    if len(fits) != 1:
+        raise InputError(f"expected one node type with as many nodes as {path} has labels, {n} (got "
+                         f"{' and '.join(fits) if fits else 'none'}; name it TYPE_labels.npy)")
+    return fits[0]
+
+
+def _split_ids(files: dict, split: int, count: int, t: str, y: np.ndarray) -> dict:
+    """The ``split``-th set of split files (the only one where they are not numbered), or a seeded per-class split."""
+    sets = files["splits"]
+    if not sets:
+        import torch
+
+        from fullgraph.data.splits import per_class_split
+
+        masks = per_class_split(torch.from_numpy(y), seed=split)
+        return {s: m.nonzero().flatten().numpy() for s, m in zip(("train", "val", "test"), masks)}
+    keys = sorted(sets, key=lambda k: -1 if k is None else k)
+    if not 0 <= split < len(keys):
+        raise InputError(f"expected --split 0..{len(keys) - 1} for the split files of the typed folder (got {split})")
+    chosen = sets[keys[split]]
+    missing = [s for s in ("train", "val", "test") if s not in chosen]
+    if missing:
+        suffix = "" if keys[split] is None else f"_{keys[split]}"
+        raise InputError(f"expected {', '.join(f'{s}{suffix}.npy' for s in missing)} beside "
+                         f"{', '.join(p.name for p in chosen.values())} (got none)")
+    out = {}
+    for s in ("train", "val", "test"):
+        p = chosen[s]
+        ids = load_array(p, f"{s} split")
+        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+            raise InputError(f"expected a 1-D array of {t} ids in {p} (got {ids.dtype} of shape {ids.shape})")
+        check_ids(ids, count, t, str(p), "the labelled nodes")
+        out[s] = ids.astype(np.int64)
+    return out
+
+
+def load_typed_folder(folder: str | Path, *, split: int = 0, name: str | None = None, reverse: bool = True) -> Graph:
+    """The typed folder at ``folder`` as one typed graph (module doc). ``split``: which numbered set of
+    split files (0: the smallest K), or the seed of the per-class split where the folder has none.
+    ``reverse``: add each relation's reverse (``typed_graph``)."""
+    from fullgraph.data.typed import typed_graph
+
+    folder = Path(folder)
+    files = typed_folder_files(folder)
+    if not files["edges"]:
+        raise InputError(f"expected at least one edge file SRC{SEP}REL{SEP}DST.txt in {folder} (got none)")
+    if files["labels"] is None:
+        raise InputError(f"expected labels.npy (or TYPE_labels.npy) in the typed folder {folder} (got none)")
+    features = {t: read_features(p) for t, p in files["features"].items()}
+    edges = {rel: _edges(p, rel) for rel, p in files["edges"].items()}
+    counts, source = _counts(files, features, edges)
+    for rel, e in edges.items():
+        for col, t in ((0, rel[0]), (1, rel[2])):
+            check_ids(e[:, col], counts[t], t, f"column {col + 1} of {files['edges'][rel]}", source[t])
+    lt = _labelled(files, counts)
+    y = read_labels(files["labels"][1], counts[lt], lt, source[lt])
+    order = {t: counts[t] for t in [lt, *sorted(set(counts) - {lt})]}
+    pairs = {rel: (e[:, 0], e[:, 1]) for rel, e in edges.items()}
+    return typed_graph(order, features, pairs, (lt, y), _split_ids(files, split, counts[lt], lt, y),
+                       name=name or folder.name, reverse=reverse)
+
+
+def read_typed_splits(folder: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Every set of split files, in ``--split`` order, as ``(train, val, test)`` bool ``[S, N]`` over the
+    graph's global ids (the labelled type's ids come first): what ``fullgraph convert`` keeps, so that
+    ``--split k`` means the same there. ``None`` where the folder has no split files (the split is drawn)."""
+    graph = load_typed_folder(folder)  # checks every file, and counts the nodes as loading does
+    files = typed_folder_files(folder)
+    if not files["splits"]:
+        return None
+    lt = graph.node_types.labelled[0]
+    count, y = graph.node_types.counts[0], graph.y[: graph.node_types.counts[0]].numpy()
+    masks = np.zeros((3, len(files["splits"]), graph.num_nodes), dtype=bool)
+    for j in range(len(files["splits"])):
+        for i, ids in enumerate(_split_ids(files, j, count, lt, y).values()):
+            masks[i, j, ids] = True
+    return masks[0], masks[1], masks[2]
