@@ -160,6 +160,9 @@ class Graph:
                 raise InputError(f"expected edge types >= 0 (got {int(t.min())})")
             top = int(t.max()) + 1 if t.numel() else 1
             if self.num_relations is None:
+                if top > max(t.numel(), 1):  # inferred: a count past the edges' would size tables by a typo
+                    raise InputError(f"expected edge types numbered from 0, each below the edge count {t.numel()} "
+                                     f"(got a type {top - 1}): number the relations 0..R-1, or give num_relations")
                 self.num_relations = top
             if top > self.num_relations:
                 raise InputError(f"expected edge types in [0, {self.num_relations}) (got a type {top - 1}, "

@@ -3,11 +3,15 @@ count is not to be trusted (:func:`check_inferred_classes`)."""
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from fullgraph.errors import InputError
 
 __all__ = ["MIN_EMPTY_CLASSES", "used_classes", "check_inferred_classes"]
+
+log = logging.getLogger("fullgraph")
 
 
 MIN_EMPTY_CLASSES = 8
@@ -28,7 +32,8 @@ def used_classes(labels: np.ndarray) -> np.ndarray:
 def check_inferred_classes(used: np.ndarray, where: str = "") -> int:
     """The class count ``C = max + 1`` of labels that do not state it, whose distinct ``used`` ids
     are given sorted; an ``InputError`` when more than half of the classes ``0..C-1``, and at least
-    :data:`MIN_EMPTY_CLASSES`, have no node.
+    :data:`MIN_EMPTY_CLASSES`, have no node, and a one-line warning when fewer do (a label of 7 in a
+    3-class file: 8 outputs, 4 of them for no node).
 
     Why: inferring ``C`` turns one typo (``1000`` in a 4-class file) or ids that are no class numbers
     (years, category codes) into a model with ~1,000 outputs of which all but a few never see a node,
@@ -38,7 +43,7 @@ def check_inferred_classes(used: np.ndarray, where: str = "") -> int:
     """
     c, k = int(used[-1]) + 1, int(used.size)
     empty = c - k
-    if empty <= k or empty < MIN_EMPTY_CLASSES:
+    if empty == 0:
         return c
     ids = [str(int(v)) for v in (used if k <= 8 else np.concatenate([used[:4], used[-2:]]))]
     shown = ", ".join(ids if k <= 8 else ids[:4] + ["..."] + ids[4:])
@@ -46,6 +51,10 @@ def check_inferred_classes(used: np.ndarray, where: str = "") -> int:
     why = (f"a label of {c - 1} stands far beyond the next largest, {ids[-2]}: a typo?" if k > 1 and widest == k - 1
            else f"no label below {ids[0]}: ids rather than class numbers?" if widest == 0
            else "ids rather than class numbers?")
+    if empty <= k or empty < MIN_EMPTY_CLASSES:  # a few classes no node has: trained, but said once
+        log.warning("labels%s {%s} leave %d of %d classes without a node (%s); the model gets %d outputs: renumber "
+                    "the classes 0..%d if that is not meant", where, shown, empty, c, why, c, k - 1)
+        return c
     raise InputError(
         f"expected class labels 0..C-1 with most classes used{where} (got labels {{{shown}}}: {empty} of {c} "
         f"classes have no node; {why}); renumber the classes 0..{k - 1}, or state the class count where the "

@@ -164,6 +164,9 @@ def test_repeated_weighted_edges_are_summed_repeated_featured_edges_refused(tmp_
     ("s d type\n0 1 1.5\n", r"expected integer edge types >= 0 in the column 'type' of .*e\.txt "
                             r"\(got 1\.5 on line 2\)"),
     ("s d type\n0 1 -1\n", r"expected integer edge types >= 0 .*got -1 on line 2"),
+    ("s d type\n0 1 0\n1 2 1000000000000\n2 0 1\n",  # issue 63 §3: once sized a 582 TiB table
+     r"expected edge types numbered from 0, each below the edge count 3, in the column 'type' of .*e\.txt "
+     r"\(got 1000000000000 on line 3\): number the relations 0\.\.R-1"),
     ("s d w weight\n0 1 1 1\n", r"expected one weight column in the header of .*e\.txt"),
     ("0 1 0.5\n1 0\n", r"expected 3 value\(s\) per line in the edge list .*e\.txt \(got 2 on line 2"),
 ])
@@ -174,7 +177,24 @@ def test_bad_edge_data_in_a_file_is_one_line_naming_file_and_line(tmp_path, text
     one_line(e)
 
 
+MASKS3 = {k: torch.tensor([i == j for j in range(3)]) for i, k in enumerate(("train_mask", "val_mask", "test_mask"))}
+
+
 # --------------------------------------------------------------------------------- PyG
+def test_a_graph_refuses_an_inferred_relation_count_past_its_edges():
+    """A relation id far past the edge count is a typo, not 10^12 relations: refused before anything is
+    sized by it (given ``num_relations``, the ids are checked against it as before)."""
+    from fullgraph.data.graph import Graph
+
+    src, dst = torch.tensor([0, 1, 2]), torch.tensor([1, 2, 0])
+    with pytest.raises(InputError, match=r"each below the edge count 3 \(got a type 1000000000000\)"):
+        Graph.from_edges(src, dst, 3, edge_type=torch.tensor([0, 10**12, 1]), x=torch.ones(3, 1),
+                         y=torch.tensor([0, 1, 0]), **MASKS3)
+    g = Graph.from_edges(src, dst, 3, edge_type=torch.tensor([0, 2, 1]), x=torch.ones(3, 1),
+                         y=torch.tensor([0, 1, 0]), **MASKS3)
+    assert g.num_relations == 3
+
+
 def test_pyg_data_both_ways():
     pytest.importorskip("torch_geometric")
     from torch_geometric.data import Data

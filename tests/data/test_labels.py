@@ -60,6 +60,22 @@ def test_a_label_far_beyond_the_others_is_refused_in_one_line():
         assert words in msg, msg
 
 
+def test_a_typo_below_the_refusal_is_said_once_in_one_line(tmp_path, caplog):
+    """Issue 63 §5: a 7 in a 3-class folder made 8 classes, 4 of them empty, and trained silently."""
+    folder = write_folder(tmp_path / "typo", [0, 1, 2] * 4 + [7])
+    with caplog.at_level("WARNING", logger="fullgraph"):
+        g = load_edgelist_folder(folder)
+    said = [r.getMessage() for r in caplog.records if "without a node" in r.getMessage()]
+    assert g.num_classes == 8 and len(said) == 1 and "\n" not in said[0], said
+    for words in ("labels.txt {0, 1, 2, 7}", "4 of 8 classes without a node", "a label of 7", "next largest, 2",
+                  "8 outputs", "renumber the classes 0..3"):
+        assert words in said[0], said[0]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="fullgraph"):
+        graph([0, 1, 2] * 4)  # every class used: nothing to say
+    assert not [r for r in caplog.records if "without a node" in r.getMessage()]
+
+
 def test_ids_rather_than_class_numbers_are_refused():
     with pytest.raises(InputError, match=r"2015 of 2021 classes have no node; no label below 2015"):
         graph([2015, 2016, 2017, 2018, 2019, 2020] * 2)

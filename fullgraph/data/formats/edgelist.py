@@ -192,6 +192,10 @@ def read_edge_list(path: str | Path, *, header: bool | None = None) -> tuple[np.
             r = int(bad[0])
             raise InputError(f"expected integer edge types >= 0 in the column {names[kind]!r} of {path} "
                              f"(got {t[r]:g} on {where(r)})")
+        if t.size and t.max() >= t.size:  # R relations need ids 0..R-1, and R is at most the edge count
+            r = int(np.argmax(t))
+            raise InputError(f"expected edge types numbered from 0, each below the edge count {t.size}, in the column "
+                             f"{names[kind]!r} of {path} (got {t[r]:.0f} on {where(r)}): number the relations 0..R-1")
         data["edge_type"] = t.astype(np.int64)
     return np.ascontiguousarray(table[:, :2], dtype=np.int64), data
 
@@ -262,7 +266,7 @@ def load_edgelist(edges: str | Path, features: str | Path, labels: str | Path, *
     e, edge_data = read_edge_list(edges, header=header)
     y = _labels(Path(labels))
     if num_classes is None and y.dim() == 1 and bool((y >= 0).any()):  # refused before the features are read
-        check_inferred_classes(used_classes(y.numpy()), f" in {labels}")
+        num_classes = check_inferred_classes(used_classes(y.numpy()), f" in {labels}")  # checked (and said) once
     n = y.shape[0]
     x = features_to_torch(_features(Path(features)), f"features {features}")
     if x.shape[0] != n:
