@@ -143,6 +143,7 @@ def resume_config(given: dict, resume: str) -> tuple[TrainConfig, bool]:
                              + ", ".join(f"--{k.replace('_', '-')} {saved.get(k)!r} -> {cfg.options()[k]!r}"
                                          for k in differ) + ")")
         check_trained(saved, cfg.run.out)
+        check_epochs_reached(cfg.run.out, cfg.optimization.epochs, "--epochs")
         return cfg, True
     saved = read_run_config(resume)
     extra = sorted(set(given) - set(MAY_CHANGE) - set(SET_BY_LAUNCHER))
@@ -156,7 +157,21 @@ def resume_config(given: dict, resume: str) -> tuple[TrainConfig, bool]:
         raise InputError(f"expected a checkpoint in {Path(resume) / 'checkpoint'} to resume from (the run was "
                          f"started without --checkpoint-every, or stopped before its first)")
     check_trained(saved, resume)
+    check_epochs_reached(resume, given.get("epochs", saved["epochs"]), "--epochs" if "epochs" in given else
+                         f"{Path(resume) / CONFIG_FILE}")
     return TrainConfig.of(**(saved | given | {"out": str(resume)})), True
+
+
+def check_epochs_reached(run, epochs: int, source: str) -> None:
+    """A resume asks for at least the epochs its newest checkpoint has run: fewer would end at once and
+    write a summary whose epoch count is not what ran (a ``config.json`` edited by hand says so too)."""
+    from fullgraph.train.checkpoint import complete_checkpoints
+
+    newest = complete_checkpoints(run)
+    reached = int(newest[0].name.rpartition("-")[2]) if newest and newest[0].name.rpartition("-")[2].isdigit() else 0
+    if epochs < reached:
+        raise InputError(f"expected epochs >= {reached} to resume {run} (its newest checkpoint, {newest[0].name}, has "
+                         f"run {reached}) (got {epochs} from {source})")
 
 
 def record_resumed(cfg: TrainConfig) -> None:

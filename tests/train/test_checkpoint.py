@@ -185,6 +185,12 @@ def test_resume_refuses_a_changed_run_in_one_line(tmp_path):
                         (["--epochs", "1"], "expected --epochs >= 2")):
         res = train("--resume", str(run), *extra, ok=False)
         assert res.returncode == 2 and res.text.count("\n") == 1 and says in res.text, res.text
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps(config | {"epochs": 1}))  # edited by hand below what ran
+    res = train("--resume", str(run), ok=False)  # issue 63 §6: was accepted, and summary.json said 1 epoch
+    assert res.returncode == 2 and res.text.count("\n") == 1, res.text
+    assert "expected epochs >= 2" in res.text and "epoch-000002" in res.text and "config.json" in res.text, res.text
+    (run / "config.json").write_text(json.dumps(config))
     res = train("--resume", str(tmp_path / "nothing"), ok=False)
     assert res.returncode == 2 and "config.json" in res.text
     res = train("--epochs", "2", "--out", str(run), ok=False)  # a fresh run would lose the checkpoints
