@@ -5,11 +5,13 @@ A diverged run (an ``--lr`` far too large, an exploding deep model) computes NaN
 every later epoch, checkpoint and ``model.pt`` would carry garbage while the run reports success. So
 the loss of every epoch is checked (it is summed over ranks: every rank sees the same value and
 stops together), and the weights are checked before each checkpoint, so that the last checkpoint
-is always one worth resuming from. ``--no-stop-on-nonfinite`` turns both off.
+is always one worth resuming from. ``--no-stop-on-nonfinite`` turns both off. A loss that stays a
+number but grows far past its first epoch's (``--lr 1e10``: 2.6 to 6e22) is said once, in one line.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import signal
@@ -21,6 +23,10 @@ from fullgraph.errors import NonFiniteError
 
 __all__ = ["check_loss", "check_weights", "fault"]
 
+log = logging.getLogger("fullgraph")
+
+LOSS_GROWTH = 1000.0
+"""An epoch loss this many times the first epoch's is said to diverge (once, when it first gets there)."""
 _ADVICE = "lower --lr or set --clip-grad-norm (--no-stop-on-nonfinite trains on regardless)"
 
 
@@ -31,9 +37,19 @@ def _last_good(cfg) -> str:
     return f"the last good checkpoint is {last[0]}" if last else "the run has no checkpoint to resume from"
 
 
-def check_loss(cfg, record: dict) -> None:
-    """Stop (``NonFiniteError``) on a NaN or infinite epoch loss, before anything of the epoch is written."""
-    if not cfg.optimization.stop_on_nonfinite or math.isfinite(record["loss"]):
+def check_loss(cfg, record: dict, losses=(), main: bool = True) -> None:
+    """Stop (``NonFiniteError``) on a NaN or infinite epoch loss, before anything of the epoch is written;
+    warn (on the ``main`` rank) the first time a finite one exceeds :data:`LOSS_GROWTH` times the first
+    of the run's earlier ``losses``."""
+    loss = record["loss"]
+    if math.isfinite(loss):
+        limit = LOSS_GROWTH * losses[0] if losses and losses[0] > 0 else math.inf
+        if main and loss > limit and all(v <= limit for v in losses):
+            log.warning("the loss at epoch %d is %.3g, more than %g times the first epoch's %.3g: training is "
+                        "diverging; lower --lr (now %g) or set --clip-grad-norm", record["epoch"], loss, LOSS_GROWTH,
+                        losses[0], cfg.optimization.lr)
+        return
+    if not cfg.optimization.stop_on_nonfinite:
         return
     raise NonFiniteError(f"the loss is {record['loss']} at epoch {record['epoch']} (--lr {cfg.optimization.lr}): "
                          f"training diverged and was stopped; {_last_good(cfg)}; {_ADVICE}")

@@ -303,7 +303,7 @@ class Trainer:
             for epoch in range(s.epoch + 1, cfg.optimization.epochs + 1):
                 fault(epoch, e.rank)
                 record = self._epoch(epoch)
-                check_loss(cfg, record)
+                check_loss(cfg, record, s.losses, e.is_main)
                 s.record(record)
                 if "eval_time_s" in record and self._select(record, s):
                     best_state = copy.deepcopy(self.model.state_dict())

@@ -263,6 +263,16 @@ def test_a_diverged_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_pa
     assert res.returncode == 0
 
 
+def test_a_loss_that_grows_a_thousandfold_is_said_once_naming_lr(tmp_path, cora_args):
+    """Issue 63 §4: ``--lr 1e10`` took the loss from 2.6 to 6e22, finite, and the run ended with no word."""
+    res = train(*cora_args, "--epochs", "6", "--lr", "1e10", "--out", str(tmp_path / "run"))
+    said = [line for line in res.text.splitlines() if "training is diverging" in line]
+    assert res.returncode == 0 and len(said) == 1, res.text
+    assert "more than 1000 times the first epoch's" in said[0] and "lower --lr (now 1e+10)" in said[0], said[0]
+    res = train(*cora_args, "--epochs", "6", "--out", str(tmp_path / "calm"))
+    assert "diverging" not in res.text
+
+
 def test_weights_that_are_not_finite_are_never_checkpointed(tmp_path, cora_args, monkeypatch):
     import torch
 
