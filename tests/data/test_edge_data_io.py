@@ -148,6 +148,21 @@ def test_header_names_say_which_columns_are_weight_type_and_features(tmp_path):
     assert read_edge_list(tmp_path / "e.npy")[1]["edge_weight"].tolist() == [0.25, 2.0]
 
 
+def test_a_commented_header_names_the_columns_and_the_reading_is_said(tmp_path, caplog):
+    """Issue 63 §16: ``# src dst type`` was a comment, so the types were read as weights without a word."""
+    (tmp_path / "e.txt").write_text("# Directed graph\n# Nodes: 4 Edges: 3\n# src dst type\n0 1 0\n1 2 1\n2 3 0\n")
+    with caplog.at_level("INFO", logger="fullgraph"):
+        _, data = read_edge_list(tmp_path / "e.txt")
+    assert list(data) == ["edge_type"] and data["edge_type"].tolist() == [0, 1, 0]
+    said = [r.getMessage() for r in caplog.records if "taken as" in r.getMessage()]
+    assert said == ["e.txt: columns 1-2 taken as the edge's ends, 3 'type' as the relation type (by the commented "
+                    "header line)"], said
+    (tmp_path / "s.txt").write_text("# FromNodeId\tToNodeId\n0 1\n1 2\n")  # SNAP's: two names, no edge data
+    assert read_edge_list(tmp_path / "s.txt")[1] == {}
+    (tmp_path / "w.txt").write_text("# a b\n# 7 8 9\n0 1 0.5\n")  # a numbered comment, or too few words: no header
+    assert list(read_edge_list(tmp_path / "w.txt")[1]) == ["edge_weight"]
+
+
 def test_repeated_weighted_edges_are_summed_repeated_featured_edges_refused(tmp_path):
     write_folder(tmp_path, "0 1 0.5\n1 0 1\n0 1 0.25\n")
     assert by_edge(load(tmp_path))[(0, 1)] == (0.75, None, None)

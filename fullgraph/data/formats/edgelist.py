@@ -12,7 +12,10 @@ This is the way in for data that no benchmark loader knows. The files (text: ``.
   ``etype``) the edge's relation (an integer >= 0), and any other name a feature column, so a file
   of features without a weight is ``src dst f1 f2`` with that header. A value that is not a number
   (or not an integer for a type), NaN or infinity is refused with its file and line. An edge listed
-  twice has its weights summed; listed twice with features or a type it is refused;
+  twice has its weights summed; listed twice with features or a type it is refused. A ``#`` line just
+  before the data whose words are as many as the columns and none a number (SNAP's ``# FromNodeId
+  ToNodeId``, or ``# src dst type``) is read as the header; how each column past the ids was taken is
+  logged in one line;
 * features: ``.npy`` [N, F]; ``.npz``, either a scipy sparse matrix (``scipy.sparse.save_npz``,
   which stays sparse: a bag-of-words matrix densified can cost 20 times the memory and time) or one
   dense array (``numpy.savez``); or text with one row of numbers per node;
@@ -38,6 +41,7 @@ Node ids run from 0 to N-1 with N = the number of label rows. Edges are kept as 
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +57,8 @@ from fullgraph.errors import InputError
 
 __all__ = ["load_edgelist", "read_edges", "read_edge_list", "load_edgelist_folder", "find_folder_files",
            "FOLDER_FILES", "WEIGHT_NAMES", "TYPE_NAMES"]
+
+log = logging.getLogger("fullgraph")
 
 TEXT = (".txt", ".csv", ".tsv")
 SPLIT_STEMS = ("train", "val", "test")
@@ -97,6 +103,31 @@ def _first_line(path: Path) -> str | None:
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"expected {path} to be a readable text file (got {type(e).__name__}: {e})") from None
     return None
+
+
+def _commented_header(path: Path, first: str) -> list[str] | None:
+    """The column names of a ``#`` line just before the data (SNAP writes ``# FromNodeId ToNodeId``): the
+    last comment line before the first data line ``first``, when it holds as many words as ``first``
+    holds values and none of them is a number."""
+    names = None
+    with open(path, encoding="utf8") as f:
+        for line in f:
+            body, _, comment = line.partition("#")
+            if body.strip():
+                break
+            words = comment.replace(",", " ").split()
+            names = words if words and not any(_is_number_row(w) for w in words) else None
+    return names if names and len(names) == len(first.replace(",", " ").split()) else None
+
+
+def _say_columns(path: Path, names: list[str] | None, roles: tuple, source: str) -> None:
+    """How each column past the two ids was taken, in one line, where there are any."""
+    weight, kind, features = roles
+    taken = {weight: "the weight", kind: "the relation type", **{j: "a feature" for j in features}}
+    taken.pop(None, None)
+    if taken:
+        log.info("%s: columns 1-2 taken as the edge's ends, %s (%s)", path.name, ", ".join(
+            f"{j + 1}{f' {names[j]!r}' if names else ''} as {taken[j]}" for j in sorted(taken)), source)
 
 
 def _line_of_row(path: Path, row: int, skip_header: bool) -> int:
@@ -161,8 +192,12 @@ def read_edge_list(path: str | Path, *, header: bool | None = None) -> tuple[np.
     else:
         first = _first_line(path)
         skip = bool(first is not None and (header or (header is None and not _is_number_row(first))))
+        source = "by position: src dst weight features; a header line names them otherwise"
         if skip:
-            names = first.replace(",", " ").split()
+            names, source = first.replace(",", " ").split(), "by the header line"
+        elif first is not None and header is None:
+            names = _commented_header(path, first)
+            source = "by the commented header line" if names else source
         ncols = len(names) if names else None
         try:
             table = read_table(path, dtype=np.int64, what="edge list", header=header, ncols=ncols)
@@ -174,6 +209,8 @@ def read_edge_list(path: str | Path, *, header: bool | None = None) -> tuple[np.
     if table.shape[1] < 2:
         raise InputError(f"expected 'src dst' per line in {path} (got {table.shape[1]} value per line)")
     weight, kind, features = _roles(names, table.shape[1], path)
+    if path.suffix != ".npy":
+        _say_columns(path, names, (weight, kind, features), source)
     data = {}
     for name, cols in (("edge_weight", [weight] if weight is not None else []), ("edge_attr", features)):
         if not cols:
