@@ -34,6 +34,7 @@ from fullgraph.errors import InputError
 from fullgraph.models.base import GNN, GraphLayer, glorot_
 from fullgraph.models.spec import ModelSpec, register
 from fullgraph.ops import Block, dropout, matmul, spmm
+from fullgraph.ops.adjacency import GIVE_TYPES
 from fullgraph.ops.edge_data import EdgeFacts
 from fullgraph.ops.node_types import NodeTypes
 
@@ -233,8 +234,8 @@ class RGCN(GNN):
 def _build(in_dim: int, out_dim: int, *, layers: int, hidden: int, dropout: float, node_types=None,
            rgcn_decomposition: str = "none", rgcn_bases: int = 0, featureless: str = "embedding", **_) -> RGCN:
     if node_types is None:
-        raise InputError("expected a graph with node and relation types for --model rgcn (got a graph of one type "
-                         "without relations): load a heterogeneous graph (docs/data.md, 'Typed graphs')")
+        raise InputError(f"expected node types for --model rgcn, which maps each type's features with weights of "
+                         f"its own (got a graph without node types, whatever relations its edges carry): {GIVE_TYPES}")
     types = node_types if isinstance(node_types, NodeTypes) else NodeTypes.of_record({"node_types": node_types})
     if not types.relations:
         raise InputError(f"expected relations between the node types for --model rgcn (got none: {types.describe()})")

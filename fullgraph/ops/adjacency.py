@@ -140,12 +140,18 @@ def block_adjacency_data(indptr: torch.Tensor, indices: torch.Tensor, norm: str,
     return torch.from_numpy(ip), torch.from_numpy(cols), torch.from_numpy(vals), out
 
 
+GIVE_TYPES = ("give the graph its node types and each edge its relation: a typed folder of plain files (one edge "
+              "file per relation, docs/data.md), a heterogeneous dataset (HeCo's, OGB's ogbn-mag layout) or a PyG "
+              "HeteroData; or train an untyped model (--model gcn, sage, gat)")
+"""How a user gives a typed model what it reads: the one advice of every refusal of an untyped graph."""
+
+
 def _relation_mean(ip: np.ndarray, edata: EdgeData | None, weight) -> np.ndarray:
     """float32 values of ``relation-mean``: each entry over its row's sum for its relation, the sums
     added in float64 in entry order (whole counts without weights: the same bits in every layout)."""
     if edata is None or edata.type is None:
-        raise InputError("expected edges with relation types for the 'relation-mean' normalization (R-GCN) (got "
-                         "edges without types): give the graph edge types (a heterogeneous graph has them)")
+        raise InputError(f"expected each edge to carry its relation for R-GCN, which averages every relation's "
+                         f"neighbours apart (got edges without relation types): {GIVE_TYPES}")
     rel = edata.type.numpy()
     r = int(edata.num_relations or (int(rel.max()) + 1 if rel.size else 1))
     key = row_ids(ip) * r + rel

@@ -45,11 +45,22 @@ def test_predict_writes_the_labelled_type_and_every_embedding(run, tmp_path):
 
 
 def test_rgcn_on_a_graph_of_one_type_is_one_line_exit_2(shared_data, tmp_path, capsys):
+    """Issue 63 §11: say what is missing (relations, or node types where the edges have relations) and how to
+    give it, in the user's words rather than the normalization's."""
     out = tmp_path / "cora"
     assert main(["train", "--dataset", "cora", "--root", str(shared_data), "--out", str(out), *TRAIN]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "expected edges with relation types for the 'relation-mean' normalization (R-GCN)" in err[0]
-    assert not (out / "model.pt").exists()
+    assert len(err) == 1 and "expected each edge to carry its relation for R-GCN" in err[0], err
+    assert "typed folder" in err[0] and "relation-mean" not in err[0] and not (out / "model.pt").exists()
+    folder = tmp_path / "typed_edges"  # an edge list with a type column: relations, but no node types
+    folder.mkdir()
+    (folder / "edges.txt").write_text("src dst type\n" + "".join(f"{i} {(i + 1) % 40} {i % 4}\n" for i in range(40)))
+    (folder / "labels.txt").write_text("".join(f"{i % 2}\n" for i in range(40)))
+    np.save(folder / "features.npy", np.ones((40, 2), dtype=np.float32))
+    assert main(["train", "--dataset", str(folder), "--out", str(tmp_path / "run"), *TRAIN]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "expected node types for --model rgcn" in err[0], err
+    assert "whatever relations its edges carry" in err[0] and "typed folder" in err[0], err
 
 
 def test_graph_parallel_embeddings_resume_bit_for_bit_and_model_pt_holds_the_whole_table(tmp_path):
