@@ -174,8 +174,11 @@ def test_repeated_weighted_edges_are_summed_repeated_featured_edges_refused(tmp_
 
 @pytest.mark.parametrize("text, match", [
     ("0 1 0.5\n1 0 heavy\n", r"expected a number in the edge list .*e\.txt \(got 'heavy' on line 2\)"),
-    ("# w\n0 1 0.5\n\n1 0 nan\n", r"expected finite edge weights in .*e\.txt \(got \[nan\] on line 4\)"),
-    ("src dst f\n0 1 inf\n", r"expected finite edge features in .*e\.txt \(got \[inf\] on line 2\)"),
+    ("# w\n0 1 0.5\n\n1 0 nan\n", r"expected finite edge weights within float32's range in .*e\.txt \(got \[nan\] "
+                                 r"on line 4\)"),
+    ("src dst f\n0 1 inf\n", r"expected finite edge features within .* in .*e\.txt \(got \[inf\] on line 2\)"),
+    ("0 1 0.5\n1 0 1e39\n", r"expected finite edge weights within float32's range in .*e\.txt \(got \[1e\+39\] on "
+                           r"line 2\)"),  # issue 63 §9: numpy's overflow warning, then no file and no line
     ("s d type\n0 1 1.5\n", r"expected integer edge types >= 0 in the column 'type' of .*e\.txt "
                             r"\(got 1\.5 on line 2\)"),
     ("s d type\n0 1 -1\n", r"expected integer edge types >= 0 .*got -1 on line 2"),
@@ -186,8 +189,11 @@ def test_repeated_weighted_edges_are_summed_repeated_featured_edges_refused(tmp_
     ("0 1 0.5\n1 0\n", r"expected 3 value\(s\) per line in the edge list .*e\.txt \(got 2 on line 2"),
 ])
 def test_bad_edge_data_in_a_file_is_one_line_naming_file_and_line(tmp_path, text, match):
+    import warnings
+
     write_folder(tmp_path, text)
-    with pytest.raises(InputError, match=match) as e:
+    with pytest.raises(InputError, match=match) as e, warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # numpy's cast warnings never reach the user first
         load(tmp_path)
     one_line(e)
 

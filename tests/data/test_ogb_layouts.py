@@ -206,3 +206,18 @@ def test_damaged_member_stream_and_unlabelled_split_node(tmp_path):
     with npz_writer(folder / "raw" / "extra.npz", False):
         pass  # an unrelated archive beside the layout changes nothing
     assert detect(folder).options["layout"] == "binary"
+
+
+def test_edge_data_past_float32_is_one_line_naming_file_and_line(tmp_path):
+    """Issue 63 §9: a value past float32's range warned from numpy, then failed naming no file or line."""
+    import warnings
+
+    _proteins(tmp_path / "prot")
+    rows = [[0.5] * 8] * 6
+    rows[2] = [0.5] * 7 + [1e39]
+    _gz(tmp_path / "prot" / "raw" / "edge-feat.csv.gz", _lines(rows))
+    with pytest.raises(InputError) as e, warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        load_ogb(tmp_path / "prot")
+    text = str(e.value)
+    assert "\n" not in text and "edge-feat.csv.gz" in text and "float32's range" in text and "line 3" in text, text

@@ -219,6 +219,9 @@ DAMAGE = {
     "raw id out of range": (lambda f: _gz(f / "raw/edge.csv.gz", [[0, 1], [N, 2]]),
                             ["edge.csv.gz", f"[0, {N})", "line 2"]),
     "weights short": (lambda f: _gz(f / "raw/edge_weight.csv.gz", [[1]]), ["edge_weight.csv.gz", "one line per edge"]),
+    "weight past float32": (lambda f: _gz(f / "raw/edge_weight.csv.gz", [["1e39"] if i == 1 else [w] for i, w in
+                                                                         enumerate(_table(f / "raw/edge_weight.csv.gz")[:, 0].tolist())]),
+                            ["edge_weight.csv.gz", "within float32's range", "[1e+39]", "line 2"]),  # issue 63 §9
     "edge count": (lambda f: _gz(f / "raw/num-edge-list.csv.gz", [[3]]), ["edge.csv.gz", "expected 3 edges"]),
     "feature rows": (lambda f: _gz(f / "raw/node-feat.csv.gz", [[0.5] * 8] * 3), ["node-feat.csv.gz", "got 3"]),
     "nan feature": (lambda f: _gz(f / "raw/node-feat.csv.gz", [[0.5] * 8] * 4 + [[0.5] * 7 + ["nan"]]

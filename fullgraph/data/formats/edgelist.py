@@ -216,12 +216,15 @@ def read_edge_list(path: str | Path, *, header: bool | None = None) -> tuple[np.
         if not cols:
             continue
         values = table[:, cols] if name == "edge_attr" else table[:, cols[0]]
-        finite = np.isfinite(values) if values.ndim == 1 else np.isfinite(values).all(axis=1)
+        with np.errstate(over="ignore"):  # a value past float32's range becomes inf, refused below by its line
+            kept = np.ascontiguousarray(values, dtype=np.float32)
+        finite = np.isfinite(kept) if kept.ndim == 1 else np.isfinite(kept).all(axis=1)
         if not finite.all():
             r = int(np.flatnonzero(~finite)[0])
             what = "weights" if name == "edge_weight" else "features"
-            raise InputError(f"expected finite edge {what} in {path} (got {table[r, 2:].tolist()} on {where(r)})")
-        data[name] = np.ascontiguousarray(values, dtype=np.float32)
+            raise InputError(f"expected finite edge {what} within float32's range in {path} (got "
+                             f"{table[r, 2:].tolist()} on {where(r)})")
+        data[name] = kept
     if kind is not None:
         t = table[:, kind]
         bad = np.flatnonzero((t != np.round(t)) | (t < 0) | ~np.isfinite(t))

@@ -45,9 +45,25 @@ def _edge_blocks(path: Path, edge_files: dict[str, tuple[Path, int]] | None = No
         streams = [read_table_blocks(f, dtype=np.float64, what=_EDGE_WHAT[k], ncols=c)
                    for k, (f, c) in edge_files.items()]
         where = f"{', '.join(str(f) for f, _ in edge_files.values())} against {path}"
+        done = 0
         for (src, dst), *rows in _aligned(pairs(), streams, where):
+            rows = [_finite32(r, edge_files[k][0], _EDGE_WHAT[k], done) for k, r in zip(names, rows)]
+            done += src.size
             yield src, dst, {k: (r[:, 0] if k == "edge_weight" else r) for k, r in zip(names, rows)}
     return blocks
+
+
+def _finite32(rows: np.ndarray, path: Path, what: str, before: int) -> np.ndarray:
+    """A block of edge data as float32, refused at its first value that is not finite there (NaN, inf, or
+    past float32's range: numpy's cast would only warn), naming the file and the line."""
+    with np.errstate(over="ignore"):
+        out = rows.astype(np.float32)
+    bad = np.flatnonzero(~np.isfinite(out).all(axis=1))
+    if bad.size:
+        r = int(bad[0])
+        raise InputError(f"expected finite {what} within float32's range in {path} (got {rows[r].tolist()} on line "
+                         f"{before + r + 1})")
+    return out
 
 
 _EDGE_WHAT = {"edge_weight": "edge weights", "edge_attr": "edge features"}
@@ -144,9 +160,12 @@ def open_edge_feat(folder: Path, name: str, scheme: str, *, edge_data: bool = Tr
     sums, seen = np.zeros((n, width)), np.zeros(n, dtype=np.int64)
     edges = read_table_blocks(edge_f, dtype=np.int64, what="edge list", ncols=2)
     feats = read_table_blocks(efeat_f, dtype=np.float64, what="edge features", ncols=width)
+    done = 0
     for e, f in _aligned(edges, [feats], f"{efeat_f} against {edge_f}"):
         if e.size and (int(e.min()) < 0 or int(e.max()) >= n):
             raise InputError(f"expected edge ids in [0, {n}) in {edge_f} (got {int(e.min())}..{int(e.max())})")
+        _finite32(f, efeat_f, "edge features", done)  # checked as the edge data will be; summed in float64
+        done += e.shape[0]
         for end in (e[:, 0], e[:, 1]):
             for j in range(width):
                 sums[:, j] += np.bincount(end, weights=f[:, j], minlength=n)

@@ -202,9 +202,15 @@ def _num_nodes(raw: Path, feat_f: Path) -> int:
 
 
 def _finite(block: np.ndarray, path: Path, row0: int) -> None:
-    bad = np.flatnonzero(~np.isfinite(block.reshape(block.shape[0], -1)).all(axis=1))
+    """Every value finite once stored as float32 (a value past its range would become inf with only numpy's
+    warning), or one error naming the file and the line."""
+    with np.errstate(over="ignore"):
+        kept = block.reshape(block.shape[0], -1).astype(np.float32)
+    bad = np.flatnonzero(~np.isfinite(kept).all(axis=1))
     if bad.size:
-        raise InputError(f"expected finite numbers in {path} (got a NaN or infinity on line {row0 + int(bad[0]) + 1})")
+        r = int(bad[0])
+        raise InputError(f"expected finite numbers within float32's range in {path} (got "
+                         f"{block.reshape(block.shape[0], -1)[r].tolist()} on line {row0 + r + 1})")
 
 
 def _column(path: Path, rows: int, what: str, source: Path) -> np.ndarray:
