@@ -81,12 +81,20 @@ def _typed(args: argparse.Namespace):
 
 
 def cmd_convert(args: argparse.Namespace, argv: list[str] = ()) -> int:
-    from fullgraph.data.detect import fixed_splits
-    from fullgraph.data.formats.native import check_target, write_native
-    from fullgraph.data.load import feature_norm_of, load_raw_graph
+    from fullgraph.data.formats.native import check_target
+    from fullgraph.train.run_lock import RunLock
 
     start = time.perf_counter()
     check_target(args.out)
+    with RunLock(args.out, beside=True):  # one writer: a second convert into --out is refused, naming the first
+        return _convert(args, start)
+
+
+def _convert(args: argparse.Namespace, start: float) -> int:
+    from fullgraph.data.detect import fixed_splits
+    from fullgraph.data.formats.native import write_native
+    from fullgraph.data.load import feature_norm_of, load_raw_graph
+
     meta = _convert_ogb(args)
     if meta is not None:
         _wrote(args.out, meta, start)

@@ -6,13 +6,14 @@ status     meaning
 0          the run finished
 1          an unexpected failure (a traceback, or the failing rank's reason)
 2          bad input (:class:`InputError`): nothing was started, or what was started is undone
-3          the disk filled (:class:`NoSpaceError`): partial files removed, the last checkpoint kept
+3          the output could not be written: the disk filled (:class:`NoSpaceError`: partial files removed,
+           the last checkpoint kept), or its folder is read-only or cannot be made (:class:`CannotWriteError`)
 4          the loss or the weights stopped being finite (:class:`NonFiniteError`)
 130        interrupted (Ctrl-C, SIGTERM)
 =========  =====================================================================================
 """
 
-EXIT_STATUS = {"ok": 0, "failure": 1, "input": 2, "no_space": 3, "non_finite": 4, "interrupted": 130}
+EXIT_STATUS = {"ok": 0, "failure": 1, "input": 2, "no_space": 3, "cannot_write": 3, "non_finite": 4, "interrupted": 130}
 """The command line's exit statuses, by what ended the run (the table above)."""
 
 
@@ -38,6 +39,13 @@ class NoSpaceError(RunFault):
     """A file of the run could not be written because its file system is full."""
 
     exit_status = EXIT_STATUS["no_space"]
+
+
+class CannotWriteError(RunFault):
+    """An output folder cannot be written or made: a read-only file system, or no permission. Said before
+    anything is computed, with the folder's name, rather than as a traceback from the first write."""
+
+    exit_status = EXIT_STATUS["cannot_write"]
 
 
 class NonFiniteError(RunFault):

@@ -51,6 +51,22 @@ def test_convert_cora_trains_like_cora(tmp_path, shared_data, capsys):
     assert main(["convert", "--dataset", "cora", "--root", str(tmp_path), "--out", str(tmp_path / "x")]) == 2
 
 
+def test_a_second_convert_into_one_out_is_refused_naming_the_first(small, tmp_path, capsys):
+    """Issue 63 §2: two converts into one --out both said "wrote", one's folder silently replaced. The
+    lock sits beside the folder (the writer replaces the folder itself by a rename) and leaves nothing."""
+    from fullgraph.train.run_lock import RunLock
+
+    write_native(small, tmp_path / "g")
+    out = tmp_path / "native"
+    with RunLock(out, beside=True):  # a convert into out that is still running
+        assert main(["convert", "--dataset", str(tmp_path / "g"), "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"expected {out} to be free" in err[0] and "pid" in err[0], err
+        assert not out.exists()
+    assert main(["convert", "--dataset", str(tmp_path / "g"), "--out", str(out)]) == 0
+    assert is_native_folder(out) and sorted(p.name for p in tmp_path.iterdir()) == ["g", "native"]
+
+
 def test_train_and_partition_a_native_folder(small, tmp_path, capsys):
     write_native(small, tmp_path / "g")
     assert main(["train", "--dataset", str(tmp_path / "g"), "--epochs", "2", "--progress", "none",

@@ -124,9 +124,12 @@ def _write(folder: Path, arrays: dict[str, np.ndarray]) -> dict[str, Path]:
 def check_out(out: str, overwrite: bool = False) -> Path:
     """``--out``: a folder, holding no earlier prediction unless ``overwrite`` (as ``train`` refuses a
     folder with an earlier run)."""
+    from fullgraph.train.disk import check_writable
+
     folder = Path(out)
     if folder.exists() and not folder.is_dir():
         raise InputError(f"expected --out to be a folder for the .npy files (got the file {folder})")
+    check_writable(folder)
     earlier = [f"{n}.npy" for n in OUTPUTS if (folder / f"{n}.npy").exists()]
     if earlier and not overwrite:
         raise InputError(f"expected --out without an earlier prediction (got {', '.join(earlier)} in {folder}): "

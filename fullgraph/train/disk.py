@@ -12,13 +12,14 @@ is free and which checkpoint the run can resume from.
 from __future__ import annotations
 
 import errno
+import os
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
-from fullgraph.errors import NoSpaceError
+from fullgraph.errors import CannotWriteError, NoSpaceError
 
-__all__ = ["NEARLY_FULL", "out_of_space", "writing", "no_space_error"]
+__all__ = ["NEARLY_FULL", "out_of_space", "writing", "no_space_error", "check_writable"]
 
 NEARLY_FULL = 1 << 20
 """Free bytes below which a failed write is taken for a full disk. A write that runs out of space
@@ -104,3 +105,19 @@ def writing(path: str | Path, *, run: str | Path | None = None, partial=()):
             raise no_space_error(path, run) from err
         raise
 
+
+
+def check_writable(folder: str | Path, what: str = "the folder") -> None:
+    """Raise :class:`~fullgraph.errors.CannotWriteError` unless ``folder`` can be written, or made: judged at
+    its nearest existing ancestor (a read-only mount, or no permission to write there), creating nothing."""
+    folder = Path(folder).expanduser()
+    existing = next((p for p in (folder, *folder.absolute().parents) if p.exists()), None)
+    if existing is None or os.access(existing, os.W_OK | os.X_OK):
+        return
+    try:
+        read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    why = "is on a read-only file system" if read_only else "cannot be written by this process"
+    where = "it" if existing == folder else f"{existing}, where it would be made,"
+    raise CannotWriteError(f"could not write {what} {folder}: {where} {why}; choose a folder this process can write")

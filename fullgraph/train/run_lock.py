@@ -31,19 +31,29 @@ LOCK_FILE = ".fullgraph.lock"
 
 class RunLock:
     """The exclusive lock of run folder ``out`` (created if missing); ``created`` says whether the
-    folder was made for it, so that a refused run can leave no empty folder behind."""
+    folder was made for it, so that a refused run can leave no empty folder behind.
 
-    def __init__(self, out: str | Path):
+    ``beside``: the lock file sits next to ``out`` (``.NAME.fullgraph.lock`` in its parent) rather than in
+    it, for a writer that replaces the whole folder by a rename (``fullgraph convert``'s native folder)."""
+
+    def __init__(self, out: str | Path, *, beside: bool = False):
         self.out = Path(out)
-        self.path = self.out / LOCK_FILE
+        whole = self.out.expanduser().resolve()
+        self.home = whole.parent if beside else self.out  # the folder the lock file lives in
+        self.path = self.home / (f".{whole.name}{LOCK_FILE}" if beside else LOCK_FILE)
         self.fd: int | None = None
         self.created: list[Path] = []
 
     def acquire(self) -> "RunLock":
+        from fullgraph.train.disk import check_writable
+
         if self.out.exists() and not self.out.is_dir():
             raise InputError(f"expected --out to be a folder (got the file {self.out})")
-        missing = [p for p in (self.out, *self.out.parents) if not p.exists()]
-        self.out.mkdir(parents=True, exist_ok=True)
+        check_writable(self.out)
+        if self.home != self.out:
+            check_writable(self.home)
+        missing = [p for p in (self.home, *self.home.parents) if not p.exists()]
+        self.home.mkdir(parents=True, exist_ok=True)
         self.created = missing  # deepest first
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -53,7 +63,7 @@ class RunLock:
                 holder = _holder(fd)
                 os.close(fd)
                 self._remove_created()
-                raise InputError(f"expected {self.out} to be free for this run (got a folder another fullgraph run is "
+                raise InputError(f"expected {self.out} to be free for this command (got a folder another fullgraph run is "
                                  f"using: {holder}); wait for it to end, or choose another folder") from None
             try:
                 same = os.fstat(fd).st_ino == os.stat(self.path).st_ino

@@ -319,3 +319,31 @@ def test_a_builder_that_exits_is_refused_not_taken_for_success(tmp_path):
     (tmp_path / "exits_on_import.py").write_text("import sys\nsys.exit(0)\n")
     res = cli("train", "--model", f"{tmp_path}/exits_on_import.py:build", "--epochs", "1", ok=False)
     assert res.returncode == 2 and "sys.exit(0)" in res.stderr
+
+
+# ---------------------------------------------------------------------------------- folders that cannot be written
+def test_an_unwritable_output_folder_is_one_line_exit_3_for_every_command(tmp_path, cora_args, monkeypatch, capsys):
+    """Issue 63 §1: ``train --out``, ``--resume``, ``predict --out`` and ``convert --out`` on a read-only mount
+    ended in 17-line tracebacks. The check judges the nearest existing folder, as a read-only mount (or a
+    folder without write permission, which root never meets) answers ``os.access``; it creates nothing."""
+    from fullgraph.cli import main
+    from fullgraph.train import disk
+
+    run = tmp_path / "run"
+    assert train(*cora_args, "--epochs", "2", "--checkpoint-every", "1", "--out", str(run)).returncode == 0
+    locked = tmp_path / "locked"
+    (locked / "old").mkdir(parents=True)
+    real = os.access
+    monkeypatch.setattr(disk.os, "access", lambda p, mode, **kw: (not str(p).startswith((str(locked), str(run)))
+                                                                   and real(p, mode, **kw)))
+    cases = {"train": ["train", *cora_args, "--epochs", "1", "--progress", "none", "--out", str(locked / "new")],
+             "resume": ["train", "--resume", str(run), "--epochs", "3", "--progress", "none"],
+             "predict": ["predict", "--run", str(run), "--out", str(locked / "old")],
+             "convert": ["convert", *cora_args[:4], "--out", str(locked / "cora")]}
+    capsys.readouterr()
+    for name, argv in cases.items():
+        code, err = main(argv), capsys.readouterr().err
+        assert code == EXIT_STATUS["cannot_write"] == 3, (name, err)
+        line = one_error_line(err)
+        assert "could not write the folder" in line and "cannot be written by this process" in line, (name, line)
+    assert sorted(p.name for p in locked.iterdir()) == ["old"] and not any((locked / "old").iterdir())
