@@ -79,7 +79,8 @@ def test_predict_refuses_an_earlier_prediction_and_overwrite_replaces_the_whole_
     first = (out / "predictions.npy").read_bytes()
     for extra in ([], ["--parallel", "graph", "--nprocs", "2"]):  # refused before any rank starts
         assert main(["predict", "--run", str(run), "--out", str(out), *extra]) == 2
-        one_line_error(capsys, "expected --out without an earlier prediction", "embeddings.npy", "--overwrite")
+        one_line_error(capsys, "expected --out without an earlier prediction", "embeddings.npy", "--overwrite",
+                       "would replace or remove them")  # issue 63 §15: why a folder of other files is refused
     assert (out / "embeddings.npy").exists() and (out / "predictions.npy").read_bytes() == first
     assert main(["predict", "--run", str(run), "--out", str(out), "--overwrite"]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["predictions.npy", "probabilities.npy"]  # no stale embeddings

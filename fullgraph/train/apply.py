@@ -132,8 +132,9 @@ def check_out(out: str, overwrite: bool = False) -> Path:
     check_writable(folder)
     earlier = [f"{n}.npy" for n in OUTPUTS if (folder / f"{n}.npy").exists()]
     if earlier and not overwrite:
-        raise InputError(f"expected --out without an earlier prediction (got {', '.join(earlier)} in {folder}): "
-                         f"pass --overwrite to replace them")
+        raise InputError(f"expected --out without an earlier prediction (got {', '.join(earlier)} in {folder}: a "
+                         f"folder holds one prediction's files, so this one would replace or remove them): pass "
+                         f"--overwrite to replace them, or choose another folder")
     return folder
 
 
