@@ -97,8 +97,9 @@ class ModelOptions(_Section):
         "--rgcn-bases shared bases) or ``blocks`` (block-diagonal, --rgcn-bases blocks).")
     rgcn_bases: int = opt(0, "R-GCN: the number of bases or blocks of --rgcn-decomposition (0 with ``none``).")
     featureless: str = opt("embedding",
-        "What a node type without features starts from (typed graphs, R-GCN): ``embedding`` (a learned row per node), "
-        "``one-hot`` (the same, drawn as a linear map of one-hot inputs) or ``zeros`` (its type's bias only).")
+        "What a node type without features starts from (typed graphs, R-GCN): ``embedding`` (a learned row per node, "
+        "each type's table drawn by Glorot over its own shape), ``one-hot`` (the same, drawn as torch.nn.Linear "
+        "draws a map of one-hot inputs) or ``zeros`` (its type's bias only).")
     recompute: bool = opt(False,
         "Keep only each layer's input in the forward pass and recompute the rest in backward (SAR's "
         "rematerialization): less activation memory for one more forward per layer; same losses.")
