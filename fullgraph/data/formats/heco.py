@@ -33,8 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fullgraph.data.formats._common import load_array, read_table, require_files
-from fullgraph.data.formats.typed_folder import check_ids, read_features, read_labels
+from fullgraph.data.formats._common import read_table, require_files
+from fullgraph.data.formats.typed_folder import check_ids, read_features, read_labels, read_split_ids
 from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
 
@@ -166,14 +166,7 @@ def _split_ids(folder: Path, k: int, count: int, t: str) -> dict:
         have = sorted(int(p.stem[6:]) for p in folder.glob("train_*.npy") if p.stem[6:].isdigit())
         raise InputError(f"expected the split files {', '.join(p.name for p in names.values())} in {folder} for "
                          f"{k} training nodes per class (got splits for {', '.join(map(str, have)) or 'none'})")
-    out = {}
-    for s, p in names.items():
-        ids = load_array(p, f"{s} split")
-        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
-            raise InputError(f"expected a 1-D array of {t} ids in {p} (got {ids.dtype} of shape {ids.shape})")
-        check_ids(ids, count, t, str(p), "the labelled nodes")
-        out[s] = ids.astype(np.int64)
-    return out
+    return read_split_ids(names, count, t)
 
 
 def _read(folder: Path, k: int) -> tuple:

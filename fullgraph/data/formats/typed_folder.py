@@ -44,7 +44,7 @@ from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
 
 __all__ = ["load_typed_folder", "read_typed_splits", "is_typed_folder", "typed_folder_files", "read_features", "check_ids",
-           "read_labels", "EDGE_SUFFIXES", "SEP"]
+           "read_labels", "read_split_ids", "EDGE_SUFFIXES", "SEP"]
 
 SEP = "__"
 """Between the source type, the relation and the destination type of an edge file's name."""
@@ -222,9 +222,15 @@ def _split_ids(files: dict, split: int, count: int, t: str, y: np.ndarray) -> di
         suffix = "" if keys[split] is None else f"_{keys[split]}"
         raise InputError(f"expected {', '.join(f'{s}{suffix}.npy' for s in missing)} beside "
                          f"{', '.join(p.name for p in chosen.values())} (got none)")
+    return read_split_ids(chosen, count, t)
+
+
+def read_split_ids(paths: dict, count: int, t: str) -> dict:
+    """The ``train``, ``val`` and ``test`` ids of ``paths`` (``.npy`` files), each checked against the
+    ``count`` nodes of the labelled type ``t``."""
     out = {}
     for s in ("train", "val", "test"):
-        p = chosen[s]
+        p = paths[s]
         ids = load_array(p, f"{s} split")
         if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
             raise InputError(f"expected a 1-D array of {t} ids in {p} (got {ids.dtype} of shape {ids.shape})")
