@@ -211,6 +211,14 @@ def read_edge_list(path: str | Path, *, header: bool | None = None) -> tuple[np.
     weight, kind, features = _roles(names, table.shape[1], path)
     if path.suffix != ".npy":
         _say_columns(path, names, (weight, kind, features), source)
+    return np.ascontiguousarray(table[:, :2], dtype=np.int64), _edge_data(table, (weight, kind, features), names,
+                                                                          path, where)
+
+
+def _edge_data(table: np.ndarray, roles: tuple, names: list[str] | None, path: Path, where) -> dict:
+    """The weight, feature and type columns of ``table`` (``roles``: their indices), checked: finite within
+    float32, types integers numbered from 0 below the edge count; ``where(row)`` names a row's line."""
+    weight, kind, features = roles
     data = {}
     for name, cols in (("edge_weight", [weight] if weight is not None else []), ("edge_attr", features)):
         if not cols:
@@ -237,7 +245,7 @@ def read_edge_list(path: str | Path, *, header: bool | None = None) -> tuple[np.
             raise InputError(f"expected edge types numbered from 0, each below the edge count {t.size}, in the column "
                              f"{names[kind]!r} of {path} (got {t[r]:.0f} on {where(r)}): number the relations 0..R-1")
         data["edge_type"] = t.astype(np.int64)
-    return np.ascontiguousarray(table[:, :2], dtype=np.int64), data
+    return data
 
 
 def _npz_features(path: Path):
