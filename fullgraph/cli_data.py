@@ -86,8 +86,11 @@ def cmd_convert(args: argparse.Namespace, argv: list[str] = ()) -> int:
 
     start = time.perf_counter()
     check_target(args.out)
-    with RunLock(args.out, beside=True):  # one writer: a second convert into --out is refused, naming the first
+    lock = RunLock(args.out, beside=True).acquire()  # one writer: a second convert into --out is refused
+    try:
         return _convert(args, start)
+    finally:
+        lock.release(remove_created=True)  # folders made for the lock go again where nothing was written in them
 
 
 def _convert(args: argparse.Namespace, start: float) -> int:

@@ -106,7 +106,6 @@ def writing(path: str | Path, *, run: str | Path | None = None, partial=()):
         raise
 
 
-
 def check_writable(folder: str | Path, what: str = "the folder") -> None:
     """Raise :class:`~fullgraph.errors.CannotWriteError` unless ``folder`` can be written, or made: judged at
     its nearest existing ancestor (a read-only mount, or no permission to write there), creating nothing."""

@@ -63,8 +63,8 @@ class RunLock:
                 holder = _holder(fd)
                 os.close(fd)
                 self._remove_created()
-                raise InputError(f"expected {self.out} to be free for this command (got a folder another fullgraph run is "
-                                 f"using: {holder}); wait for it to end, or choose another folder") from None
+                raise InputError(f"expected {self.out} to be free for this command (got a folder another fullgraph run "
+                                 f"is using: {holder}); wait for it to end, or choose another folder") from None
             try:
                 same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
             except FileNotFoundError:

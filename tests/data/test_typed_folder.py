@@ -136,7 +136,7 @@ def test_a_damaged_folder_is_one_line_naming_the_file(tmp_path, case, capsys):
         load_typed_folder(tmp_path / "shop", split=1 if case == "a split file missing" else 0)
     for needle in needles:
         assert needle in str(err.value), (case, str(err.value))
-    code = main(["convert", "--dataset", str(tmp_path / "shop"), "--out", str(tmp_path / "out"),
+    code = main(["convert", "--dataset", str(tmp_path / "shop"), "--out", str(tmp_path / "new" / "out"),
                  "--split", "1" if case == "a split file missing" else "0"])
-    assert code == 2 and not (tmp_path / "out").exists()
+    assert code == 2 and not (tmp_path / "new").exists()  # nor the folder made for its lock
     assert len([line for line in capsys.readouterr().err.splitlines() if line.strip()]) == 1

@@ -43,8 +43,8 @@ from fullgraph.data.formats._common import labels_from_onehot, load_array, read_
 from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
 
-__all__ = ["load_typed_folder", "read_typed_splits", "is_typed_folder", "typed_folder_files", "read_features", "check_ids",
-           "read_labels", "read_split_ids", "EDGE_SUFFIXES", "SEP"]
+__all__ = ["load_typed_folder", "read_typed_splits", "is_typed_folder", "typed_folder_files", "read_features",
+           "check_ids", "read_labels", "read_split_ids", "EDGE_SUFFIXES", "SEP"]
 
 SEP = "__"
 """Between the source type, the relation and the destination type of an edge file's name."""
