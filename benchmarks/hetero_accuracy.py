@@ -14,8 +14,8 @@ given to both sides as it is (features unnormalized, as ``fullgraph train`` load
   featureless type (ACM's subjects, DBLP's conferences), then R-GCN layers (``rgcn.py``).
 * **PyG**: what a PyG user writes for the same model: a ``torch.nn.Linear(F_t, hidden)`` per featured
   type (its default initialization; a sparse block is multiplied by ``torch.sparse.mm`` with the same
-  weight and bias), an ``nn.Parameter`` table per featureless type (uniform in ±sqrt(6 / 2 hidden), as
-  fullgraph draws it), concatenated in the graph's id order; then ``RGCNConv(hidden, hidden, R,
+  weight and bias), an ``nn.Parameter`` table per featureless type (PyG's ``glorot`` over its shape, as
+  fullgraph draws it since 2026-11-29; ±sqrt(6 / 2 hidden) before), concatenated in the graph's id order; then ``RGCNConv(hidden, hidden, R,
   aggr="mean")`` layers, the last to the classes, ReLU and dropout between them, over the global
   ``edge_index`` (``graph.edges()``) and ``edge_type`` (``graph.edge_type``).
 
@@ -102,12 +102,16 @@ class PygRGCN(nn.Module):
 
     def __init__(self, types, hidden: int, classes: int, layers: int, dropout: float):
         from torch_geometric.nn import RGCNConv
+        from torch_geometric.nn.inits import glorot
 
         super().__init__()
-        self.p, bound = dropout, (6.0 / (2 * hidden)) ** 0.5
+        self.p = dropout
         self.lins = nn.ModuleList(nn.Linear(w, hidden) if w else nn.Identity() for w in types.widths)
-        self.tables = nn.ParameterList(nn.Parameter(torch.empty(n, hidden).uniform_(-bound, bound) if not w
-                                                    else torch.empty(0)) for n, w in zip(types.counts, types.widths))
+        # a featureless type's table drawn by PyG's own glorot over its shape, as fullgraph draws it
+        tables = [torch.empty(0 if w else n, hidden) for n, w in zip(types.counts, types.widths)]
+        for t in tables:
+            glorot(t)  # in place (it returns None); an empty table stays empty
+        self.tables = nn.ParameterList(nn.Parameter(t if t.numel() else torch.empty(0)) for t in tables)
         dims = [hidden] * layers + [classes]
         self.convs = nn.ModuleList(RGCNConv(dims[i], dims[i + 1], types.num_relations, aggr="mean")
                                    for i in range(layers))

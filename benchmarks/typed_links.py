@@ -89,12 +89,16 @@ class PygEncoder(nn.Module):
 
     def __init__(self, types, hidden: int, layers: int, dropout: float):
         from torch_geometric.nn import RGCNConv
+        from torch_geometric.nn.inits import glorot
 
         super().__init__()
-        self.p, bound = dropout, (6.0 / (2 * hidden)) ** 0.5
+        self.p = dropout
         self.lins = nn.ModuleList(nn.Linear(w, hidden) if w else nn.Identity() for w in types.widths)
-        self.tables = nn.ParameterList(nn.Parameter(torch.empty(n, hidden).uniform_(-bound, bound) if not w
-                                                    else torch.empty(0)) for n, w in zip(types.counts, types.widths))
+        # a featureless type's table drawn by PyG's own glorot over its shape, as fullgraph draws it
+        tables = [torch.empty(0 if w else n, hidden) for n, w in zip(types.counts, types.widths)]
+        for t in tables:
+            glorot(t)  # in place (it returns None); an empty table stays empty
+        self.tables = nn.ParameterList(nn.Parameter(t if t.numel() else torch.empty(0)) for t in tables)
         self.convs = nn.ModuleList(RGCNConv(hidden, hidden, types.num_relations, aggr="mean") for _ in range(layers))
 
     def forward(self, blocks, edge_index, edge_type):
