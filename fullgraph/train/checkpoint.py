@@ -42,17 +42,15 @@ import torch
 
 from fullgraph.comm.ledger import CATEGORIES
 from fullgraph.errors import InputError
-from fullgraph.train.disk import writing
+from fullgraph.train.disk import CHECKPOINT_DIR, _PREFIX, checkpoint_epoch, complete_checkpoints, writing
 
 log = logging.getLogger("fullgraph")
 
 __all__ = ["CHECKPOINT_DIR", "KEEP", "LoopState", "SafeReader", "save_checkpoint", "load_checkpoint",
-           "complete_checkpoints"]
+           "complete_checkpoints", "checkpoint_epoch"]
 
-CHECKPOINT_DIR = "checkpoint"
 KEEP = 2
 """Complete checkpoints kept: the newest, and one to fall back on if the newest is damaged."""
-_PREFIX = "epoch-"
 _TMP = ".tmp-epoch-"
 
 
@@ -166,14 +164,6 @@ def check_checkpoint(folder: Path) -> int:
         if _sha256(path) != digest:
             raise InputError(f"checkpoint {folder} is damaged: {name} does not match its SHA-256")
     return epoch
-
-
-def complete_checkpoints(run: str | Path) -> list[Path]:
-    """Renamed (complete-looking) checkpoint folders of a run, newest first."""
-    root = Path(run) / CHECKPOINT_DIR
-    if not root.is_dir():
-        return []
-    return sorted((p for p in root.iterdir() if p.is_dir() and p.name.startswith(_PREFIX)), reverse=True)
 
 
 @contextmanager

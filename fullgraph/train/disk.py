@@ -19,7 +19,13 @@ from pathlib import Path
 
 from fullgraph.errors import CannotWriteError, NoSpaceError
 
-__all__ = ["NEARLY_FULL", "out_of_space", "writing", "no_space_error", "check_writable"]
+__all__ = ["NEARLY_FULL", "out_of_space", "writing", "no_space_error", "check_writable", "CHECKPOINT_DIR",
+           "complete_checkpoints", "checkpoint_epoch"]
+
+CHECKPOINT_DIR = "checkpoint"
+"""A run's checkpoints live in ``RUN/checkpoint/epoch-NNNNNN/`` (``train.checkpoint`` writes them; here, below
+it, so that a full disk's message can name the last one without importing the writer)."""
+_PREFIX = "epoch-"
 
 NEARLY_FULL = 1 << 20
 """Free bytes below which a failed write is taken for a full disk. A write that runs out of space
@@ -63,10 +69,22 @@ def out_of_space(err: BaseException, path: str | Path) -> bool:
     return free is not None and free < NEARLY_FULL
 
 
+def complete_checkpoints(run: str | Path) -> list[Path]:
+    """Renamed (complete-looking) checkpoint folders of a run, newest first."""
+    root = Path(run) / CHECKPOINT_DIR
+    if not root.is_dir():
+        return []
+    return sorted((p for p in root.iterdir() if p.is_dir() and p.name.startswith(_PREFIX)), reverse=True)
+
+
+def checkpoint_epoch(folder: Path) -> int:
+    """The epoch a checkpoint folder's name says (``epoch-000190``: 190; 0 for a name that holds none)."""
+    digits = folder.name[len(_PREFIX):]
+    return int(digits) if digits.isdigit() else 0
+
+
 def no_space_error(path: str | Path, run: str | Path | None) -> NoSpaceError:
     """The one line a full disk gets: the path, what is free, and where the run can carry on from."""
-    from fullgraph.train.checkpoint import complete_checkpoints
-
     text = f"no space left on the device while writing {path} (the partial files are removed); "
     last = complete_checkpoints(run) if run else []
     if last:

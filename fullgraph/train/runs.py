@@ -165,10 +165,10 @@ def resume_config(given: dict, resume: str) -> tuple[TrainConfig, bool]:
 def check_epochs_reached(run, epochs: int, source: str) -> None:
     """A resume asks for at least the epochs its newest checkpoint has run: fewer would end at once and
     write a summary whose epoch count is not what ran (a ``config.json`` edited by hand says so too)."""
-    from fullgraph.train.checkpoint import complete_checkpoints
+    from fullgraph.train.checkpoint import checkpoint_epoch, complete_checkpoints
 
     newest = complete_checkpoints(run)
-    reached = int(newest[0].name.rpartition("-")[2]) if newest and newest[0].name.rpartition("-")[2].isdigit() else 0
+    reached = checkpoint_epoch(newest[0]) if newest else 0
     if epochs < reached:
         raise InputError(f"expected epochs >= {reached} to resume {run} (its newest checkpoint, {newest[0].name}, has "
                          f"run {reached}) (got {epochs} from {source})")
