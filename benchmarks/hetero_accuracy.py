@@ -161,14 +161,14 @@ def train_pyg(graph, inputs: dict, s: dict, epochs: int, seed: int, start=None) 
 
 
 # ---------------------------------------------------------------- the fullgraph side
-def fullgraph_config(s: dict, epochs: int, seed: int, threads: int) -> TrainConfig:
-    return TrainConfig.of(model="rgcn", epochs=epochs, seed=seed, metric="acc", progress="none", threads=threads, **s)
+def fullgraph_config(s: dict, epochs: int, seed: int, threads: int, model: str = "rgcn") -> TrainConfig:
+    return TrainConfig.of(model=model, epochs=epochs, seed=seed, metric="acc", progress="none", threads=threads, **s)
 
 
-def train_fullgraph(graph, s: dict, epochs: int, seed: int, threads: int) -> dict:
+def train_fullgraph(graph, s: dict, epochs: int, seed: int, threads: int, model: str = "rgcn") -> dict:
     """``Trainer`` in one process, selecting by validation accuracy; Macro-F1 from the selected weights."""
     curve = []
-    trainer = Trainer(fullgraph_config(s, epochs, seed, threads), graph,
+    trainer = Trainer(fullgraph_config(s, epochs, seed, threads, model), graph,
                       callbacks=[lambda record: curve.append(record["val_acc"]) if "val_acc" in record else None])
     try:
         result = trainer.build().train()  # leaves the selected epoch's weights in the model

@@ -59,6 +59,7 @@ class Block:
     edata: EdgeData | None = field(default=None, repr=False)
     _relations: list | None = field(default=None, repr=False)
     _reads: tuple | None = field(default=None, repr=False)
+    _stacked: EdgeSums | None = field(default=None, repr=False)
 
     @property
     def num_dst(self) -> int:
@@ -149,6 +150,34 @@ class Block:
             empty = self.adj.indices.new_zeros(0)
             self._reads = (torch.cat(cols) if cols else empty, [c.numel() for c in cols])
         return self._reads
+
+    def stacked_sums(self, num_relations: int) -> EdgeSums:
+        """``EdgeSums`` over this block's entries whose columns index the relations' src rows stacked: each
+        relation with entries here, in order, reads a run of rows of the stack, its :meth:`relation_ops`
+        ``cols`` (or every src row where that is ``None``), in :meth:`relation_reads`' order. A layer that
+        transforms each relation's rows by weights of its own (HGT's keys and values, ``models.hgt``)
+        stacks the products and attends over every entry of a dst row at once: one softmax across the
+        relations, in the block's CSR order. Built on first use and kept."""
+        if self._stacked is None:
+            rel, indices = self.edge_type, self.adj.indices
+            if rel is None:
+                raise ValueError("stacked_sums needs a block whose entries carry relation types")
+            if bool((rel >= num_relations).any()):
+                raise ValueError("stacked_sums: an entry of no relation (an added self loop) in the block")
+            order = torch.argsort(rel, stable=True)
+            ends = [0] + torch.cumsum(torch.bincount(rel, minlength=num_relations), 0).tolist()
+            col, start = torch.empty(indices.shape, dtype=torch.int64, device=indices.device), 0
+            for r, op in enumerate(self.relation_ops(num_relations)):
+                if op is None:
+                    continue
+                pos, cols = order[ends[r] : ends[r + 1]], op[1]
+                read = indices[pos].to(torch.int64)
+                col[pos] = start + (read if cols is None else torch.searchsorted(cols, read))
+                start += self.num_src if cols is None else cols.numel()
+            stacked = SparseOp(self.adj.indptr, col, torch.ones_like(self.adj.values), (self.num_dst, start),
+                               symmetric=False)
+            self._stacked = EdgeSums(stacked, (col, row_ids(self.adj.indptr)))
+        return self._stacked
 
     def to(self, device) -> "Block":
         if self.adj.indptr.device == torch.device(device):

@@ -22,6 +22,10 @@ is why ``Sᵀ`` is stored rather than multiplied as a transpose. The gathers are
 sums), and the backward of a sum over ``D`` is such a gather. The products are also faster than the
 accumulating scatter they replace (GAT on Cora at 2 threads: about 17 → 12 ms an epoch). Only index arrays
 are kept: ``E`` 32-bit ids per matrix (64-bit past 2³¹), and a vector of ``E`` ones per dtype used.
+
+:func:`edge_dot` (a score per edge from its ends' rows) and :func:`weighted_sum` (edge-weighted rows
+summed at their dst) are the two halves of attention built on these products; they keep node rows
+and per-edge weights for backward, not the ``[E, width]`` edge rows (HGT, ``models.hgt``).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import torch
 from fullgraph.ops.csr import row_ids
 from fullgraph.ops.sparse import SparseOp, _csr, _kernel_indices_of, csr_mm
 
-__all__ = ["EdgeSums"]
+__all__ = ["EdgeSums", "edge_dot", "weighted_sum"]
 
 
 class EdgeSums:
@@ -55,6 +59,8 @@ class EdgeSums:
         }
         self._ones: dict[torch.dtype, torch.Tensor] = {}  # the values of both matrices
         self._matrices: dict[tuple[str, torch.dtype], torch.Tensor] = {}
+        self.n_dst, self.n_src = n_dst, n_src
+        self._node_csr: dict[str, tuple] = {}  # node-by-node CSRs for valued products (``_nodes``)
 
     def gather_src(self, x: torch.Tensor) -> torch.Tensor:
         """``x[src]``: each edge's src row; backward ``Sᵀ @ g``."""
@@ -86,6 +92,43 @@ class EdgeSums:
         return self._matrices[key]
 
 
+    def valued(self, side: str, values: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """``A_w @ x`` where ``A_w`` holds the edges with ``values`` (``[E]``, CSR order): ``side="dst"``, the
+        ``[num_dst, num_src]`` matrix (each dst row sums its in-edges' ``w * x[src]``); ``"src"``, its
+        transpose (each src row sums its out-edges' ``w * x[dst]``), its values taken in the transpose's order."""
+        indptr, indices, positions = self._nodes(side)
+        shape = (self.n_dst, self.n_src) if side == "dst" else (self.n_src, self.n_dst)
+        vals = values if positions is None else values.index_select(0, positions)
+        return csr_mm(_csr(indptr, indices, vals.contiguous(), shape), x.contiguous())
+
+    def sampled(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """``[E]``: ``<a[dst_e], b[src_e]>`` per edge, in CSR order (``torch.sparse.sampled_addmm``: one dot
+        product per entry, none of the ``[E, D]`` rows gathered)."""
+        indptr, indices, _ = self._nodes("dst")
+        ones = self._ones_of(a.dtype)
+        pattern = _csr(indptr, indices, ones, (self.n_dst, self.n_src))
+        return torch.sparse.sampled_addmm(pattern, a, b.t(), beta=0.0).values()
+
+    def _ones_of(self, dtype: torch.dtype) -> torch.Tensor:
+        if dtype not in self._ones:
+            self._ones[dtype] = torch.ones(self.src.numel(), dtype=dtype, device=self.src.device)
+        return self._ones[dtype]
+
+    def _nodes(self, side: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """The edges as a node-by-node CSR in the kernels' index dtype: ``dst`` (rows dst, columns src, CSR
+        order) or ``src`` (the transpose, and each of its entries' CSR position), built on first use."""
+        if side not in self._node_csr:
+            if side == "dst":
+                indptr = self._structure["dst"][0]
+                self._node_csr[side] = (indptr, _kernel_indices_of(indptr, self.src, self.n_src)[1], None)
+            else:
+                t_indptr, positions = self._structure["src"][0], self._structure["src"][1]
+                cols = self.dst.index_select(0, positions.to(torch.int64))
+                self._node_csr[side] = (t_indptr, _kernel_indices_of(t_indptr, cols, self.n_dst)[1],
+                                        positions.to(torch.int64))
+        return self._node_csr[side]
+
+
 class _Gather(torch.autograd.Function):
     """Rows ``index`` of ``x`` (one per edge); backward: the CSR product that sums each edge's
     gradient into the row it was read from, in a fixed order."""
@@ -115,3 +158,70 @@ class _SumAtDst(torch.autograd.Function):
         if not ctx.needs_input_grad[0]:
             return None, None
         return g.index_select(0, ctx.sums.dst), None
+
+
+def edge_dot(sums: EdgeSums, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """``s[e, h] = <q[h, dst_e], k[h, src_e]>``: ``[E, heads]`` from the node rows ``q`` ``[heads, num_dst, D]``
+    and ``k`` ``[heads, num_src, D]``, heads first (each head's rows contiguous, as the kernels take them):
+    an attention score per edge and head.
+
+    A sampled product (``torch.sparse.sampled_addmm``: each entry one dot product) per head, and in backward
+    a CSR product with the scores' gradient as values: no ``[E, heads, D]`` edge rows are made or kept, where
+    gathering both ends would make two (ten times the time on ACM's 35k edges) and keep them for backward."""
+    return _EdgeDot.apply(q, k, sums)
+
+
+def weighted_sum(sums: EdgeSums, w: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """``out[h, d] = sum over d's in-edges e of w[e, h] * v[h, src_e]``: ``[heads, num_dst, D]`` from the edge
+    weights ``w`` ``[E, heads]`` and the node rows ``v`` ``[heads, num_src, D]`` (attention's aggregation).
+
+    A CSR product per head with ``w`` as values; backward: the transpose's product for ``v``, a sampled
+    product for ``w``. Each output row is summed in its stored order, so the bits do not depend on threads."""
+    return _WeightedSum.apply(w, v, sums)
+
+
+def _float(x: torch.Tensor) -> torch.Tensor:
+    """``x`` contiguous, in a dtype the CSR kernels take (half precisions run in fp32, as every product here does)."""
+    return (x if x.dtype in (torch.float32, torch.float64) else x.float()).contiguous()
+
+
+def _heads(rows: list[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
+    return torch.stack(rows).to(dtype)
+
+
+class _EdgeDot(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q: torch.Tensor, k: torch.Tensor, sums: EdgeSums) -> torch.Tensor:
+        ctx.sums, ctx.dtypes = sums, (q.dtype, k.dtype)
+        q = _float(q)
+        k = _float(k).to(q.dtype)
+        ctx.save_for_backward(q, k)
+        return torch.stack([sums.sampled(q[h], k[h]) for h in range(q.shape[0])], 1)
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):
+        q, k = ctx.saved_tensors
+        sums, g = ctx.sums, g.to(q.dtype)
+        heads = range(q.shape[0])
+        gq = _heads([sums.valued("dst", g[:, h], k[h]) for h in heads], ctx.dtypes[0]) if ctx.needs_input_grad[0] else None
+        gk = _heads([sums.valued("src", g[:, h], q[h]) for h in heads], ctx.dtypes[1]) if ctx.needs_input_grad[1] else None
+        return gq, gk, None
+
+
+class _WeightedSum(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, w: torch.Tensor, v: torch.Tensor, sums: EdgeSums) -> torch.Tensor:
+        ctx.sums, ctx.dtypes = sums, (w.dtype, v.dtype)
+        v = _float(v)
+        w = w.to(v.dtype)
+        ctx.save_for_backward(w, v)
+        return torch.stack([sums.valued("dst", w[:, h], v[h]) for h in range(v.shape[0])])
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):
+        w, v = ctx.saved_tensors
+        sums, g = ctx.sums, _float(g).to(v.dtype)
+        heads = range(v.shape[0])
+        gw = torch.stack([sums.sampled(g[h], v[h]) for h in heads], 1).to(ctx.dtypes[0]) if ctx.needs_input_grad[0] else None
+        gv = _heads([sums.valued("src", w[:, h], g[h]) for h in heads], ctx.dtypes[1]) if ctx.needs_input_grad[1] else None
+        return gw, gv, None

@@ -108,8 +108,11 @@ class Kernels:
 
 
 def out_width(model) -> int:
-    """The width the last graph layer hands ``post``."""
+    """The width the last graph layer hands ``post``: its ``out_width`` where it says (R-GCN, HGT), else its
+    first matrix's columns."""
     last = model.layers[-1]
+    if getattr(last, "out_width", None):
+        return int(last.out_width)
     return next(p.shape[-1] for p in last.parameters() if p.dim() == 2)
 
 

@@ -98,7 +98,8 @@ def test_a_layer_equals_pygs_rgcnconv(typed, decomposition, bases):
 
 def test_the_input_maps_each_type_by_its_own_weights(typed):
     """``pre`` equals, row by row, the type's own linear map of its own features (its column block and
-    bias), or the type's embedding row; ``zeros`` leaves a featureless type its bias only."""
+    bias), or the type's embedding row alone (no type bias beside a table: issue 61 §2, ``models.typed``);
+    ``zeros`` leaves a featureless type its bias only."""
     torch.manual_seed(0)
     model = build(typed)
     inp, t = model.input, typed.node_types
@@ -109,7 +110,7 @@ def test_the_input_maps_each_type_by_its_own_weights(typed):
     cols = t.column_offsets
     paper = x[:40, cols[0]:cols[1]] @ inp.weight[cols[0]:cols[1]] + inp.bias[0]
     author = x[40:70, cols[1]:cols[2]] @ inp.weight[cols[1]:cols[2]] + inp.bias[1]
-    venue = inp.embedding + inp.bias[2]
+    venue = inp.embedding
     assert_same(h, torch.cat([paper, author, venue]), FLOAT32_CHAINED, "per-type input")
     zeros = build(typed, featureless="zeros")
     assert zeros.input.embedding is None

@@ -1,4 +1,5 @@
-"""R-GCN on heterogeneous graphs equals one process in every layout that takes it (issue 52 §3): HeCo's
+"""R-GCN and HGT on heterogeneous graphs equal one process in every layout that takes them (issue 52 §3,
+issue 61 §2): HeCo's
 ACM and DBLP, dropout on, the featureless types' learned embeddings on, under graph parallelism (METIS
 and fennel, P = 2; boundary sampling p = 0.5 against one process on each epoch's sampled graph), and the
 pipeline (S = 2) and the hybrid (2 × 2) against the one-process run of the same chunks; the algebraic
@@ -7,7 +8,8 @@ layouts refuse it in one line (its aggregation is no single sparse product).
 The reference is ``Trainer`` on the whole typed ``Graph`` (``Block.from_graph``: the relation-mean Â
 of ``ops.adjacency``; the layer itself is checked against PyG's ``RGCNConv`` in tests/models/test_rgcn.py).
 A part's rows come from its own file. Tolerances: LOSSES_REORDERED and WEIGHTS_REORDERED
-(tests/_equality.py says why).
+(tests/_equality.py says why). HGT runs ACM under METIS, boundary sampling, the pipeline and the hybrid: its
+blocks are R-GCN's (the relation-mean structure, cut by relation), its layers attend over them.
 """
 
 from __future__ import annotations
@@ -30,8 +32,11 @@ EPOCHS = 4
 K = 4
 
 
-def config(**extra) -> dict:
-    return dict(model="rgcn", layers=2, hidden=16, dropout=0.5, epochs=EPOCHS, eval_every=EPOCHS, seed=0, lr=0.01,
+MODELS = ("rgcn", "hgt")
+
+
+def config(model: str = "rgcn", **extra) -> dict:
+    return dict(model=model, layers=2, hidden=16, dropout=0.5, epochs=EPOCHS, eval_every=EPOCHS, seed=0, lr=0.01,
                 **extra)
 
 
@@ -45,11 +50,12 @@ def typed(shared_data):
 @pytest.fixture(scope="module")
 def single(typed):
     out = {}
-    for name, graph in typed.items():
-        trainer = Trainer(TrainConfig.of(**config(), progress="none", threads=1), graph)
-        result = trainer.build().train()
-        out[name] = (torch.tensor(result.losses, dtype=torch.float64), trainer.model.state_dict())
-    assert any(k.endswith("embedding") for k in out["acm"][1])  # the featureless subjects' rows are trained
+    for model in MODELS:
+        for name, graph in typed.items() if model == "rgcn" else [("acm", typed["acm"])]:
+            trainer = Trainer(TrainConfig.of(**config(model), progress="none", threads=1), graph)
+            result = trainer.build().train()
+            out[model, name] = (torch.tensor(result.losses, dtype=torch.float64), trainer.model.state_dict())
+            assert any(k.endswith("embedding") for k in out[model, name][1])  # the featureless rows are trained
     return out
 
 
@@ -71,15 +77,20 @@ def graph_runs(typed, tmp_path_factory):
     for name, method in (("acm", "metis"), ("acm", "fennel"), ("dblp", "metis")):
         parts(typed[name], method, tmp / f"{name}-{method}")
         runs.append({"name": f"{name}-{method}", "partition_dir": str(tmp / f"{name}-{method}"), "config": config()})
-    runs.append({"name": "bns", "partition_dir": str(tmp / "acm-metis"), "config": config(boundary_rate=BNS)})
+    runs.append({"name": "acm-metis-hgt", "partition_dir": str(tmp / "acm-metis"), "config": config("hgt")})
+    for model in MODELS:
+        runs.append({"name": f"bns-{model}", "partition_dir": str(tmp / "acm-metis"),
+                     "config": config(model, boundary_rate=BNS)})
     return runs, run_ranks("train_runs", 2, {"runs": runs}, tmp)
 
 
-def test_graph_parallel_rgcn_equals_one_process(typed, single, graph_runs):
+def test_graph_parallel_typed_models_equal_one_process(typed, single, graph_runs):
     runs, got = graph_runs
-    for run in runs[:-1]:
-        name = run["name"].split("-")[0]
-        losses, state = single[name]
+    for run in runs:
+        if run["name"].startswith("bns"):
+            continue
+        name, model = run["name"].split("-")[0], run["config"]["model"]
+        losses, state = single[model, name]
         assert_same_losses(got[run["name"]]["losses"], losses, what=f"graph P=2 {run['name']} losses")
         assert_same_state(got[run["name"]]["state"], state, what=f"graph P=2 {run['name']} weights")
         # the embeddings stay with their owners: pre's output crosses as a layer input (both layers read
@@ -89,10 +100,11 @@ def test_graph_parallel_rgcn_equals_one_process(typed, single, graph_runs):
         assert comm["halo/fwd"] == comm["halo/bwd"] == halo * 16 * 4 * 2, run["name"]
         table = state["input.embedding"].numel()
         assert comm["grad/allreduce"] == 2 * 4 * (sum(v.numel() for v in state.values()) - table), run["name"]
-        assert ledger(comm) == planned_bytes(config(parallel="graph", nprocs=2), typed[name], halo), run["name"]
+        assert ledger(comm) == planned_bytes(config(model, parallel="graph", nprocs=2), typed[name], halo), run["name"]
 
 
-def test_boundary_sampling_rgcn_equals_one_process_on_the_sampled_graph(typed, graph_runs):
+@pytest.mark.parametrize("model", MODELS)
+def test_boundary_sampling_typed_models_equal_one_process_on_the_sampled_graph(typed, graph_runs, model):
     """p = 0.5: each epoch's block is put together from the parts' sampled rows, with each entry's
     relation found in the graph itself by its global (dst, src), not taken from the parts."""
     from fullgraph.ops import Block, SparseOp
@@ -112,33 +124,36 @@ def test_boundary_sampling_rgcn_equals_one_process_on_the_sampled_graph(typed, g
         data = EdgeData(eid, None, None, g.edge_type[eid], g.num_relations)
         return Block(SparseOp(ip, ix, vals, (n, n)), norm, edata=data)
 
-    trainer = Trainer(TrainConfig.of(**config(boundary_rate=p), progress="none", threads=1),
+    trainer = Trainer(TrainConfig.of(**config(model, boundary_rate=p), progress="none", threads=1),
                       engine=sampled_reference(sampled, g, "relation-mean"))
     ref = trainer.build().train()
-    assert_same_losses(got["bns"]["losses"], ref.losses, what=f"p = {p} R-GCN losses")
-    assert_same_state(got["bns"]["state"], trainer.model, what=f"p = {p} R-GCN weights")
+    assert_same_losses(got[f"bns-{model}"]["losses"], ref.losses, what=f"p = {p} {model} losses")
+    assert_same_state(got[f"bns-{model}"]["state"], trainer.model, what=f"p = {p} {model} weights")
 
 
+@pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("stages, ways", [(2, 1), (2, 2)], ids=["pipeline-2", "hybrid-2x2"])
-def test_chunked_layouts_rgcn_follow_the_one_process_chunks(typed, stages, ways, tmp_path):
-    """Pipeline (ACM and DBLP) and hybrid (ACM) against the one-process run of the same chunks."""
+def test_chunked_layouts_typed_models_follow_the_one_process_chunks(typed, stages, ways, model, tmp_path):
+    """Pipeline (ACM and DBLP; HGT: ACM) and hybrid (ACM) against the one-process run of the same chunks."""
     runs, cfiles = [], {}
-    for name in ("acm", "dblp") if ways == 1 else ("acm",):
+    for name in ("acm", "dblp") if ways == 1 and model == "rgcn" else ("acm",):
         g, folder = typed[name], tmp_path / f"{name}-parts"
         node_part = (parts(g, "metis", folder, ways) if ways > 1 else torch.zeros(g.num_nodes, dtype=torch.int64))
         if ways == 1:
             save_partition(PartitionBook.build(g, node_part), g, folder, {"method": "metis", "parts": 1, "seed": 0})
         cfiles[name] = str(cached_chunks(g, node_part, ways, K, "metis", 0, tmp_path))
         mode = dict(parallel="pipeline") if ways == 1 else dict(parallel="hybrid", stages=stages, graph_ways=ways)
-        runs.append({"name": name, "config": config(partition_dir=str(folder), chunks=K, chunk_file=cfiles[name],
+        runs.append({"name": name, "config": config(model, partition_dir=str(folder), chunks=K, chunk_file=cfiles[name],
                                                     history_refresh=2, **mode)})
     got = run_ranks("chunked_runs", stages * ways, {"runs": runs}, tmp_path)
     for name, cfile in cfiles.items():
-        want = simulate(typed[name], TrainConfig.of(**config(history_refresh=2), progress="none", threads=1), cfile)
-        assert_same_losses(got[name]["losses"], want, what=f"{stages}x{ways} {name} R-GCN losses")
+        want = simulate(typed[name], TrainConfig.of(**config(model, history_refresh=2), progress="none", threads=1),
+                        cfile)
+        assert_same_losses(got[name]["losses"], want, what=f"{stages}x{ways} {name} {model} losses")
 
 
+@pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("mode", ["spmm-1d", "tensor"])
-def test_algebraic_layouts_refuse_rgcn_in_one_line(mode):
-    with pytest.raises(InputError, match=r"rgcn"):
-        TrainConfig.of(model="rgcn", parallel=mode, nprocs=2)
+def test_algebraic_layouts_refuse_typed_models_in_one_line(mode, model):
+    with pytest.raises(InputError, match=model):
+        TrainConfig.of(model=model, parallel=mode, nprocs=2)

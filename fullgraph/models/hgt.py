@@ -1,0 +1,149 @@
+"""HGT, the Heterogeneous Graph Transformer (Hu et al., WWW 2020), on a typed graph.
+
+The typed attention model fullgraph builds in. HGT rather than R-GAT: HGT is the typed attention model
+PyG users train (``HGTConv``, its ``hgt_dblp`` example) and GraphStorm offers, and its parts map onto the
+typed graph as it is stored: keys, queries and values are per *node type* (a node's type follows from its
+id, :func:`~fullgraph.models.typed.per_type`), the relation enters through a matrix per relation and head
+on the keys and values and a prior per relation and head on the scores, and one softmax runs over all of a
+node's in-edges, whatever their relation — one pass over the block's entries, with each relation's
+transformed source rows stacked (``Block.stacked_sums``). R-GAT's per-relation softmax variants would need
+a pass per relation.
+
+One layer, ``h`` of width ``F`` in ``heads`` heads of ``D = F / heads``::
+
+    k, q, v = h W_kqv[type] + b_kqv[type]              (per node type, [F, 3F])
+    score(e: u -r-> v) = <q_v, k_u A_r> · p_r / √D     (per head; A_r, M_r [D, D] per relation and head)
+    α = softmax of the scores over v's in-edges
+    out_v = W_out[type] gelu(sum_e α_e v_u M_r) + b_out[type]
+    h'_v = β_t out_v + (1 − β_t) h_v,  β_t = sigmoid(skip[type])
+
+exactly as PyG's ``HGTConv`` (tests/models/test_hgt.py checks forward and gradients against it in
+float64), with its draws: ``torch.nn.Linear``'s for the per-type maps, U(±1/√D) for ``A_r`` and ``M_r``,
+ones for the priors and the skips. The model is PyG's example's: the typed input map
+(``models.typed``) with ReLU, ``layers`` HGT layers at ``--hidden`` with ``--heads``, and a linear map
+to the classes; dropout on each HGT layer's input, keyed by node as every model's is.
+
+The scores and the aggregation keep, per layer, node rows and one number per edge and head for backward
+(``ops.edges.edge_dot``, ``weighted_sum``), where a message-passing layer keeps its ``[E, F]`` gathered
+queries, keys and values; the gathers are redone in backward.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from fullgraph.errors import InputError
+from fullgraph.models.base import GraphLayer, Linear
+from fullgraph.models.gat import edge_softmax
+from fullgraph.models.spec import ModelSpec, register
+from fullgraph.models.typed import TypedGNN, TypedInput, per_type, row_types, typed_build_types
+from fullgraph.ops import Block, dropout
+from fullgraph.ops.edges import edge_dot, weighted_sum
+from fullgraph.ops.node_types import NodeTypes
+
+__all__ = ["HGT", "HGTLayer"]
+
+
+def _uniform(shape: tuple[int, ...], fan_in: int) -> nn.Parameter:
+    bound = 1.0 / math.sqrt(fan_in)  # torch.nn.Linear's draw, U(±1/√fan_in), which PyG's HGTConv keeps
+    return nn.Parameter(torch.empty(shape).uniform_(-bound, bound))
+
+
+class HGTLayer(GraphLayer):
+    """One HGT layer at width ``width`` (module docstring): ``types.num_types`` key/query/value and output
+    maps, ``types.num_relations`` key and value matrices and priors per head."""
+
+    def __init__(self, types: NodeTypes, width: int, heads: int, *, dropout: float):
+        super().__init__()
+        if width % heads:
+            raise InputError(f"expected --hidden to be a multiple of --heads for hgt (got hidden={width}, heads={heads})")
+        T, R, D = types.num_types, types.num_relations, width // heads
+        self.types, self.heads, self.d_head, self.dropout = types, heads, D, dropout
+        self.in_width = self.out_width = width
+        self.kqv_weight, self.kqv_bias = _uniform((T, width, 3 * width), width), _uniform((T, 3 * width), width)
+        self.k_rel, self.v_rel = _uniform((R, heads, D, D), D), _uniform((R, heads, D, D), D)
+        self.p_rel = nn.Parameter(torch.ones(R, heads))
+        self.out_weight, self.out_bias = _uniform((T, width, width), width), _uniform((T, width), width)
+        self.skip = nn.Parameter(torch.ones(T))
+        self.register_buffer("offsets", torch.tensor(types.offsets), persistent=False)
+
+    def compute(self, block: Block, h, h0=None) -> torch.Tensor:
+        h = dropout(h, self.dropout, self.training, rows=block.src_ids, site=self.dropout_site)
+        n, H, D, R = block.num_dst, self.heads, self.d_head, self.types.num_relations
+        t = row_types(self.types, block, self.offsets)
+        k, q, v = per_type(h, t, self.kqv_weight, self.kqv_bias).split(self.in_width, dim=1)
+        keys, values = self._relation_rows(block, k, v)
+        if keys is None:  # no entry in this block: every row's aggregate is zero
+            agg = h.new_zeros(n, self.in_width)
+        else:
+            sums = block.stacked_sums(R)
+            score = edge_dot(sums, q[:n].view(n, H, D).transpose(0, 1), keys) * (self.p_rel[block.edge_type] / math.sqrt(D))
+            alpha = edge_softmax(score, sums.dst, n, sums)
+            agg = weighted_sum(sums, alpha, values).transpose(0, 1).reshape(n, self.in_width)
+        out = per_type(F.gelu(agg), t[:n], self.out_weight, self.out_bias)
+        beta = torch.sigmoid(self.skip)[t[:n]].unsqueeze(1)
+        return beta * out + (1 - beta) * h[:n]
+
+    def _relation_rows(self, block: Block, k: torch.Tensor, v: torch.Tensor):
+        """Each relation's source rows of the keys and values by its matrices, stacked in the order
+        ``Block.stacked_sums`` numbers them, heads first: ``[heads, rows read, D]`` twice (``None``: no entries)."""
+        R, H, D = self.types.num_relations, self.heads, self.d_head
+        index, sizes = block.relation_reads(R)  # the rows compact relations read, one gather for them all
+        k_read = iter(k.index_select(0, index).split(sizes) if sizes else ())
+        v_read = iter(v.index_select(0, index).split(sizes) if sizes else ())
+        keys, values = [], []
+        for r, rel in enumerate(block.relation_ops(R)):
+            if rel is None:
+                continue
+            kr, vr = (k, v) if rel[1] is None else (next(k_read), next(v_read))
+            keys.append(torch.bmm(kr.reshape(-1, H, D).transpose(0, 1), self.k_rel[r]))
+            values.append(torch.bmm(vr.reshape(-1, H, D).transpose(0, 1), self.v_rel[r]))
+        if not keys:
+            return None, None
+        return torch.cat(keys, 1), torch.cat(values, 1)
+
+
+class HGT(TypedGNN):
+    """HGT: :class:`TypedInput` with ReLU to the hidden width, ``layers`` :class:`HGTLayer`, a linear map to
+    the classes (module docstring)."""
+
+    norm = "relation-mean"  # its structure and relations only: the layers weigh the entries themselves
+    label = "HGT"
+    post_modules = ("head",)
+
+    def __init__(self, types: NodeTypes, hidden: int, out_dim: int, layers: int, *, heads: int = 8,
+                 dropout: float = 0.5, featureless: str = "embedding"):
+        super().__init__()
+        self.types, self.dropout = types, dropout
+        self.input = TypedInput(types, hidden, featureless)
+        self.layers = nn.ModuleList(HGTLayer(types, hidden, heads, dropout=dropout) for _ in range(layers))
+        self.head = Linear(hidden, out_dim, init="torch")
+
+    def pre(self, x, rows=None):
+        return F.relu(self.input(x, rows))
+
+    def post(self, h, rows=None):
+        return self.head(h)
+
+
+def _check(opts) -> str | None:
+    if opts.hidden % opts.heads:
+        return f"expected hidden to be a multiple of heads for hgt (got hidden={opts.hidden}, heads={opts.heads})"
+    return None
+
+
+def _build(in_dim: int, out_dim: int, *, layers: int, hidden: int, dropout: float, heads: int = 8, node_types=None,
+           featureless: str = "embedding", **_) -> HGT:
+    types = typed_build_types("hgt", in_dim, node_types)
+    return HGT(types, hidden, out_dim, layers, heads=heads, dropout=dropout, featureless=featureless)
+
+
+SPEC = register(ModelSpec(
+    "hgt", _build, norm="relation-mean", reads_node_types=True,
+    options=("layers", "hidden", "dropout", "heads", "featureless"), hidden_step=lambda opts: opts.heads, check=_check,
+    about="HGT on a typed graph: attention per head with keys, queries and values per node type and a matrix "
+          "and prior per relation; one softmax over every relation"))
