@@ -1,6 +1,6 @@
 """HGT on typed graphs: the built-in ``--model hgt`` against the same model built from PyG's ``HGTConv``.
 
-    .venv/bin/python benchmarks/hgt.py --out-dir benchmarks/results/hgt                  # ~25 min, 2 threads
+    .venv/bin/python benchmarks/hgt.py --threads 1 --out-dir benchmarks/results/hgt      # ~60 min on a busy VM
     .venv/bin/python benchmarks/hgt.py --graphs acm --seeds 0,1 --epochs 30 --parts accuracy   # a quick look
 
 HeCo's ACM and DBLP (``load_heco``: reverse relations added, 20 training nodes per class, 1,000 validation
@@ -245,7 +245,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--graphs", default=",".join(GRAPHS), help=f"subset of {','.join(GRAPHS)}")
     p.add_argument("--parts", default=",".join(PARTS), help=f"subset of {','.join(PARTS)}")
     p.add_argument("--seeds", default="0,1,2,3,4", help="seeds of the accuracy runs (default: 0..4)")
-    p.add_argument("--epochs", type=int, default=100, help="epochs per accuracy run (default: 100)")
+    p.add_argument("--epochs", type=int, default=250, help="epochs per accuracy run (default: 250: every run past its plateau)")
     p.add_argument("--speed-epochs", type=int, default=20, help="most timed steps per speed run (default: 20)")
     p.add_argument("--budget-s", type=float, default=20.0, help="time budget of a speed run's timed steps")
     p.add_argument("--threads", type=int, default=2, help="torch threads of both sides (default: 2)")

@@ -70,41 +70,54 @@ class HGTLayer(GraphLayer):
         self.out_weight, self.out_bias = _uniform((T, width, width), width), _uniform((T, width), width)
         self.skip = nn.Parameter(torch.ones(T))
         self.register_buffer("offsets", torch.tensor(types.offsets), persistent=False)
+        self.register_buffer("rel_src", torch.tensor([types.index(src) for src, _, _ in types.relations],
+                                                     dtype=torch.int64), persistent=False)  # each relation's source type
 
     def compute(self, block: Block, h, h0=None) -> torch.Tensor:
         h = dropout(h, self.dropout, self.training, rows=block.src_ids, site=self.dropout_site)
-        n, H, D, R = block.num_dst, self.heads, self.d_head, self.types.num_relations
+        n, H, D, R, width = block.num_dst, self.heads, self.d_head, self.types.num_relations, self.in_width
         t = row_types(self.types, block, self.offsets)
-        k, q, v = per_type(h, t, self.kqv_weight, self.kqv_bias).split(self.in_width, dim=1)
-        keys, values = self._relation_rows(block, k, v)
+        keys, values = self._relation_rows(block, h)
         if keys is None:  # no entry in this block: every row's aggregate is zero
-            agg = h.new_zeros(n, self.in_width)
+            agg = h.new_zeros(n, width)
         else:
+            q = per_type(h[:n], t[:n], self.kqv_weight[:, :, width : 2 * width], self.kqv_bias[:, width : 2 * width])
             sums = block.stacked_sums(R)
-            score = edge_dot(sums, q[:n].view(n, H, D).transpose(0, 1), keys) * (self.p_rel[block.edge_type] / math.sqrt(D))
+            score = edge_dot(sums, q.view(n, H, D).transpose(0, 1), keys) * (self.p_rel[block.edge_type] / math.sqrt(D))
             alpha = edge_softmax(score, sums.dst, n, sums)
-            agg = weighted_sum(sums, alpha, values).transpose(0, 1).reshape(n, self.in_width)
+            agg = weighted_sum(sums, alpha, values).transpose(0, 1).reshape(n, width)
         out = per_type(F.gelu(agg), t[:n], self.out_weight, self.out_bias)
         beta = torch.sigmoid(self.skip)[t[:n]].unsqueeze(1)
         return beta * out + (1 - beta) * h[:n]
 
-    def _relation_rows(self, block: Block, k: torch.Tensor, v: torch.Tensor):
-        """Each relation's source rows of the keys and values by its matrices, stacked in the order
-        ``Block.stacked_sums`` numbers them, heads first: ``[heads, rows read, D]`` twice (``None``: no entries)."""
-        R, H, D = self.types.num_relations, self.heads, self.d_head
+    def _relation_maps(self) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+        """Every relation's key and value maps composed with its source type's: ``(h W_k + b_k) A_r`` is
+        ``h (W_k A_r) + b_k A_r`` per head, so one product ``[d_in, 2F]`` per relation gives its keys and
+        values from the layer's input rows (no key and value rows of every node, no product per head).
+        Composed for all relations at once and unbound, whose backward is one stack (a select's would be a
+        zero-filled gradient of the whole weight each)."""
+        R, H, D, width = self.types.num_relations, self.heads, self.d_head, self.in_width
+        w, b = self.kqv_weight.index_select(0, self.rel_src), self.kqv_bias.index_select(0, self.rel_src)
+        maps = []
+        for part, rel in ((slice(0, width), self.k_rel), (slice(2 * width, 3 * width), self.v_rel)):
+            maps.append((torch.einsum("rihd,rhde->rihe", w[..., part].reshape(R, -1, H, D), rel).reshape(R, -1, width),
+                         torch.einsum("rhd,rhde->rhe", b[:, part].reshape(R, H, D), rel).reshape(R, width)))
+        return torch.cat([maps[0][0], maps[1][0]], 2).unbind(0), torch.cat([maps[0][1], maps[1][1]], 1).unbind(0)
+
+    def _relation_rows(self, block: Block, h: torch.Tensor):
+        """Each relation's keys and values of its source rows, stacked in the order ``Block.stacked_sums``
+        numbers them, heads first: ``[heads, rows read, D]`` twice (``None``: no entries)."""
+        R, H, D, width = self.types.num_relations, self.heads, self.d_head, self.in_width
         index, sizes = block.relation_reads(R)  # the rows compact relations read, one gather for them all
-        k_read = iter(k.index_select(0, index).split(sizes) if sizes else ())
-        v_read = iter(v.index_select(0, index).split(sizes) if sizes else ())
-        keys, values = [], []
+        read = iter(h.index_select(0, index).split(sizes) if sizes else ())
+        weights, biases, kv = *self._relation_maps(), []
         for r, rel in enumerate(block.relation_ops(R)):
-            if rel is None:
-                continue
-            kr, vr = (k, v) if rel[1] is None else (next(k_read), next(v_read))
-            keys.append(torch.bmm(kr.reshape(-1, H, D).transpose(0, 1), self.k_rel[r]))
-            values.append(torch.bmm(vr.reshape(-1, H, D).transpose(0, 1), self.v_rel[r]))
-        if not keys:
+            if rel is not None:
+                kv.append(torch.addmm(biases[r], h if rel[1] is None else next(read), weights[r]))
+        if not kv:
             return None, None
-        return torch.cat(keys, 1), torch.cat(values, 1)
+        kv = torch.cat(kv).view(-1, 2, H, D)
+        return kv[:, 0].transpose(0, 1).contiguous(), kv[:, 1].transpose(0, 1).contiguous()
 
 
 class HGT(TypedGNN):

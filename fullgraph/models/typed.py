@@ -139,7 +139,8 @@ def per_type(h: torch.Tensor, t: torch.Tensor, weight: torch.Tensor, bias: torch
     grouped = bool((t[1:] >= t[:-1]).all()) if t.numel() > 1 else True
     order = None if grouped else torch.argsort(t, stable=True)
     rows = (h if order is None else h.index_select(0, order)).split(counts)
-    out = torch.cat([matmul(r, weight[k]) + (0 if bias is None else bias[k]) for k, r in enumerate(rows)])
+    ws, bs = weight.unbind(0), (None if bias is None else bias.unbind(0))  # one backward (a stack) for all types
+    out = torch.cat([matmul(r, ws[k]) if bs is None else torch.addmm(bs[k], r, ws[k]) for k, r in enumerate(rows)])
     if order is None:
         return out
     inverse = torch.empty_like(order)
