@@ -21,8 +21,9 @@ selection and metrics). Target: fullgraph's mean >= PyG's - 0.5 points.
 
 ``speed``: each (graph, side) in a fresh interpreter, ``--threads`` threads: the median training step after one
 warm-up (>= 3 timed, then until ``--budget-s``), and the **train peak** (``VmHWM`` after building minus the
-RSS before it: the model, its optimizer and a step's activations, not the graph both load alike). Targets:
-time <= 0.5x, train peak <= 0.7x PyG's. Results: benchmarks/README.md ("HGT").
+RSS before it: the model, its optimizer and a step's activations, not the graph both load alike); ``--prune``:
+fullgraph's side computes only the rows that reach the loss (the same loss and gradients). Targets: time <= 0.5x,
+train peak <= 0.7x PyG's. Results: benchmarks/README.md ("HGT").
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ def build_step(graph, side: str, cfg: dict):
     s = dict(SETTINGS)
     if side == "fullgraph":
         tc = TrainConfig.of(model="hgt", seed=cfg["seed"], epochs=1 << 20, metric="acc", progress="none",
-                            threads=cfg["threads"], **s)
+                            threads=cfg["threads"], prune=cfg.get("prune", False), **s)
         trainer, epoch = Trainer(tc, graph).build(), itertools.count(1)
         return lambda: float(trainer.train_step(next(epoch)))
     x, edges, rows = pyg_dicts(graph)
@@ -208,7 +209,7 @@ def speed_worker(cfg: dict) -> dict:
 
 def part_speed(args) -> dict:
     base = {"root": str(Path(args.root).resolve()), "threads": args.threads, "seed": 0, "epochs": args.speed_epochs,
-            "budget_s": args.budget_s}
+            "budget_s": args.budget_s, "prune": args.prune}
     out = {}
     print("\n== speed: | graph | side | step s (median) | timed steps | train peak MiB |", flush=True)
     for name in args.graphs:
@@ -250,6 +251,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--budget-s", type=float, default=20.0, help="time budget of a speed run's timed steps")
     p.add_argument("--threads", type=int, default=2, help="torch threads of both sides (default: 2)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds a speed worker may run")
+    p.add_argument("--prune", action="store_true",
+                   help="fullgraph's speed runs with --prune (each layer computes only the rows that reach the loss: the "
+                        "same loss and gradients)")
     p.add_argument("--wait-idle", type=float, default=0.0, help="seconds to wait for a quiet CPU before each worker")
     p.add_argument("--out-dir", default="runs/hgt", help="where hgt.json and hgt.md go")
     p.add_argument("--worker", help=argparse.SUPPRESS)
