@@ -2,18 +2,25 @@
 
     .venv/bin/python benchmarks/accuracy_vs_pyg.py                       # every cell (hours on 2 cores)
     .venv/bin/python benchmarks/accuracy_vs_pyg.py --datasets cora,tolokers --models gcn,sage --seeds 0,1,2
+    .venv/bin/python benchmarks/accuracy_vs_pyg.py --datasets amazon-computers --models gcn --norms none \
+        --layers 2 --hidden 64 --seeds 0-31 --threads 1     # issue 66: GCN 2 x 64, 32 seeds a side
 
 For every (graph, model, norm) cell both sides train full-batch, single process, from the graph
 fullgraph loads (features as ``fullgraph train`` normalizes them, the dataset's split ``--split``),
 with Adam, the same learning rate, weight decay, dropout, depth, width and epochs, and report the
 test metric at the epoch of the best validation metric (ROC-AUC on the two-class Tolokers, accuracy
 elsewhere, both computed by ``fullgraph.tasks.metrics`` from each side's logits). Seeds set each
-side's initial weights and dropout; the mean over ``--seeds`` is compared.
+side's initial weights and dropout; the mean over ``--seeds`` is compared. A seed does not couple the
+two sides (fullgraph draws its weights in another layout and keys its dropout masks by node), so the
+two lists are independent samples: the standard error of Δ is ``√(sd_fg² / n + sd_pyg² / n)``. The
+seeds of a cell alternate between the sides and the JSON is written after each, so a run cut short
+still holds balanced samples.
 
 The PyG side is written the way PyG's examples write these models, over PyG's fastest input form
 (a transposed sparse ``adj_t``; ``edge_index`` for GAT):
 
-* ``gcn``: ``GCNConv`` layers, ``dropout → conv → [norm] → ReLU`` between them (dropout on the input too);
+* ``gcn``: ``GCNConv(cached=True)`` layers (PyG's ``gcn.py``: Â normalized once, the same numbers),
+  ``dropout → conv → [norm] → ReLU`` between them (dropout on the input too);
 * ``sage``: ``SAGEConv`` (mean) the same way;
 * ``gat``: ``GATConv`` with ``heads`` concatenated heads of ``hidden / heads`` features, ELU, one head
   last, no attention dropout (fullgraph has none), dropout before every layer;
@@ -103,7 +110,7 @@ def pyg_model(name: str, in_dim: int, classes: int, norm: str, s: dict) -> torch
 
     dims = [in_dim] + [H] * (L - 1) + [classes]
     if name == "gcn":
-        return Stack([pyg.GCNConv(dims[i], dims[i + 1]) for i in range(L)], F.relu)
+        return Stack([pyg.GCNConv(dims[i], dims[i + 1], cached=True) for i in range(L)], F.relu)
     if name == "sage":
         return Stack([pyg.SAGEConv(dims[i], dims[i + 1], aggr="mean") for i in range(L)], F.relu)
     if name == "gat":
@@ -231,7 +238,7 @@ def main() -> int:
     ap.add_argument("--datasets", default=",".join(DATASETS))
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--norms", default="none,layer", help="of none, layer, batch (default none,layer)")
-    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--seeds", default="0,1,2", help="a list, ranges allowed: 0,1,2 or 0-31 or 0-9,20")
     ap.add_argument("--epochs", type=int, default=200)
     ap.add_argument("--split", type=int, default=0, help="the dataset's fixed split, or the seed of a made one")
     ap.add_argument("--threads", type=int, default=0)
@@ -239,14 +246,17 @@ def main() -> int:
     ap.add_argument("--dropout", type=float, default=None,
                     help="override every model's dropout on both sides (0 takes the random masks out of the "
                          "comparison: what is left is the model, its initialization and the optimizer)")
+    ap.add_argument("--layers", type=int, default=None, help="override every model's depth on both sides")
+    ap.add_argument("--hidden", type=int, default=None, help="override every model's width on both sides")
     ap.add_argument("--out", default="runs/bench_accuracy_vs_pyg.json")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.dropout is not None:
-        for s in SETTINGS.values():
-            s["dropout"] = args.dropout
-    seeds = [int(v) for v in args.seeds.split(",")]
+    for key in ("dropout", "layers", "hidden"):
+        if getattr(args, key) is not None:
+            for s in SETTINGS.values():
+                s[key] = getattr(args, key)
+    seeds = parse_seeds(args.seeds)
     datasets, models, norms = args.datasets.split(","), args.models.split(","), args.norms.split(",")
     print(f"# accuracy vs PyG ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)")
     print_header(prefix="* ")
@@ -259,17 +269,35 @@ def main() -> int:
             graphs = {d: load_graph(TrainConfig.of(dataset=d, root=args.root, split=args.split))}
         g = graphs[d]
         metric = resolve_metric("auto", g.num_classes, g.multilabel)
-        t0 = time.perf_counter()
-        ours = [train_fullgraph(g, m, n, SETTINGS[m], args.epochs, s, metric, args.device) for s in seeds]
-        theirs = [train_pyg(g, m, n, SETTINGS[m], args.epochs, s, metric, args.device) for s in seeds]
-        row = {"dataset": d, "model": m, "norm": n, "metric": metric, "fullgraph": ours, "pyg": theirs,
-               "seconds": time.perf_counter() - t0}
+        row = {"dataset": d, "model": m, "norm": n, "metric": metric, "fullgraph": [], "pyg": [], "seconds": 0.0}
         rows.append(row)
+        run_cell(row, g, seeds, args, lambda: write_json(args.out, {"args": vars(args), "rows": rows}))
         print_row(row, flush=True)
-        write_json(args.out, {"args": vars(args), "rows": rows})
     print_table(rows)
     print(f"total {time.perf_counter() - t_start:.0f} s; wrote {args.out}")
     return 1 if any(verdict(r) == "FAIL" for r in rows) else 0
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``0,1,2``, ``0-31`` or a mix (``0-9,20``): the seeds in the order given."""
+    seeds = []
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        seeds += list(range(int(first), int(last or first) + 1))
+    return seeds
+
+
+def run_cell(row: dict, graph, seeds, args, save) -> None:
+    """Train a cell's seeds, fullgraph then PyG for each seed in turn, saving after each run."""
+    d, m, n, metric = row["dataset"], row["model"], row["norm"], row["metric"]
+    t0 = time.perf_counter()
+    for seed in seeds:
+        for side, train in (("fullgraph", train_fullgraph), ("pyg", train_pyg)):
+            row[side].append(train(graph, m, n, SETTINGS[m], args.epochs, seed, metric, args.device))
+            row["seconds"] = time.perf_counter() - t0
+            save()
+        print(f"  {d} {m} {n} seed {seed}: fullgraph {row['fullgraph'][-1]:.4f}, PyG {row['pyg'][-1]:.4f} "
+              f"({row['seconds']:.0f} s)", flush=True)
 
 
 def mean_pts(v):
@@ -280,18 +308,28 @@ def verdict(r) -> str:
     return "PASS" if mean_pts(r["fullgraph"]) >= mean_pts(r["pyg"]) - TOLERANCE else "FAIL"
 
 
+def sd_pts(v) -> float:
+    return 100.0 * (statistics.stdev(v) if len(v) > 1 else 0.0)
+
+
+def delta_se(r) -> float:
+    """Standard error of Δ in points: of the difference of two independent means (see the docstring)."""
+    return (sd_pts(r["fullgraph"]) ** 2 / len(r["fullgraph"]) + sd_pts(r["pyg"]) ** 2 / len(r["pyg"])) ** 0.5
+
+
 def print_row(r, flush=False):
-    sd = lambda v: 100.0 * (statistics.stdev(v) if len(v) > 1 else 0.0)  # noqa: E731
     pub = PUBLISHED.get((r["dataset"], r["model"])) if r["norm"] == "none" else None
-    print(f"| {r['dataset']} | {r['model']} | {r['norm']} | {r['metric']} | {mean_pts(r['fullgraph']):.2f} ± "
-          f"{sd(r['fullgraph']):.2f} | {mean_pts(r['pyg']):.2f} ± {sd(r['pyg']):.2f} | "
-          f"{mean_pts(r['fullgraph']) - mean_pts(r['pyg']):+.2f} | {verdict(r)} | "
+    delta, se = mean_pts(r["fullgraph"]) - mean_pts(r["pyg"]), delta_se(r)
+    print(f"| {r['dataset']} | {r['model']} | {r['norm']} | {r['metric']} | {len(r['pyg'])} | "
+          f"{mean_pts(r['fullgraph']):.2f} ± {sd_pts(r['fullgraph']):.2f} | {mean_pts(r['pyg']):.2f} ± "
+          f"{sd_pts(r['pyg']):.2f} | {delta:+.2f} | {se:.2f} | {delta / se if se else 0.0:+.1f} | {verdict(r)} | "
           f"{f'{pub[0]} ({pub[1]})' if pub else ''} | {r['seconds']:.0f} |", flush=flush)
 
 
 def print_table(rows):
-    print("\n| graph | model | norm | metric | fullgraph | PyG | Δ points | ≥ PyG − 0.5 | published | s |")
-    print("| --- | --- | --- | --- | ---: | ---: | ---: | --- | --- | ---: |")
+    print("\n| graph | model | norm | metric | seeds | fullgraph | PyG | Δ points | s.e. of Δ | z | ≥ PyG − 0.5 | "
+          "published | s |")
+    print("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: |")
     for r in rows:
         print_row(r)
 
