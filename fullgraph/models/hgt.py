@@ -88,7 +88,7 @@ class HGTLayer(GraphLayer):
             agg = weighted_sum(sums, alpha, values).transpose(0, 1).reshape(n, width)
         out = per_type(F.gelu(agg), t[:n], self.out_weight, self.out_bias)
         beta = torch.sigmoid(self.skip)[t[:n]].unsqueeze(1)
-        return beta * out + (1 - beta) * h[:n]
+        return torch.lerp(h[:n], out, beta)  # beta out + (1 - beta) h, one pass
 
     def _relation_maps(self) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
         """Every relation's key and value maps composed with its source type's: ``(h W_k + b_k) A_r`` is
@@ -116,8 +116,8 @@ class HGTLayer(GraphLayer):
                 kv.append(torch.addmm(biases[r], h if rel[1] is None else next(read), weights[r]))
         if not kv:
             return None, None
-        kv = torch.cat(kv).view(-1, 2, H, D)
-        return kv[:, 0].transpose(0, 1).contiguous(), kv[:, 1].transpose(0, 1).contiguous()
+        keys, values = torch.cat(kv).view(-1, 2, H, D).permute(1, 2, 0, 3).contiguous().unbind(0)  # one copy, heads
+        return keys, values  # first; unbind's backward is one stack (a select's: a zero-filled gradient each)
 
 
 class HGT(TypedGNN):
