@@ -10,8 +10,8 @@ their own), one block whose entries carry their relation (``Block.edge_type``), 
 processes by rows. Running the per-relation form would need per-relation sub-blocks and per-type
 embedding dicts in every layout, which fullgraph's blocks do not have; so these models are refused
 before anything runs, and the message says how to write the same model typed: convolutions that
-take ``edge_type`` (``RGCNConv``, ``FastRGCNConv``, or the user's own), or ``--model rgcn`` (a
-per-type input map, then R-GCN layers).
+take ``edge_type`` (``RGCNConv``, ``FastRGCNConv``, or the user's own), ``--model rgcn`` (a
+per-type input map, then R-GCN layers), or ``--model hgt`` (PyG's ``HGTConv`` stack, built in: ``models.hgt``).
 
 A fullgraph ``GNN`` is never searched: its layers see the typed block and may split it by
 relation themselves, using whatever modules they like.
@@ -32,8 +32,8 @@ __all__ = ["HOW_TO_WRITE_TYPED", "hetero_part", "check_not_hetero"]
 HOW_TO_WRITE_TYPED = (
     "fullgraph trains a heterogeneous graph as one typed graph (one feature matrix, each edge's relation in "
     "edge_type), not as per-relation dicts: write the model with convolutions that take edge_type (RGCNConv, "
-    "FastRGCNConv, or your own conv with an edge_type argument, through from_pyg), or use --model rgcn "
-    "(docs/your-model.md, Heterogeneous graphs with your own model)")
+    "FastRGCNConv, or your own conv with an edge_type argument, through from_pyg), or use --model rgcn, or "
+    "--model hgt for an HGTConv stack (docs/your-model.md, Heterogeneous graphs with your own model)")
 """What every refusal ends with."""
 
 _PYG_HETERO = ("HeteroConv", "HGTConv", "HANConv", "HeteroDictLinear", "HeteroJumpingKnowledge")

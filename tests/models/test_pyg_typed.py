@@ -35,7 +35,7 @@ from tests.models.test_rgcn import small_typed
 REPO = Path(__file__).resolve().parents[2]
 HETERO = REPO / "tests" / "hetero_user_models.py"
 USER = REPO / "tests" / "user_models.py"
-TYPED_WORDS = ("RGCNConv", "FastRGCNConv", "edge_type", "--model rgcn", "docs/your-model.md")
+TYPED_WORDS = ("RGCNConv", "FastRGCNConv", "edge_type", "--model rgcn", "--model hgt", "docs/your-model.md")
 
 
 @pytest.fixture(scope="module")
