@@ -7,14 +7,14 @@ bag-of-words inputs starts far from the per-type ``Linear`` that PyG users write
 1.3 points less accurate, benchmarks/README.md), and for a type with no features, per ``featureless``: a learned
 ``embedding`` per node (the default: its type's table ``[count, hidden]`` drawn by Glorot over that shape,
 as PyG's examples draw a featureless type's table), ``one-hot`` (the same table drawn as
-``torch.nn.Linear(count, hidden)`` draws its weight, ±1/√count) or ``zeros`` (the type's bias only). A
+``torch.nn.Linear(count, hidden)`` draws its weight, ±1/√count) or ``zeros`` (the type's bias only). 
+Measured over ACM and DBLP, with their featureless types and with every feature removed
+(``benchmarks/featureless_starts.py``), Glorot's draw trains best on average; the draw this default had
+before, ±√(6 / 2·hidden) whatever the count, was 0.6 points behind it on average and 2.1 on DBLP. A
 table's rows are the type's whole input, with no type bias added: the bias would be the same function
 with a second parameter, which Adam moves at a rate of its own (the rows' common part at twice the
 learning rate); HGT on ACM trained 3 points less accurate with it than PyG's table alone, from the same
 initial weights (benchmarks/README.md, "HGT").
-Measured over ACM and DBLP, with their featureless types and with every feature removed
-(``benchmarks/featureless_starts.py``), Glorot's draw trains best on average; the draw this default had
-before, ±√(6 / 2·hidden) whatever the count, was 0.6 points behind it on average and 2.1 on DBLP.
 A node's type follows from its global id, which every layout hands ``pre`` and every block holds
 (``src_ids``), so the map runs on any rows a layout holds, and a layer finds its rows' types the same
 way (:func:`row_types`, :func:`per_type`). The embedding table has a row per node: graph parallelism keeps
@@ -36,7 +36,7 @@ from fullgraph.ops.adjacency import GIVE_TYPES
 from fullgraph.ops.edge_data import EdgeFacts
 from fullgraph.ops.node_types import NodeTypes
 
-__all__ = ["TypedInput", "TypedGNN", "FEATURELESS", "row_types", "per_type", "typed_build_types"]
+__all__ = ["TypedInput", "TypedGNN", "FEATURELESS", "types_of", "row_types", "per_type", "typed_build_types"]
 
 FEATURELESS = ("embedding", "one-hot", "zeros")
 """What a node type without features starts from (``--featureless``; module docstring)."""
@@ -81,7 +81,7 @@ class TypedInput(nn.Module):
         n = x.shape[0]
         rows = torch.arange(n, device=self.bias.device) if rows is None else rows  # None: the whole graph
         rows = rows % self.types.num_nodes  # the same ids, but a memory probe's block larger than the graph
-        t = torch.bucketize(rows, self.offsets[1:-1], right=True)
+        t = types_of(rows, self.offsets)
         h = self.bias[t]
         if self.embedding is not None:
             base = self.table_base[t]
@@ -110,7 +110,7 @@ class TypedInput(nn.Module):
         if self.embedding is None:
             return False
         ids = ids.to(self.table_base.device)
-        t = torch.bucketize(ids, self.offsets[1:-1], right=True)
+        t = types_of(ids, self.offsets)
         own = self.table_base[t] >= 0
         keep = ids[own]
         rows = (self.table_base[t] + ids - self.offsets[t])[own]
@@ -120,13 +120,19 @@ class TypedInput(nn.Module):
         return True
 
 
+def types_of(ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """The node type of each global id in ``ids`` (``offsets``: ``NodeTypes.offsets`` as a tensor on their
+    device): ids are contiguous per type."""
+    return torch.bucketize(ids, offsets[1:-1], right=True)
+
+
 def row_types(types: NodeTypes, block: Block, offsets: torch.Tensor) -> torch.Tensor:
     """The node type of each src row of ``block`` (its dst rows are the first ``num_dst``): from the global
     ids, ``offsets`` being ``types.offsets`` as a tensor on the block's device. Ids past the graph (a memory
     probe's block is larger than it) wrap around, as :class:`TypedInput`'s do."""
     n = block.num_src
     ids = torch.arange(n, device=offsets.device) if block.src_ids is None else block.src_ids
-    return torch.bucketize(ids % types.num_nodes, offsets[1:-1], right=True)
+    return types_of(ids % types.num_nodes, offsets)
 
 
 def per_type(h: torch.Tensor, t: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:

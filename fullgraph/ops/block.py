@@ -60,6 +60,7 @@ class Block:
     _relations: list | None = field(default=None, repr=False)
     _reads: tuple | None = field(default=None, repr=False)
     _stacked: EdgeSums | None = field(default=None, repr=False)
+    _order: tuple | None = field(default=None, repr=False)
 
     @property
     def num_dst(self) -> int:
@@ -116,13 +117,12 @@ class Block:
         if self._relations is None:
             if self.edge_type is None:
                 raise ValueError("relation_ops needs a block whose entries carry relation types")
-            adj, rel = self.adj, self.edge_type
+            adj = self.adj
             rows = row_ids(adj.indptr)
-            order = torch.argsort(rel, stable=True)  # each relation's entries together, in CSR order: one sort,
-            ends = torch.cumsum(torch.bincount(rel, minlength=num_relations + 1), 0).tolist()  # not a pass each
+            order, ends = self._by_relation(num_relations)
             ops = []
             for r in range(num_relations):
-                pos = order[(ends[r - 1] if r else 0) : ends[r]]
+                pos = order[ends[r] : ends[r + 1]]
                 if pos.numel() == 0:
                     ops.append(None)
                     continue
@@ -139,6 +139,18 @@ class Block:
                 ops.append((op, None if ix is None else used, wrote if compact else None))
             self._relations = ops
         return self._relations
+
+    def _by_relation(self, num_relations: int) -> tuple[torch.Tensor, list[int]]:
+        """The CSR positions of the entries sorted by relation (stable: each relation's in CSR order) and
+        where each relation's run starts: relation ``r`` holds ``order[ends[r] : ends[r + 1]]``. One sort,
+        not a pass per relation; kept for the cuts that read it (:meth:`relation_ops`, :meth:`stacked_sums`)."""
+        if self._order is None:
+            if self.edge_type is None:
+                raise ValueError("cutting a block by relation needs entries that carry relation types")
+            rel = self.edge_type
+            counts = torch.bincount(rel, minlength=num_relations + 1)
+            self._order = (torch.argsort(rel, stable=True), [0] + torch.cumsum(counts, 0).tolist())
+        return self._order
 
     def relation_reads(self, num_relations: int) -> tuple[torch.Tensor, list[int]]:
         """The src rows of every relation whose ``cols`` lists them (:meth:`relation_ops`), concatenated in
@@ -159,13 +171,10 @@ class Block:
         stacks the products and attends over every entry of a dst row at once: one softmax across the
         relations, in the block's CSR order. Built on first use and kept."""
         if self._stacked is None:
-            rel, indices = self.edge_type, self.adj.indices
-            if rel is None:
-                raise ValueError("stacked_sums needs a block whose entries carry relation types")
-            if bool((rel >= num_relations).any()):
+            indices = self.adj.indices
+            if self.edge_type is not None and bool((self.edge_type >= num_relations).any()):
                 raise ValueError("stacked_sums: an entry of no relation (an added self loop) in the block")
-            order = torch.argsort(rel, stable=True)
-            ends = [0] + torch.cumsum(torch.bincount(rel, minlength=num_relations), 0).tolist()
+            order, ends = self._by_relation(num_relations)
             col, start = torch.empty(indices.shape, dtype=torch.int64, device=indices.device), 0
             for r, op in enumerate(self.relation_ops(num_relations)):
                 if op is None:
