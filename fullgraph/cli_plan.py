@@ -337,7 +337,7 @@ def _depth(cfg, graph) -> int:
     from fullgraph.models import norm_and_depth
 
     return norm_and_depth(cfg.model.name, cfg.model.layers, cfg.model.args,
-                          lambda: (graph.num_features, graph.num_classes))[1]
+                          lambda: (graph.num_features, graph.num_classes, graph.node_types))[1]
 
 
 def _bounds(cfg, graph) -> list[tuple[int, int]]:

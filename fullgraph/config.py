@@ -74,11 +74,13 @@ class ModelOptions(_Section):
     name: str = opt("gcn",
         "The model: a built-in one (``fullgraph.models``; --help lists their names), or your own by its builder, "
         "path/to/file.py:build or package.module:build, where build(in_dim, out_dim, **model_args) returns a "
-        "fullgraph GNN, PyG convolutions or a PyG BasicGNN (docs/your-model.md).", flag="model")
+        "fullgraph GNN, PyG convolutions or a PyG BasicGNN, or on a typed graph a list of PyG's heterogeneous layers "
+        "(HeteroConv, HGTConv; the builder may take metadata and in_dims) (docs/your-model.md).", flag="model")
     args: dict = opt({},
         "A builder's keyword arguments, one key=value per --model-arg (the value read as JSON where it parses), or "
         "a [model.args] table in TOML. The builder decides depth, widths and dropout, so --layers, --hidden, "
-        "--heads and the built-in models' own options are refused with it.", flag="model_args", each="model_arg")
+        "--heads and the built-in models' own options are refused with it (but --hidden with a builder that takes "
+        "in_dims: a featureless node type's table width).", flag="model_args", each="model_arg")
     layers: int = opt(2, "Number of graph layers (2 to 128).")
     hidden: int = opt(64, "Hidden width (for GAT: all heads together).")
     heads: int = opt(8, "Attention heads of GAT's hidden layers.")

@@ -16,11 +16,17 @@ from fullgraph.partition.store import load_part
 from fullgraph.train.trainer import Trainer
 
 
-def shape(cfg) -> tuple[str, int]:
+def shape(cfg, partition_dir=None) -> tuple[str, int]:
     """The block normalization and depth of ``cfg``'s model (a user's builder decides both; its
-    widths come from the partition folder's metadata)."""
+    widths come from the partition folder's metadata: ``partition_dir``'s where the config names none)."""
     from fullgraph.parallel.setup import input_widths
 
+    if partition_dir is not None and cfg.parallel.partition_dir is None:
+        from fullgraph.partition.store import load_meta
+
+        meta = load_meta(partition_dir)
+        widths = (int(meta["num_features"]), int(meta["num_classes"]), _node_types(partition_dir))
+        return norm_and_depth(cfg.model.name, cfg.model.layers, cfg.model.args, lambda: widths)
     return norm_and_depth(cfg.model.name, cfg.model.layers, cfg.model.args, lambda: input_widths(cfg))
 
 
@@ -38,7 +44,7 @@ def train_runs(payload: dict, comm: Comm) -> dict:
     for run in payload["runs"]:
         part = load_part(run["partition_dir"], comm.rank)
         cfg = TrainConfig.of(**run["config"], parallel="graph", nprocs=comm.world_size, progress="none", threads=1)
-        norm, _ = shape(cfg)
+        norm, _ = shape(cfg, run["partition_dir"])
         engine = GraphEngine(part, comm, norm, boundary_rate=cfg.parallel.boundary_rate,
                              seed=cfg.optimization.seed, owns_comm=False, precision=cfg.parallel.comm_precision,
                              prune=cfg.parallel.prune)

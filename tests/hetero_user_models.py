@@ -1,7 +1,8 @@
-"""Builders in PyG's heterogeneous forms, for ``--model tests/hetero_user_models.py:NAME``: each is
-refused in one line that says how to write the model typed (``fullgraph.models.pyg_hetero``).
-``tests/models/test_pyg_typed.py`` uses them; the typed convs that do run are ``tests/user_models.py``'s
-``rgcn``."""
+"""Builders in PyG's heterogeneous forms, for ``--model tests/hetero_user_models.py:NAME``: whole models
+(``to_hetero_sage``, ``hetero_gnn``) are refused in one line that says what to do instead
+(``fullgraph.models.pyg_hetero``); lists of layers (``hetero_convs``, ``hgt_layers``, ``sage_layers``) train on
+a typed graph (``models.pyg_hetero_layer``). ``tests/models/test_pyg_typed.py`` and
+``tests/models/test_pyg_hetero.py`` use them."""
 
 from __future__ import annotations
 
@@ -51,3 +52,25 @@ def hetero_gnn(in_dim, out_dim, hidden=8):
 def hetero_convs(in_dim, out_dim, hidden=8):
     """A list of ``HeteroConv``, as a list of convs is given to ``from_pyg``."""
     return [hetero_conv(in_dim, hidden), hetero_conv(hidden, out_dim)]
+
+
+def hgt_layers(in_dim, out_dim, metadata, in_dims, node_types, hidden=16, heads=2, dropout=0.0):
+    """PyG's ``hgt_dblp`` model as fullgraph takes it: ``HGTConv`` layers from each type's input width
+    (``in_dims``: a featureless type's learned table among them), a ``Linear`` to the classes; keyed
+    dropout between the layers (``from_pyg(..., dropout=)``)."""
+    from torch_geometric.nn import HGTConv
+
+    from fullgraph.models import from_pyg
+
+    layers = [HGTConv(in_dims, hidden, metadata, heads), HGTConv(hidden, hidden, metadata, heads),
+              nn.Linear(hidden, out_dim)]
+    table = next((in_dims[n] for n, w in zip(node_types.names, node_types.widths) if not w), 64)  # --hidden
+    return from_pyg(layers, node_types=node_types, act=None, dropout=dropout, featureless_width=table)
+
+
+def sage_layers(in_dim, out_dim, metadata, hidden=16):
+    """``HeteroConv`` of lazy ``SAGEConv`` per relation, twice: the widths drawn at build (PyG's usual form)."""
+    from torch_geometric.nn import HeteroConv, SAGEConv
+
+    return [HeteroConv({rel: SAGEConv((-1, -1), hidden) for rel in metadata[1]}),
+            HeteroConv({rel: SAGEConv((-1, -1), out_dim) for rel in metadata[1]})]

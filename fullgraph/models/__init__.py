@@ -68,8 +68,9 @@ def build_model(name: str, in_dim: int, out_dim: int, *, recompute: bool = False
             raise InputError(f"expected norm 'none' for model {name!r} (got {norm!r}): only "
                              f"{', '.join(NORM_MODELS)} take one")
         model = spec.build(in_dim, out_dim, **options)
-    else:
-        model = spec.build(in_dim, out_dim, **(model_args or {}))
+    else:  # typed: a typed graph's node types for a builder (models.user.typed_args)
+        typed = {"_typed": options["typed"]} if options.get("typed") else {}
+        model = spec.build(in_dim, out_dim, **(model_args or {}), **typed)
     model.recompute = recompute
     return model
 
@@ -78,14 +79,18 @@ def norm_and_depth(name: str, layers: int, model_args: dict, widths) -> tuple[st
     """The block normalization and the number of graph layers of model ``name``, which a layout needs
     before the model is built: the spec's and ``layers`` for a built-in model; for a user's model,
     whose builder decides both, those of the model built once for ``widths()`` (feature width,
-    classes: a callable, so that a built-in model never reads them)."""
+    classes and node types, ``parallel.setup.input_widths``: a callable, so that a built-in model never
+    reads them)."""
     spec = model_spec(name)
     if spec.norm is not None:
         return spec.norm, layers
     import torch
 
+    from fullgraph.models.user import typed_args
+
+    in_dim, out_dim, *types = widths()
     with torch.random.fork_rng():  # built to be looked at: the caller's generator is left as it was
-        probe = build_model(name, *widths(), model_args=model_args)
+        probe = build_model(name, in_dim, out_dim, model_args=model_args, typed=typed_args(*types[:1]))
     return probe.norm, probe.num_layers
 
 

@@ -23,8 +23,9 @@ graph lacks, or has in another width or number, is refused before training too
 Convolutions that reach several hops inside one layer (``TAGConv``, ``SGConv``, ``APPNP``,
 ``ChebConv``, ...) are refused: written as one layer per hop, they run in every layout. Jumping
 knowledge reads every layer's output at the end, which a pipeline stage does not hold. PyG's
-heterogeneous forms (``to_hetero``, ``HeteroConv``, ``HGTConv``, ...) are refused with how to write
-the model typed (``models.pyg_hetero``); convs that take ``edge_type`` run on a typed graph as on any.
+heterogeneous layers (``HeteroConv``, ``HGTConv``, ``to_hetero`` of one layer) run on a typed graph given its
+node types (``from_pyg(layers, node_types=...)``: ``models.pyg_hetero_layer``); convs that take ``edge_type``
+run on a typed graph as on any.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from torch import nn
 
 from fullgraph.errors import InputError
 from fullgraph.models.base import GNN, reads_every_layer_refusal
-from fullgraph.models.pyg_hetero import check_not_hetero
+from fullgraph.models.pyg_hetero import check_hetero_layers, check_not_hetero, hetero_layers
 from fullgraph.models.pyg_layer import (EDGE_ARGS, KEYED_ATTENTION, MULTI_HOP, PyGLayer, conv_name,
                                         is_normalizing_gcn, keyed_attention, out_width)
 from fullgraph.ops import Block
@@ -192,7 +193,8 @@ def _edge_facts(kinds, width, relations) -> EdgeFacts:
 
 def from_pyg(model: nn.Module | list[nn.Module], *, act: str | nn.Module | None = "relu",
              norm: str | list[nn.Module] | None = None, dropout: float = 0.0, act_first: bool = False,
-             residual: bool = False) -> PyGModel:
+             residual: bool = False, node_types=None, featureless_width: int = 64,
+             featureless: str = "embedding") -> GNN:
     """A fullgraph model from PyG convolutions, unchanged (see the module docstring).
 
     Args:
@@ -208,13 +210,25 @@ def from_pyg(model: nn.Module | list[nn.Module], *, act: str | nn.Module | None 
         residual: every conv's output plus its input, ``conv(h) + R h`` (``R``: the identity where the
             widths agree, else a bias-free linear map), before norm and activation; for a list and a
             ``BasicGNN`` alike.
+        node_types: the typed graph's ``NodeTypes`` (``graph.node_types``), for a list of PyG's heterogeneous
+            layers (``HeteroConv``, ``HGTConv``, ``to_hetero`` of one layer) and node-wise modules after them
+            (``models.pyg_hetero_layer``); ``act`` and ``dropout`` go between those layers.
+        featureless_width, featureless: a featureless type's learned table, its width and draw (``--hidden``,
+            ``--featureless``): that type's input width (``in_dims``).
     """
     if _pyg() is None:
         raise InputError("expected torch_geometric to be installed for from_pyg (pip install torch_geometric)")
     from torch_geometric.nn.conv import MessagePassing
     from torch_geometric.nn.models.basic_gnn import BasicGNN
 
-    check_not_hetero(model, "PyG convolutions over one typed graph")
+    layers = hetero_layers(model)
+    if layers is not None and node_types is not None:
+        from fullgraph.models.pyg_hetero_layer import from_pyg_hetero
+
+        check_hetero_layers(layers)
+        return from_pyg_hetero(layers, node_types, width=featureless_width, featureless=featureless, act=act,
+                               dropout=dropout)
+    check_not_hetero(model, "PyG convolutions over one typed graph, or node_types with PyG's heterogeneous layers")
     jk = {}
     if isinstance(model, BasicGNN):
         convs, norms = list(model.convs), list(model.norms)

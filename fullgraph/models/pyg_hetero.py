@@ -1,4 +1,4 @@
-"""PyG's heterogeneous models, refused in one line that says how to write the model typed.
+"""PyG's heterogeneous models: which of them fullgraph trains, and one line for the others.
 
 PyG runs a heterogeneous graph per relation: ``to_hetero(model, metadata)`` (and
 ``to_hetero_with_bases``) rewrites a model into a ``torch.fx.GraphModule`` that holds a copy of each
@@ -7,11 +7,15 @@ conv per relation on such dicts and sums per destination type; ``HGTConv``, ``HA
 ``HeteroDictLinear`` take them too. fullgraph trains a heterogeneous graph as *one typed graph*
 (``ops.node_types``, ``data.typed``): one feature matrix (each type's features in a column block of
 their own), one block whose entries carry their relation (``Block.edge_type``), split across
-processes by rows. Running the per-relation form would need per-relation sub-blocks and per-type
-embedding dicts in every layout, which fullgraph's blocks do not have; so these models are refused
-before anything runs, and the message says how to write the same model typed: convolutions that
-take ``edge_type`` (``RGCNConv``, ``FastRGCNConv``, or the user's own), ``--model rgcn`` (a
-per-type input map, then R-GCN layers), or ``--model hgt`` (PyG's ``HGTConv`` stack, built in: ``models.hgt``).
+processes by rows.
+
+A list of layers in PyG's per-relation form — ``HeteroConv``, ``HGTConv``, a ``to_hetero`` module of one
+layer — runs on that typed graph unchanged (``models.pyg_hetero_layer`` feeds each its dicts), given the
+graph's node types: a builder on a typed graph (``--model FILE.py:build``), or ``from_pyg(layers,
+node_types=graph.node_types)``. What is refused here, in one line that says what to do instead: such a
+module without node types (a model object handed over before any graph is read), a module of the user's
+own on dicts (a whole model: its layers are what fullgraph runs), and PyG's modules that do not fit
+(``HANConv`` needs metapaths; ``HeteroDictLinear`` and ``HeteroJumpingKnowledge`` are not layers).
 
 A fullgraph ``GNN`` is never searched: its layers see the typed block and may split it by
 relation themselves, using whatever modules they like.
@@ -27,14 +31,18 @@ from torch import nn
 from fullgraph.errors import InputError
 from fullgraph.models.base import GNN
 
-__all__ = ["HOW_TO_WRITE_TYPED", "hetero_part", "check_not_hetero"]
+__all__ = ["HOW_TO_WRITE_TYPED", "hetero_part", "check_not_hetero", "hetero_layers", "check_hetero_layers"]
 
 HOW_TO_WRITE_TYPED = (
-    "fullgraph trains a heterogeneous graph as one typed graph (one feature matrix, each edge's relation in "
-    "edge_type), not as per-relation dicts: write the model with convolutions that take edge_type (RGCNConv, "
-    "FastRGCNConv, or your own conv with an edge_type argument, through from_pyg), or use --model rgcn, or "
-    "--model hgt for an HGTConv stack (docs/your-model.md, Heterogeneous graphs with your own model)")
+    "fullgraph trains PyG's heterogeneous modules (HeteroConv, HGTConv, to_hetero of one layer) as a list of "
+    "layers on a typed graph: return the list from a builder, build(in_dim, out_dim, metadata, in_dims), named "
+    "by --model FILE.py:build, or call from_pyg(layers, node_types=graph.node_types); or write the model with "
+    "convolutions that take edge_type (RGCNConv, FastRGCNConv), or use --model rgcn or --model hgt "
+    "(docs/your-model.md, Heterogeneous graphs with your own model)")
 """What every refusal ends with."""
+
+_LAYERS = ("HeteroConv", "HGTConv")
+"""PyG's heterogeneous modules that are one layer each (with ``to_hetero``'s modules of one layer)."""
 
 _PYG_HETERO = ("HeteroConv", "HGTConv", "HANConv", "HeteroDictLinear", "HeteroJumpingKnowledge")
 """PyG's modules (``torch_geometric.nn``) that run on dicts of per-type or per-relation tensors, where
@@ -56,8 +64,11 @@ def _dict_placeholders(module) -> list[str]:
 
     if not isinstance(module, torch.fx.GraphModule):
         return []
-    return [n.name for n in module.graph.nodes
-            if n.op == "placeholder" and typing.get_origin(n.type) in (dict, typing.Dict)]
+    nodes = list(module.graph.nodes)
+    placeholders = [n.name for n in nodes if n.op == "placeholder"]
+    if any(n.op == "call_function" and getattr(n.target, "__name__", "") == "get_dict" for n in nodes):
+        return placeholders  # to_hetero's graph reads every input as a dict (its get_dict), annotated or not
+    return [n.name for n in nodes if n.op == "placeholder" and typing.get_origin(n.type) in (dict, typing.Dict)]
 
 
 def _takes_dicts(module) -> bool:
@@ -112,3 +123,36 @@ def check_not_hetero(obj, expected: str = "a model over one typed graph") -> Non
     found = hetero_part(obj)
     if found:
         raise InputError(f"expected {expected} (got {found}): {HOW_TO_WRITE_TYPED}")
+
+
+def _layer_kind(module) -> str | None:
+    """``None`` where ``module`` is one of the layers fullgraph runs (module docstring), else what it is."""
+    classes = _pyg_hetero_classes()
+    if isinstance(module, classes) and type(module).__name__ in _LAYERS:
+        return None
+    if _dict_placeholders(module):
+        from fullgraph.models.pyg_hetero_layer import hops
+
+        n = hops(module)
+        return None if n == 1 else (f"a whole to_hetero model of {n} layers: to_hetero each layer on its own and "
+                                    f"pass the list, [to_hetero(Layer(...), metadata), ...]")
+    if type(module).__name__ == "HANConv":
+        return "HANConv, which needs metapaths: add the metapaths' relations to the graph and use HGTConv or HeteroConv"
+    return f"{type(module).__name__}, which is not one layer: pass its layers (HeteroConv, HGTConv) as a list"
+
+
+def hetero_layers(obj) -> list | None:
+    """``obj`` as a list of modules where it holds PyG's heterogeneous forms (``hetero_part``), else ``None``."""
+    if hetero_part(obj) is None:
+        return None
+    return list(obj) if isinstance(obj, (list, tuple, nn.ModuleList, nn.Sequential)) else [obj]
+
+
+def check_hetero_layers(modules: list, expected: str = "a list of PyG's heterogeneous layers") -> None:
+    """Refuse, in one line, a module of the list that is not one of the layers fullgraph runs."""
+    for i, module in enumerate(modules):
+        if hetero_part(module) is not None:
+            kind = _layer_kind(module)
+            if kind is not None:
+                raise InputError(f"expected {expected} (got {kind}, item {i}): {HOW_TO_WRITE_TYPED}")
+

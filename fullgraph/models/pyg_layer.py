@@ -56,7 +56,7 @@ from fullgraph.ops.dropout import current_key, keyed_edge_keep
 from fullgraph.ops.norm import batch_norm_over, graph_layer_norm_over
 
 __all__ = ["PyGLayer", "MULTI_HOP", "ACTIVATIONS", "EDGE_ARGS", "KEYED_ATTENTION", "conv_name", "in_width",
-           "out_width", "is_normalizing_gcn", "edge_args", "edge_needs", "keyed_attention"]
+           "out_width", "activation", "is_normalizing_gcn", "edge_args", "edge_needs", "keyed_attention"]
 
 MULTI_HOP = ("TAGConv", "SGConv", "SSGConv", "APPNP", "ChebConv", "MixHopConv", "ARMAConv", "DNAConv")
 """Convolutions whose aggregation reaches beyond one hop within one layer: refused, with advice."""
@@ -281,7 +281,7 @@ def _apply_norm(norm, kind: str | None, h: torch.Tensor, reduce) -> torch.Tensor
     return norm(h)
 
 
-def _activation(act) -> nn.Module | None:
+def activation(act) -> nn.Module | None:
     if act is None or isinstance(act, nn.Module):
         return act
     if isinstance(act, str):
@@ -306,7 +306,7 @@ class PyGLayer(GraphLayer):
         self.res = _residual_map(conv, residual)
         self.norm_kind = None if last else norm_kind(norm)
         self.norm = norm if self.norm_kind else None
-        self.act = None if last else _activation(act)
+        self.act = None if last else activation(act)
         self.act_first, self.p, self.last = act_first, 0.0 if last else float(dropout), last
         self._fast = _fast_path(conv)
         self._pair = _takes_pair(conv)

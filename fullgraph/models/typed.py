@@ -31,35 +31,27 @@ from torch import nn
 
 from fullgraph.errors import InputError
 from fullgraph.models.base import GNN, glorot_
-from fullgraph.ops import Block, matmul
+from fullgraph.ops import Block, SparseOp, matmul
 from fullgraph.ops.adjacency import GIVE_TYPES
 from fullgraph.ops.edge_data import EdgeFacts
 from fullgraph.ops.node_types import NodeTypes
 
-__all__ = ["TypedInput", "TypedGNN", "FEATURELESS", "types_of", "row_types", "per_type", "typed_build_types"]
+__all__ = ["TypeTables", "TypedInput", "TypedColumns", "TypedGNN", "FEATURELESS", "types_of", "row_types", "per_type", "typed_build_types"]
 
 FEATURELESS = ("embedding", "one-hot", "zeros")
 """What a node type without features starts from (``--featureless``; module docstring)."""
 
 
-class TypedInput(nn.Module):
-    """``pre`` of a typed graph: each node's features mapped by its type's weight block and bias, or its
-    type's embedding row (module docstring). ``x``'s rows are the nodes ``rows`` (global ids)."""
+class TypeTables(nn.Module):
+    """The learned rows of the featureless types: one table ``[count, width]`` per such type, stacked, drawn
+    per ``featureless`` (module docstring; ``zeros``: no table), and the rows a graph-parallel rank holds
+    (:meth:`hold_rows`). :class:`TypedInput` maps the features beside them; :class:`TypedColumns` passes them on."""
 
-    def __init__(self, types: NodeTypes, hidden: int, featureless: str = "embedding"):
+    def __init__(self, types: NodeTypes, width: int, featureless: str = "embedding"):
         super().__init__()
         if featureless not in FEATURELESS:
             raise InputError(f"expected --featureless one of {', '.join(FEATURELESS)} (got {featureless!r})")
         self.types, self.featureless = types, featureless
-        width = types.num_features
-        self.weight = nn.Parameter(torch.zeros(max(width, 1), hidden))
-        self.bias = nn.Parameter(torch.zeros(types.num_types, hidden))
-        cols = types.column_offsets
-        for t in range(types.num_types):  # torch.nn.Linear's draw per type: weights and bias U(±1/√F_t)
-            if types.widths[t]:
-                bound = 1.0 / math.sqrt(types.widths[t])
-                nn.init.uniform_(self.weight.data[cols[t] : cols[t + 1]], -bound, bound)
-                nn.init.uniform_(self.bias.data[t], -bound, bound)
         self.register_buffer("offsets", torch.tensor(types.offsets), persistent=False)
         # each type's first row in the embedding table (-1: a type with features, or zeros)
         base, rows = [], 0
@@ -68,7 +60,7 @@ class TypedInput(nn.Module):
             base.append(rows if own else -1)
             rows += types.counts[t] if own else 0
         self.register_buffer("table_base", torch.tensor(base), persistent=False)
-        self.embedding = nn.Parameter(torch.empty(rows, hidden)) if rows else None
+        self.embedding = nn.Parameter(torch.empty(rows, width)) if rows else None
         self.register_buffer("held_ids", None, persistent=False)  # the global ids of the rows hold_rows kept
         for t, b in enumerate(base):  # each type's table drawn over its own shape (module docstring)
             if b >= 0 and featureless == "one-hot":  # torch.nn.Linear(count, hidden)'s draw on one-hot rows
@@ -77,23 +69,19 @@ class TypedInput(nn.Module):
             elif b >= 0:
                 glorot_(self.embedding.data[b : b + types.counts[t]])
 
-    def forward(self, x, rows: torch.Tensor | None = None) -> torch.Tensor:
-        n = x.shape[0]
-        rows = torch.arange(n, device=self.bias.device) if rows is None else rows  # None: the whole graph
+    def table(self, rows: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """For the rows ``rows`` (global ids; ``None``: the whole graph's ``n``): each row's type, the
+        positions of the featureless types' rows, and their table rows (``[len(mine), width]``)."""
+        rows = torch.arange(n, device=self.offsets.device) if rows is None else rows
         rows = rows % self.types.num_nodes  # the same ids, but a memory probe's block larger than the graph
         t = types_of(rows, self.offsets)
-        h = self.bias[t]
-        if self.embedding is not None:
-            base = self.table_base[t]
-            own = base >= 0
-            h = h.masked_fill(own.unsqueeze(1), 0.0)  # a table's rows are its own, no type bias beside them
-        if self.types.num_features:
-            h = h + matmul(x, self.weight)
-        if self.embedding is not None:
-            at = self._table_rows(rows, own, base + rows - self.offsets[t])
-            mine = own.nonzero().flatten()  # the featureless types' rows: their embedding rows added
-            h = h.index_add(0, mine, self.embedding[at[mine]])
-        return h
+        if self.embedding is None:
+            return t, rows.new_zeros(0), self.offsets.new_zeros(0, 0)
+        base = self.table_base[t]
+        own = base >= 0
+        at = self._table_rows(rows, own, base + rows - self.offsets[t])
+        mine = own.nonzero().flatten()
+        return t, mine, self.embedding[at[mine]]
 
     def _table_rows(self, rows: torch.Tensor, own: torch.Tensor, full: torch.Tensor) -> torch.Tensor:
         """Each row's position in the table: ``full`` (its row in the whole table), or among the rows held."""
@@ -118,6 +106,60 @@ class TypedInput(nn.Module):
         self.embedding.node_owned = True  # its gradient is this process's alone: never summed over ranks
         self.held_ids = keep
         return True
+
+
+class TypedInput(TypeTables):
+    """``pre`` of a typed graph: each node's features mapped by its type's weight block and bias, or its
+    type's embedding row (module docstring). ``x``'s rows are the nodes ``rows`` (global ids)."""
+
+    def __init__(self, types: NodeTypes, hidden: int, featureless: str = "embedding"):
+        super().__init__(types, hidden, featureless)
+        width = types.num_features
+        self.weight = nn.Parameter(torch.zeros(max(width, 1), hidden))
+        self.bias = nn.Parameter(torch.zeros(types.num_types, hidden))
+        cols = types.column_offsets
+        for t in range(types.num_types):  # torch.nn.Linear's draw per type: weights and bias U(±1/√F_t)
+            if types.widths[t]:
+                bound = 1.0 / math.sqrt(types.widths[t])
+                nn.init.uniform_(self.weight.data[cols[t] : cols[t + 1]], -bound, bound)
+                nn.init.uniform_(self.bias.data[t], -bound, bound)
+
+    def forward(self, x, rows: torch.Tensor | None = None) -> torch.Tensor:
+        t, mine, table = self.table(rows, x.shape[0])
+        h = self.bias[t]
+        if self.embedding is not None:  # a table's rows are its own, no type bias beside them
+            h = h.index_fill(0, mine, 0.0)
+        if self.types.num_features:
+            h = h + matmul(x, self.weight)
+        return h.index_add(0, mine, table) if self.embedding is not None else h
+
+
+class TypedColumns(TypeTables):
+    """``pre`` of PyG's heterogeneous modules (``models.pyg_hetero_layer``): each node's own feature columns
+    as they are (the column blocks of ``NodeTypes``, dense), and a featureless type's table row, of width
+    ``width``, in columns of its own after them: ``[x | table]``. :meth:`columns` says where each type's input
+    lies, and so each type's input width (the builder's ``in_dims``)."""
+
+    def __init__(self, types: NodeTypes, width: int, featureless: str = "embedding"):
+        if featureless == "zeros":
+            raise InputError("expected --featureless embedding or one-hot with PyG's heterogeneous modules (got zeros, "
+                             "which gives a featureless type no input columns for its modules to read)")
+        super().__init__(types, width, featureless)
+        self.lead = max(types.num_features, 1)  # the feature columns (one zero column when no type has any)
+        self.out_width = self.lead + (width if self.embedding is not None else 0)
+
+    def columns(self) -> list[tuple[int, int]]:
+        """Each type's input columns ``(start, stop)`` in this map's output."""
+        cols = self.types.column_offsets
+        return [(cols[t], cols[t + 1]) if w else (self.lead, self.out_width) for t, w in enumerate(self.types.widths)]
+
+    def forward(self, x, rows: torch.Tensor | None = None) -> torch.Tensor:
+        dense = x.to_dense() if isinstance(x, SparseOp) else x
+        if self.embedding is None:
+            return dense
+        _, mine, table = self.table(rows, x.shape[0])
+        tail = dense.new_zeros(x.shape[0], self.embedding.shape[1]).index_copy(0, mine, table)
+        return torch.cat([dense, tail], 1)
 
 
 def types_of(ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:

@@ -1,7 +1,13 @@
 """A user's model, named by reference: ``path/to/file.py:build`` or ``package.module:build``.
 
 ``build(in_dim, out_dim, **model_args)`` returns a fullgraph ``GNN``, a PyG convolution, a list of
-them, or a PyG ``BasicGNN`` (the last three through ``from_pyg``). The builder is imported in every
+them, or a PyG ``BasicGNN`` (the last three through ``from_pyg``). On a typed graph it may also return
+a list of PyG's heterogeneous layers (``HeteroConv``, ``HGTConv``, ``to_hetero`` of one layer, then
+node-wise modules: ``models.pyg_hetero_layer``), and it is handed what PyG users build those from where
+its signature names them (:data:`TYPED_ARGS`): ``metadata`` (PyG's ``(node_types, edge_types)``),
+``in_dims`` (each node type's input width: its features', or ``--hidden`` for a featureless type's
+learned table, which is why ``--hidden`` is taken with such a builder) and ``node_types`` (the
+``NodeTypes``). The builder is imported in every
 process that needs the model — the launcher's ranks and torchrun's re-run the command line, which
 names it — so a model known only to the user's file reaches every rank. Its spec says nothing
 fixed: the normalization is the built model's own (``GNN.norm``), its aggregation is not taken as
@@ -35,10 +41,13 @@ from fullgraph.errors import InputError
 from fullgraph.models.spec import ModelSpec
 
 __all__ = ["is_reference", "absolute_reference", "user_spec", "load_builder", "check_model_args", "check_options",
-           "BUILDER_DECIDES", "ReimportedCall", "check_not_importing"]
+           "BUILDER_DECIDES", "TYPED_ARGS", "typed_args", "ReimportedCall", "check_not_importing"]
 
 BUILDER_DECIDES = ("layers", "hidden", "heads", "norm", "gcnii_alpha", "gcnii_lambda", "appnp_alpha", "gcn_kernel")
 """The model options a user's builder decides instead (``--dropout`` too is the builder's: ignored)."""
+
+TYPED_ARGS = ("metadata", "in_dims", "node_types")
+"""What a builder is handed on a typed graph, where its signature names it (module docstring)."""
 
 _FUNCTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -133,12 +142,33 @@ def load_builder(ref: str):
     return builder
 
 
-def check_model_args(ref: str, model_args: dict) -> None:
-    """Refuse a ``--model-arg`` the builder does not take (unless it takes ``**kwargs``)."""
+def _typed_params(ref: str) -> list[str]:
+    """The :data:`TYPED_ARGS` the builder's signature names."""
     params = inspect.signature(load_builder(ref)).parameters
+    return [n for n in TYPED_ARGS if n in params]
+
+
+def typed_args(node_types=None, hidden: int = 64, featureless: str = "embedding") -> dict | None:
+    """What a builder's typed graph is (``_build``'s ``_typed``; ``model.pt`` records it): the node types as
+    their JSON record, a featureless type's table width and draw; ``None`` for a graph of one type."""
+    if node_types is None:
+        return None
+    record = node_types if isinstance(node_types, dict) else node_types.record()["node_types"]
+    return {"node_types": record, "hidden": int(hidden), "featureless": featureless}
+
+
+def check_model_args(ref: str, model_args: dict) -> None:
+    """Refuse a ``--model-arg`` the builder does not take (unless it takes ``**kwargs``), or one of the
+    typed graph's own arguments (:data:`TYPED_ARGS`)."""
+    params = inspect.signature(load_builder(ref)).parameters
+    given = sorted(set(model_args) & set(TYPED_ARGS))
+    if given:
+        raise InputError(f"expected no --model-arg {', '.join(given)} for {ref} (got one): fullgraph hands the "
+                         f"builder the typed graph's {', '.join(given)} itself")
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
         return
-    named = [n for n, p in list(params.items())[2:] if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    named = [n for n, p in list(params.items())[2:] if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+             and n not in TYPED_ARGS]
     unknown = sorted(set(model_args) - set(named))
     if unknown:
         raise InputError(f"unknown --model-arg {', '.join(unknown)} for {ref} (it takes "
@@ -154,21 +184,23 @@ def check_options(opts) -> None:
     opts.name = absolute_reference(opts.name)
     load_builder(opts.name)
     check_model_args(opts.name, opts.args)
+    typed = "in_dims" in _typed_params(opts.name)  # --hidden: a featureless type's table width (in_dims)
     decided = [f"--{f.name.replace('_', '-')} {getattr(opts, f.name)}" for f in fields(opts)
-               if f.name in BUILDER_DECIDES and getattr(opts, f.name) != f.default]
+               if f.name in BUILDER_DECIDES and getattr(opts, f.name) != f.default and not (typed and f.name == "hidden")]
     if decided:
         raise InputError(f"expected no {', '.join(decided)} with --model {opts.name}: its builder decides the "
                          f"model (pass its keywords with --model-arg key=value)")
 
 
-def _build(ref: str, in_dim: int, out_dim: int, **model_args):
+def _build(ref: str, in_dim: int, out_dim: int, _typed: dict | None = None, **model_args):
     from fullgraph.models.base import GNN
     from fullgraph.models.pyg import adaptable, from_pyg
-    from fullgraph.models.pyg_hetero import check_not_hetero
+    from fullgraph.models.pyg_hetero import check_hetero_layers, check_not_hetero, hetero_layers
 
     check_model_args(ref, model_args)
+    types, typed = _typed_inputs(ref, _typed)
     try:
-        made = load_builder(ref)(in_dim, out_dim, **model_args)
+        made = load_builder(ref)(in_dim, out_dim, **model_args, **typed)
     except InputError:
         raise
     except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's builder
@@ -177,11 +209,29 @@ def _build(ref: str, in_dim: int, out_dim: int, **model_args):
                          + f") to build a model (it raised {_one_line(e)})") from None
     if isinstance(made, GNN):
         return made
-    check_not_hetero(made, f"{ref} to return a model over one typed graph")  # to_hetero, HeteroConv, ...
+    layers = hetero_layers(made)
+    if types is not None and layers is not None:  # HeteroConv, HGTConv, ... on a typed graph
+        check_hetero_layers(layers, f"{ref} to return a model over one typed graph, or a list of PyG's heterogeneous "
+                                    f"layers")
+        return from_pyg(made, node_types=types, featureless_width=_typed["hidden"], featureless=_typed["featureless"])
+    check_not_hetero(made, f"{ref} to return a model over one typed graph" + (
+        "" if types is None else ", or a list of PyG's heterogeneous layers"))
     if adaptable(made):
         return from_pyg(made)
     raise InputError(f"expected {ref} to return a fullgraph GNN, a PyG convolution, a list of them or a PyG "
                      f"BasicGNN (got {type(made).__module__}.{type(made).__name__})")  # as_gnn's, naming the builder
+
+
+def _typed_inputs(ref: str, typed: dict | None) -> tuple[object, dict]:
+    """The node types of ``typed`` (``typed_args``'s record) and the builder's typed arguments by name."""
+    if typed is None:
+        return None, {}
+    from fullgraph.ops.node_types import NodeTypes
+
+    types = NodeTypes.of_record({"node_types": typed["node_types"]})
+    every = {"metadata": (list(types.names), [tuple(r) for r in types.relations]),
+             "in_dims": {n: w or typed["hidden"] for n, w in zip(types.names, types.widths)}, "node_types": types}
+    return types, {n: every[n] for n in _typed_params(ref)}
 
 
 @functools.lru_cache(maxsize=None)

@@ -292,18 +292,18 @@ def _check_edge_layout(cfg, folder: str) -> None:
         raise error
 
 
-def input_widths(cfg, graph=None) -> tuple[int, int]:
-    """The feature width and class count of ``cfg``'s graph, as this rank can read them cheaply:
-    from ``graph`` when it is loaded, else from the partition folder's ``partition.json`` (a rank of
-    a distributed run), else by loading the graph."""
+def input_widths(cfg, graph=None) -> tuple[int, int, object]:
+    """The feature width, class count and node types (``None``: one type) of ``cfg``'s graph, as this rank
+    can read them cheaply: from ``graph`` when it is loaded, else from the partition folder's
+    ``partition.json`` (a rank of a distributed run), else by loading the graph."""
     if graph is None and cfg.parallel.partition_dir is not None and cfg.parallel.mesh.distributed \
             and not cfg.parallel.mesh.reads_block_rows:
-        from fullgraph.partition.store import load_meta
+        from fullgraph.partition.store import load_meta, meta_node_types
 
         meta = load_meta(cfg.parallel.partition_dir)
-        return int(meta["num_features"]), int(meta["num_classes"])
+        return int(meta["num_features"]), int(meta["num_classes"]), meta_node_types(meta)
     graph = load_graph(cfg) if graph is None else graph
-    return graph.num_features, graph.num_classes
+    return graph.num_features, graph.num_classes, graph.node_types
 
 
 def graph_of_inputs(cfg, dataset_given: bool):

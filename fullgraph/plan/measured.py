@@ -65,9 +65,10 @@ def measured_rates(name: str, options: str, features: int, classes: int, recompu
     """The :class:`Rates` of model ``name`` built with ``options`` (JSON: a builder's ``model_args``, or a
     built-in model's options), on blocks with a halo or without."""
     opts = json.loads(options)
+    typed = opts.pop("_typed", None)  # a builder's typed graph (models.user.typed_args)
     with torch.random.fork_rng():  # the caller's generator is left as it was
         torch.manual_seed(0)
-        model = build_model(name, features, classes, model_args=opts, recompute=recompute, **opts)
+        model = build_model(name, features, classes, model_args=opts, recompute=recompute, typed=typed, **opts)
     model.train()
     rows, kept = [], []
     for i, (dst, extra, degree) in enumerate(PROBES[halo]):

@@ -56,6 +56,10 @@ def _memory_model(model: str, features: int, classes: int, sizes: dict):
         "gcn_kernel": sizes["gcn_kernel"]}  # a built-in model without a memory model: dropout taken as on
     if spec.builtin and spec.reads_node_types:  # built for the graph's types, with its own options (R-GCN)
         options |= (sizes["model_args"] or {}) | {"node_types": sizes.get("node_types")}
+    elif not spec.builtin and sizes.get("node_types") is not None:  # a builder on a typed graph: handed its types
+        from fullgraph.models.user import typed_args
+
+        options = dict(options) | {"_typed": typed_args(sizes["node_types"], sizes["hidden"])}
     return measured_memory(model, options, features, classes, sizes["recompute"], spec.heap_overhead)
 
 

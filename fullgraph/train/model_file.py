@@ -31,8 +31,12 @@ def model_args(cfg, in_dim: int, num_classes: int, edge_dim: int | None = None, 
     from fullgraph.models import is_reference, model_spec
 
     m = cfg.model
-    if is_reference(m.name):  # a user's builder: its reference and its keywords
-        return dict(name=m.name, in_dim=in_dim, out_dim=num_classes, model_args=dict(m.args))
+    if is_reference(m.name):  # a user's builder: its reference, its keywords and a typed graph's types
+        from fullgraph.models.user import typed_args
+
+        typed = typed_args(node_types, m.hidden, m.featureless)
+        return dict(name=m.name, in_dim=in_dim, out_dim=num_classes, model_args=dict(m.args)) | (
+            {"typed": typed} if typed else {})
     spec = model_spec(m.name)
     edge = {"edge_dim": edge_dim} if edge_dim and spec.reads_edge_features else {}
     if node_types is not None and spec.reads_node_types:

@@ -1,8 +1,9 @@
 """PyG on a typed (heterogeneous) graph: convs that take ``edge_type`` (``RGCNConv``, ``FastRGCNConv``)
 through ``from_pyg`` and ``--model FILE.py:build`` run on the one typed graph fullgraph makes of a
 heterogeneous one; PyG's per-relation forms (``to_hetero(model, metadata)``, ``HeteroConv``,
-``HGTConv``) are refused in one line that says how to write the model typed
-(``fullgraph.models.pyg_hetero``).
+``HGTConv``) are refused in one line that says what to do where no node types are known (an object,
+``from_pyg`` without ``node_types``) and as whole models (``fullgraph.models.pyg_hetero``); as lists of
+layers on a typed graph they train (tests/models/test_pyg_hetero.py).
 
 The reference is PyG's own forward on the whole typed graph, fed its global ``edge_index`` (in the
 graph's CSR order, ``block.edges()``'s) and ``edge_type``: FLOAT32_CHAINED, a few float32 products
@@ -88,14 +89,22 @@ def test_convs_on_dicts_are_refused_too():
     assert_typed_refusal(str(e.value), "HGTConv, which runs on dicts")
 
 
-@pytest.mark.parametrize("name", ["to_hetero_sage", "hetero_gnn"])
-def test_a_builder_returning_one_is_one_line_and_exit_2(name, typed_folder, capsys, tmp_path):
+WHOLE_MODELS = {  # a builder returning a whole model, on a typed graph: what the refusal names
+    "to_hetero_sage": "a whole to_hetero model of 2 layers: to_hetero each layer on its own",
+    "hetero_gnn": "HeteroGNN, which is not one layer: pass its layers",
+}
+
+
+@pytest.mark.parametrize("name", list(WHOLE_MODELS))
+def test_a_builder_returning_a_whole_model_is_one_line_and_exit_2(name, typed_folder, capsys, tmp_path):
+    """Lists of PyG's heterogeneous layers train (tests/models/test_pyg_hetero.py); a whole model does not:
+    its layers are what fullgraph runs."""
     assert main(["train", "--dataset", str(typed_folder), "--model", f"{HETERO}:{name}", "--epochs", "1",
                  "--progress", "none", "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("fullgraph: error:"), err
-    assert f"expected {HETERO}:{name} to return a model over one typed graph" in err[0], err
-    assert_typed_refusal(err[0][len("fullgraph: error: "):], HETERO_MODELS[name])
+    assert f"expected {HETERO}:{name} to return a model over one typed graph, or a list of PyG's" in err[0], err
+    assert_typed_refusal(err[0][len("fullgraph: error: "):], WHOLE_MODELS[name])
 
 
 @pytest.mark.parametrize("conv", [RGCNConv, FastRGCNConv])

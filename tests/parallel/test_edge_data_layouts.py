@@ -82,7 +82,7 @@ def test_graph_parallel_with_edge_data_equals_one_process(cora_edges, single, tm
 
 def simulate(graph, cfg: TrainConfig, chunk_file: str):
     norm, layers = norm_and_depth(cfg.model.name, cfg.model.layers, cfg.model.args,
-                                  lambda: (graph.num_features, graph.num_classes))
+                                  lambda: (graph.num_features, graph.num_classes, graph.node_types))
     part = PartitionBook.build(graph, torch.zeros(graph.num_nodes, dtype=torch.int64)).part(0)
     engine = ChunkedEngine(part, load_chunks(chunk_file, graph.num_nodes, K)[part.local_nodes], norm,
                            ChunkSchedule(K, tuple(stage_bounds(layers, 1)), shuffle=cfg.parallel.shuffle),

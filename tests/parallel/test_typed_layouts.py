@@ -14,6 +14,9 @@ blocks are R-GCN's (the relation-mean structure, cut by relation), its layers at
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -32,10 +35,15 @@ EPOCHS = 4
 K = 4
 
 
-MODELS = ("rgcn", "hgt")
+PYG_HGT = str(Path(__file__).resolve().parents[1] / "hetero_user_models.py") + ":hgt_layers"
+"""PyG's ``HGTConv`` layers through a builder (``models.pyg_hetero_layer``), keyed dropout between them."""
+MODELS = ("rgcn", "hgt", "pyg-hgt")
 
 
 def config(model: str = "rgcn", **extra) -> dict:
+    if model == "pyg-hgt":
+        return dict(model=PYG_HGT, model_args={"dropout": 0.5}, hidden=16, epochs=EPOCHS, eval_every=EPOCHS, seed=0,
+                    lr=0.01, **extra)
     return dict(model=model, layers=2, hidden=16, dropout=0.5, epochs=EPOCHS, eval_every=EPOCHS, seed=0, lr=0.01,
                 **extra)
 
@@ -54,7 +62,8 @@ def single(typed):
         for name, graph in typed.items() if model == "rgcn" else [("acm", typed["acm"])]:
             trainer = Trainer(TrainConfig.of(**config(model), progress="none", threads=1), graph)
             result = trainer.build().train()
-            out[model, name] = (torch.tensor(result.losses, dtype=torch.float64), trainer.model.state_dict())
+            shared = sum(p.numel() for k, p in trainer.model.named_parameters() if p.requires_grad and "embedding" not in k)
+            out[model, name] = (torch.tensor(result.losses, dtype=torch.float64), trainer.model.state_dict(), shared)
             assert any(k.endswith("embedding") for k in out[model, name][1])  # the featureless rows are trained
     return out
 
@@ -77,7 +86,8 @@ def graph_runs(typed, tmp_path_factory):
     for name, method in (("acm", "metis"), ("acm", "fennel"), ("dblp", "metis")):
         parts(typed[name], method, tmp / f"{name}-{method}")
         runs.append({"name": f"{name}-{method}", "partition_dir": str(tmp / f"{name}-{method}"), "config": config()})
-    runs.append({"name": "acm-metis-hgt", "partition_dir": str(tmp / "acm-metis"), "config": config("hgt")})
+    for model in MODELS[1:]:
+        runs.append({"name": f"acm-metis-{model}", "partition_dir": str(tmp / "acm-metis"), "config": config(model)})
     for model in MODELS:
         runs.append({"name": f"bns-{model}", "partition_dir": str(tmp / "acm-metis"),
                      "config": config(model, boundary_rate=BNS)})
@@ -89,17 +99,19 @@ def test_graph_parallel_typed_models_equal_one_process(typed, single, graph_runs
     for run in runs:
         if run["name"].startswith("bns"):
             continue
-        name, model = run["name"].split("-")[0], run["config"]["model"]
-        losses, state = single[model, name]
+        name, model = run["name"].split("-")[0], run["name"].split("-", 2)[2] if run["name"].count("-") > 1 else "rgcn"
+        losses, state, shared = single[model, name]
         assert_same_losses(got[run["name"]]["losses"], losses, what=f"graph P=2 {run['name']} losses")
         assert_same_state(got[run["name"]]["state"], state, what=f"graph P=2 {run['name']} weights")
         # the embeddings stay with their owners: pre's output crosses as a layer input (both layers read
         # hidden-wide halo rows), and the all-reduce carries every weight but them (fullgraph plan says so)
         halo = sum(int(st["halo"]) for st in load_meta(run["partition_dir"])["part_stats"])
         comm = got[run["name"]]["comm"]
-        assert comm["halo/fwd"] == comm["halo/bwd"] == halo * 16 * 4 * 2, run["name"]
-        table = state["input.embedding"].numel()
-        assert comm["grad/allreduce"] == 2 * 4 * (sum(v.numel() for v in state.values()) - table), run["name"]
+        first = 16 if model != "pyg-hgt" else typed[name].num_features + 16  # PyG's layers read [features | table]
+        assert comm["halo/fwd"] == comm["halo/bwd"] == halo * (first + 16) * 4, run["name"]
+        # every trainable weight but the table (PyG's HGTConv: its skips of the types whose width changes read
+        # nothing and are frozen, models.pyg_hetero_layer)
+        assert comm["grad/allreduce"] == 2 * 4 * shared, run["name"]
         assert ledger(comm) == planned_bytes(config(model, parallel="graph", nprocs=2), typed[name], halo), run["name"]
 
 
@@ -155,5 +167,6 @@ def test_chunked_layouts_typed_models_follow_the_one_process_chunks(typed, stage
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("mode", ["spmm-1d", "tensor"])
 def test_algebraic_layouts_refuse_typed_models_in_one_line(mode, model):
-    with pytest.raises(InputError, match=model):
-        TrainConfig.of(model=model, parallel=mode, nprocs=2)
+    name = config(model)["model"]
+    with pytest.raises(InputError, match=re.escape(name)):
+        TrainConfig.of(**config(model, parallel=mode, nprocs=2))

@@ -99,7 +99,7 @@ def simulate(graph, cfg: TrainConfig, chunk_file: str, parts: int):
     """The chunked-stale rule in one process, on the chunks of ``chunk_file`` (K per part, ``parts``
     parts: global chunk k is the union of the parts' chunk k)."""
     norm, layers = norm_and_depth(cfg.model.name, cfg.model.layers, cfg.model.args,
-                                  lambda: (graph.num_features, graph.num_classes))
+                                  lambda: (graph.num_features, graph.num_classes, graph.node_types))
     part = PartitionBook.build(graph, torch.zeros(graph.num_nodes, dtype=torch.int64)).part(0)
     node_chunk = load_chunks(chunk_file, graph.num_nodes, K)
     engine = ChunkedEngine(part, node_chunk[part.local_nodes], norm,

@@ -1,0 +1,234 @@
+"""PyG's heterogeneous modules as fullgraph layers, unchanged: ``HeteroConv``, ``HGTConv``, ``to_hetero``.
+
+PyG runs a heterogeneous graph per type and relation: a module takes ``x_dict`` (each node type's rows)
+and ``edge_index_dict`` (each relation's edges, in its two types' own numbering) and returns each
+destination type's rows. fullgraph holds the same graph as one typed graph (``ops.node_types``): one
+matrix of rows, a node's type following from its global id, each block entry carrying its relation.
+:class:`PyGHeteroLayer` feeds the one to the other on any block a layout hands it:
+
+* the block's src rows are grouped by type (one stable sort; a type's dst rows come first in its group,
+  the dst rows being the block's first ``num_dst`` rows) and cut to the type's input columns:
+  ``x_dict``;
+* each relation's entries, with both ends renumbered within their type's group: ``edge_index_dict``
+  (entries whose ends are not of the relation's types are not passed: a checked typed graph has none,
+  the contract's probe block has some);
+* the module's output for each type's dst rows, put back in the block's order; a type the module
+  writes no rows for (no relation of the layer ends there; PyG drops it from the dict) gets zeros.
+
+The module also computes its output for a type's halo rows, which are dropped: each output row reads
+only its own in-edges (every module of PyG's heterogeneous forms aggregates per destination), so the
+dst rows are those of the whole graph. A conv that normalizes by its *source* nodes' degrees
+(``GCNConv(normalize=True)``) would read degrees a part's or a chunk's block does not hold: refused
+where the blocks are not the whole graph (:meth:`PyGHeteroModel.check_layout`).
+
+The first layer reads :class:`~fullgraph.models.typed.TypedColumns`'s output: each featured type's own
+columns, and a featureless type's learned table rows (``--hidden`` wide: the builder's ``in_dims`` say
+so), held by the nodes' owners under graph parallelism as R-GCN's are. Later layers read the previous
+one's output, one width for every type. Between layers: ``act`` and keyed dropout as ``from_pyg`` puts
+them; node-wise modules after the last layer (``[..., nn.ReLU(), nn.Linear(hidden, classes)]``) are
+``post``, on every row (PyG's examples apply theirs to the labelled type's rows: the same rows).
+
+Widths come from one dry run of each module on two zero rows per type, in ``__init__`` (seeded builds
+thus draw the same lazy parameters, ``SAGEConv((-1, -1), 64)``'s, in every process). The dry run also
+finds the parameters no output reads (``HGTConv``'s skip of a type whose input width is not its output's)
+and freezes them: one process leaves them without a gradient, so Adam never moves them, and every layout
+must do the same (a layout that sums gradients over ranks counts a missing one as zeros, which weight
+decay would then move).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from fullgraph.errors import InputError
+from fullgraph.models.base import GraphLayer
+from fullgraph.models.pyg_layer import activation
+from fullgraph.models.typed import TypedColumns, TypedGNN, row_types
+from fullgraph.ops import Block, SparseOp, dropout
+from fullgraph.ops.node_types import NodeTypes
+
+__all__ = ["PyGHeteroLayer", "PyGHeteroModel", "from_pyg_hetero", "module_relations", "hops"]
+
+
+def _is_relation(key) -> bool:
+    return isinstance(key, tuple) and len(key) == 3 and all(isinstance(k, str) for k in key)
+
+
+def module_relations(module: nn.Module) -> list[tuple[str, str, str]]:
+    """The relations a heterogeneous module reads: ``HeteroConv``'s convs, ``HGTConv``'s metadata, the
+    keys a ``to_hetero`` graph looks up in ``edge_index_dict``."""
+    import torch.fx
+
+    if hasattr(module, "convs") and all(_is_relation(k) for k in module.convs.keys()):  # HeteroConv
+        return [tuple(k) for k in module.convs.keys()]
+    if isinstance(getattr(module, "edge_types", None), (list, tuple)):  # HGTConv and its kind
+        return [tuple(k) for k in module.edge_types]
+    if isinstance(module, torch.fx.GraphModule):
+        keys = [n.args[1] for n in module.graph.nodes if n.op == "call_method" and n.target == "get"
+                and len(n.args) > 1 and _is_relation(n.args[1])]
+        return list(dict.fromkeys(keys))
+    raise InputError(f"expected a HeteroConv, an HGTConv or a to_hetero module (got {type(module).__name__})")
+
+
+def hops(module: nn.Module) -> int:
+    """How many stages of message passing the module runs (its convs grouped by the name before the
+    relation key): one for ``HeteroConv`` and ``HGTConv``, a ``to_hetero`` model's layers."""
+    from torch_geometric.nn.conv import MessagePassing
+
+    if isinstance(module, MessagePassing) or _is_relation(next(iter(getattr(module, "convs", {}) or {}), None)):
+        return 1
+    names = [n for n, m in module.named_modules() if isinstance(m, MessagePassing)]
+    return max(1, len({n.rpartition(".")[0] for n in names}))
+
+
+class PyGHeteroLayer(GraphLayer):
+    """One of PyG's heterogeneous modules over a typed block (module docstring). ``columns``: each node
+    type's input columns ``(start, stop)`` in the layer's input rows of width ``width``."""
+
+    def __init__(self, module: nn.Module, types: NodeTypes, columns: list[tuple[int, int]], width: int, *,
+                 act=None, p: float = 0.0, last: bool = False):
+        super().__init__()
+        self.module, self.types, self.columns, self.in_width = module, types, columns, width
+        self.act, self.p, self.last = (None if last else activation(act)), (0.0 if last else float(p)), last
+        known = {tuple(r): i for i, r in enumerate(types.relations)}
+        rels = module_relations(module)
+        missing = [r for r in rels if r not in known]
+        if missing:
+            raise InputError(f"expected {type(module).__name__}'s relations among the graph's (got "
+                             f"{', '.join('__'.join(r) for r in missing[:3])}, which it lacks; the graph has "
+                             f"{', '.join('__'.join(r) for r in types.relations)}): build the module with the graph's "
+                             f"metadata (the builder's metadata argument)")
+        self.relations = [(known[r], r, types.index(r[0]), types.index(r[2])) for r in rels]
+        self.register_buffer("offsets", torch.tensor(types.offsets), persistent=False)
+        self.out_width = self._dry_run()
+
+    def _dry_run(self) -> int:
+        """Run the module once on two zero rows per type (lazy parameters drawn; see the module docstring)
+        and return its output width, the same for every type it writes or refused."""
+        x = {name: torch.zeros(2, b - a) for name, (a, b) in zip(self.types.names, self.columns)}
+        edges = {r: torch.tensor([[0], [1]]) for _, r, _, _ in self.relations}
+        was = self.module.training
+        self.module.eval()
+        try:
+            with torch.enable_grad():
+                out = self.module(x, edges)
+                self._freeze_unread(out)
+        except Exception as e:  # noqa: BLE001 - the user's module: whatever it raises is reported
+            raise InputError(f"expected {type(self.module).__name__} to run on x_dict of the input widths "
+                             f"{dict(zip(self.types.names, (b - a for a, b in self.columns)))} (it raised "
+                             f"{type(e).__name__}: {' '.join(str(e).split())[:200]}): build it for the builder's "
+                             f"in_dims") from None
+        finally:
+            self.module.train(was)
+        widths = {k: v.shape[-1] for k, v in out.items() if v is not None}
+        if len(set(widths.values())) != 1:
+            raise InputError(f"expected {type(self.module).__name__} to give every node type rows of one width (got "
+                             f"{widths or 'no rows'}): fullgraph holds a layer's output as one matrix")
+        return next(iter(widths.values()))
+
+    def _freeze_unread(self, out: dict) -> None:
+        """Stop the gradient of every parameter the dry run's outputs do not depend on (module docstring)."""
+        params = [p for p in self.module.parameters() if p.requires_grad]
+        rows = [v.sum() for v in out.values() if v is not None and v.requires_grad]
+        if not params or not rows:
+            return
+        reached = torch.autograd.grad(torch.stack(rows).sum(), params, allow_unused=True)
+        for p, g in zip(params, reached):
+            if g is None:
+                p.requires_grad_(False)
+
+    def compute(self, block: Block, h, h0=None) -> torch.Tensor:
+        h = h.to_dense() if isinstance(h, SparseOp) else h
+        n, T = block.num_dst, self.types.num_types
+        t = row_types(self.types, block, self.offsets)
+        order = torch.argsort(t, stable=True)
+        counts = torch.bincount(t, minlength=T)
+        start = torch.cumsum(counts, 0) - counts
+        pos = torch.empty_like(order)
+        pos[order] = torch.arange(order.numel(), device=order.device) - start[t[order]]  # within its type's group
+        groups = order.split(counts.tolist())
+        x = {name: h.index_select(0, g)[:, a:b] for name, g, (a, b) in zip(self.types.names, groups, self.columns)}
+        src, dst = block.edges()
+        etype = block.edge_type
+        edges = {}
+        for r, rel, s, d in self.relations:
+            sel = (etype == r) & (t[src] == s) & (t[dst] == d)
+            edges[rel] = torch.stack([pos[src[sel]], pos[dst[sel]]])
+        out = self.module(x, edges)
+        mine = torch.bincount(t[:n], minlength=T).tolist()  # each type's dst rows: the first of its group
+        pieces = [out[name][:k] if out.get(name) is not None else h.new_zeros(k, self.out_width)
+                  for name, k in zip(self.types.names, mine)]
+        inverse = torch.empty(n, dtype=torch.int64, device=h.device)
+        inverse[order[order < n]] = torch.arange(n, device=h.device)
+        out = torch.cat(pieces).index_select(0, inverse)
+        if self.last:
+            return out
+        if self.act is not None:
+            out = self.act(out)
+        return dropout(out, self.p, self.training, rows=block.dst_ids, site=self.dropout_site)
+
+
+class PyGHeteroModel(TypedGNN):
+    """:class:`~fullgraph.models.typed.TypedColumns`, then :class:`PyGHeteroLayer` per module, then the
+    node-wise ``head`` (if any)."""
+
+    norm = "relation-mean"  # the structure and relations only: the modules weigh the entries themselves
+    label = "the PyG heterogeneous model"
+
+    def __init__(self, types: NodeTypes, layers: list[PyGHeteroLayer], input: TypedColumns, head=None):
+        super().__init__()
+        self.types, self.input, self.layers = types, input, nn.ModuleList(layers)
+        if head is not None:
+            self.head = head
+            self.post_modules = ("head",)
+
+    def post(self, h, rows=None):
+        return self.head(h) if hasattr(self, "head") else h
+
+    def check_layout(self, distributed: bool) -> None:
+        """Refuse, in one line, what would differ from one process: a ``to_hetero`` model of several layers
+        taken as one (a block holds one hop of halo), a conv that normalizes by its sources' degrees
+        (module docstring), dropout inside a module (its draws cannot be keyed by node)."""
+        for i, layer in enumerate(self.layers):
+            name = type(layer.module).__name__
+            if hops(layer.module) > 1:
+                raise InputError(f"expected one stage of message passing per layer (got {name} at layer {i}, which "
+                                 f"runs {hops(layer.module)}: a whole to_hetero model): to_hetero each layer on its "
+                                 f"own and pass the list, [to_hetero(Layer(...), metadata), ...]; a layer's block "
+                                 f"holds one hop of halo")
+            for sub_name, sub in layer.module.named_modules():
+                if type(sub).__name__ == "GCNConv" and getattr(sub, "normalize", False):
+                    raise InputError(f"expected no normalizing GCNConv inside {name} (layer {i}, {sub_name}) (got "
+                                     f"one): it weighs each edge by its source's degree, which a part's or a chunk's "
+                                     f"block does not hold; build it with normalize=False, or use SAGEConv or "
+                                     f"GraphConv")
+                p = getattr(sub, "dropout", 0.0)
+                if distributed and ((isinstance(p, float) and p > 0) or (isinstance(sub, nn.Dropout) and sub.p > 0)):
+                    raise InputError(f"expected no dropout inside {name} (layer {i}, {sub_name or 'itself'}) in a "
+                                     f"multi-process layout (got p={p if isinstance(p, float) else sub.p}): its draws "
+                                     f"cannot be keyed by node or edge; give the dropout between layers "
+                                     f"(from_pyg(..., dropout=p)), where it is keyed")
+
+
+def from_pyg_hetero(modules: list, types: NodeTypes, *, width: int = 64, featureless: str = "embedding",
+                    act="relu", dropout: float = 0.0) -> PyGHeteroModel:
+    """A fullgraph model from a list of PyG's heterogeneous modules (module docstring), then node-wise
+    modules (a ``Linear`` to the classes) as ``post``; ``width``: a featureless type's table width."""
+    from fullgraph.models.pyg_hetero import hetero_part
+
+    modules = list(modules)
+    convs = [m for m in modules if hetero_part(m)]
+    if not convs or modules[: len(convs)] != convs:
+        raise InputError(f"expected PyG's heterogeneous modules first, then node-wise modules (got "
+                         f"{', '.join(type(m).__name__ for m in modules) or 'an empty list'})")
+    rest = modules[len(convs):]
+    head = None if not rest else rest[0] if len(rest) == 1 else nn.Sequential(*rest)
+    first = TypedColumns(types, width, featureless)
+    columns, in_width, layers = first.columns(), first.out_width, []
+    for i, module in enumerate(convs):
+        layer = PyGHeteroLayer(module, types, columns, in_width, act=act, p=dropout, last=i == len(convs) - 1)
+        layers.append(layer)
+        in_width = layer.out_width
+        columns = [(0, in_width)] * types.num_types
+    return PyGHeteroModel(types, layers, first, head)
