@@ -40,6 +40,7 @@ from fullgraph.models.pyg_layer import (EDGE_ARGS, KEYED_ATTENTION, MULTI_HOP, P
                                         is_normalizing_gcn, keyed_attention, out_width)
 from fullgraph.ops import Block
 from fullgraph.ops.edge_data import EDGE_FIELDS, EdgeFacts
+from fullgraph.ops.node_types import NodeTypes
 
 __all__ = ["from_pyg", "adaptable", "PyGLayer", "PyGModel", "MULTI_HOP"]
 
@@ -193,7 +194,7 @@ def _edge_facts(kinds, width, relations) -> EdgeFacts:
 
 def from_pyg(model: nn.Module | list[nn.Module], *, act: str | nn.Module | None = "relu",
              norm: str | list[nn.Module] | None = None, dropout: float = 0.0, act_first: bool = False,
-             residual: bool = False, node_types=None, featureless_width: int = 64,
+             residual: bool = False, node_types: NodeTypes | None = None, featureless_width: int = 64,
              featureless: str = "embedding") -> GNN:
     """A fullgraph model from PyG convolutions, unchanged (see the module docstring).
 
@@ -213,8 +214,9 @@ def from_pyg(model: nn.Module | list[nn.Module], *, act: str | nn.Module | None 
         node_types: the typed graph's ``NodeTypes`` (``graph.node_types``), for a list of PyG's heterogeneous
             layers (``HeteroConv``, ``HGTConv``, ``to_hetero`` of one layer) and node-wise modules after them
             (``models.pyg_hetero_layer``); ``act`` and ``dropout`` go between those layers.
-        featureless_width, featureless: a featureless type's learned table, its width and draw (``--hidden``,
-            ``--featureless``): that type's input width (``in_dims``).
+        featureless_width: a featureless type's learned table's width (``--hidden``): that type's input
+            width (``in_dims``).
+        featureless: how that table is drawn (``--featureless``: ``embedding`` or ``one-hot``).
     """
     if _pyg() is None:
         raise InputError("expected torch_geometric to be installed for from_pyg (pip install torch_geometric)")
