@@ -12,10 +12,11 @@ processes by rows.
 A list of layers in PyG's per-relation form — ``HeteroConv``, ``HGTConv``, a ``to_hetero`` module of one
 layer — runs on that typed graph unchanged (``models.pyg_hetero_layer`` feeds each its dicts), given the
 graph's node types: a builder on a typed graph (``--model FILE.py:build``), or ``from_pyg(layers,
-node_types=graph.node_types)``. What is refused here, in one line that says what to do instead: such a
-module without node types (a model object handed over before any graph is read), a module of the user's
-own on dicts (a whole model: its layers are what fullgraph runs), and PyG's modules that do not fit
-(``HANConv`` needs metapaths; ``HeteroDictLinear`` and ``HeteroJumpingKnowledge`` are not layers).
+node_types=graph.node_types)``; so does a whole model on dicts (``to_hetero`` of several layers, a module
+of the user's own whose ``forward`` takes ``x_dict``), in one process only. What is refused here, in one
+line that says what to do instead: such a module without node types (a model object handed over before
+any graph is read), and PyG's modules that do not fit (``HANConv`` needs metapaths;
+``HeteroDictLinear`` and ``HeteroJumpingKnowledge`` are not layers).
 
 A fullgraph ``GNN`` is never searched: its layers see the typed block and may split it by
 relation themselves, using whatever modules they like.
@@ -126,19 +127,16 @@ def check_not_hetero(obj, expected: str = "a model over one typed graph") -> Non
 
 
 def _layer_kind(module) -> str | None:
-    """``None`` where ``module`` is one of the layers fullgraph runs (module docstring), else what it is."""
+    """``None`` where ``module`` is one of the modules fullgraph runs (module docstring: a layer, or a whole
+    model on dicts, which ``PyGHeteroModel.whole_graph`` keeps to one process), else what it is."""
     classes = _pyg_hetero_classes()
     if isinstance(module, classes) and type(module).__name__ in _LAYERS:
         return None
-    if _dict_placeholders(module):
-        from fullgraph.models.pyg_hetero_layer import hops
-
-        n = hops(module)
-        return None if n == 1 else (f"a whole to_hetero model of {n} layers: to_hetero each layer on its own and "
-                                    f"pass the list, [to_hetero(Layer(...), metadata), ...]")
     if type(module).__name__ == "HANConv":
         return "HANConv, which needs metapaths: add the metapaths' relations to the graph and use HGTConv or HeteroConv"
-    return f"{type(module).__name__}, which is not one layer: pass its layers (HeteroConv, HGTConv) as a list"
+    if _dict_placeholders(module) or (_takes_dicts(module) and not isinstance(module, classes)):
+        return None
+    return f"{type(module).__name__}, which is not a layer: pass layers (HeteroConv, HGTConv) as a list"
 
 
 def hetero_layers(obj) -> list | None:

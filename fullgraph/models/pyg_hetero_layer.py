@@ -57,18 +57,27 @@ def _is_relation(key) -> bool:
 
 def module_relations(module: nn.Module) -> list[tuple[str, str, str]]:
     """The relations a heterogeneous module reads: ``HeteroConv``'s convs, ``HGTConv``'s metadata, the
-    keys a ``to_hetero`` graph looks up in ``edge_index_dict``."""
+    keys a ``to_hetero`` graph looks up in ``edge_index_dict``, those of the modules a user's model holds."""
     import torch.fx
 
-    if hasattr(module, "convs") and all(_is_relation(k) for k in module.convs.keys()):  # HeteroConv
-        return [tuple(k) for k in module.convs.keys()]
-    if isinstance(getattr(module, "edge_types", None), (list, tuple)):  # HGTConv and its kind
-        return [tuple(k) for k in module.edge_types]
+    own = _own_relations(module)
+    if own:
+        return own
     if isinstance(module, torch.fx.GraphModule):
         keys = [n.args[1] for n in module.graph.nodes if n.op == "call_method" and n.target == "get"
                 and len(n.args) > 1 and _is_relation(n.args[1])]
         return list(dict.fromkeys(keys))
-    raise InputError(f"expected a HeteroConv, an HGTConv or a to_hetero module (got {type(module).__name__})")
+    found = [r for m in module.modules() if m is not module for r in _own_relations(m)]
+    return list(dict.fromkeys(found))  # a module of the user's own on dicts: the relations of the modules it holds
+
+
+def _own_relations(module) -> list:
+    """``HeteroConv``'s relations (its convs' keys), ``HGTConv``'s (its metadata's), else none."""
+    convs = getattr(module, "convs", None)
+    if hasattr(convs, "keys") and all(_is_relation(k) for k in convs.keys()):
+        return [tuple(k) for k in convs.keys()]
+    edge_types = getattr(module, "edge_types", None)
+    return [tuple(k) for k in edge_types] if isinstance(edge_types, (list, tuple)) else []
 
 
 def hops(module: nn.Module) -> int:
@@ -121,16 +130,26 @@ class PyGHeteroLayer(GraphLayer):
                              f"in_dims") from None
         finally:
             self.module.train(was)
+        out = self._as_dict(out)
         widths = {k: v.shape[-1] for k, v in out.items() if v is not None}
         if len(set(widths.values())) != 1:
             raise InputError(f"expected {type(self.module).__name__} to give every node type rows of one width (got "
                              f"{widths or 'no rows'}): fullgraph holds a layer's output as one matrix")
         return next(iter(widths.values()))
 
-    def _freeze_unread(self, out: dict) -> None:
+    def _as_dict(self, out) -> dict:
+        """The module's output per type: a whole model that returns one tensor gives the labelled type's rows."""
+        if isinstance(out, torch.Tensor):
+            return {self.types.labelled[0]: out}
+        if not isinstance(out, dict):
+            raise InputError(f"expected {type(self.module).__name__} to return a dict of rows per node type, or the "
+                             f"labelled type's rows (got {type(out).__name__})")
+        return out
+
+    def _freeze_unread(self, out) -> None:
         """Stop the gradient of every parameter the dry run's outputs do not depend on (module docstring)."""
         params = [p for p in self.module.parameters() if p.requires_grad]
-        rows = [v.sum() for v in out.values() if v is not None and v.requires_grad]
+        rows = [v.sum() for v in self._as_dict(out).values() if v is not None and v.requires_grad]
         if not params or not rows:
             return
         reached = torch.autograd.grad(torch.stack(rows).sum(), params, allow_unused=True)
@@ -155,7 +174,7 @@ class PyGHeteroLayer(GraphLayer):
         for r, rel, s, d in self.relations:
             sel = (etype == r) & (t[src] == s) & (t[dst] == d)
             edges[rel] = torch.stack([pos[src[sel]], pos[dst[sel]]])
-        out = self.module(x, edges)
+        out = self._as_dict(self.module(x, edges))
         mine = torch.bincount(t[:n], minlength=T).tolist()  # each type's dst rows: the first of its group
         pieces = [out[name][:k] if out.get(name) is not None else h.new_zeros(k, self.out_width)
                   for name, k in zip(self.types.names, mine)]
@@ -179,6 +198,9 @@ class PyGHeteroModel(TypedGNN):
     def __init__(self, types: NodeTypes, layers: list[PyGHeteroLayer], input: TypedColumns, head=None):
         super().__init__()
         self.types, self.input, self.layers = types, input, nn.ModuleList(layers)
+        self.whole_graph = max(hops(layer.module) for layer in layers) > 1
+        """A layer that passes messages more than one hop (a whole model on dicts): right only where its block
+        is the whole graph, one process without ``--prune`` (``parallel.registry.check_model_layout``)."""
         if head is not None:
             self.head = head
             self.post_modules = ("head",)
@@ -187,16 +209,11 @@ class PyGHeteroModel(TypedGNN):
         return self.head(h) if hasattr(self, "head") else h
 
     def check_layout(self, distributed: bool) -> None:
-        """Refuse, in one line, what would differ from one process: a ``to_hetero`` model of several layers
-        taken as one (a block holds one hop of halo), a conv that normalizes by its sources' degrees
-        (module docstring), dropout inside a module (its draws cannot be keyed by node)."""
+        """Refuse, in one line, what would differ from one process: a conv that normalizes by its sources'
+        degrees (module docstring), dropout inside a module (its draws cannot be keyed by node). A whole model
+        on dicts is the layouts' to refuse (``whole_graph``)."""
         for i, layer in enumerate(self.layers):
             name = type(layer.module).__name__
-            if hops(layer.module) > 1:
-                raise InputError(f"expected one stage of message passing per layer (got {name} at layer {i}, which "
-                                 f"runs {hops(layer.module)}: a whole to_hetero model): to_hetero each layer on its "
-                                 f"own and pass the list, [to_hetero(Layer(...), metadata), ...]; a layer's block "
-                                 f"holds one hop of halo")
             for sub_name, sub in layer.module.named_modules():
                 if type(sub).__name__ == "GCNConv" and getattr(sub, "normalize", False):
                     raise InputError(f"expected no normalizing GCNConv inside {name} (layer {i}, {sub_name}) (got "

@@ -144,6 +144,12 @@ def check_model_layout(cfg, model) -> None:
     if not layout_of(cfg.parallel.mode).holds_every_layer:
         what = f"jk={model.jk_mode!r}" if getattr(model, "jk_mode", None) else type(model).__name__
         config_rules.check_readout(cfg, getattr(model, "reads_every_layer", False), what)
+    if getattr(model, "whole_graph", False) and (cfg.parallel.mode != "single" or cfg.parallel.prune):
+        raise InputError(f"expected layers of one hop each with --parallel {cfg.parallel.mode}"
+                         f"{' --prune' if cfg.parallel.prune else ''} (got a whole model on dicts, {cfg.model.name}: "
+                         f"its layers run as one, which reads the whole graph): train it in one process without "
+                         f"--prune, or return its layers as a list, [to_hetero(Layer(...), metadata), ...] or "
+                         f"HeteroConv/HGTConv layers, which run in every layout a typed model does")
 
 
 def build_engine(cfg, norm: str, graph=None, layers: int | None = None) -> Engine:

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
-from torch_geometric.nn import GATConv, GCNConv, GraphConv, HANConv, HeteroConv, HGTConv, SAGEConv, to_hetero
+from torch_geometric.nn import (GATConv, GCNConv, GraphConv, HANConv, HeteroConv, HeteroDictLinear, HGTConv, SAGEConv,
+                                to_hetero)
+from torch_geometric.nn.models import GraphSAGE
 
 from fullgraph.cli import main
 from fullgraph.data.formats.native import write_native
@@ -138,9 +140,32 @@ def test_a_block_of_shuffled_rows_and_a_halo_computes_the_same_rows(typed):
     assert_same(model.layers[0](block, h[ids]), want[keep], FLOAT64_REORDER, "a part's rows")
 
 
+def test_a_whole_model_on_dicts_equals_pygs_forward_in_one_process_and_nowhere_else(typed):
+    """``to_hetero`` of a two-layer GraphSAGE runs as one layer that reads the whole graph: PyG's own forward
+    in one process; a layout whose blocks hold one hop of halo, or ``--prune``, refuses it in one line."""
+    from fullgraph.config import TrainConfig
+    from fullgraph.parallel.registry import check_model_layout
+
+    types = typed.node_types
+    torch.manual_seed(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = to_hetero(GraphSAGE((-1, -1), 8, 2, 3), metadata(types))
+    model = from_pyg([whole], node_types=types, featureless_width=6).double()
+    assert model.num_layers == 1 and model.whole_graph
+    x = typed.x.to_dense().double()
+    got = model(Block.from_graph(typed, model.norm), x)
+    want = pyg_forward([whole], model, types, x, as_dicts(typed, x)[1], act=False)
+    assert_same(got, want, FLOAT64_REORDER, "a whole to_hetero model")
+    check_model_layout(TrainConfig.of(parallel="single"), model)
+    for mode in (dict(parallel="graph", nprocs=2), dict(parallel="pipeline", nprocs=2), dict(prune=True)):
+        with pytest.raises(InputError, match="expected layers of one hop each") as e:
+            check_model_layout(TrainConfig.of(**mode), model)
+        assert "\n" not in str(e.value) and "train it in one process" in str(e.value)
+
+
 REFUSED = {  # a list of layers, and what its one-line refusal names
-    "whole to_hetero": (lambda md: [to_hetero(__import__("torch_geometric").nn.models.GraphSAGE((-1, -1), 8, 2, 3), md)],
-                        "a whole to_hetero model of 2 layers"),
+    "HeteroDictLinear": (lambda md: [HeteroDictLinear(-1, 8, types=md[0])], "HeteroDictLinear, which is not a layer"),
     "HANConv": (lambda md: [HANConv(-1, 8, md)], "HANConv, which needs metapaths"),
     "a missing relation": (lambda md: [HeteroConv({("paper", "likes", "venue"): SAGEConv((-1, -1), 8)})],
                            "paper__likes__venue, which it lacks"),
