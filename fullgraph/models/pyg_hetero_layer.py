@@ -11,7 +11,8 @@ matrix of rows, a node's type following from its global id, each block entry car
   ``x_dict``;
 * each relation's entries, with both ends renumbered within their type's group: ``edge_index_dict``
   (entries whose ends are not of the relation's types are not passed: a checked typed graph has none,
-  the contract's probe block has some);
+  the contract's probe block has some), and their features, where the block has them and the module
+  reads them: ``edge_attr_dict`` (``HeteroConv``; a ``to_hetero`` graph's ``edge_attr``);
 * the module's output for each type's dst rows, put back in the block's order; a type the module
   writes no rows for (no relation of the layer ends there; PyG drops it from the dict) gets zeros.
 
@@ -46,6 +47,7 @@ from fullgraph.models.base import GraphLayer
 from fullgraph.models.pyg_layer import activation
 from fullgraph.models.typed import TypedColumns, TypedGNN, row_types
 from fullgraph.ops import Block, SparseOp, dropout
+from fullgraph.ops.edge_data import EdgeFacts
 from fullgraph.ops.node_types import NodeTypes
 
 __all__ = ["PyGHeteroLayer", "PyGHeteroModel", "from_pyg_hetero", "module_relations", "hops"]
@@ -91,6 +93,29 @@ def hops(module: nn.Module) -> int:
     return max(1, len({n.rpartition(".")[0] for n in names}))
 
 
+def _edge_features(module) -> tuple[str | None, int | None | bool]:
+    """How the module takes edge features, and what it needs: ``(argument, need)``, the argument
+    ``edge_attr_dict`` (``HeteroConv``, a forward that names it), ``edge_attr`` (a ``to_hetero`` graph's
+    input of that name) or ``None``; ``need`` ``False`` (it runs without), else the width it needs (``None``: any),
+    as ``models.pyg_layer.edge_needs`` says of each conv (``GINEConv``'s, a conv built with ``edge_dim``)."""
+    import inspect
+
+    from fullgraph.models.pyg_layer import edge_args, edge_needs
+
+    convs = getattr(module, "convs", None)
+    if hasattr(convs, "values") and _own_relations(module):  # HeteroConv: its convs say
+        takes = [c for c in convs.values() if "attr" in edge_args(c)]
+        needs = [edge_needs(c)["attr"] for c in takes if "attr" in edge_needs(c)]
+        return ("edge_attr_dict" if takes else None), (False if not needs else next((w for w in needs if w), None))
+    import torch.fx
+
+    if isinstance(module, torch.fx.GraphModule):
+        names = [n.name for n in module.graph.nodes if n.op == "placeholder"]
+        return ("edge_attr", False) if "edge_attr" in names else (None, False)
+    params = inspect.signature(type(module).forward).parameters
+    return ("edge_attr_dict", False) if "edge_attr_dict" in params else (None, False)
+
+
 class PyGHeteroLayer(GraphLayer):
     """One of PyG's heterogeneous modules over a typed block (module docstring). ``columns``: each node
     type's input columns ``(start, stop)`` in the layer's input rows of width ``width``."""
@@ -109,6 +134,7 @@ class PyGHeteroLayer(GraphLayer):
                              f"{', '.join('__'.join(r) for r in types.relations)}): build the module with the graph's "
                              f"metadata (the builder's metadata argument)")
         self.relations = [(known[r], r, types.index(r[0]), types.index(r[2])) for r in rels]
+        self.attr_arg, self.attr_need = _edge_features(module)
         self.register_buffer("offsets", torch.tensor(types.offsets), persistent=False)
         self.out_width = self._dry_run()
 
@@ -117,11 +143,12 @@ class PyGHeteroLayer(GraphLayer):
         and return its output width, the same for every type it writes or refused."""
         x = {name: torch.zeros(2, b - a) for name, (a, b) in zip(self.types.names, self.columns)}
         edges = {r: torch.tensor([[0], [1]]) for _, r, _, _ in self.relations}
+        attrs = None if self.attr_need is False else {r: torch.zeros(1, self.attr_need or 1) for r in edges}
         was = self.module.training
         self.module.eval()
         try:
             with torch.enable_grad():
-                out = self.module(x, edges)
+                out = self._call(x, edges, attrs)
                 self._freeze_unread(out)
         except Exception as e:  # noqa: BLE001 - the user's module: whatever it raises is reported
             raise InputError(f"expected {type(self.module).__name__} to run on x_dict of the input widths "
@@ -136,6 +163,14 @@ class PyGHeteroLayer(GraphLayer):
             raise InputError(f"expected {type(self.module).__name__} to give every node type rows of one width (got "
                              f"{widths or 'no rows'}): fullgraph holds a layer's output as one matrix")
         return next(iter(widths.values()))
+
+    def _call(self, x: dict, edges: dict, attrs: dict | None):
+        """The module on its dicts, with each relation's edge features where it reads them (``attr_arg``)."""
+        if attrs is None or self.attr_arg is None:
+            return self.module(x, edges)
+        if self.attr_arg == "edge_attr":  # a to_hetero graph: its input edge_attr, a dict too
+            return self.module(x, edges, edge_attr=attrs)
+        return self.module(x, edges, edge_attr_dict=attrs)
 
     def _as_dict(self, out) -> dict:
         """The module's output per type: a whole model that returns one tensor gives the labelled type's rows."""
@@ -170,11 +205,13 @@ class PyGHeteroLayer(GraphLayer):
         x = {name: h.index_select(0, g)[:, a:b] for name, g, (a, b) in zip(self.types.names, groups, self.columns)}
         src, dst = block.edges()
         etype = block.edge_type
-        edges = {}
+        edges, attrs = {}, ({} if self.attr_arg is not None and block.edge_attr is not None else None)
         for r, rel, s, d in self.relations:
             sel = (etype == r) & (t[src] == s) & (t[dst] == d)
             edges[rel] = torch.stack([pos[src[sel]], pos[dst[sel]]])
-        out = self._as_dict(self.module(x, edges))
+            if attrs is not None:
+                attrs[rel] = block.edge_attr[sel]
+        out = self._as_dict(self._call(x, edges, attrs))
         mine = torch.bincount(t[:n], minlength=T).tolist()  # each type's dst rows: the first of its group
         pieces = [out[name][:k] if out.get(name) is not None else h.new_zeros(k, self.out_width)
                   for name, k in zip(self.types.names, mine)]
@@ -207,6 +244,27 @@ class PyGHeteroModel(TypedGNN):
 
     def post(self, h, rows=None):
         return self.head(h) if hasattr(self, "head") else h
+
+    @property
+    def edge_needs(self) -> EdgeFacts:
+        """Every entry's relation, and the edge features a module cannot run without (``GINEConv``'s)."""
+        needs = [layer.attr_need for layer in self.layers if layer.attr_need is not False]
+        if not needs:
+            return super().edge_needs
+        return EdgeFacts(("attr", "type"), next((w for w in needs if w), None), self.types.num_relations)
+
+    def check_edge_data(self, kinds=(), edge_width=None, num_relations=None) -> None:
+        """The relations (``TypedGNN``'s check), and the edge features a module needs, in its width."""
+        super().check_edge_data(kinds, edge_width, num_relations)
+        facts = kinds if isinstance(kinds, EdgeFacts) else EdgeFacts(tuple(kinds), edge_width, num_relations)
+        need = self.edge_needs
+        if "attr" in need.kinds and "attr" not in facts.kinds:
+            raise InputError("expected edge features (edge_attr) for a module that cannot run without them (GINEConv, "
+                             "a conv built with edge_dim) (got edges that carry none): give the graph its edge_attr, "
+                             "or build the convs without edge features")
+        if need.width is not None and facts.width is not None and facts.width != need.width:
+            raise InputError(f"expected edge features of width {need.width} for the heterogeneous layers (got "
+                             f"{facts.width} per edge): build the convs for {facts.width} (edge_dim={facts.width})")
 
     def check_layout(self, distributed: bool) -> None:
         """Refuse, in one line, what would differ from one process: a conv that normalizes by its sources'

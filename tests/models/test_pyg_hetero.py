@@ -3,7 +3,8 @@ and a builder that takes ``metadata`` and ``in_dims``, on a typed graph (issue 6
 
 The reference is PyG's own modules run as PyG users run them, on the whole graph's ``x_dict`` and
 ``edge_index_dict`` (each type's own feature columns; a featureless type's rows are the model's learned table,
-the same parameter), in float64: FLOAT64_REORDER (the same sums in another order). Every layout's equality
+the same parameter), in float64: FLOAT64_REORDER (the same sums in another order); with edge features, which a
+graph holds in float32, FLOAT32_CHAINED (a few float32 products and sums in another order). Every layout's equality
 with one process is tests/parallel/test_typed_layouts.py's (model ``pyg-hgt``)."""
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from fullgraph.errors import InputError
 from fullgraph.models import from_pyg
 from fullgraph.ops import Block
 
-from tests._equality import FLOAT64_REORDER, assert_same
+from tests._equality import FLOAT32_CHAINED, FLOAT64_REORDER, assert_same
 from tests.models.test_hgt import as_dicts
 from tests.models.test_rgcn import small_typed
 
@@ -203,3 +204,32 @@ def test_a_builder_takes_metadata_and_in_dims_and_trains_from_the_command_line(t
     assert main(["evaluate", "--run", str(tmp_path / "one")]) == 0
     assert main(["train", "--dataset", str(folder), "--model", f"{HETERO}:sage_layers", "--epochs", "2",
                  "--progress", "none", "--threads", "1", "--out", str(tmp_path / "sage")]) == 0
+
+
+def test_edge_features_reach_each_relations_convs(typed):
+    """``GINEConv`` in a ``HeteroConv`` reads its relation's edge features (``edge_attr_dict``): PyG's own
+    forward; a graph without them is refused before training, in one line."""
+    import dataclasses
+
+    from torch_geometric.nn import GINEConv
+
+    types = typed.node_types
+    torch.manual_seed(4)
+    attr = torch.randn(typed.num_edges, 4)
+    graph = dataclasses.replace(typed, edge_attr=attr)
+    mlp = lambda: nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8))  # noqa: E731
+    layers = [HeteroConv({r: SAGEConv((-1, -1), 8) for r in metadata(types)[1]}),
+              HeteroConv({r: GINEConv(mlp(), edge_dim=4) for r in metadata(types)[1]}), nn.Linear(8, 3)]
+    model = from_pyg(layers, node_types=types, featureless_width=6)  # float32: a graph's edge features are
+    assert model.edge_needs.kinds == ("attr", "type") and model.edge_needs.width == 4
+    x = graph.x.to_dense()
+    got = model(Block.from_graph(graph, model.norm), x)
+    _, edges = as_dicts(graph, x)
+    feats = {rel: attr[graph.edge_type == r] for r, rel in enumerate(map(tuple, types.relations))}
+    h = pyg_forward(layers[:1], model, types, x, edges, act=False)
+    h = {n: v.relu() for n, v in zip(types.names, h.split(list(types.counts)))}
+    want = layers[2](torch.cat([layers[1](h, edges, edge_attr_dict=feats)[n] for n in types.names]))
+    assert_same(got, want, FLOAT32_CHAINED, "GINEConv per relation")
+    with pytest.raises(InputError, match="expected edge features") as e:
+        model.check_edge_data(("type",), None, types.num_relations)
+    assert "\n" not in str(e.value)
