@@ -41,7 +41,7 @@ from fullgraph.errors import InputError
 from fullgraph.models.spec import ModelSpec
 
 __all__ = ["is_reference", "absolute_reference", "user_spec", "load_builder", "check_model_args", "check_options",
-           "BUILDER_DECIDES", "TYPED_ARGS", "typed_args", "ReimportedCall", "check_not_importing"]
+           "BUILDER_DECIDES", "TYPED_ARGS", "typed_args", "reads_hidden", "ReimportedCall", "check_not_importing"]
 
 BUILDER_DECIDES = ("layers", "hidden", "heads", "norm", "gcnii_alpha", "gcnii_lambda", "appnp_alpha", "gcn_kernel")
 """The model options a user's builder decides instead (``--dropout`` too is the builder's: ignored)."""
@@ -148,6 +148,11 @@ def _typed_params(ref: str) -> list[str]:
     return [n for n in TYPED_ARGS if n in params]
 
 
+def reads_hidden(ref: str) -> bool:
+    """Whether ``--hidden`` shapes the builder's model: a featureless type's table width, its ``in_dims``."""
+    return "in_dims" in _typed_params(ref)
+
+
 def typed_args(node_types=None, hidden: int = 64, featureless: str = "embedding") -> dict | None:
     """What a builder's typed graph is (``_build``'s ``_typed``; ``model.pt`` records it): the node types as
     their JSON record, a featureless type's table width and draw; ``None`` for a graph of one type."""
@@ -184,7 +189,7 @@ def check_options(opts) -> None:
     opts.name = absolute_reference(opts.name)
     load_builder(opts.name)
     check_model_args(opts.name, opts.args)
-    typed = "in_dims" in _typed_params(opts.name)  # --hidden: a featureless type's table width (in_dims)
+    typed = reads_hidden(opts.name)  # --hidden: a featureless type's table width (in_dims)
     decided = [f"--{f.name.replace('_', '-')} {getattr(opts, f.name)}" for f in fields(opts)
                if f.name in BUILDER_DECIDES and getattr(opts, f.name) != f.default and not (typed and f.name == "hidden")]
     if decided:
@@ -225,6 +230,12 @@ def _build(ref: str, in_dim: int, out_dim: int, _typed: dict | None = None, **mo
 def _typed_inputs(ref: str, typed: dict | None) -> tuple[object, dict]:
     """The node types of ``typed`` (``typed_args``'s record) and the builder's typed arguments by name."""
     if typed is None:
+        params = inspect.signature(load_builder(ref)).parameters
+        needed = [n for n in _typed_params(ref) if params[n].default is inspect.Parameter.empty]
+        if needed:
+            raise InputError(f"expected a typed graph (node types and relations) for {ref}, whose builder takes "
+                             f"{', '.join(needed)} (got a graph of one type): train it on a heterogeneous dataset "
+                             f"(docs/data.md, Heterogeneous graphs), or give {', '.join(needed)} defaults")
         return None, {}
     from fullgraph.ops.node_types import NodeTypes
 

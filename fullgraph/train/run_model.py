@@ -96,10 +96,13 @@ def recorded_options(cfg, object_name: str | None = None) -> dict:
     something false of it)."""
     from fullgraph.models import is_reference
 
+    from fullgraph.models.user import reads_hidden
+
     options = cfg.options()
     if object_name is None and not is_reference(cfg.model.name):
         return options
-    options = {k: v for k, v in options.items() if k not in MODEL_DECIDES}
+    kept = ("hidden",) if object_name is None and reads_hidden(cfg.model.name) else ()  # a typed builder's table width
+    options = {k: v for k, v in options.items() if k not in MODEL_DECIDES or k in kept}
     return options | ({"model": f"<{object_name}>"} if object_name is not None else {})
 
 

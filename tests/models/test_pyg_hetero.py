@@ -233,3 +233,25 @@ def test_edge_features_reach_each_relations_convs(typed):
     with pytest.raises(InputError, match="expected edge features") as e:
         model.check_edge_data(("type",), None, types.num_relations)
     assert "\n" not in str(e.value)
+
+
+def test_a_typed_builder_on_a_graph_of_one_type_is_one_line(tmp_path, capsys, shared_data):
+    """A builder that takes ``metadata`` needs node types: one line, exit 2, not the builder's TypeError."""
+    assert main(["train", "--dataset", "cora", "--root", str(shared_data), "--model", f"{HETERO}:sage_layers",
+                 "--epochs", "1", "--progress", "none", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "expected a typed graph" in err[0] and "takes metadata" in err[0], err
+
+
+def test_resume_keeps_a_typed_builders_hidden(typed, tmp_path):
+    """``--hidden`` is a typed builder's table width: ``config.json`` keeps it, so ``--resume`` rebuilds the
+    same model."""
+    folder = tmp_path / "small-typed"
+    write_native(typed, folder)
+    out = tmp_path / "run"
+    args = ["train", "--dataset", str(folder), "--model", f"{HETERO}:hgt_layers", "--hidden", "12", "--progress",
+            "none", "--threads", "1", "--out", str(out)]
+    assert main([*args, "--epochs", "2", "--checkpoint-every", "1"]) == 0
+    assert json.loads((out / "config.json").read_text())["hidden"] == 12
+    assert main(["train", "--resume", str(out), "--epochs", "3", "--progress", "none"]) == 0
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 3
