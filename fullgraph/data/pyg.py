@@ -203,8 +203,9 @@ def from_pyg(data, name: str | None = None, *, split: int = 0, seed: int | None 
 
 def write_pyg(data, out_dir, name: str | None = None, *, split: int = 0, seed: int | None = None,
               preprocess: bool = True, feature_norm: str = "none", **options) -> dict:
-    """Write a PyG ``Data`` as a native dataset folder at ``out_dir``; returns what
-    :func:`fullgraph.data.formats.native.write_native` returns (its meta.json and ``total_bytes``).
+    """Write a PyG ``Data`` or ``HeteroData`` as a native dataset folder at ``out_dir``; returns what
+    :func:`fullgraph.data.formats.native.write_native` returns (its meta.json and ``total_bytes``). A
+    ``HeteroData`` is stored as the typed graph ``graph_from_hetero`` reads (its node types in meta.json).
 
     The graph is read by :func:`from_pyg` (``split``, ``seed`` as there). ``preprocess``: store it
     symmetrized, deduplicated and without self loops, as every named dataset is loaded, so that
