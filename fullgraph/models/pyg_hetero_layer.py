@@ -20,7 +20,9 @@ The module also computes its output for a type's halo rows, which are dropped: e
 only its own in-edges (every module of PyG's heterogeneous forms aggregates per destination), so the
 dst rows are those of the whole graph. A conv that normalizes by its *source* nodes' degrees
 (``GCNConv(normalize=True)``) would read degrees a part's or a chunk's block does not hold: refused
-where the blocks are not the whole graph (:meth:`PyGHeteroModel.check_layout`).
+(:meth:`PyGHeteroModel.check_layout`; one process too, whose chunks and pruned blocks are no whole graph).
+A whole model on dicts (``to_hetero`` of several layers, a module of the user's own taking ``x_dict``) is
+one layer of several hops, right only on the whole graph's block (``PyGHeteroModel.whole_graph``).
 
 The first layer reads :class:`~fullgraph.models.typed.TypedColumns`'s output: each featured type's own
 columns, and a featureless type's learned table rows (``--hidden`` wide: the builder's ``in_dims`` say
@@ -235,9 +237,9 @@ class PyGHeteroModel(TypedGNN):
     def __init__(self, types: NodeTypes, layers: list[PyGHeteroLayer], input: TypedColumns, head=None):
         super().__init__()
         self.types, self.input, self.layers = types, input, nn.ModuleList(layers)
+        # a layer of several hops (a whole model on dicts): right only where its block is the whole graph, one
+        # process without --prune (parallel.registry.check_model_layout refuses the rest)
         self.whole_graph = max(hops(layer.module) for layer in layers) > 1
-        """A layer that passes messages more than one hop (a whole model on dicts): right only where its block
-        is the whole graph, one process without ``--prune`` (``parallel.registry.check_model_layout``)."""
         if head is not None:
             self.head = head
             self.post_modules = ("head",)
