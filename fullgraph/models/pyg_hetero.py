@@ -11,12 +11,13 @@ processes by rows.
 
 A list of layers in PyG's per-relation form — ``HeteroConv``, ``HGTConv``, a ``to_hetero`` module of one
 layer — runs on that typed graph unchanged (``models.pyg_hetero_layer`` feeds each its dicts), given the
-graph's node types: a builder on a typed graph (``--model FILE.py:build``), or ``from_pyg(layers,
-node_types=graph.node_types)``; so does a whole model on dicts (``to_hetero`` of several layers, a module
-of the user's own whose ``forward`` takes ``x_dict``), in one process only. What is refused here, in one
-line that says what to do instead: such a module without node types (a model object handed over before
-any graph is read), and PyG's modules that do not fit (``HANConv`` needs metapaths;
-``HeteroDictLinear`` and ``HeteroJumpingKnowledge`` are not layers).
+graph's node types: a builder on a typed graph (``--model FILE.py:build``), ``from_pyg(layers,
+node_types=graph.node_types)``, or ``train_model(model=layers)``, which adapts them once the graph is read
+(``train.run_model``); so does a whole model on dicts (``to_hetero`` of several layers, a module of the
+user's own whose ``forward`` takes ``x_dict``), in one process only. What is refused here, in one line
+that says what to do instead: such a module where no node types are known (``as_gnn``, ``from_pyg``
+without them), and PyG's modules that do not fit (``HANConv`` needs metapaths; ``HeteroDictLinear`` and
+``HeteroJumpingKnowledge`` are not layers).
 
 A fullgraph ``GNN`` is never searched: its layers see the typed block and may split it by
 relation themselves, using whatever modules they like.

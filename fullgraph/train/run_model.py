@@ -26,28 +26,50 @@ class RunModel:
     """A model object to train instead of the one the options name (adapted: ``models.as_gnn``)."""
     obj_name: str = ""
     """The object's class name, as its caller built it."""
+    pending: list | None = None
+    """PyG's heterogeneous layers (``HeteroConv``, ``HGTConv``, ...) handed over as an object: adapted in
+    :meth:`build`, once the graph's node types are known (``models.pyg_hetero_layer``)."""
 
     @classmethod
     def of(cls, cfg, model=None) -> "RunModel":
-        """The model ``cfg`` names, or ``model``: a fullgraph GNN, PyG convolutions or a BasicGNN."""
-        return cls(cfg) if model is None else cls(cfg, as_gnn(model), type(model).__name__)
+        """The model ``cfg`` names, or ``model``: a fullgraph GNN, PyG convolutions or a BasicGNN, or PyG's
+        heterogeneous layers (a list, or one module) for a typed graph."""
+        from fullgraph.models.pyg_hetero import check_hetero_layers, hetero_layers
+
+        if model is None:
+            return cls(cfg)
+        layers = hetero_layers(model)
+        if layers is not None:
+            check_hetero_layers(layers)
+            return cls(cfg, None, type(model).__name__, layers)
+        return cls(cfg, as_gnn(model), type(model).__name__)
+
+    @property
+    def named(self) -> bool:
+        """Whether the run trains the model its options name (not an object)."""
+        return self.obj is None and self.pending is None
 
     @property
     def name(self) -> str:
         """What the run trains: ``--model``, or ``<ClassName>`` for an object."""
-        return self.cfg.model.name if self.obj is None else f"<{self.obj_name}>"
+        return self.cfg.model.name if self.named else f"<{self.obj_name}>"
 
     @property
     def has_memory_model(self) -> bool:
         """Whether the memory estimate before training applies: to a model the options name (its
         spec's memory model, or one measured: ``fullgraph.plan.measured``), not to an object."""
-        return self.obj is None
+        return self.named
 
     def shape(self, widths) -> tuple[str, int]:
         """The block normalization and the depth (``widths()``: the graph's feature width and classes,
         read only for a user's builder), the depth checked against the pipeline's stages."""
         cfg = self.cfg
-        if self.obj is not None:
+        if self.pending is not None:  # PyG's heterogeneous layers: each one a graph layer
+            from fullgraph.models.pyg_hetero import hetero_part
+            from fullgraph.models.pyg_hetero_layer import PyGHeteroModel
+
+            norm, layers = PyGHeteroModel.norm, sum(1 for m in self.pending if hetero_part(m))
+        elif self.obj is not None:
             norm, layers = self.obj.norm, self.obj.num_layers
         else:
             norm, layers = norm_and_depth(cfg.model.name, cfg.model.layers, cfg.model.args, widths)
@@ -59,6 +81,15 @@ class RunModel:
         """The model to train (the caller seeds the generator first); an object is returned as it is.
         ``edge_dim``: the width of the graph's edge features (``None``: it has none); ``node_types``: the
         graph's ``NodeTypes`` (``None``: a graph of one type)."""
+        if self.pending is not None and self.obj is None:
+            from fullgraph.errors import InputError
+            from fullgraph.models import from_pyg
+
+            if node_types is None:
+                raise InputError(f"expected a typed graph (node types and relations) for PyG's heterogeneous layers "
+                                 f"({self.obj_name}) (got a graph of one type)")
+            self.obj = from_pyg(self.pending, node_types=node_types, featureless_width=self.cfg.model.hidden,
+                                featureless=self.cfg.model.featureless)
         if self.obj is not None:
             self.obj.recompute = self.cfg.model.recompute
             return self.obj
@@ -68,18 +99,18 @@ class RunModel:
 
     def hidden(self, model: GNN) -> int:
         """The hidden width: the option's for a built-in model, else the widest input of a layer after the first."""
-        if self.obj is None and model_spec(self.cfg.model.name).builtin:
+        if self.named and model_spec(self.cfg.model.name).builtin:
             return self.cfg.model.hidden
         widths = model.layer_input_widths()
         return max(widths[1:], default=widths[0])
 
     def options(self) -> dict:
         """The run's options as its files record them (an object's name in place of ``--model``)."""
-        return recorded_options(self.cfg, self.obj_name if self.obj is not None else None)
+        return recorded_options(self.cfg, None if self.named else self.obj_name)
 
     def file_args(self, in_dim: int, num_classes: int, edge_dim: int | None = None, node_types=None) -> dict:
         """What ``model.pt`` records to rebuild the model (an object's name only: it is not rebuilt)."""
-        if self.obj is not None:
+        if not self.named:
             return {"name": self.name, "in_dim": in_dim, "out_dim": num_classes}
         return model_args(self.cfg, in_dim, num_classes, edge_dim, node_types)
 
