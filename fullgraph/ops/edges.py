@@ -61,6 +61,24 @@ class EdgeSums:
         self._matrices: dict[tuple[str, torch.dtype], torch.Tensor] = {}
         self.n_dst, self.n_src = n_dst, n_src
         self._node_csr: dict[str, tuple] = {}  # node-by-node CSRs for valued products (``_nodes``)
+        self._headed: dict[int, EdgeSums] = {}
+        self.edge: torch.Tensor | None = None  # in a headed copy (:meth:`headed`): each entry's edge and head
+        self.head: torch.Tensor | None = None
+
+    def headed(self, heads: int) -> "EdgeSums":
+        """These edges with every node split into ``heads`` rows, node-major (row ``v * heads + h`` is node
+        ``v``'s head ``h``): ``heads`` copies of each edge, one per head, joining the same head of its two
+        ends. Node rows ``[n, heads, D]`` as a layer computes them (``x @ W`` split into heads) are then the
+        rows ``[n * heads, D]`` of this graph as they lie in memory, and attention runs as one head over it:
+        one kernel per product, no heads-first copy of keys, queries or values, no stack of per-head
+        results. Its entries go dst-row by dst-row (node ``v``, head 0's in-edges, head 1's, ...);
+        ``edge`` and ``head`` give each entry's edge (a position in these sums' CSR order) and head.
+        Built on first use and kept; ``heads=1`` is these sums themselves."""
+        if heads == 1:
+            return self
+        if heads not in self._headed:
+            self._headed[heads] = _headed_sums(self, heads)
+        return self._headed[heads]
 
     def gather_src(self, x: torch.Tensor) -> torch.Tensor:
         """``x[src]``: each edge's src row; backward ``Sᵀ @ g``."""
@@ -129,6 +147,23 @@ class EdgeSums:
         return self._node_csr[side]
 
 
+def _headed_sums(sums: EdgeSums, heads: int) -> EdgeSums:
+    """:meth:`EdgeSums.headed`: the expanded graph's CSR, built with index arithmetic (no loop over nodes)."""
+    indptr = sums._structure["dst"][0].to(torch.int64)
+    deg = indptr.diff().repeat_interleave(heads)  # row v * heads + h: v's in-degree
+    h_indptr = torch.zeros(deg.numel() + 1, dtype=torch.int64, device=indptr.device)
+    torch.cumsum(deg, 0, out=h_indptr[1:])
+    row = row_ids(h_indptr)
+    node, head = row // heads, row % heads
+    edge = indptr[node] + (torch.arange(row.numel(), device=row.device) - h_indptr[row])
+    src = sums.src.to(torch.int64).index_select(0, edge) * heads + head
+    adj = SparseOp(h_indptr, src, torch.ones(src.numel(), device=src.device), (sums.n_dst * heads, sums.n_src * heads),
+                   symmetric=False)
+    out = EdgeSums(adj, (src, row))
+    out.edge, out.head = edge, head
+    return out
+
+
 class _Gather(torch.autograd.Function):
     """Rows ``index`` of ``x`` (one per edge); backward: the CSR product that sums each edge's
     gradient into the row it was read from, in a fixed order."""
@@ -185,8 +220,9 @@ def _float(x: torch.Tensor) -> torch.Tensor:
     return (x if x.dtype in (torch.float32, torch.float64) else x.float()).contiguous()
 
 
-def _heads(rows: list[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
-    return torch.stack(rows).to(dtype)
+def _heads(rows: list[torch.Tensor], dtype: torch.dtype, dim: int = 0) -> torch.Tensor:
+    """Per-head results side by side along ``dim`` (one head: a view, no copy)."""
+    return (rows[0].unsqueeze(dim) if len(rows) == 1 else torch.stack(rows, dim)).to(dtype)
 
 
 class _EdgeDot(torch.autograd.Function):
@@ -196,7 +232,7 @@ class _EdgeDot(torch.autograd.Function):
         q = _float(q)
         k = _float(k).to(q.dtype)
         ctx.save_for_backward(q, k)
-        return torch.stack([sums.sampled(q[h], k[h]) for h in range(q.shape[0])], 1)
+        return _heads([sums.sampled(q[h], k[h]) for h in range(q.shape[0])], q.dtype, 1)
 
     @staticmethod
     def backward(ctx, g: torch.Tensor):
@@ -215,13 +251,13 @@ class _WeightedSum(torch.autograd.Function):
         v = _float(v)
         w = w.to(v.dtype)
         ctx.save_for_backward(w, v)
-        return torch.stack([sums.valued("dst", w[:, h], v[h]) for h in range(v.shape[0])])
+        return _heads([sums.valued("dst", w[:, h], v[h]) for h in range(v.shape[0])], v.dtype)
 
     @staticmethod
     def backward(ctx, g: torch.Tensor):
         w, v = ctx.saved_tensors
         sums, g = ctx.sums, _float(g).to(v.dtype)
         heads = range(v.shape[0])
-        gw = torch.stack([sums.sampled(g[h], v[h]) for h in heads], 1).to(ctx.dtypes[0]) if ctx.needs_input_grad[0] else None
+        gw = _heads([sums.sampled(g[h], v[h]) for h in heads], ctx.dtypes[0], 1) if ctx.needs_input_grad[0] else None
         gv = _heads([sums.valued("src", w[:, h], g[h]) for h in heads], ctx.dtypes[1]) if ctx.needs_input_grad[1] else None
         return gw, gv, None

@@ -277,3 +277,40 @@ def test_edge_dot_and_weighted_sum_equal_their_gathers_forward_and_backward():
     assert torch.allclose(weighted_sum(sums, w, k), agg, rtol=1e-12, atol=1e-12)
     assert torch.autograd.gradcheck(lambda a, b: edge_dot(sums, a, b), (q, k))
     assert torch.autograd.gradcheck(lambda a, b: weighted_sum(sums, a, b), (w, k))
+
+
+def test_headed_sums_are_every_head_at_once_on_node_major_rows():
+    """``EdgeSums.headed``: the graph whose nodes are split into heads, so that node-major rows ``[n, H, D]``
+    (a layer's ``x @ W`` as it lies) attend as one head. Its entries are every (edge, head) once, its
+    products equal the heads-first ones entry for entry (by ``edge`` and ``head``), and the softmax over
+    its rows is each head's softmax over a node's in-edges (float64, gradients by ``gradcheck``)."""
+    from fullgraph.models.gat import edge_softmax
+    from fullgraph.ops.edges import EdgeSums, edge_dot, weighted_sum
+    from fullgraph.ops.sparse import SparseOp
+
+    g = torch.Generator().manual_seed(1)
+    n_dst, n_src, E, H, D = 6, 8, 21, 3, 2
+    dst = torch.sort(torch.randint(0, n_dst - 1, (E,), generator=g)).values  # the last row has no edge
+    src = torch.randint(0, n_src, (E,), generator=g)
+    ip = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(torch.bincount(dst, minlength=n_dst), 0)])
+    sums = EdgeSums(SparseOp(ip, src, torch.ones(E), (n_dst, n_src)))
+    headed = sums.headed(H)
+    assert headed is sums.headed(H) and sums.headed(1) is sums
+    assert sorted(zip(headed.edge.tolist(), headed.head.tolist())) == [(e, h) for e in range(E) for h in range(H)]
+    assert torch.equal(headed.dst, dst[headed.edge] * H + headed.head)
+    assert torch.equal(headed.src, src[headed.edge] * H + headed.head)
+    q = torch.randn(n_dst, H, D, dtype=torch.float64, generator=g, requires_grad=True)
+    k = torch.randn(n_src, H, D, dtype=torch.float64, generator=g, requires_grad=True)
+    flat = lambda x: x.reshape(1, -1, D)  # noqa: E731  node-major rows as the headed graph's
+    score = edge_dot(headed, flat(q), flat(k))[:, 0]
+    plain = edge_dot(sums, q.transpose(0, 1), k.transpose(0, 1))  # [E, H], heads first
+    assert torch.allclose(score, plain[headed.edge, headed.head], rtol=1e-12, atol=1e-12)
+    alpha = edge_softmax(score[:, None], headed.dst, n_dst * H, headed)[:, 0]
+    want = edge_softmax(plain, dst, n_dst, sums)
+    assert torch.allclose(alpha, want[headed.edge, headed.head], rtol=1e-12, atol=1e-12)
+    w = torch.randn(E * H, 1, dtype=torch.float64, generator=g, requires_grad=True)
+    by_head = torch.zeros(E, H, dtype=torch.float64).index_put((headed.edge, headed.head), w[:, 0].detach())
+    agg = weighted_sum(headed, w, flat(k)).view(n_dst, H, D)
+    assert torch.allclose(agg, weighted_sum(sums, by_head, k.transpose(0, 1)).transpose(0, 1), rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda a, b: edge_dot(headed, flat(a), flat(b)), (q, k))
+    assert torch.autograd.gradcheck(lambda a, b: weighted_sum(headed, a, flat(b)), (w, k))
