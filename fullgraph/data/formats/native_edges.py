@@ -180,6 +180,13 @@ def _node_data(n: int, x, y, masks: dict, name: str, num_classes: int | None):
                   **{m: np.asarray(v) for m, v in masks.items()})
 
 
+def _checked_splits(splits, nodes):
+    """``splits`` checked as :func:`write_native` checks them, against labels given as an array."""
+    if splits is not None and isinstance(nodes.y, Rows):
+        raise InputError("expected labels as an array to check the splits against (got rows)")
+    return checked_splits(splits, nodes.y)
+
+
 def write_native_edges(out_dir: str | os.PathLike, num_nodes: int, edge_blocks: Iterable, *, x, y, train_mask,
                        val_mask, test_mask, name: str = "graph", num_classes: int | None = None,
                        symmetrize: bool = True, dedupe: bool = True, drop_self_loops: bool = True,
@@ -222,9 +229,7 @@ def write_native_edges(out_dir: str | os.PathLike, num_nodes: int, edge_blocks: 
     nodes = _node_data(n, x, y, {"train_mask": train_mask, "val_mask": val_mask, "test_mask": test_mask}, name,
                        num_classes)
     idx = _I4 if n - 1 <= INT32_MAX else _I8
-    if splits is not None and isinstance(y, Rows):
-        raise InputError("expected labels as an array to check the splits against (got rows)")
-    splits = checked_splits(splits, nodes.y)
+    splits = _checked_splits(splits, nodes)
     _base_meta(nodes, preprocessed=False, feature_norm=feature_norm, source=source, splits=splits)  # refused early
     if num_relations is not None and (isinstance(num_relations, bool) or int(num_relations) < 1):
         raise InputError(f"expected num_relations >= 1 (got {num_relations})")
