@@ -28,6 +28,11 @@ HeCo's folders are this layout with other names: rename ``pa.txt`` to ``p__writt
 
 Everything is read without pickle; every damaged or inconsistent file is one ``InputError`` that names
 it (and the row, for an id out of range).
+
+``fullgraph convert`` streams the edge files (:mod:`.typed_folder_convert`: relation by relation, block
+by block, never a whole file; the features are per type, held where sparse) into the native folder
+that this loader's graph is written as; the rules both roads follow (the counts, the node order, the
+labelled type, the splits) are the functions here, one source for each.
 """
 
 from __future__ import annotations
