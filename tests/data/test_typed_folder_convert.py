@@ -25,6 +25,7 @@ from fullgraph.data.formats._common import read_table, read_table_blocks
 from fullgraph.data.formats.native import write_native
 from fullgraph.data.formats.native_read import load_native
 from fullgraph.data.formats.typed_folder_convert import convert_typed_folder
+from fullgraph.data.preprocess import is_standard_structure
 from fullgraph.errors import InputError
 from tests.data.test_ogb_hetero_convert import _files, _same
 from tests.data.test_typed_folder import _small, acm_renamed  # noqa: F401 (a fixture, used by name)
@@ -142,6 +143,10 @@ def test_a_pair_in_two_relations_is_two_edges_by_both_roads(tmp_path, monkeypatc
     monkeypatch.setattr(_common, "TEXT_BLOCK_BYTES", 16)
     _same(convert_typed_folder(tmp_path / "shop", tmp_path / "stream", block_bytes=64), want)
     assert graph.num_relations == 7 and graph.num_edges == 2 * (12 + 9 + 11 + 3)
+    bare = convert_typed_folder(tmp_path / "shop", tmp_path / "bare", edge_data=False, block_bytes=64)
+    assert bare["counts"]["num_edges"] == 2 * (12 + 9 + 11 + 1)  # bare: a pair in two relations is one edge
+    stored = load_native(tmp_path / "bare")  # (the in-memory road's without_edge_data kept it twice)
+    assert is_standard_structure(stored.indptr, stored.indices, None)
 
 
 def test_no_edge_data_through_the_command(tmp_path):

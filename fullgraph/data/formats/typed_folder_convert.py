@@ -23,7 +23,9 @@ split files), file for file:
   :func:`~.native_edges.write_native_edges`' on-disk sort with the relation as payload (no
   symmetrizing: the reverses are there): a pair listed twice in one relation, or in both directions
   within one type, is kept once, a pair in two relations is two edges, and self loops are dropped, as
-  ``typed_graph`` and ``preprocess`` leave them;
+  ``typed_graph`` and ``preprocess`` leave them. With ``--no-edge-data`` (bare edges) a pair in two
+  relations is one edge here, where the in-memory road's ``without_edge_data`` kept it twice in its
+  CSR (a structure ``preprocess`` would not leave): the one case in which the two folders differ;
 * features: ``typed_features``' layout. One featured type with a dense ``.npy`` is written as row
   blocks of its memory map (zero rows for the other types); a sparse ``.npz``, or several featured
   types (whose matrix ``typed_features`` makes sparse CSR), are read and held as in memory: the edge
@@ -36,7 +38,10 @@ Memory: the writer's two int64 arrays of N, the labels (8 N bytes) and masks (3 
 sets of split files), the features where they are sparse, and a few blocks (a text block of
 ``_common.TEXT_BLOCK_BYTES`` and its table; ``block_bytes`` of edges in the sort), whatever E.
 Disk: the sort's spill, 16 bytes per stored edge (ends and relation), twice that while it is split
-into buckets.
+into buckets. Measured on a synthetic folder of 500k nodes and 3 M input edges (2 M as text with a
+header, 1 M as a ``[2, E]`` ``.npy``; one dense featured type), on a busy 2-core machine: 624 MiB at
+the peak in 8 s (the imports, the 64 MiB text block and its table), where the in-memory road took
+1063 MiB and 25 s, for the same files.
 """
 
 from __future__ import annotations
