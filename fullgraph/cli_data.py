@@ -98,7 +98,7 @@ def _convert(args: argparse.Namespace, start: float) -> int:
     from fullgraph.data.formats.native import write_native
     from fullgraph.data.load import feature_norm_of, load_raw_graph
 
-    meta = _convert_ogb(args)
+    meta = _convert_streamed(args)
     if meta is not None:
         _wrote(args.out, meta, start)
         return 0
@@ -113,16 +113,19 @@ def _convert(args: argparse.Namespace, start: float) -> int:
     return 0
 
 
-def _convert_ogb(args: argparse.Namespace) -> dict | None:
-    """An OGB folder given as a path, streamed into the native folder in bounded memory
-    (:mod:`fullgraph.data.formats.ogb_convert`; ogbn-mag's heterogeneous layout:
-    :mod:`fullgraph.data.formats.ogb_hetero_convert`, unless several types have features);
-    ``None`` for any other source."""
+def _convert_streamed(args: argparse.Namespace) -> dict | None:
+    """A folder given as a path whose files are streamed into the native folder in bounded memory:
+    an OGB folder (:mod:`fullgraph.data.formats.ogb_convert`; ogbn-mag's heterogeneous layout:
+    :mod:`fullgraph.data.formats.ogb_hetero_convert`, unless several types have features), or a
+    typed folder (:mod:`fullgraph.data.formats.typed_folder_convert`: its edge files); ``None`` for
+    any other source."""
     from fullgraph.data.detect import detect, looks_like_path
 
     if not looks_like_path(args.dataset):
         return None
     det = detect(args.dataset)
+    if det.kind == "typed":
+        return _convert_typed(args, det)
     if det.kind == "ogb_hetero":
         from fullgraph.data.formats.ogb_hetero_convert import convert_ogb_hetero, streamable
 
@@ -140,6 +143,17 @@ def _convert_ogb(args: argparse.Namespace) -> dict | None:
     _need(args.split == 0, f"expected --split 0 for {det.path} (OGB data has one published split) (got {args.split})")
     return convert_ogb(open_ogb(det.path, det.name, edge_data=args.edge_data), args.out,
                        source=f"fullgraph convert --dataset {args.dataset} (OGB {det.options['layout']} layout)")
+
+
+def _convert_typed(args: argparse.Namespace, det) -> dict:
+    """A typed folder, its edge files streamed: every set of split files kept, as the in-memory road
+    kept them, or the split ``--split`` chooses or seeds."""
+    from fullgraph.data.formats.typed_folder_convert import convert_typed_folder
+    from fullgraph.data.load import feature_norm_of
+
+    cfg = TrainConfig.of(dataset=args.dataset, root=args.root, split=args.split)
+    return convert_typed_folder(det.path, args.out, split=args.split, name=det.name, edge_data=args.edge_data,
+                                feature_norm=feature_norm_of(cfg), source=f"fullgraph convert --dataset {args.dataset}")
 
 
 def cmd_datasets(args: argparse.Namespace, argv: list[str] = ()) -> int:

@@ -18,7 +18,7 @@ import torch
 from fullgraph.errors import InputError
 from fullgraph.ops.node_types import REVERSE_PREFIX, NodeTypes
 
-__all__ = ["typed_graph", "typed_relations", "check_node_types", "typed_features"]
+__all__ = ["typed_graph", "typed_relations", "check_node_types", "typed_features", "typed_feature_blocks"]
 
 
 def _as_numpy_ids(a, what: str) -> np.ndarray:
@@ -42,6 +42,12 @@ def _feature_block(f, rows: int, name: str) -> torch.Tensor | None:
         raise InputError(f"expected the features of node type {name!r} to have one row per node, {rows} rows "
                          f"(got shape {tuple(f.shape)})")
     return f.to(torch.float32)
+
+
+def typed_feature_blocks(counts: dict, features: dict) -> list:
+    """Each type's features (``counts``' order) as :func:`typed_features` takes them: float32, dense or
+    sparse CSR, checked to have one row per node; ``None`` for a type without features."""
+    return [_feature_block(features.get(str(t)), int(counts[t]), str(t)) for t in counts]
 
 
 def typed_features(types: NodeTypes, blocks: list) -> torch.Tensor:
@@ -153,7 +159,7 @@ def typed_graph(counts: dict, features: dict, edges: dict, labels: tuple, splits
     for t in features:
         if str(t) not in names:
             raise InputError(f"expected features for a known node type ({', '.join(names)}) (got {t!r})")
-    blocks = [_feature_block(features.get(t), int(counts[t]), t) for t in names]
+    blocks = typed_feature_blocks(counts, features)
     widths = tuple(0 if b is None else int(b.shape[1]) for b in blocks)
     label_type, y_t = labels
     types = NodeTypes(names, tuple(int(counts[t]) for t in names), widths, (), (str(label_type),))

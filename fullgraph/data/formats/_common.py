@@ -80,10 +80,10 @@ def mask_from_ids(ids, num_nodes: int, what: str) -> np.ndarray:
     return mask
 
 
-def load_array(path: Path, what: str) -> np.ndarray:
-    """A plain ``.npy`` array (never pickled objects)."""
+def load_array(path: Path, what: str, mmap_mode: str | None = None) -> np.ndarray:
+    """A plain ``.npy`` array (never pickled objects); ``mmap_mode``: as ``np.load`` takes it."""
     try:
-        return np.load(path, allow_pickle=False)
+        return np.load(path, allow_pickle=False, mmap_mode=mmap_mode)
     except FileNotFoundError:
         raise InputError(f"expected the {what} file {path} (not found)") from None
     except (ValueError, OSError, EOFError) as e:
@@ -180,13 +180,9 @@ TEXT_BLOCK_BYTES = 64 << 20
 """Bytes of text :func:`read_table_blocks` parses at a time (its temporaries: a few times this)."""
 
 
-def read_table_blocks(path: str | Path, *, dtype, what: str, ncols: int,
-                      block_bytes: int | None = None) -> Iterator[np.ndarray]:
-    """The headerless table of ``path`` (plain or ``.gz``) as ``[rows, ncols]`` blocks of whole lines,
-    about ``block_bytes`` of text each: a multi-GB table is parsed without holding it. Errors name
-    the file and the line, as :func:`read_table`'s do."""
-    path = Path(path)
-    block_bytes = block_bytes or TEXT_BLOCK_BYTES  # read at each call: the tests shrink it
+def _text_blocks(path: Path, block_bytes: int) -> Iterator[tuple[str, int]]:
+    """The text of ``path`` (plain or ``.gz``) in blocks of whole lines, about ``block_bytes`` each,
+    with the line of the file each block begins at."""
     opener = gzip.open if str(path).endswith(".gz") else open
     line = 1
     try:
@@ -200,9 +196,7 @@ def read_table_blocks(path: str | Path, *, dtype, what: str, ncols: int,
                     rest = data
                     continue
                 text, rest = data[:cut].decode("utf8"), data[cut:]
-                if text.strip():
-                    yield parse_table(text, path, dtype=dtype, what=what, ncols=ncols, header=False,
-                                      comments=None, first_line=line)
+                yield text, line
                 line += text.count("\n")
                 if not chunk:
                     return
@@ -212,11 +206,58 @@ def read_table_blocks(path: str | Path, *, dtype, what: str, ncols: int,
         raise InputError(f"expected {path} to be a readable text file (got {type(e).__name__}: {e})") from None
 
 
+def _strip_comments(text: str, comments: str | None) -> str:
+    """``text`` without its comments (each from ``comments`` to the end of its line), newlines kept:
+    line numbers hold."""
+    if comments and comments in text:
+        return re.sub(re.escape(comments) + r"[^\n]*", "", text)
+    return text
+
+
+def _line_of(text: str, first_line: int, header: bool):
+    """The file line of each row of a block (``text`` without its comments, starting at ``first_line``;
+    ``header``: its first non-blank line is the header, no row): asked on the way to an error only."""
+    def line_of(row: int) -> int:
+        k = row + int(header)
+        for lineno, line in enumerate(text.split("\n"), first_line):
+            if line.strip():
+                if k == 0:
+                    return lineno
+                k -= 1
+        raise IndexError(f"no row {row} in the block at line {first_line}")
+    return line_of
+
+
+def read_table_blocks(path: str | Path, *, dtype, what: str, ncols: int, block_bytes: int | None = None,
+                      header: bool | None = False, comments: str | None = None,
+                      lines: bool = False) -> Iterator:
+    """The table of ``path`` (plain or ``.gz``) as ``[rows, ncols]`` blocks of whole lines, about
+    ``block_bytes`` of text each: a multi-GB table is parsed without holding it. ``header`` and
+    ``comments`` as :func:`read_table` takes them (the header is asked of the file's first non-blank
+    line only, whichever block holds it). ``lines``: yield ``(block, line_of)`` pairs instead, where
+    ``line_of(i)`` is the file line of the block's row ``i`` (an error's line). Errors name the file
+    and the line, as :func:`read_table`'s do."""
+    path = Path(path)
+    block_bytes = block_bytes or TEXT_BLOCK_BYTES  # read at each call: the tests shrink it
+    pending = header  # the header question, open until the first non-blank line
+    for text, first in _text_blocks(path, block_bytes):
+        text = _strip_comments(text, comments)
+        found = re.search(r"\S[^\n]*", text)
+        if found is None:
+            continue
+        head = False
+        if pending is not False:
+            head = bool(pending) or not _is_number_row(found.group())
+            pending = False
+        table = parse_table(text, path, dtype=dtype, what=what, ncols=ncols, header=head, comments=None,
+                            first_line=first)
+        yield (table, _line_of(text, first, head)) if lines else table
+
+
 def parse_table(text: str, path: Path, *, dtype, what: str, ncols: int | None = None, header: bool | None = None,
                 comments: str | None = "#", int_columns: int = 0, first_line: int = 1) -> np.ndarray:
     """:func:`read_table` of ``text`` already read from ``path`` (whose line ``first_line`` it starts at)."""
-    if comments and comments in text:
-        text = re.sub(re.escape(comments) + r"[^\n]*", "", text)  # keeps the newlines: line numbers hold
+    text = _strip_comments(text, comments)
     pos = 0
     while pos < len(text):  # the first non-blank line: a header, and the column count
         end = text.find("\n", pos)

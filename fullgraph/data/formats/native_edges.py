@@ -32,7 +32,7 @@ from fullgraph.data.formats.edge_sort import (
     _write_edge_files, _write_structure,
 )
 from fullgraph.data.formats.native import (
-    _I4, _I8, BLOCK_BYTES, INT32_MAX, _base_meta, _FolderWriter, _write_nodes,
+    _I4, _I8, BLOCK_BYTES, INT32_MAX, _base_meta, _FolderWriter, _write_nodes, checked_splits,
 )
 from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
@@ -180,12 +180,19 @@ def _node_data(n: int, x, y, masks: dict, name: str, num_classes: int | None):
                   **{m: np.asarray(v) for m, v in masks.items()})
 
 
+def _checked_splits(splits, nodes):
+    """``splits`` checked as :func:`write_native` checks them, against labels given as an array."""
+    if splits is not None and isinstance(nodes.y, Rows):
+        raise InputError("expected labels as an array to check the splits against (got rows)")
+    return checked_splits(splits, nodes.y)
+
+
 def write_native_edges(out_dir: str | os.PathLike, num_nodes: int, edge_blocks: Iterable, *, x, y, train_mask,
                        val_mask, test_mask, name: str = "graph", num_classes: int | None = None,
                        symmetrize: bool = True, dedupe: bool = True, drop_self_loops: bool = True,
                        feature_norm: str = "none", source: str | None = None, block_bytes: int = BLOCK_BYTES,
                        extra: dict | None = None, num_relations: int | None = None,
-                       reverse_relations: bool = True) -> dict:
+                       reverse_relations: bool = True, splits=None) -> dict:
     """Write a native folder from edges that arrive in blocks, without holding them all in memory.
 
     ``edge_blocks`` yields ``(src, dst)`` pairs of integer arrays (edges ``src -> dst``, any order,
@@ -195,7 +202,8 @@ def write_native_edges(out_dir: str | os.PathLike, num_nodes: int, edge_blocks: 
     meta.json says so. ``x``, ``y`` and the masks are as :class:`Graph` takes them (an ``np.memmap``
     of features is read block by block), or ``x`` and ``y`` are :class:`Rows` (then ``num_classes``
     is required and the masks are bool arrays). ``extra``: further meta.json entries (what a
-    converter records of the source). Returns what :func:`write_native` returns.
+    converter records of the source). ``splits``: every fixed split, stored as :func:`write_native`
+    stores them (``y`` then an array). Returns what :func:`write_native` returns.
 
     Edge data: blocks ``(src, dst, {"edge_weight": [k], "edge_attr": [k, d], "edge_type": [k]})``
     (any of the three, the same in every block, by ``Graph.from_edges``'s names) carry each edge's
@@ -221,7 +229,8 @@ def write_native_edges(out_dir: str | os.PathLike, num_nodes: int, edge_blocks: 
     nodes = _node_data(n, x, y, {"train_mask": train_mask, "val_mask": val_mask, "test_mask": test_mask}, name,
                        num_classes)
     idx = _I4 if n - 1 <= INT32_MAX else _I8
-    _base_meta(nodes, preprocessed=False, feature_norm=feature_norm, source=source)  # refused before the passes
+    splits = _checked_splits(splits, nodes)
+    _base_meta(nodes, preprocessed=False, feature_norm=feature_norm, source=source, splits=splits)  # refused early
     if num_relations is not None and (isinstance(num_relations, bool) or int(num_relations) < 1):
         raise InputError(f"expected num_relations >= 1 (got {num_relations})")
     w = _FolderWriter(out_dir, block_bytes)
@@ -230,36 +239,37 @@ def write_native_edges(out_dir: str | os.PathLike, num_nodes: int, edge_blocks: 
         first = next(pairs, None)
         if first is not None and first[2] is not None:
             return _write_with_data(w, nodes, n, idx, pairs, first, symmetrize, drop_self_loops, feature_norm,
-                                    source, extra, num_relations, reverse_relations)
+                                    source, extra, num_relations, reverse_relations, splits)
         if num_relations is not None:
             raise InputError(f"expected 'edge_type' with num_relations={num_relations} (got no edge types)")
         return _write_plain(w, nodes, n, idx, pairs, first, symmetrize, dedupe, drop_self_loops, feature_norm,
-                            source, extra)
+                            source, extra, splits)
     except BaseException:
         w.abort()
         raise
 
 
 def _write_plain(w: _FolderWriter, nodes, n: int, idx: np.dtype, pairs, first, symmetrize: bool, dedupe: bool,
-                 drop_self_loops: bool, feature_norm: str, source, extra) -> dict:
+                 drop_self_loops: bool, feature_norm: str, source, extra, splits=None) -> dict:
     """:func:`write_native_edges` of blocks without edge data (``first``: the first block, or None)."""
     pair = np.dtype([("dst", idx), ("src", idx)])
     step = max(1, w.block_bytes // pair.itemsize)  # edges per block read back from a spill
     meta = _base_meta(nodes, preprocessed=symmetrize and dedupe and drop_self_loops, feature_norm=feature_norm,
-                      source=source) | dict(extra or {})
+                      source=source, splits=splits) | dict(extra or {})
     rest = () if first is None else _then_first(first, pairs)
     counts, spilled = _spill_edges(w.tmp / "edges.spill", rest, n, pair, symmetrize, drop_self_loops)
     bounds = _bucket_edges(w, indptr_from_counts(counts), spilled, pair, step)
     stored = _sort_buckets(w, bounds, counts, n, idx, pair, dedupe)
     indptr = indptr_from_counts(counts)  # of the rows as stored (deduplicated)
     _write_structure(w, indptr, n, idx, stored, step)
-    _write_nodes(w, nodes)
+    _write_nodes(w, nodes, splits)
     meta["counts"]["num_edges"] = stored
     return w.commit(meta)
 
 
 def _write_with_data(w: _FolderWriter, nodes, n: int, idx: np.dtype, pairs, first, symmetrize: bool,
-                     drop_self_loops: bool, feature_norm: str, source, extra, num_relations, reverse_relations):
+                     drop_self_loops: bool, feature_norm: str, source, extra, num_relations, reverse_relations,
+                     splits=None):
     """:func:`write_native_edges` of blocks that carry edge data (module doc)."""
     load = _Payload(first[2], idx, symmetrize)
     counts, spilled = _spill_records(w.tmp / "edges.spill", pairs, first, n, load, symmetrize, w.block_bytes)
@@ -284,9 +294,9 @@ def _write_with_data(w: _FolderWriter, nodes, n: int, idx: np.dtype, pairs, firs
     _write_edge_files(w, load, stored, w.block_bytes, relations or 0)
     if relations is not None and out.reverse:
         relations *= 2  # the reverse edges' relations t + R (symmetrize's rule; none added: R stays)
-    _write_nodes(w, nodes)
+    _write_nodes(w, nodes, splits)
     meta = _base_meta(_edge_meta_view(nodes, load, relations), preprocessed=symmetrize and drop_self_loops,
-                      feature_norm=feature_norm, source=source) | dict(extra or {})
+                      feature_norm=feature_norm, source=source, splits=splits) | dict(extra or {})
     meta["counts"]["num_edges"] = stored
     return w.commit(meta)
 

@@ -28,6 +28,11 @@ HeCo's folders are this layout with other names: rename ``pa.txt`` to ``p__writt
 
 Everything is read without pickle; every damaged or inconsistent file is one ``InputError`` that names
 it (and the row, for an id out of range).
+
+``fullgraph convert`` streams the edge files (:mod:`.typed_folder_convert`: relation by relation, block
+by block, never a whole file; the features are per type, held where sparse) into the native folder
+that this loader's graph is written as; the rules both roads follow (the counts, the node order, the
+labelled type, the splits) are the functions here, one source for each.
 """
 
 from __future__ import annotations
@@ -43,8 +48,9 @@ from fullgraph.data.formats._common import labels_from_onehot, load_array, read_
 from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
 
-__all__ = ["load_typed_folder", "read_typed_splits", "is_typed_folder", "typed_folder_files", "read_features",
-           "check_ids", "read_labels", "read_split_ids", "EDGE_SUFFIXES", "SEP"]
+__all__ = ["load_typed_folder", "read_typed_splits", "is_typed_folder", "typed_folder_files", "required_files",
+           "read_features", "check_ids", "read_labels", "read_split_ids", "edge_what", "edge_npy", "node_counts",
+           "labelled_type", "node_order", "split_ids", "split_masks", "EDGE_SUFFIXES", "SEP"]
 
 SEP = "__"
 """Between the source type, the relation and the destination type of an edge file's name."""
@@ -100,12 +106,13 @@ def typed_folder_files(folder: str | Path) -> dict:
 
 
 # ------------------------------------------------------------------------------------ files
-def read_features(path: Path):
-    """A feature file, by its magic bytes: a zip is ``scipy.sparse.save_npz``'s, anything else a ``.npy``."""
+def read_features(path: Path, *, mmap: bool = False):
+    """A feature file, by its magic bytes: a zip is ``scipy.sparse.save_npz``'s, anything else a ``.npy``
+    (``mmap``: memory-mapped, read only where its rows are asked for)."""
     try:
         with open(path, "rb") as f:
             zipped = f.read(2) == b"PK"
-        x = sp.load_npz(path) if zipped else load_array(path, "features")  # allow_pickle=False inside
+        x = sp.load_npz(path) if zipped else load_array(path, "features", mmap_mode="r" if mmap else None)
     except (ValueError, OSError, KeyError, EOFError, zipfile.BadZipFile) as e:
         raise InputError(f"expected {path} to be a scipy.sparse .npz or a plain .npy features array (got "
                          f"{type(e).__name__}: {e})") from None
@@ -114,12 +121,14 @@ def read_features(path: Path):
     return x
 
 
-def check_ids(ids: np.ndarray, count: int, t: str, where: str, source: str) -> None:
-    """Ids of type ``t`` within its ``count`` (``source``: what counted them), naming the file and row."""
+def check_ids(ids: np.ndarray, count: int, t: str, where: str, source: str, place=None) -> None:
+    """Ids of type ``t`` within its ``count`` (``source``: what counted them), naming the file and row.
+    ``place(i)``: where the ``i``-th of ``ids`` is in the file (default ``row i + 1``; a block of a
+    streamed file says its own row or line)."""
     bad = np.flatnonzero((ids < 0) | (ids >= count))
     if bad.size:
-        raise InputError(f"expected {t} ids in [0, {count}) ({source}) in {where} (got {int(ids[bad[0]])} at row "
-                         f"{int(bad[0]) + 1})")
+        at = place(int(bad[0])) if place is not None else f"row {int(bad[0]) + 1}"
+        raise InputError(f"expected {t} ids in [0, {count}) ({source}) in {where} (got {int(ids[bad[0]])} at {at})")
 
 
 def read_labels(path: Path, count: int, t: str, source: str) -> np.ndarray:
@@ -141,16 +150,26 @@ def read_labels(path: Path, count: int, t: str, source: str) -> np.ndarray:
     return y
 
 
-def _edges(path: Path, rel: tuple) -> np.ndarray:
-    what = f"edge file of relation {SEP.join(rel)}"
-    if path.suffix != ".npy":
-        return read_table(path, dtype=np.int64, what=what, ncols=2, header=None)
-    e = load_array(path, what)
+def edge_what(rel: tuple) -> str:
+    """What an edge file is called in its errors."""
+    return f"edge file of relation {SEP.join(rel)}"
+
+
+def edge_npy(path: Path, rel: tuple, *, mmap: bool = False) -> np.ndarray:
+    """A ``.npy`` edge file as integer pairs ``[E, 2]`` (a ``[2, E]`` file transposed: a view; ``mmap``:
+    memory-mapped, read only where its rows are asked for)."""
+    e = load_array(path, edge_what(rel), mmap_mode="r" if mmap else None)
     if e.ndim == 2 and e.shape[1] != 2 and e.shape[0] == 2:
         e = e.T  # PyG's edge_index [2, E]
     if e.ndim != 2 or e.shape[1] != 2 or not np.issubdtype(e.dtype, np.integer):
         raise InputError(f"expected integer pairs [E, 2] (or [2, E]) in {path} (got {e.dtype} of shape {e.shape})")
-    return e.astype(np.int64, copy=False)
+    return e
+
+
+def _edges(path: Path, rel: tuple) -> np.ndarray:
+    if path.suffix != ".npy":
+        return read_table(path, dtype=np.int64, what=edge_what(rel), ncols=2, header=None)
+    return edge_npy(path, rel).astype(np.int64, copy=False)
 
 
 def _given_counts(path: Path | None) -> dict:
@@ -166,21 +185,22 @@ def _given_counts(path: Path | None) -> dict:
     return counts
 
 
-def _counts(files: dict, features: dict, edges: dict) -> tuple[dict, dict]:
-    """Nodes per type and what counted them: its features' rows, ``num_nodes.json``, or its largest id + 1."""
+def node_counts(files: dict, rows: dict, largest) -> tuple[dict, dict]:
+    """Nodes per type and what counted them: its features' ``rows``, ``num_nodes.json``, or its largest id
+    + 1 (``largest(t)``: the largest ``t`` id its edge files name, -1 for none; asked of those types only,
+    so that a streamed reader passes over just the edge files that count a type)."""
     given = _given_counts(files["counts"])
-    names = {t for rel in edges for t in (rel[0], rel[2])} | set(features) | set(given)
+    names = {t for rel in files["edges"] for t in (rel[0], rel[2])} | set(rows) | set(given)
     counts, source = {}, {}
     for t in sorted(names):
-        if t in features:
-            counts[t], source[t] = int(features[t].shape[0]), f"the rows of {files['features'][t].name}"
+        if t in rows:
+            counts[t], source[t] = int(rows[t]), f"the rows of {files['features'][t].name}"
             if t in given and given[t] != counts[t]:
                 raise InputError(f"expected num_nodes.json to give {t!r} its {counts[t]} feature rows (got {given[t]})")
         elif t in given:
             counts[t], source[t] = given[t], "num_nodes.json"
         else:
-            cols = [e[:, col] for rel, e in edges.items() for pos, col in ((0, 0), (2, 1)) if rel[pos] == t and e.size]
-            counts[t] = max((int(c.max()) for c in cols), default=-1) + 1
+            counts[t] = int(largest(t)) + 1
             source[t] = f"the largest {t} id in the edge files + 1"
             if counts[t] < 1:
                 raise InputError(f"expected a {t} feature file, a count in num_nodes.json or {t} ids in its edge "
@@ -188,7 +208,17 @@ def _counts(files: dict, features: dict, edges: dict) -> tuple[dict, dict]:
     return counts, source
 
 
-def _labelled(files: dict, counts: dict) -> str:
+def _largest_in(edges: dict):
+    """``node_counts``' ``largest`` over edge arrays held whole."""
+    def largest(t: str) -> int:
+        cols = [e[:, col] for rel, e in edges.items() for pos, col in ((0, 0), (2, 1)) if rel[pos] == t and e.size]
+        return max((int(c.max()) for c in cols), default=-1)
+    return largest
+
+
+def labelled_type(files: dict, counts: dict) -> str:
+    """The labelled type: the one ``TYPE_labels.npy`` names, or the one type with as many nodes as
+    ``labels.npy`` has labels."""
     t, path = files["labels"]
     if t is not None:
         if t not in counts:
@@ -203,7 +233,12 @@ def _labelled(files: dict, counts: dict) -> str:
     return fits[0]
 
 
-def _split_ids(files: dict, split: int, count: int, t: str, y: np.ndarray) -> dict:
+def node_order(counts: dict, labelled: str) -> dict:
+    """The counts in the order ids are given: the labelled type first, the others in name order."""
+    return {t: counts[t] for t in [labelled, *sorted(set(counts) - {labelled})]}
+
+
+def split_ids(files: dict, split: int, count: int, t: str, y: np.ndarray) -> dict:
     """The ``split``-th set of split files (the only one where they are not numbered), or a seeded per-class split."""
     sets = files["splits"]
     if not sets:
@@ -239,6 +274,16 @@ def read_split_ids(paths: dict, count: int, t: str) -> dict:
     return out
 
 
+def required_files(folder: Path) -> dict:
+    """:func:`typed_folder_files`, refused without an edge file or a labels file."""
+    files = typed_folder_files(folder)
+    if not files["edges"]:
+        raise InputError(f"expected at least one edge file SRC{SEP}REL{SEP}DST.txt in {folder} (got none)")
+    if files["labels"] is None:
+        raise InputError(f"expected labels.npy (or TYPE_labels.npy) in the typed folder {folder} (got none)")
+    return files
+
+
 def load_typed_folder(folder: str | Path, *, split: int = 0, name: str | None = None, reverse: bool = True) -> Graph:
     """The typed folder at ``folder`` as one typed graph (module doc). ``split``: which numbered set of
     split files (0: the smallest K), or the seed of the per-class split where the folder has none.
@@ -246,22 +291,17 @@ def load_typed_folder(folder: str | Path, *, split: int = 0, name: str | None = 
     from fullgraph.data.typed import typed_graph
 
     folder = Path(folder)
-    files = typed_folder_files(folder)
-    if not files["edges"]:
-        raise InputError(f"expected at least one edge file SRC{SEP}REL{SEP}DST.txt in {folder} (got none)")
-    if files["labels"] is None:
-        raise InputError(f"expected labels.npy (or TYPE_labels.npy) in the typed folder {folder} (got none)")
+    files = required_files(folder)
     features = {t: read_features(p) for t, p in files["features"].items()}
     edges = {rel: _edges(p, rel) for rel, p in files["edges"].items()}
-    counts, source = _counts(files, features, edges)
+    counts, source = node_counts(files, {t: f.shape[0] for t, f in features.items()}, _largest_in(edges))
     for rel, e in edges.items():
         for col, t in ((0, rel[0]), (1, rel[2])):
             check_ids(e[:, col], counts[t], t, f"column {col + 1} of {files['edges'][rel]}", source[t])
-    lt = _labelled(files, counts)
+    lt = labelled_type(files, counts)
     y = read_labels(files["labels"][1], counts[lt], lt, source[lt])
-    order = {t: counts[t] for t in [lt, *sorted(set(counts) - {lt})]}
     pairs = {rel: (e[:, 0], e[:, 1]) for rel, e in edges.items()}
-    return typed_graph(order, features, pairs, (lt, y), _split_ids(files, split, counts[lt], lt, y),
+    return typed_graph(node_order(counts, lt), features, pairs, (lt, y), split_ids(files, split, counts[lt], lt, y),
                        name=name or folder.name, reverse=reverse)
 
 
@@ -273,10 +313,15 @@ def read_typed_splits(folder: str | Path) -> tuple[np.ndarray, np.ndarray, np.nd
     files = typed_folder_files(folder)
     if not files["splits"]:
         return None
-    lt = graph.node_types.labelled[0]
-    count, y = graph.node_types.counts[0], graph.y[: graph.node_types.counts[0]].numpy()
-    masks = np.zeros((3, len(files["splits"]), graph.num_nodes), dtype=bool)
+    count = graph.node_types.counts[0]
+    return split_masks(files, count, graph.node_types.labelled[0], graph.y[:count].numpy(), graph.num_nodes)
+
+
+def split_masks(files: dict, count: int, t: str, y: np.ndarray, num_nodes: int):
+    """Every set of split files as ``(train, val, test)`` bool ``[S, num_nodes]`` (:func:`read_typed_splits`),
+    the labelled type ``t`` (``count`` nodes, labels ``y``) being the first of the graph's ids."""
+    masks = np.zeros((3, len(files["splits"]), num_nodes), dtype=bool)
     for j in range(len(files["splits"])):
-        for i, ids in enumerate(_split_ids(files, j, count, lt, y).values()):
+        for i, ids in enumerate(split_ids(files, j, count, t, y).values()):
             masks[i, j, ids] = True
     return masks[0], masks[1], masks[2]
