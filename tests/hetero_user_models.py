@@ -1,7 +1,8 @@
 """Builders in PyG's heterogeneous forms, for ``--model tests/hetero_user_models.py:NAME``: whole models
-(``to_hetero_sage``, ``hetero_gnn``) are refused in one line that says what to do instead
-(``fullgraph.models.pyg_hetero``); lists of layers (``hetero_convs``, ``hgt_layers``, ``sage_layers``) train on
-a typed graph (``models.pyg_hetero_layer``). ``tests/models/test_pyg_typed.py`` and
+(``to_hetero_sage``, ``hetero_gnn``) are refused in one line that says what to do instead where the graph has
+no node types (``fullgraph.models.pyg_hetero``); lists of layers (``hetero_convs``, ``hgt_layers``,
+``sage_layers``) and whole ``to_hetero`` models cut into their layers (``to_hetero_gnn``) train on a typed
+graph (``models.pyg_hetero_layer``, ``models.pyg_hetero_split``). ``tests/models/test_pyg_typed.py`` and
 ``tests/models/test_pyg_hetero.py`` use them."""
 
 from __future__ import annotations
@@ -74,3 +75,27 @@ def sage_layers(in_dim, out_dim, metadata, hidden=16):
 
     return [HeteroConv({rel: SAGEConv((-1, -1), hidden) for rel in metadata[1]}),
             HeteroConv({rel: SAGEConv((-1, -1), out_dim) for rel in metadata[1]})]
+
+
+class GNN(nn.Module):
+    """PyG's own example for ``to_hetero`` (its heterogeneous guide), with a linear map to the classes."""
+
+    def __init__(self, hidden, out_dim):
+        super().__init__()
+        from torch_geometric.nn import SAGEConv
+
+        self.conv1, self.conv2 = SAGEConv((-1, -1), hidden), SAGEConv((-1, -1), hidden)
+        self.lin = nn.Linear(hidden, out_dim)
+
+    def forward(self, x, edge_index):
+        x = self.conv1(x, edge_index).relu()
+        x = self.conv2(x, edge_index).relu()
+        return self.lin(x)
+
+
+def to_hetero_gnn(in_dim, out_dim, metadata, in_dims, hidden=16):
+    """The whole ``to_hetero`` model a PyG user writes; fullgraph cuts it into its two layers. ``in_dims``
+    (unread: the lazy convs find their widths) says that a featureless type's table is ``--hidden`` wide."""
+    from torch_geometric.nn import to_hetero
+
+    return to_hetero(GNN(hidden, out_dim), metadata, aggr="sum")

@@ -13,8 +13,9 @@ A list of layers in PyG's per-relation form — ``HeteroConv``, ``HGTConv``, a `
 layer — runs on that typed graph unchanged (``models.pyg_hetero_layer`` feeds each its dicts), given the
 graph's node types: a builder on a typed graph (``--model FILE.py:build``), ``from_pyg(layers,
 node_types=graph.node_types)``, or ``train_model(model=layers)``, which adapts them once the graph is read
-(``train.run_model``); so does a whole model on dicts (``to_hetero`` of several layers, a module of the
-user's own whose ``forward`` takes ``x_dict``), in one process only. What is refused here, in one line
+(``train.run_model``); so does a whole ``to_hetero`` model, cut into its layers (``models.pyg_hetero_split``),
+and, in one process only, a whole model on dicts that is no chain of layers (a skip across a layer, a module
+of the user's own whose ``forward`` takes ``x_dict``). What is refused here, in one line
 that says what to do instead: such a module where no node types are known (``as_gnn``, ``from_pyg``
 without them), and PyG's modules that do not fit (``HANConv`` needs metapaths; ``HeteroDictLinear`` and
 ``HeteroJumpingKnowledge`` are not layers).

@@ -21,8 +21,9 @@ only its own in-edges (every module of PyG's heterogeneous forms aggregates per 
 dst rows are those of the whole graph. A conv that normalizes by its *source* nodes' degrees
 (``GCNConv(normalize=True)``) would read degrees a part's or a chunk's block does not hold: refused
 (:meth:`PyGHeteroModel.check_layout`; one process too, whose chunks and pruned blocks are no whole graph).
-A whole model on dicts (``to_hetero`` of several layers, a module of the user's own taking ``x_dict``) is
-one layer of several hops, right only on the whole graph's block (``PyGHeteroModel.whole_graph``).
+A whole ``to_hetero`` model is cut into its layers where its graph is a chain (``models.pyg_hetero_split``);
+one that is not, and a module of the user's own taking ``x_dict``, is one layer of several hops, right only
+on the whole graph's block (``PyGHeteroModel.whole_graph``).
 
 The first layer reads :class:`~fullgraph.models.typed.TypedColumns`'s output: each featured type's own
 columns, and a featureless type's learned table rows (``--hidden`` wide: the builder's ``in_dims`` say
@@ -89,7 +90,8 @@ def hops(module: nn.Module) -> int:
     relation key): one for ``HeteroConv`` and ``HGTConv``, a ``to_hetero`` model's layers."""
     from torch_geometric.nn.conv import MessagePassing
 
-    if isinstance(module, MessagePassing) or _is_relation(next(iter(getattr(module, "convs", {}) or {}), None)):
+    convs = getattr(module, "convs", None)
+    if isinstance(module, MessagePassing) or (hasattr(convs, "keys") and _is_relation(next(iter(convs.keys()), None))):
         return 1
     names = [n for n, m in module.named_modules() if isinstance(m, MessagePassing)]
     return max(1, len({n.rpartition(".")[0] for n in names}))
@@ -281,11 +283,26 @@ class PyGHeteroModel(TypedGNN):
                                      f"block does not hold; build it with normalize=False, or use SAGEConv or "
                                      f"GraphConv")
                 p = getattr(sub, "dropout", 0.0)
-                if distributed and ((isinstance(p, float) and p > 0) or (isinstance(sub, nn.Dropout) and sub.p > 0)):
+                p = max(p if isinstance(p, float) else 0.0, sub.p if isinstance(sub, nn.Dropout) else 0.0,
+                        _graph_dropout(sub))
+                if distributed and p > 0:
                     raise InputError(f"expected no dropout inside {name} (layer {i}, {sub_name or 'itself'}) in a "
-                                     f"multi-process layout (got p={p if isinstance(p, float) else sub.p}): its draws "
-                                     f"cannot be keyed by node or edge; give the dropout between layers "
-                                     f"(from_pyg(..., dropout=p)), where it is keyed")
+                                     f"multi-process layout (got p={p}): its draws cannot be keyed by node or edge; "
+                                     f"give the dropout between layers (from_pyg(..., dropout=p)), where it is keyed")
+
+
+def _graph_dropout(module) -> float:
+    """The largest rate of a dropout function a ``torch.fx`` graph calls (``to_hetero`` of a model that calls
+    ``F.dropout``), 0 for anything else."""
+    import torch.fx
+    from torch.nn import functional as F
+
+    if not isinstance(module, torch.fx.GraphModule):
+        return 0.0
+    drops = (F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout, F.feature_alpha_dropout, torch.dropout)
+    rates = [n.kwargs.get("p", n.args[1] if len(n.args) > 1 else 0.5) for n in module.graph.nodes
+             if n.op == "call_function" and n.target in drops]
+    return max((float(r) for r in rates if isinstance(r, (int, float))), default=0.0)
 
 
 def from_pyg_hetero(modules: list, types: NodeTypes, *, width: int = 64, featureless: str = "embedding",
@@ -303,9 +320,23 @@ def from_pyg_hetero(modules: list, types: NodeTypes, *, width: int = 64, feature
     head = None if not rest else rest[0] if len(rest) == 1 else nn.Sequential(*rest)
     first = TypedColumns(types, width, featureless)
     columns, in_width, layers = first.columns(), first.out_width, []
-    for i, module in enumerate(convs):
-        layer = PyGHeteroLayer(module, types, columns, in_width, act=act, p=dropout, last=i == len(convs) - 1)
+    stages = [cut for module in convs for cut in _cut(module, types)]  # (module, whether act and dropout follow)
+    for i, (module, between) in enumerate(stages):
+        last = i == len(stages) - 1
+        layer = PyGHeteroLayer(module, types, columns, in_width, act=act if between else None,
+                               p=dropout if between else 0.0, last=last)
         layers.append(layer)
         in_width = layer.out_width
         columns = [(0, in_width)] * types.num_types
     return PyGHeteroModel(types, layers, first, head)
+
+
+def _cut(module: nn.Module, types: NodeTypes) -> list[tuple[nn.Module, bool]]:
+    """A whole ``to_hetero`` model's stages, where it cuts into a chain (``models.pyg_hetero_split``), each
+    but the last followed by nothing of fullgraph's own (the model's own steps are inside); else itself."""
+    from fullgraph.models.pyg_hetero_split import split_to_hetero
+
+    stages = split_to_hetero(module, types.names) if hops(module) > 1 else None
+    if not stages:
+        return [(module, True)]
+    return [(m, i == len(stages) - 1) for i, m in enumerate(stages)]

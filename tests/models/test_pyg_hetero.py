@@ -141,23 +141,81 @@ def test_a_block_of_shuffled_rows_and_a_halo_computes_the_same_rows(typed):
     assert_same(model.layers[0](block, h[ids]), want[keep], FLOAT64_REORDER, "a part's rows")
 
 
-def test_a_whole_model_on_dicts_equals_pygs_forward_in_one_process_and_nowhere_else(typed):
-    """``to_hetero`` of a two-layer GraphSAGE runs as one layer that reads the whole graph: PyG's own forward
-    in one process; a layout whose blocks hold one hop of halo, or ``--prune``, refuses it in one line."""
-    from fullgraph.config import TrainConfig
-    from fullgraph.parallel.registry import check_model_layout
+class Skip(nn.Module):
+    """Three convs whose last sums in the first one's rows: a skip across a layer, which no cut passes."""
 
-    types = typed.node_types
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2, self.c3 = (SAGEConv((-1, -1), 8) for _ in range(3))
+
+    def forward(self, x, edge_index):
+        h1 = self.c1(x, edge_index).relu()
+        return self.c3(self.c2(h1, edge_index).relu(), edge_index) + h1
+
+
+class Framed(nn.Module):
+    """A per-type ``Linear`` before the first conv and after the last, a residual sum within a layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp, self.c1, self.c2, self.out = nn.LazyLinear(8), SAGEConv(8, 8), SAGEConv(8, 8), nn.Linear(8, 3)
+
+    def forward(self, x, edge_index):
+        h = self.inp(x).relu()
+        h = self.c1(h, edge_index).relu() + h
+        return self.out(self.c2(h, edge_index).tanh())
+
+
+def _whole(make, types):
     torch.manual_seed(3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        whole = to_hetero(GraphSAGE((-1, -1), 8, 2, 3), metadata(types))
-    model = from_pyg([whole], node_types=types, featureless_width=6).double()
-    assert model.num_layers == 1 and model.whole_graph
+        whole = to_hetero(make(), metadata(types), aggr="sum")
+    return whole, from_pyg([whole], node_types=types, featureless_width=6).double()
+
+
+def _equals_pyg(whole, model, typed, what: str) -> None:
     x = typed.x.to_dense().double()
     got = model(Block.from_graph(typed, model.norm), x)
-    want = pyg_forward([whole], model, types, x, as_dicts(typed, x)[1], act=False)
-    assert_same(got, want, FLOAT64_REORDER, "a whole to_hetero model")
+    want = pyg_forward([whole], model, typed.node_types, x, as_dicts(typed, x)[1], act=False)
+    assert_same(got, want, FLOAT64_REORDER, what)
+
+
+WHOLE = {"GraphSAGE": lambda: GraphSAGE((-1, -1), 8, 2, 3), "Framed": Framed}
+
+
+@pytest.mark.parametrize("name", list(WHOLE))
+def test_a_whole_to_hetero_model_is_cut_into_its_layers_and_runs_everywhere(name, typed):
+    """``to_hetero`` of a model of two convs (PyG's GraphSAGE, with its per-layer trims; one with per-type
+    linear maps around the convs and a residual sum) is cut into two one-hop layers
+    (``models.pyg_hetero_split``): PyG's own forward of the whole model, and every layout takes it."""
+    from fullgraph.config import TrainConfig
+    from fullgraph.parallel.registry import check_model_layout
+
+    whole, model = _whole(WHOLE[name], typed.node_types)
+    assert model.num_layers == 2 and not model.whole_graph
+    assert sum(p.numel() for p in model.layers.parameters()) == sum(p.numel() for p in whole.parameters())
+    _equals_pyg(whole, model, typed, f"to_hetero({name}) cut in two")
+    for mode in (dict(parallel="single"), dict(parallel="graph", nprocs=2), dict(parallel="pipeline", nprocs=2),
+                 dict(prune=True)):
+        check_model_layout(TrainConfig.of(**mode), model)
+
+
+WHOLE_ONLY = {"Skip": Skip, "jumping knowledge": lambda: GraphSAGE((-1, -1), 8, 3, 3, jk="cat")}
+
+
+@pytest.mark.parametrize("name", list(WHOLE_ONLY))
+def test_a_whole_model_that_is_no_chain_runs_in_one_process_only(name, typed):
+    """A model whose later conv reads rows from before the previous one (a skip across a layer, jumping
+    knowledge's concatenation of every layer) is no chain of layers: it runs as one layer that reads the
+    whole graph, PyG's own forward in one process; a layout whose blocks hold one hop of halo, or
+    ``--prune``, refuses it in one line."""
+    from fullgraph.config import TrainConfig
+    from fullgraph.parallel.registry import check_model_layout
+
+    whole, model = _whole(WHOLE_ONLY[name], typed.node_types)
+    assert model.num_layers == 1 and model.whole_graph
+    _equals_pyg(whole, model, typed, f"to_hetero({name}), whole")
     check_model_layout(TrainConfig.of(parallel="single"), model)
     for mode in (dict(parallel="graph", nprocs=2), dict(parallel="pipeline", nprocs=2), dict(prune=True)):
         with pytest.raises(InputError, match="expected layers of one hop each") as e:
@@ -165,7 +223,20 @@ def test_a_whole_model_on_dicts_equals_pygs_forward_in_one_process_and_nowhere_e
         assert "\n" not in str(e.value) and "train it in one process" in str(e.value)
 
 
+class Dropped(nn.Module):
+    """Two convs with ``F.dropout`` between them: cut in two, its draws still cannot be keyed by node."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2 = SAGEConv((-1, -1), 8), SAGEConv((-1, -1), 8)
+
+    def forward(self, x, edge_index):
+        h = nn.functional.dropout(self.c1(x, edge_index).relu(), p=0.3, training=self.training)
+        return self.c2(h, edge_index)
+
+
 REFUSED = {  # a list of layers, and what its one-line refusal names
+    "F.dropout": (lambda md: [to_hetero(Dropped(), md)], "expected no dropout inside ToHeteroLayer1 (layer 0"),
     "HeteroDictLinear": (lambda md: [HeteroDictLinear(-1, 8, types=md[0])], "HeteroDictLinear, which is not a layer"),
     "HANConv": (lambda md: [HANConv(-1, 8, md)], "HANConv, which needs metapaths"),
     "a missing relation": (lambda md: [HeteroConv({("paper", "likes", "venue"): SAGEConv((-1, -1), 8)})],

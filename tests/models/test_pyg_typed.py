@@ -93,12 +93,23 @@ def test_convs_on_dicts_are_refused_too():
     assert_typed_refusal(str(e.value), "HGTConv, which runs on dicts")
 
 
-@pytest.mark.parametrize("name", ["to_hetero_sage", "hetero_gnn"])
-def test_a_builder_returning_a_whole_model_trains_in_one_process_only(name, typed_folder, capsys, tmp_path):
-    """A whole model on dicts runs as one layer that reads the whole graph (tests/models/test_pyg_hetero.py
-    checks it against PyG's forward): one process trains it; a layout whose blocks hold one hop of halo
-    refuses it in one line, exit 2, naming the list of layers that runs there."""
-    args = ["train", "--dataset", str(typed_folder), "--model", f"{HETERO}:{name}", "--epochs", "2",
+def test_a_builder_returning_a_whole_to_hetero_model_trains_cut_into_its_layers(typed_folder, tmp_path):
+    """``to_hetero`` of PyG's GraphSAGE is cut into its two layers (``models.pyg_hetero_split``): graph
+    parallelism trains it, equal to one process."""
+    args = ["train", "--dataset", str(typed_folder), "--model", f"{HETERO}:to_hetero_sage", "--epochs", "2",
+            "--progress", "none", "--threads", "1"]
+    losses = {}
+    for name, extra in (("one", []), ("graph", ["--parallel", "graph", "--nprocs", "2"])):
+        assert main([*args, "--out", str(tmp_path / name), *extra]) == 0
+        losses[name] = [json.loads(line)["loss"] for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+    assert losses["graph"] == pytest.approx(losses["one"], rel=1e-5), losses
+
+
+def test_a_builder_returning_a_whole_model_on_dicts_trains_in_one_process_only(typed_folder, capsys, tmp_path):
+    """A user's own module on dicts runs as one layer that reads the whole graph (tests/models/test_pyg_hetero.py
+    checks such models against PyG's forward): one process trains it; a layout whose blocks hold one hop of
+    halo refuses it in one line, exit 2, naming the list of layers that runs there."""
+    args = ["train", "--dataset", str(typed_folder), "--model", f"{HETERO}:hetero_gnn", "--epochs", "2",
             "--progress", "none", "--threads", "1"]
     assert main([*args, "--out", str(tmp_path / "one")]) == 0
     capsys.readouterr()

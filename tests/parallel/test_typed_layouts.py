@@ -37,13 +37,15 @@ K = 4
 
 PYG_HGT = str(Path(__file__).resolve().parents[1] / "hetero_user_models.py") + ":hgt_layers"
 """PyG's ``HGTConv`` layers through a builder (``models.pyg_hetero_layer``), keyed dropout between them."""
-MODELS = ("rgcn", "hgt", "pyg-hgt")
+PYG_TO_HETERO = str(Path(__file__).resolve().parents[1] / "hetero_user_models.py") + ":to_hetero_gnn"
+"""PyG's ``to_hetero`` of a whole two-conv model, which fullgraph cuts into its layers (``models.pyg_hetero_split``)."""
+MODELS = ("rgcn", "hgt", "pyg-hgt", "pyg-to-hetero")
 
 
 def config(model: str = "rgcn", **extra) -> dict:
-    if model == "pyg-hgt":
-        return dict(model=PYG_HGT, model_args={"dropout": 0.5}, hidden=16, epochs=EPOCHS, eval_every=EPOCHS, seed=0,
-                    lr=0.01, **extra)
+    if model.startswith("pyg-"):
+        args = {"model": PYG_HGT, "model_args": {"dropout": 0.5}} if model == "pyg-hgt" else {"model": PYG_TO_HETERO}
+        return dict(**args, hidden=16, epochs=EPOCHS, eval_every=EPOCHS, seed=0, lr=0.01, **extra)
     return dict(model=model, layers=2, hidden=16, dropout=0.5, epochs=EPOCHS, eval_every=EPOCHS, seed=0, lr=0.01,
                 **extra)
 
@@ -107,7 +109,7 @@ def test_graph_parallel_typed_models_equal_one_process(typed, single, graph_runs
         # hidden-wide halo rows), and the all-reduce carries every weight but them (fullgraph plan says so)
         halo = sum(int(st["halo"]) for st in load_meta(run["partition_dir"])["part_stats"])
         comm = got[run["name"]]["comm"]
-        first = 16 if model != "pyg-hgt" else typed[name].num_features + 16  # PyG's layers read [features | table]
+        first = 16 if not model.startswith("pyg-") else typed[name].num_features + 16  # PyG's: [features | table]
         assert comm["halo/fwd"] == comm["halo/bwd"] == halo * (first + 16) * 4, run["name"]
         # every trainable weight but the table (PyG's HGTConv: its skips of the types whose width changes read
         # nothing and are frozen, models.pyg_hetero_layer)
