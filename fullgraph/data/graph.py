@@ -19,7 +19,7 @@ from fullgraph.data.checks import as_tensor, describe
 from fullgraph.data.edge_list import csr_from_edges, csr_with_edge_data
 from fullgraph.data.labels import check_inferred_classes, used_classes
 from fullgraph.errors import InputError
-from fullgraph.ops.csr import _sorted_unique_entries, row_ids
+from fullgraph.ops.csr import _sorted_unique_entries, canonical, row_ids
 from fullgraph.ops.edge_data import EDGE_FIELDS, EdgeData, EdgeFacts
 from fullgraph.ops.node_types import NodeTypes
 
@@ -346,12 +346,14 @@ class Graph:
         )
 
     def without_edge_data(self) -> "Graph":
-        """The same graph with bare edges (``fullgraph convert --no-edge-data``)."""
+        """The same graph with bare edges (``fullgraph convert --no-edge-data``): a pair that was an edge
+        of several relations is one edge, as bare edges are stored (sorted rows, no repeats)."""
         if not self.edge_kinds:
             return self
         types = self.node_types  # without edge types, no relations: the node types stay
         types = None if types is None else NodeTypes(types.names, types.counts, types.widths, (), types.labelled)
-        return Graph(indptr=self.indptr, indices=self.indices, x=self.x, y=self.y, train_mask=self.train_mask,
+        indptr, indices = canonical(self.indptr, self.indices, self.num_nodes)
+        return Graph(indptr=indptr, indices=indices, x=self.x, y=self.y, train_mask=self.train_mask,
                      val_mask=self.val_mask, test_mask=self.test_mask, name=self.name, num_classes=self.num_classes,
                      node_types=types)
 

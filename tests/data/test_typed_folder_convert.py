@@ -145,8 +145,9 @@ def test_a_pair_in_two_relations_is_two_edges_by_both_roads(tmp_path, monkeypatc
     assert graph.num_relations == 7 and graph.num_edges == 2 * (12 + 9 + 11 + 3)
     bare = convert_typed_folder(tmp_path / "shop", tmp_path / "bare", edge_data=False, block_bytes=64)
     assert bare["counts"]["num_edges"] == 2 * (12 + 9 + 11 + 1)  # bare: a pair in two relations is one edge
-    stored = load_native(tmp_path / "bare")  # (the in-memory road's without_edge_data kept it twice)
+    stored = load_native(tmp_path / "bare")
     assert is_standard_structure(stored.indptr, stored.indices, None)
+    _same(bare, _memory(tmp_path / "shop", tmp_path / "memory-bare", edge_data=False)[1])  # by both roads
 
 
 def test_no_edge_data_through_the_command(tmp_path):

@@ -24,8 +24,7 @@ split files), file for file:
   symmetrizing: the reverses are there): a pair listed twice in one relation, or in both directions
   within one type, is kept once, a pair in two relations is two edges, and self loops are dropped, as
   ``typed_graph`` and ``preprocess`` leave them. With ``--no-edge-data`` (bare edges) a pair in two
-  relations is one edge here, where the in-memory road's ``without_edge_data`` kept it twice in its
-  CSR (a structure ``preprocess`` would not leave): the one case in which the two folders differ;
+  relations is one edge, as ``Graph.without_edge_data`` makes it;
 * features: ``typed_features``' layout. One featured type with a dense ``.npy`` is written as row
   blocks of its memory map (zero rows for the other types); a sparse ``.npz``, or several featured
   types (whose matrix ``typed_features`` makes sparse CSR), are read and held as in memory: the edge
