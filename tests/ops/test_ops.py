@@ -255,19 +255,27 @@ def test_keyed_dropout_agrees_between_dense_sparse_and_the_fused_gcn_layer():
     assert torch.equal(fused == 0, plain == 0)
 
 
+def _random_sums(g: torch.Generator, n_dst: int, n_src: int, E: int):
+    """``EdgeSums`` over ``E`` random edges of a rectangular block (repeated and missing rows; the last dst
+    row has no edge), with their ``src`` and ``dst``."""
+    from fullgraph.ops.edges import EdgeSums
+    from fullgraph.ops.sparse import SparseOp
+
+    dst = torch.sort(torch.randint(0, n_dst - 1, (E,), generator=g)).values
+    src = torch.randint(0, n_src, (E,), generator=g)
+    ip = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(torch.bincount(dst, minlength=n_dst), 0)])
+    return EdgeSums(SparseOp(ip, src, torch.ones(E), (n_dst, n_src))), src, dst
+
+
 def test_edge_dot_and_weighted_sum_equal_their_gathers_forward_and_backward():
     """``ops.edges.edge_dot`` and ``weighted_sum`` (sampled and valued CSR products, HGT's attention) against
     the plain gathers they replace, on a rectangular block with repeated and missing rows, in float64:
     ``torch.autograd.gradcheck`` checks every gradient against finite differences."""
-    from fullgraph.ops.edges import EdgeSums, edge_dot, weighted_sum
-    from fullgraph.ops.sparse import SparseOp
+    from fullgraph.ops.edges import edge_dot, weighted_sum
 
     g = torch.Generator().manual_seed(0)
     n_dst, n_src, E, H, D = 7, 9, 25, 2, 3
-    dst = torch.sort(torch.randint(0, n_dst - 1, (E,), generator=g)).values  # the last row has no edge
-    src = torch.randint(0, n_src, (E,), generator=g)
-    ip = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(torch.bincount(dst, minlength=n_dst), 0)])
-    sums = EdgeSums(SparseOp(ip, src, torch.ones(E), (n_dst, n_src)))
+    sums, src, dst = _random_sums(g, n_dst, n_src, E)
     q = torch.randn(H, n_dst, D, dtype=torch.float64, generator=g, requires_grad=True)
     k = torch.randn(H, n_src, D, dtype=torch.float64, generator=g, requires_grad=True)
     w = torch.randn(E, H, dtype=torch.float64, generator=g, requires_grad=True)
@@ -285,15 +293,11 @@ def test_headed_sums_are_every_head_at_once_on_node_major_rows():
     products equal the heads-first ones entry for entry (by ``edge`` and ``head``), and the softmax over
     its rows is each head's softmax over a node's in-edges (float64, gradients by ``gradcheck``)."""
     from fullgraph.models.gat import edge_softmax
-    from fullgraph.ops.edges import EdgeSums, edge_dot, weighted_sum
-    from fullgraph.ops.sparse import SparseOp
+    from fullgraph.ops.edges import edge_dot, weighted_sum
 
     g = torch.Generator().manual_seed(1)
     n_dst, n_src, E, H, D = 6, 8, 21, 3, 2
-    dst = torch.sort(torch.randint(0, n_dst - 1, (E,), generator=g)).values  # the last row has no edge
-    src = torch.randint(0, n_src, (E,), generator=g)
-    ip = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(torch.bincount(dst, minlength=n_dst), 0)])
-    sums = EdgeSums(SparseOp(ip, src, torch.ones(E), (n_dst, n_src)))
+    sums, src, dst = _random_sums(g, n_dst, n_src, E)
     headed = sums.headed(H)
     assert headed is sums.headed(H) and sums.headed(1) is sums
     assert sorted(zip(headed.edge.tolist(), headed.head.tolist())) == [(e, h) for e in range(E) for h in range(H)]
