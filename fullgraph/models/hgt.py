@@ -48,7 +48,12 @@ from fullgraph.ops import Block, dropout
 from fullgraph.ops.edges import edge_dot, weighted_sum
 from fullgraph.ops.node_types import NodeTypes
 
-__all__ = ["HGT", "HGTLayer"]
+__all__ = ["HGT", "HGTLayer", "HEADED_ENTRIES"]
+
+HEADED_ENTRIES = 1 << 24
+"""The most (entry, head) pairs a block's attention runs over split into heads (``HGTLayer._attend``): 16 M,
+about 1.1 GB of index arrays kept with the block; past it, a product per head on heads-first copies, whose
+cost is a copy of the keys and values per step rather than heads times the block's structure."""
 
 
 def _uniform(shape: tuple[int, ...], fan_in: int) -> nn.Parameter:
@@ -78,23 +83,37 @@ class HGTLayer(GraphLayer):
 
     def compute(self, block: Block, h, h0=None) -> torch.Tensor:
         h = dropout(h, self.dropout, self.training, rows=block.src_ids, site=self.dropout_site)
-        n, H, D, R, width = block.num_dst, self.heads, self.d_head, self.types.num_relations, self.in_width
+        n, width = block.num_dst, self.in_width
         t = row_types(self.types, block, self.offsets)[:n]
         h_dst = h if n == h.shape[0] else h[:n]  # a slice's backward writes a zero gradient of all of h
         keys, values = self._relation_rows(block, h)
         if keys is None:  # no entry in this block: every row's aggregate is zero
             agg = h.new_zeros(n, width)
-        else:  # one head over the graph whose nodes are split into heads (EdgeSums.headed): rows as they lie
+        else:
             q = per_type(h_dst, t, self.kqv_weight[:, :, width : 2 * width], self.kqv_bias[:, width : 2 * width])
-            sums = block.stacked_sums(R).headed(H)
-            prior = self.p_rel.view(-1)[block.edge_type[sums.edge] * H + sums.head] if H > 1 else \
-                self.p_rel[block.edge_type, 0]
-            score = edge_dot(sums, q.view(1, n * H, D), keys.view(1, -1, D)) * (prior / math.sqrt(D)).unsqueeze(1)
-            alpha = edge_softmax(score, sums.dst, n * H, sums)
-            agg = weighted_sum(sums, alpha, values.view(1, -1, D)).view(n, width)
+            agg = self._attend(block, q, keys, values)
         out = per_type(F.gelu(agg), t, self.out_weight, self.out_bias)
         beta = torch.sigmoid(self.skip)[t].unsqueeze(1)
         return torch.lerp(h_dst, out, beta)  # beta out + (1 - beta) h, one pass
+
+    def _attend(self, block: Block, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """Each dst row's attention over its in-edges, ``[n, F]``, from node-major ``[rows, F]`` queries, keys
+        and values. Over the block split into heads (``EdgeSums.headed``: the rows as they lie, one kernel for
+        every head) where its index arrays, ~70 bytes per entry and head, stay within ``HEADED_ENTRIES``; else
+        a product per head over the block itself, on heads-first copies (the same sums, in the same order)."""
+        n, H, D, R, width = q.shape[0], self.heads, self.d_head, self.types.num_relations, self.in_width
+        stacked = block.stacked_sums(R)
+        if stacked.src.numel() * H > HEADED_ENTRIES:
+            heads_first = lambda x: x.view(x.shape[0], H, D).transpose(0, 1)  # noqa: E731
+            score = edge_dot(stacked, heads_first(q), heads_first(keys)) * (self.p_rel[block.edge_type] / math.sqrt(D))
+            alpha = edge_softmax(score, stacked.dst, n, stacked)
+            return weighted_sum(stacked, alpha, heads_first(values)).transpose(0, 1).reshape(n, width)
+        sums = stacked.headed(H)
+        prior = (self.p_rel.view(-1)[block.edge_type[sums.edge] * H + sums.head] if H > 1
+                 else self.p_rel[block.edge_type, 0])
+        score = edge_dot(sums, q.view(1, n * H, D), keys.view(1, -1, D)) * (prior / math.sqrt(D)).unsqueeze(1)
+        alpha = edge_softmax(score, sums.dst, n * H, sums)
+        return weighted_sum(sums, alpha, values.view(1, -1, D)).view(n, width)
 
     def _relation_maps(self) -> tuple[tuple[torch.Tensor, ...], ...]:
         """Every relation's key and value maps composed with its source type's: ``(h W_k + b_k) A_r`` is

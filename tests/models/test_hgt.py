@@ -13,7 +13,7 @@ import torch
 
 from fullgraph.config import TrainConfig
 from fullgraph.errors import InputError
-from fullgraph.models import build_model
+from fullgraph.models import build_model, hgt
 from fullgraph.ops import Block
 from fullgraph.train.trainer import Trainer
 
@@ -67,7 +67,16 @@ def as_dicts(graph, h):
     return x, edges
 
 
-def test_a_layer_equals_pygs_hgtconv_forward_and_gradients(typed):
+@pytest.fixture(params=["headed", "per-head"])
+def attention(request, monkeypatch):
+    """Both of ``HGTLayer._attend``'s roads: over the block split into heads, and a product per head (a
+    block past ``HEADED_ENTRIES``)."""
+    if request.param == "per-head":
+        monkeypatch.setattr(hgt, "HEADED_ENTRIES", 0)
+    return request.param
+
+
+def test_a_layer_equals_pygs_hgtconv_forward_and_gradients(typed, attention):
     torch.manual_seed(0)
     layer = build(typed).double().layers[0]
     conv = pyg_conv(layer, typed.node_types)
@@ -86,7 +95,7 @@ def test_a_layer_equals_pygs_hgtconv_forward_and_gradients(typed):
     assert_same(layer.skip.grad[1], conv.skip["author"].grad[0], FLOAT64_REORDER, "HGT skip gradient")
 
 
-def test_a_block_of_shuffled_rows_computes_the_same_rows(typed):
+def test_a_block_of_shuffled_rows_computes_the_same_rows(typed, attention):
     """A layout's block holds its rows in its own order (``src_ids``): the rows' types come from their
     ids, so the layer computes the same values for the same nodes."""
     torch.manual_seed(1)
@@ -110,7 +119,7 @@ def test_a_block_of_shuffled_rows_computes_the_same_rows(typed):
     assert_same(layer(shuffled, h[perm]), want[perm], FLOAT64_REORDER, "HGT layer on shuffled rows")
 
 
-def test_the_model_equals_pygs_example_model(typed):
+def test_the_model_equals_pygs_example_model(typed, attention):
     """The whole model (typed input with ReLU, two HGT layers, a linear head) against the same stack of
     PyG's modules: ``Linear`` per type, ``HGTConv`` twice, ``Linear`` (PyG's ``hgt_dblp`` example)."""
     torch.manual_seed(2)
