@@ -34,7 +34,7 @@ from fullgraph.data.formats import (
 )
 from fullgraph.data.formats.graphsaint import GRAPHSAINT_FILES
 from fullgraph.data.formats.heco import HECO_SHA256, HECO_SPLITS, HECO_URL, SCHEMAS, heco_files
-from fullgraph.data.formats.ogb import ogb_files
+from fullgraph.data.formats.ogb_source import ogb_files
 from fullgraph.data.formats.planetoid import PLANETOID_SUFFIXES
 from fullgraph.data.files import sha256_file
 from fullgraph.data.graph import Graph

@@ -166,7 +166,7 @@ def detect(path: str | os.PathLike) -> Detected:
     ogb = _ogb_kind(p)
     if ogb is not None:
         return Detected(ogb, p, _name_of(p))
-    from fullgraph.data.formats.ogb import ogb_layout
+    from fullgraph.data.formats.ogb_source import ogb_layout
 
     layout = ogb_layout(p)
     if layout is not None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from fullgraph.data.checks import as_tensor, describe
+from fullgraph.data.checks import as_tensor, check_node_types, describe
 from fullgraph.data.edge_list import csr_from_edges, csr_with_edge_data
 from fullgraph.data.labels import check_inferred_classes, used_classes
 from fullgraph.errors import InputError
@@ -108,8 +108,6 @@ class Graph:
         self._check_labels()
         self._check_masks()
         if self.node_types is not None:
-            from fullgraph.data.typed import check_node_types
-
             check_node_types(self)
 
     def _check_structure(self) -> None:

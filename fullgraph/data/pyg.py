@@ -28,6 +28,7 @@ from __future__ import annotations
 import torch
 
 from fullgraph.data.graph import Graph
+from fullgraph.data import pyg_fields
 from fullgraph.data.pyg_hetero import graph_from_hetero, graph_to_hetero, is_hetero
 from fullgraph.data.splits import per_class_split
 from fullgraph.errors import InputError
@@ -58,45 +59,6 @@ def to_pyg(graph: Graph, *, dense_x: bool = True):
         x=x, edge_index=torch.stack([src, dst]), y=graph.y, train_mask=graph.train_mask,
         val_mask=graph.val_mask, test_mask=graph.test_mask, num_nodes=graph.num_nodes, name=graph.name, **edge,
     )
-
-
-def _features(x) -> torch.Tensor:
-    if x is None:
-        raise InputError("expected node features 'x' on the PyG data (got none)")
-    if not isinstance(x, torch.Tensor):
-        raise InputError(f"expected 'x' to be a torch tensor (got {type(x).__name__})")
-    if x.layout == torch.strided:
-        return x.to(torch.float32)
-    x = x.coalesce() if x.layout == torch.sparse_coo else x
-    x = x.to_sparse_csr()
-    return torch.sparse_csr_tensor(x.crow_indices().to(torch.int64), x.col_indices().to(torch.int64),
-                                   x.values().to(torch.float32), size=x.shape, check_invariants=True)
-
-
-def _labels(y, n: int) -> torch.Tensor:
-    if y is None:
-        raise InputError("expected labels 'y' on the PyG data (got none)")
-    if y.dim() == 2 and y.shape[1] == 1:  # OGB's [N, 1]
-        y = y[:, 0]
-    if y.dim() == 1:
-        if y.is_floating_point():
-            known = ~torch.isnan(y)
-            out = torch.full((n,), -1, dtype=torch.int64)
-            out[known] = y[known].to(torch.int64)
-            return out
-        return y.to(torch.int64)
-    return y.to(torch.float32)
-
-
-def _mask(data, key: str, split: int) -> torch.Tensor | None:
-    m = getattr(data, key, None)
-    if m is None:
-        return None
-    if m.dim() == 2:  # several splits as columns (e.g. WikipediaNetwork)
-        if not 0 <= split < m.shape[1]:
-            raise InputError(f"expected split in 0..{m.shape[1] - 1} for '{key}' (got {split})")
-        m = m[:, split]
-    return m.to(torch.bool).contiguous()
 
 
 CARRIED = ("edge_weight", "edge_attr", "edge_type")
@@ -185,8 +147,8 @@ def from_pyg(data, name: str | None = None, *, split: int = 0, seed: int | None 
             f"expected 'edge_index' of shape [2, E] on the PyG data (got {getattr(edge_index, 'shape', None)})"
         )
     n = int(data.num_nodes)
-    x, y = _features(getattr(data, "x", None)), _labels(getattr(data, "y", None), n)
-    masks = [_mask(data, k, split) for k in ("train_mask", "val_mask", "test_mask")]
+    x, y = pyg_fields.features(getattr(data, "x", None)), pyg_fields.labels(getattr(data, "y", None), n)
+    masks = [pyg_fields.mask(data, k, split) for k in ("train_mask", "val_mask", "test_mask")]
     if any(m is None for m in masks):
         if seed is None:
             raise InputError(

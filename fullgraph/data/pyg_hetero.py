@@ -30,6 +30,7 @@ import sys
 
 import torch
 
+from fullgraph.data import pyg_fields
 from fullgraph.errors import InputError
 
 __all__ = ["graph_from_hetero", "graph_to_hetero", "is_hetero"]
@@ -64,15 +65,13 @@ def _count(data, t: str) -> int:
 
 def _type_features(store, t: str):
     """Type ``t``'s features (float32, dense or sparse CSR), or ``None`` where it has no ``x``."""
-    from fullgraph.data.pyg import _features
-
     x = store["x"] if "x" in store else None
     if x is None:
         return None
     if not isinstance(x, torch.Tensor):
         raise InputError(f"expected the features x of node type {t!r} to be a torch tensor (got "
                          f"{type(x).__name__})")
-    return _features(x)
+    return pyg_fields.features(x)
 
 
 def _relation_edges(data) -> dict:
@@ -112,15 +111,13 @@ def _label_type(data, label_type: str | None) -> str:
 def _splits(store, t: str, n: int, split: int) -> dict:
     """The labelled type's ``train``/``val``/``test`` ids from its boolean masks (``[n, S]``: column
     ``split``, as :func:`fullgraph.data.pyg.from_pyg` reads them)."""
-    from fullgraph.data.pyg import _mask
-
     missing = [k for k in SPLITS if k not in store]
     if missing:
         raise InputError(f"expected {', '.join(SPLITS)} on the labelled node type {t!r} (got no "
                          f"{', '.join(missing)}): set them, e.g. with torch_geometric.transforms.RandomNodeSplit")
     out = {}
     for key in SPLITS:
-        m = _mask(store, key, split)
+        m = pyg_fields.mask(store, key, split)
         if m.shape != (n,):
             raise InputError(f"expected {key} of node type {t!r} of shape [{n}] (got {list(m.shape)})")
         out[key.removesuffix("_mask")] = m.nonzero()[:, 0]
@@ -141,7 +138,6 @@ def graph_from_hetero(data, *, label_type: str | None = None, name: str | None =
             ``T.ToUndirected()`` themselves (module doc).
         split: the column of ``[n, S]`` masks to use.
     """
-    from fullgraph.data.pyg import _labels
     from fullgraph.data.typed import typed_graph
 
     if not is_hetero(data):
@@ -153,7 +149,7 @@ def graph_from_hetero(data, *, label_type: str | None = None, name: str | None =
     if not isinstance(data[lt]["y"], torch.Tensor):
         raise InputError(f"expected labels y of node type {lt!r} to be a torch tensor (got "
                          f"{type(data[lt]['y']).__name__})")
-    y = _labels(data[lt]["y"], counts[lt])
+    y = pyg_fields.labels(data[lt]["y"], counts[lt])
     splits = _splits(data[lt], lt, counts[lt], split)
     num_classes = _global(data, "num_classes")
     return typed_graph(counts, features, edges, (lt, y), splits, name=str(name or _global(data, "name") or "graph"),

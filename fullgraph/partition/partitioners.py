@@ -42,9 +42,9 @@ DGL's ``balance_ntypes`` does, so that every rank holds its share of the labelle
 type's features). METIS's multi-constraint form (one weight per type) would do it in one run, but
 ``pymetis`` passes a single constraint (its ``part_graph`` sets ``ncon = 1`` and reads only the first
 ``N`` vertex weights), so ``metis`` and ``fennel`` cut as above and then move, per type, the fewest
-nodes from the parts over :data:`~fullgraph.partition.balance.TYPE_TOLERANCE` of the type's mean to
+nodes from the parts over :data:`~fullgraph.partition.type_balance.TYPE_TOLERANCE` of the type's mean to
 the parts under it, those with the most neighbours in the new part first
-(:func:`~fullgraph.partition.balance.balance_types`). ``contiguous`` gives part ``p`` the ``p``-th
+(:func:`~fullgraph.partition.type_balance.balance_types`). ``contiguous`` gives part ``p`` the ``p``-th
 range of every type (not whole types); ``random`` and ``permuted`` balance every type in expectation.
 A graph of one type is partitioned exactly as before.
 """
@@ -63,6 +63,7 @@ from fullgraph.data.formats.native_stream import CSRStream
 from fullgraph.errors import InputError
 from fullgraph.ops.csr import indptr_from_counts, row_ids, row_spans
 from fullgraph.partition.fennel import fennel_stream
+from fullgraph.partition.type_balance import balance_types
 
 __all__ = ["METHODS", "WEIGHTS", "partition_nodes", "metis_csr", "sample_edges", "random_permutation",
            "check_node_part"]
@@ -136,7 +137,6 @@ def _fennel(graph: Graph, parts: int, seed: int, weight: str) -> torch.Tensor:
     stream = CSRStream.of_arrays(graph.indptr, graph.indices, graph.name)
     node_part = fennel_stream(stream, parts, row_cost=1 if weight == "degree" else None, seed=seed)
     if graph.node_types is not None:
-        from fullgraph.partition.balance import balance_types  # balance.py builds on this module
 
         node_part = balance_types(node_part, graph.indptr, graph.indices, graph.node_types, parts)
     return torch.from_numpy(node_part.astype(np.int64))
@@ -264,7 +264,6 @@ def metis_csr(indptr: torch.Tensor, indices: torch.Tensor, parts: int, seed: int
     result = pymetis.part_graph(parts, vweights=vweights, options=options, recursive=False, **graph_args)
     node_part = np.asarray(result.vertex_part, dtype=np.int64)
     if node_types is not None:  # METIS kept the total; now each type (module docstring)
-        from fullgraph.partition.balance import balance_types  # balance.py builds on this module
 
         node_part = balance_types(node_part, xadj, adjncy, node_types, parts)
     node_part = torch.as_tensor(node_part)

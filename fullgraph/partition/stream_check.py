@@ -9,7 +9,7 @@ pass over the node files and the edge files checks them as ``load_native`` and `
 features and edge data, labels and edge types in range, mask counts as meta.json says) and hashes
 them in ``Graph.fingerprint()``'s order. Each pass holds one block at a time.
 
-A typed graph (a ``node_types`` record in ``meta.json``) is checked as ``data.typed.check_node_types``
+A typed graph (a ``node_types`` record in ``meta.json``) is checked as ``data.checks.check_node_types``
 checks the loaded one (:class:`_TypeCheck`), in the same passes: each edge's ends against its
 relation's types (its type read by position beside the structure block), sparse feature columns
 within their row's type's block, and splits on the labelled types only. A node's type follows from
@@ -146,7 +146,7 @@ def _hash_nodes(src: _Folder, h, block_bytes: int) -> dict:
 
 
 class _TypeCheck:
-    """What ``data.typed.check_node_types`` checks of a typed graph, on the blocks the passes read (the
+    """What ``data.checks.check_node_types`` checks of a typed graph, on the blocks the passes read (the
     module doc); the sizes were checked against the counts with ``meta.json``."""
 
     def __init__(self, src: _Folder):

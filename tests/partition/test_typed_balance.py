@@ -4,7 +4,7 @@ exactly as they were.
 The tolerance checked is METIS's default k-way one, ``ufactor`` 30: each type's count in each part within
 3% of ``count / P``, or one node where 3% is under a node (an integer split of 30 nodes into 4 parts holds 7
 or 8 of them). ``pymetis`` passes METIS one constraint only, so the per-type balance comes from
-``balance.balance_types`` after the cut (``partitioners``' docstring says why).
+``type_balance.balance_types`` after the cut (``partitioners``' docstring says why).
 """
 
 import numpy as np
@@ -15,7 +15,8 @@ import torch
 from fullgraph.data.typed import typed_graph
 from fullgraph.ops.node_types import NodeTypes
 from fullgraph.partition import partition_nodes
-from fullgraph.partition.balance import TYPE_TOLERANCE, balance_types, metis_by_memory, type_bounds, type_counts
+from fullgraph.partition.balance import metis_by_memory
+from fullgraph.partition.type_balance import TYPE_TOLERANCE, balance_types, type_bounds, type_counts
 from fullgraph.partition.fennel import fennel_stream
 from fullgraph.data.formats.native_stream import CSRStream
 

@@ -21,7 +21,7 @@ import os
 
 from fullgraph.data.formats.native import BLOCK_BYTES
 from fullgraph.data.formats.native_edges import Rows, write_native_edges
-from fullgraph.data.formats.ogb import OgbSource
+from fullgraph.data.formats.ogb_source import OgbSource
 
 __all__ = ["convert_ogb"]
 

@@ -36,7 +36,7 @@ from typing import Iterator
 import numpy as np
 
 from fullgraph.data.formats._common import _read_text, parse_table, read_table, read_table_blocks, require_files
-from fullgraph.data.formats.ogb import SPLIT_FILES, _columns, _labels_block, _split_name
+from fullgraph.data.formats.ogb_source import SPLIT_FILES, _columns, _labels_block, _split_name
 from fullgraph.data.formats.ogb_layouts import _count
 from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from fullgraph.data.formats._common import read_table_blocks, require_files
-from fullgraph.data.formats.ogb import SPLIT_FILES, _split_name
+from fullgraph.data.formats.ogb_source import SPLIT_FILES, _split_name
 from fullgraph.data.formats.ogb_layouts import _count
 from fullgraph.data.link_split import LinkSplit
 from fullgraph.errors import InputError

@@ -12,7 +12,7 @@ import numpy as np
 
 from fullgraph.data.formats._common import read_table, read_table_blocks, require_files
 from fullgraph.data.formats.npy_stream import NpyMember, npz_members
-from fullgraph.data.formats.ogb import OgbSource, _columns, label_rows, npz_label_rows
+from fullgraph.data.formats.ogb_source import OgbSource, _columns, label_rows, npz_label_rows
 from fullgraph.errors import InputError
 
 __all__ = ["open_binary", "open_csv", "open_edge_feat"]

@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from fullgraph.data.formats._common import read_table_blocks, require_files
-from fullgraph.data.formats.ogb import SPLIT_FILES, _columns, _split_name
+from fullgraph.data.formats.ogb_source import SPLIT_FILES, _columns, _split_name
 from fullgraph.data.formats.ogb_layouts import _count
 from fullgraph.data.graph import Graph
 from fullgraph.data.link_split import LinkSplit
