@@ -121,16 +121,16 @@ class Cluster:
         return outputs if isinstance(outputs, dict) else json.loads((out / "summary.json").read_text())
 
     def probe(self) -> dict:
-        """The link's measured bandwidth and per-message latency (``_link_probe.py``)."""
-        return self._probe("_link_probe.py", [str(self.rate)], 120)
+        """The link's measured bandwidth and per-message latency (``probes/link.py``)."""
+        return self._probe("link.py", [str(self.rate)], 120)
 
     def sync_cost(self) -> dict:
-        """What an exchange between computing ranks costs beyond its bytes (``_sync_probe.py``)."""
-        return self._probe("_sync_probe.py", [], 600)
+        """What an exchange between computing ranks costs beyond its bytes (``probes/sync.py``)."""
+        return self._probe("sync.py", [], 600)
 
     def _probe(self, script: str, args: list[str], timeout: float) -> dict:
-        """A probe beside this file run in every namespace: the JSON rank 0 prints last, or ``{"error": ..}``."""
-        outputs = self._run([str(Path(__file__).with_name(script)), *args], timeout)
+        """A probe of ``benchmarks/probes`` run in every namespace: the JSON rank 0 prints last, or ``{"error": ..}``."""
+        outputs = self._run([str(Path(__file__).parent / "probes" / script), *args], timeout)
         return outputs if isinstance(outputs, dict) else json.loads(outputs[0].strip().splitlines()[-1])
 
     def _run(self, args: list[str], timeout: float) -> list[str] | dict:

@@ -14,7 +14,7 @@ The ranks run on this machine's cores. Where they outnumber the cores, each runs
 its own capped at ``--cpu-share`` of a core (default: the cores over the ranks): a cluster of equal
 machines, each slower than this one's core, which do not lend each other their cores (a rank waiting
 for the network leaves its own idle). The plan then models a cluster whose machines compute at the
-speed the capped ranks measured (``_corun_probe.py`` in the same cgroups: their share, less what they
+speed the capped ranks measured (``probes/corun.py`` in the same cgroups: their share, less what they
 cost each other through caches and memory bandwidth). ``--cpu-share 0`` leaves them time-sliced, as the
 scheduler likes: a rank's idle core serves the others and the critical path runs at whatever share it
 gets, and the estimate is the plan's with ``cores`` set (no faster than all ranks' compute over the
@@ -27,7 +27,7 @@ cell's median; between the rounds the plan's layer timings are taken once more (
 so the estimate's medians stand for the same minutes as the measured ones.
 
 ``--sync-probe`` measures what an exchange between ranks busy computing costs beyond its bytes
-(``_sync_probe.py``; the link probe's latency is taken with idle cores), and ``--nprocs`` equal to the
+(``probes/sync.py``; the link probe's latency is taken with idle cores), and ``--nprocs`` equal to the
 cores (with ``--layouts graph,pipeline``: the hybrid 2x2 needs 4) runs the cells where every rank has a
 core of its own, as on a real cluster.
 """
@@ -71,7 +71,7 @@ def estimate(graph, base: dict, layout: dict, nprocs: int, network, timers: dict
     """``fullgraph plan``'s row for this layout, its ranks (one thread each) as ``cpu`` says (``cpu_speed``):
     sharing this machine's cores at ``core_efficiency`` of their solo speed, or each capped at a share of
     a core that computes at ``node_speed`` of a solo core."""
-    from fullgraph.cli_plan import build_planned_model, plan_layout
+    from fullgraph.cli.plan import build_planned_model, plan_layout
     from fullgraph.plan.layer_timer import LayerTimer
 
     key = (base["dataset"], base["model"], base["layers"])  # the precision changes bytes, not layers
@@ -168,14 +168,14 @@ def reestimate(rows: list[dict], a, graphs: dict | None = None, timers: dict | N
 
 def cpu_speed(base: dict, rows: int, quota: CpuQuota, seconds: float = 2.0, rounds: int = 5,
               delay: float = 15.0) -> dict:
-    """How fast ``quota.n`` processes running the model's middle layer at once compute (``_corun_probe.py``),
+    """How fast ``quota.n`` processes running the model's middle layer at once compute (``probes/corun.py``),
     the median over ``rounds`` interleaved windows, against one process alone and uncapped.
 
     Capped (``quota.share``): ``{"node_speed": s}``, each process's throughput over the uncapped one's, its
     share of a core less what the others cost it through shared caches and memory bandwidth. Time-sliced:
     ``{"core_efficiency": e}``, all processes' throughput over that of one alone times the cores they can
     use: 1 when sharing costs nothing, lower when time-slicing, caches and memory bandwidth slow them."""
-    probe, cores, n = str(Path(__file__).with_name("_corun_probe.py")), os.cpu_count() or 1, quota.n
+    probe, cores, n = str(Path(__file__).parent / "probes" / "corun.py"), os.cpu_count() or 1, quota.n
     start = time.time() + delay  # every process has loaded the graph and warmed up by then
     cgroups = [quota.procs(i) for i in range(n)]
     procs = [subprocess.Popen([sys.executable, probe, json.dumps(base), str(rows), str(start), str(seconds),
@@ -296,12 +296,12 @@ def main() -> int:
                     help="cap each rank at this share of a core, in a CPU cgroup of its own (default: the cores "
                          "over --nprocs where the ranks outnumber the cores, else 0: no cap)")
     ap.add_argument("--timeout", type=float, default=900)
-    ap.add_argument("--probe-seconds", type=float, default=2.0, help="each window of the CPU probe (_corun_probe.py)")
+    ap.add_argument("--probe-seconds", type=float, default=2.0, help="each window of the CPU probe (probes/corun.py)")
     ap.add_argument("--probe-delay", type=float, default=15.0,
                     help="seconds the CPU probe's processes get to load the graph before the first window")
     ap.add_argument("--out", default="runs/bench_cluster.json")
     ap.add_argument("--sync-probe", action="store_true",
-                    help="only measure, per rate, what an exchange between busy ranks costs (_sync_probe.py)")
+                    help="only measure, per rate, what an exchange between busy ranks costs (probes/sync.py)")
     ap.add_argument("--table", nargs="+", metavar="JSON", help="only print the table of earlier runs' JSON files")
     ap.add_argument("--reestimate", action="store_true",
                     help="with --table: estimate those cells again with this code, on the links they measured "

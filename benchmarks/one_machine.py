@@ -120,12 +120,12 @@ def table(cells: list[dict]) -> list[str]:
 
 def probe(repeats: int) -> None:
     """The measurements ``plan.machines``' constants come from, under ``torchrun`` on this machine: gloo
-    between two local processes (``_link_probe.py``) and what an exchange costs ranks busy computing,
-    2 and 4 of them (``_sync_probe.py``), ``repeats`` times each, interleaved."""
-    here = Path(__file__).resolve().parent
+    between two local processes (``probes/link.py``) and what an exchange costs ranks busy computing,
+    2 and 4 of them (``probes/sync.py``), ``repeats`` times each, interleaved."""
+    here = Path(__file__).resolve().parent / "probes"
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     for r in range(repeats):
-        for n, script, extra in ((2, "_link_probe.py", ["10"]), (2, "_sync_probe.py", []), (4, "_sync_probe.py", [])):
+        for n, script, extra in ((2, "link.py", ["10"]), (2, "sync.py", []), (4, "sync.py", [])):
             done = subprocess.run([*torchrun, f"--nproc-per-node={n}", str(here / script), *extra], cwd=REPO,
                                   capture_output=True, text=True, timeout=600)
             last = (done.stdout.strip().splitlines() or ["(no output) " + done.stderr[-300:]])[-1]

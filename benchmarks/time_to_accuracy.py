@@ -290,7 +290,7 @@ def figure(s: dict, runs: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from fullgraph.cli_report import _against_epoch_and_time, _palette
+    from fullgraph.cli.report import _against_epoch_and_time, _palette
     from fullgraph.tasks.metrics import METRIC_NAMES
 
     curves = []

@@ -191,7 +191,7 @@ def _reference(fn) -> str:
 
 
 def _run_here(cfg, env, obj, callbacks=(), graph=None):
-    from fullgraph.cli import shared_inputs
+    from fullgraph.cli.train import shared_inputs
     from fullgraph.comm.launch import report_worker_error
     from fullgraph.train.runs import RunFolder
     from fullgraph.train.trainer import Trainer
@@ -216,7 +216,7 @@ def _run_here(cfg, env, obj, callbacks=(), graph=None):
 
 def _launch(cfg):
     """Start the ranks as ``fullgraph train`` does, with the options as flags; rank 0's result."""
-    from fullgraph.cli import launch
+    from fullgraph.cli.train import launch
     from fullgraph.train.trainer import RunResult
 
     from fullgraph.train.runs import RunFolder

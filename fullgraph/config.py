@@ -348,7 +348,7 @@ class TrainConfig:
     def check_depth(self, layers: int | None) -> None:
         """The pipeline's stages against a model of ``layers`` graph layers (``None``: a user's model,
         whose builder decides its depth: checked again once it is built)."""
-        from fullgraph.config_rules import check_depth
+        from fullgraph.parallel.rules import check_depth
 
         check_depth(self.parallel, layers)
 

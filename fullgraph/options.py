@@ -2,7 +2,7 @@
 (taken from the registry that owns them), its help (``opt``: kept on the field as data), and a TOML
 file of options.
 
-``TrainConfig`` validates through this module and ``fullgraph.commands`` builds every command's parser
+``TrainConfig`` validates through this module and ``fullgraph.cli.commands`` builds every command's parser
 from it, so an option is declared once — a typed field with its help — and its flag, help, type,
 choices and ``--help`` group follow from that declaration.
 """

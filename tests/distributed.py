@@ -36,7 +36,7 @@ def planned_bytes(config: dict, graph, halo_rows: int = 0, node_part=None) -> di
     """What ``fullgraph plan`` says a run of ``config`` (options by name) moves per epoch without an
     evaluation (the multi-process tests evaluate once, after the last epoch, so the median epoch of
     their ledger has none); a pruned run's counts come from its partition's ``node_part``."""
-    from fullgraph.cli_plan import run_volume
+    from fullgraph.cli.plan import run_volume
     from fullgraph.config import TrainConfig
     from fullgraph.models import model_spec
     from fullgraph.plan.pruned import pruned_counts

@@ -215,12 +215,12 @@ def flag_declarations(src: str, where: str) -> list[str]:
 
 
 def test_flags_are_declared_as_options_only():
-    """Every command's flags are fields of options classes (``fullgraph.command_options``, ``TrainConfig``);
-    ``fullgraph/commands.py`` alone turns them into argparse calls."""
+    """Every command's flags are fields of options classes (``fullgraph.cli.options``, ``TrainConfig``);
+    ``fullgraph/cli/commands.py`` alone turns them into argparse calls."""
     assert flag_declarations('p.add_argument("--x")\nsub.add_parser("y")\nadd_flags(p, opts)\n', "x.py") == \
         ["x.py:1", "x.py:2"]
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path != PACKAGE / "commands.py":
+        if path != PACKAGE / "cli" / "commands.py":
             found += flag_declarations(path.read_text(), f"fullgraph/{path.relative_to(PACKAGE)}")
     assert not found, "flags declared by hand (declare an options field instead): " + ", ".join(found)

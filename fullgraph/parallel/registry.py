@@ -2,7 +2,7 @@
 
 The ``Mesh`` (``comm.mesh``) knows a layout's shape: its axes, its grid, its communicators. Everything
 else is here, one record per family of ``--parallel`` modes: which options only it takes, how it
-checks a configuration against the model (``config_rules``), how a rank builds its ``Engine``, and
+checks a configuration against the model (``parallel.rules``), how a rank builds its ``Engine``, and
 what ``fullgraph plan`` needs of it — the bytes an epoch moves (``plan.volumes``), what each rank
 computes and sends (``plan.rank_work``) and the largest rank's peak memory (``plan.rank_memory``).
 The configuration, the trainer and the planner ask the record; none of them branches on the layout.
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from fullgraph import config_rules
+from fullgraph.parallel import rules
 from fullgraph.comm.mesh import PARALLEL_MODES, SPMM_MODES
 from fullgraph.errors import InputError
 from fullgraph.ops.edge_data import EDGE_FIELDS, EdgeFacts
@@ -44,7 +44,7 @@ class Layout:
         peak: the largest rank's peak bytes, ``peak(cfg, graph, parts, bounds, release_memory)``.
         holds_every_layer: whether each rank holds its rows of every graph layer's output when the
             forward ends, so that a model whose ``post`` reads them all (jumping knowledge) runs; a
-            pipeline stage holds only its own layers' (``config_rules.check_readout``).
+            pipeline stage holds only its own layers' (``rules.check_readout``).
         edge_kinds: the edge data its blocks hand a layer: all of it where a block is a set of the
             graph's rows and their edges; the algebraic layouts keep only a weight, in Â's values.
     """
@@ -98,11 +98,11 @@ _PARTITIONED = dict(volume=volumes.partition_volume, works=rank_work.partition_w
 LAYOUTS = (
     Layout(("single",), _single),
     Layout(("graph",), _graph, **_PARTITIONED),
-    Layout(("pipeline", "hybrid"), _chunked, options=("stage_layers", "chunks"), check=config_rules.check_chunked,
+    Layout(("pipeline", "hybrid"), _chunked, options=("stage_layers", "chunks"), check=rules.check_chunked,
            holds_every_layer=False, **_PARTITIONED),
-    Layout(SPMM_MODES, _spmm, check=config_rules.check_spmm, volume=volumes.spmm_epoch_volume,
+    Layout(SPMM_MODES, _spmm, check=rules.check_spmm, volume=volumes.spmm_epoch_volume,
            works=rank_work.spmm_works, peak=rank_memory.spmm_peak, edge_kinds=("weight",)),
-    Layout(("tensor",), _tensor, options=("tensor_chunks", "tensor_decoupled"), check=config_rules.check_tensor,
+    Layout(("tensor",), _tensor, options=("tensor_chunks", "tensor_decoupled"), check=rules.check_tensor,
            volume=volumes.tensor_epoch_volume, works=rank_work.tensor_works, peak=rank_memory.tensor_peak,
            edge_kinds=("weight",)),
 )
@@ -143,7 +143,7 @@ def check_model_layout(cfg, model) -> None:
     whose ``post`` reads every layer's output where the layout's ranks do not hold them all."""
     if not layout_of(cfg.parallel.mode).holds_every_layer:
         what = f"jk={model.jk_mode!r}" if getattr(model, "jk_mode", None) else type(model).__name__
-        config_rules.check_readout(cfg, getattr(model, "reads_every_layer", False), what)
+        rules.check_readout(cfg, getattr(model, "reads_every_layer", False), what)
     if getattr(model, "whole_graph", False) and (cfg.parallel.mode != "single" or cfg.parallel.prune):
         raise InputError(f"expected layers of one hop each with --parallel {cfg.parallel.mode}"
                          f"{' --prune' if cfg.parallel.prune else ''} (got a whole model on dicts, {cfg.model.name}: "

@@ -11,7 +11,7 @@
   ranks run and on how many threads; :mod:`fullgraph.plan.ranking`: the ranking, the ties the timings'
   spread cannot break, and the recommendation.
 
-``fullgraph plan`` (:mod:`fullgraph.cli_plan`) puts them together for every layout of P processes.
+``fullgraph plan`` (:mod:`fullgraph.cli.plan`) puts them together for every layout of P processes.
 """
 
 from fullgraph.plan.epoch_time import (

@@ -202,7 +202,7 @@ class LayerTimer:
         features (its calls include it), a later layer's gather of its source rows in a random order
         (a layout assembles a call's sources from the rows it holds: own and halo; ``index_select``
         forward, ``index_add`` backward), and the layer. ``chunked``: a training call of a chunked
-        engine instead (``chunk_step``). ``benchmarks/_corun_probe.py`` runs it in processes sharing
+        engine instead (``chunk_step``). ``benchmarks/probes/corun.py`` runs it in processes sharing
         the cores."""
         if chunked and i > 0 and train:
             return self.chunk_step(i, rows, src_ratio, degree)

@@ -82,7 +82,7 @@ def link_task(cfg):
 
 
 def link_epoch_row(row: dict, cfg, node_part, width: int, network=None, task=None) -> dict:
-    """A plan row of one training step (``cli_plan.plan_layout``) made the row of a link epoch of ``cfg``:
+    """A plan row of one training step (``cli.plan.plan_layout``) made the row of a link epoch of ``cfg``:
     each step recomputes the encoder, so the training bytes and times count once per step (evaluation
     once an epoch), and over the owners ``node_part`` (``None``: one process) the pair exchange of epoch 1
     is added (the epochs differ only in which pairs are drawn), at the wire precision of graph

@@ -25,7 +25,7 @@ __all__ = ["SHARED_MEMORY", "SHARED_CORE_EFFICIENCY", "SHARED_CORE_WAIT_US", "Ma
 
 SHARED_MEMORY = Network(bandwidth_gbps=35.0, latency_us=100.0, exchange_gbps=4.5, cpu_ns_per_byte=1.5)
 """What gloo achieves between two processes of this machine (loopback TCP), as
-``benchmarks/_link_probe.py`` measures it under ``torchrun --nproc-per-node 2`` on the 2-core VM of
+``benchmarks/probes/link.py`` measures it under ``torchrun --nproc-per-node 2`` on the 2-core VM of
 benchmarks/README ("Planning for one machine"), 6 runs: 21-42 Gbit/s one way with a 64 MiB message,
 2.2-5.9 Gbit/s per rank in an all-to-all (``Comm.all_to_all_rows``, both directions and both ranks'
 copies on the same cores), a ping-pong's 59-200 µs per message, and 1.3-4.6 ns of the cores' time per
@@ -35,7 +35,7 @@ than a network's: every message goes through the kernel's TCP stack."""
 SHARED_CORE_WAIT_US = 800.0
 """What each message costs, beyond its link's latency, where a machine's ranks outnumber its cores: its
 partner is runnable but not running, and the exchange waits for the scheduler to give it a core.
-``benchmarks/_sync_probe.py`` under ``torchrun --nproc-per-node 4`` on the 2 cores (ranks computing in
+``benchmarks/probes/sync.py`` under ``torchrun --nproc-per-node 4`` on the 2 cores (ranks computing in
 1 ms bursts, then exchanging 16 KiB), 4 runs: 0.46-0.93 ms per exchange with one partner and 1.3-3.2 ms
 per all-to-all with three, 0.4-1.1 ms a message, against 59-200 µs on idle cores (benchmarks/README,
 "Planning for one machine"). It grows with the compute between exchanges (about 1-3 ms a pair exchange
@@ -43,7 +43,7 @@ and 6-17 ms an all-to-all at 16 ms bursts): on graphs larger than a rank's milli
 
 SHARED_CORE_EFFICIENCY = 0.85
 """The share of their solo work that the cores of one machine do when its ranks run at once (time-slicing,
-shared caches and memory bandwidth): ``benchmarks/_corun_probe.py``'s all-at-once throughput over one
+shared caches and memory bandwidth): ``benchmarks/probes/corun.py``'s all-at-once throughput over one
 process alone times the cores, 0.80-0.90 for 4 ranks time-sliced on 2 cores (the time-sliced
 grids of benchmarks/history/2026-11-24-cluster.md)."""
 

@@ -1,5 +1,5 @@
 """The native dataset folder and ``--dataset PATH`` format detection (``generate`` / ``convert``:
-``tests/test_cli_data.py``)."""
+``tests/cli/test_data.py``)."""
 
 import gzip
 import json

@@ -32,7 +32,7 @@ from tests.data.test_typed_folder import _small, acm_renamed  # noqa: F401 (a fi
 
 
 def _memory(folder, out, *, split: int = 0, edge_data: bool = True):
-    """The in-memory road's graph and folder (``cli_data._convert`` before the streamed road)."""
+    """The in-memory road's graph and folder (``cli.data._convert`` before the streamed road)."""
     graph = load_path(folder, split=split)
     graph = graph if edge_data else graph.without_edge_data()
     return graph, write_native(graph, out, preprocessed=True, splits=fixed_splits(str(folder)))

@@ -141,7 +141,7 @@ def test_pipeline_refuses_jumping_knowledge_in_one_line_and_exit_2(shared_data, 
 def test_the_plan_lists_no_chunked_layout_for_a_jk_model(cora):
     """``fullgraph plan`` checks a user's built model against each layout as training does: a jk model
     is no candidate for the pipeline or the hybrid, and the line says why."""
-    from fullgraph.cli_plan import candidates
+    from fullgraph.cli.plan import candidates
 
     ref, args = BUILDERS["jk-cat"]
     probe = object_of("jk-cat", cora)

@@ -40,7 +40,7 @@ def test_partition_folder_stats_carry_the_edge_bytes(cora_edges, tmp_path):
 
 
 def test_plan_leaves_out_the_layouts_that_would_refuse_a_model_reading_edge_features(cora_edges):
-    from fullgraph.cli_plan import candidates
+    from fullgraph.cli.plan import candidates
 
     fits, refused = candidates(2, 2, "gat", edges=cora_edges.edge_facts())
     assert "tensor" not in {o["parallel"] for o in fits} and {"graph", "pipeline"} <= {o["parallel"] for o in fits}

@@ -74,7 +74,7 @@ def test_same_machine_traffic_is_priced_at_shared_memory_and_the_rest_at_the_net
 
 
 def test_rank_works_send_a_ranks_halo_to_its_own_machine_in_proportion_to_its_peers_there(shared_data):
-    from fullgraph.cli_plan import _bounds, _partition_stats, _shape, build_planned_model, run_volume
+    from fullgraph.cli.plan import _bounds, _partition_stats, _shape, build_planned_model, run_volume
     from fullgraph.config import TrainConfig
     from fullgraph.data.load import load_graph
     from fullgraph.parallel.registry import rank_works
@@ -126,7 +126,7 @@ def test_plan_layout_shares_a_machines_cores_and_waits_where_ranks_outnumber_the
     import argparse
 
     import fullgraph.plan.machines as machines_module
-    from fullgraph.cli_plan import build_planned_model, plan_layout
+    from fullgraph.cli.plan import build_planned_model, plan_layout
     from fullgraph.config import TrainConfig
     from fullgraph.data.load import load_graph
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from fullgraph.cli import main
-from fullgraph.cli_plan import candidates
+from fullgraph.cli.plan import candidates
 from fullgraph.comm.mesh import Mesh
 from fullgraph.models import build_model
 from fullgraph.plan.epoch_time import (
@@ -188,7 +188,7 @@ def test_each_ranks_traffic_adds_up_to_the_layouts_volume(shared_data, layout, p
     """Apportioned to the ranks, the training step's halo and chunk-stream bytes add up to the
     volume's (each byte leaves one rank and reaches another: the busier direction of each link), at
     the run's communication precision."""
-    from fullgraph.cli_plan import _bounds, _partition_stats, _shape, build_planned_model, run_volume
+    from fullgraph.cli.plan import _bounds, _partition_stats, _shape, build_planned_model, run_volume
     from fullgraph.config import TrainConfig
     from fullgraph.data.load import load_graph
     from fullgraph.parallel.registry import rank_works

@@ -102,7 +102,7 @@ def _timer(monkeypatch, *kinds: list[float]):
 def _row(name: str, nprocs: int, rows: int, traffic: float = 0.0, *, timer) -> dict:
     """A layout of one rank whose one call covers ``rows`` rows (and ``traffic`` bytes on an 8 Gbit/s
     link), estimated as the plan estimates it: at the timings' medians and under each round."""
-    from fullgraph.cli_plan import _estimates
+    from fullgraph.cli.plan import _estimates
 
     work = RankWork(0, (LayerCalls((1,), rows, rows, 5 * rows),), (), train_traffic=Traffic(stream=traffic))
     est, rounds = _estimates([work], timer, Network(bandwidth_gbps=8.0, latency_us=0.0), {})

@@ -170,7 +170,7 @@ def test_graph_parallel_link_run_resumes_bit_for_bit(tmp_path, shared_data):
     """A graph-parallel link run with several steps an epoch, stopped after 2 epochs and resumed to 4,
     trains the same bits as 4 in one go (the pairs and masks are keyed by seed, epoch and step, so a
     resumed run draws them again), its decoder's weights included."""
-    from tests.test_cli_inputs import stopped_and_resumed
+    from tests.cli.test_inputs import stopped_and_resumed
 
     common = ["--dataset", "cora", "--root", str(shared_data), "--task", "link", "--parallel", "graph", "--nprocs", "2",
               "--hidden", "16", "--edge-batch", "2500", "--decoder", "mlp", "--checkpoint-every", "2",

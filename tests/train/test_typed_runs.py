@@ -69,7 +69,7 @@ def test_graph_parallel_embeddings_resume_bit_for_bit_and_model_pt_holds_the_who
     4 trains the same bits as 4 in one go, and ``model.pt`` holds the whole table in node order."""
     from fullgraph.data.formats.native import write_native
     from tests.models.test_rgcn import small_typed
-    from tests.test_cli_inputs import stopped_and_resumed
+    from tests.cli.test_inputs import stopped_and_resumed
 
     write_native(small_typed(), tmp_path / "typed")  # three types, the venues without features
     common = ["--dataset", str(tmp_path / "typed"), "--parallel", "graph", "--nprocs", "2", "--feature-norm", "none",

@@ -1,4 +1,4 @@
-"""The data commands of ``fullgraph`` (the others: :mod:`fullgraph.cli`).
+"""The data commands of ``fullgraph`` (the table of every command: :mod:`fullgraph.cli`).
 
 ``generate`` and ``convert`` write a native dataset folder (:mod:`fullgraph.data.formats.native`): a
 synthetic graph (``rmat``, ``planted``, or ``typed``, of several node types and relations), or any

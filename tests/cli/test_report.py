@@ -3,7 +3,7 @@
 import pytest
 
 from fullgraph.cli import main
-from fullgraph.cli_report import FIGURES
+from fullgraph.cli.report import FIGURES
 
 pytest.importorskip("matplotlib", reason="matplotlib is part of the test extra")
 
@@ -71,7 +71,7 @@ def run_colors(fig) -> dict[str, set[str]]:
 
 
 def test_each_run_keeps_one_colour_in_every_figure():
-    from fullgraph.cli_report import figures
+    from fullgraph.cli.report import figures
 
     runs = [fake_run(n) for n in ("a", "b", "c")]
     seen = {}
@@ -86,7 +86,7 @@ def test_each_run_keeps_one_colour_in_every_figure():
 
 
 def test_legends_sit_outside_the_axes():
-    from fullgraph.cli_report import figures
+    from fullgraph.cli.report import figures
 
     for name, fig in figures([fake_run("a"), fake_run("b")]).items():
         fig.canvas.draw()
@@ -100,7 +100,7 @@ def test_legends_sit_outside_the_axes():
 
 
 def test_the_first_epochs_start_up_does_not_stretch_the_time_axis():
-    from fullgraph.cli_report import figures
+    from fullgraph.cli.report import figures
 
     figs = figures([fake_run("slow start", first_s=100.0, epoch_s=0.01), fake_run("b")])
     for name in ("loss.png", "metric.png"):
@@ -110,7 +110,7 @@ def test_the_first_epochs_start_up_does_not_stretch_the_time_axis():
 
 
 def test_times_below_a_microsecond_print_as_0():
-    from fullgraph.cli_report import seconds, summary_table
+    from fullgraph.cli.report import seconds, summary_table
 
     assert [seconds(t) for t in (4e-8, 0.0, -3e-9, 2.5e-6, 0.01234)] == ["0", "0", "0", "2.5e-06", "0.0123"]
     row = summary_table([fake_run("tiny", first_s=1e-8, epoch_s=3e-9)])[2]

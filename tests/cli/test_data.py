@@ -1,4 +1,4 @@
-"""``fullgraph generate | convert`` and training on what they write (``fullgraph.cli_data``)."""
+"""``fullgraph generate | convert`` and training on what they write (``fullgraph.cli.data``)."""
 
 import json
 

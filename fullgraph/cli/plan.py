@@ -15,7 +15,7 @@ import argparse
 import json
 import os
 
-from fullgraph.command_options import PLAN_MODEL_OPTIONS
+from fullgraph.cli.options import PLAN_MODEL_OPTIONS
 from fullgraph.config import TrainConfig
 from fullgraph.errors import InputError
 from fullgraph.tasks.options import LINK_ONLY

@@ -20,7 +20,7 @@ from fullgraph.cli import main
 
 from tests._equality import LOSSES_REORDERED, assert_same_losses
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MODELS = REPO / "tests" / "user_models.py"
 SAGE = f"{MODELS}:sage"
 

@@ -15,7 +15,7 @@ memory bandwidth, do not each get a whole core's worth of work done: ``cluster.p
 throughput of all at once by that of one alone times the cores they use (the cores' efficiency, which
 the plan's bound for ranks sharing cores takes).
 
-    python benchmarks/_corun_probe.py OPTIONS ROWS START SECONDS ROUNDS INDEX [CGROUP LOBBY]
+    python benchmarks/probes/corun.py OPTIONS ROWS START SECONDS ROUNDS INDEX [CGROUP LOBBY]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from fullgraph.cli_plan import build_planned_model
+from fullgraph.cli.plan import build_planned_model
 from fullgraph.config import TrainConfig
 from fullgraph.data.load import load_graph
 from fullgraph.plan.layer_timer import LayerTimer

@@ -8,11 +8,11 @@ with every rank (the graph layout's). It calls gloo's all-to-all, not fullgraph'
 payload the two directions taking turns (``Comm.lanes``) costs next to nothing. The rounds' extra time over bursts alone is what one exchange between ranks busy
 computing costs beyond its bytes: the link's latency, the wake-ups of processes and of the kernel's
 network work on cores that are all busy, and any drift between the partners' bursts; with more ranks
-than cores, also the wait for a partner that is runnable but not running. ``_link_probe.py`` measures
+than cores, also the wait for a partner that is runnable but not running. ``probes/link.py`` measures
 latency with idle cores, which this is not. Rank 0 prints
 ``{B: {"round_ms": .., "pair_sync_ms": .., "world_sync_ms": ..}}`` for B = 1, 4 and 16 ms.
 
-    python benchmarks/_sync_probe.py [PAYLOAD_BYTES]
+    python benchmarks/probes/sync.py [PAYLOAD_BYTES]
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def main() -> int:
     dist.init_process_group("gloo", timeout=timedelta(seconds=300))
     rank, P = dist.get_rank(), dist.get_world_size()
     if P % 2:
-        raise SystemExit(f"_sync_probe.py pairs the ranks: expected an even number of them, got {P}")
+        raise SystemExit(f"probes/sync.py pairs the ranks: expected an even number of them, got {P}")
     pairs = [dist.new_group([2 * i, 2 * i + 1]) for i in range(P // 2)]  # every rank creates every group
     a = torch.randn(256, 256)
 

@@ -8,7 +8,7 @@ busy CPU time over it (``/proc/stat``: every namespace shares the cores) per byt
 emulated link costs the cores the ranks compute on. Rank 0 prints ``{"gbps": .., "latency_us": ..,
 "exchange_gbps": .., "cpu_ns_per_byte": ..}``.
 
-    python benchmarks/_link_probe.py NOMINAL_GBIT
+    python benchmarks/probes/link.py NOMINAL_GBIT
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 fields are its flags, and the function that runs it — and the parser built from it.
 
 Every command is declared the same way: its flags are the typed fields of options classes
-(``fullgraph.command_options``, and ``TrainConfig``'s sections for ``train``), each field's help kept
+(``fullgraph.cli.options``, and ``TrainConfig``'s sections for ``train``), each field's help kept
 on the field (``fullgraph.options.opt``). ``fullgraph.cli`` lists the commands in one table and
 dispatches through it, so adding a command is one options class, one function and one row.
 """

@@ -3,8 +3,8 @@ the H200), eager as CUDA made it until the mask kernel was compiled, or compiled
 now; run on the CPU, each in a fresh process (big tensors returned to the system when freed, so the
 growth of the peak RSS is the most that was alive at once):
 
-    .venv/bin/python benchmarks/_mask_peak_probe.py eager
-    .venv/bin/python benchmarks/_mask_peak_probe.py compiled
+    .venv/bin/python benchmarks/probes/mask_peak.py eager
+    .venv/bin/python benchmarks/probes/mask_peak.py compiled
 """
 
 from __future__ import annotations
