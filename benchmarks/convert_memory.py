@@ -1,6 +1,6 @@
 """Converting ogbn-papers100M's binary layout in bounded memory (issue 38 §2).
 
-For each size, a synthetic folder in papers100M's exact layout (``fullgraph.data.synthetic_ogb``:
+For each size, a synthetic folder in papers100M's exact layout (``fullgraph.data.synthetic.ogb``:
 R-MAT structure, directed, deflate-compressed ``.npz`` members, 128 float32 features, 1.4% of the
 nodes labelled, NaN elsewhere) is written, then converted by the real command line in its own
 subprocess::
@@ -72,7 +72,7 @@ def run_size(label: str, work: Path, keep: bool, edge_features: int = 0, distinc
     src, dst, prt = work / f"papers-{tag}", work / f"native-{tag}", work / f"parts-{tag}"
     for folder in (src, dst, prt):
         shutil.rmtree(folder, ignore_errors=True)
-    write = [sys.executable, "-c", "import sys; from fullgraph.data.synthetic_ogb import write_rmat_ogb_binary as w; "
+    write = [sys.executable, "-c", "import sys; from fullgraph.data.synthetic.ogb import write_rmat_ogb_binary as w; "
              f"w(sys.argv[1], {scale}, {edges}, num_features={FEATURES}, edge_features={edge_features}, "
              f"distinct={distinct})", str(src)]
     t_write, rss_write, _ = _timed(write)

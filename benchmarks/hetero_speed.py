@@ -49,8 +49,8 @@ from torch_geometric.nn import FastRGCNConv
 from fullgraph.config import TrainConfig
 from fullgraph.data.formats.heco import load_heco
 from fullgraph.data.load import load_graph
-from fullgraph.data.synthetic_ogb_hetero import write_synthetic_mag
-from fullgraph.data.synthetic_typed import typed_rmat
+from fullgraph.data.synthetic.ogb_hetero import write_synthetic_mag
+from fullgraph.data.synthetic.typed import typed_rmat
 from fullgraph.train.trainer import Trainer
 
 from _harness import REPO, environment, hwm_bytes, print_header, reset_hwm, rss_bytes, train, write_json

@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     folder = args.work / "wikikg2"
     t0 = time.perf_counter()
     if not (folder / "split").is_dir():
-        from fullgraph.data.synthetic_ogb_kg import write_synthetic_kg
+        from fullgraph.data.synthetic.ogb_kg import write_synthetic_kg
 
         total = int(args.triples / (1 - 2 * args.held_out))
         counts = write_synthetic_kg(folder, "wikikg2", entities=args.entities, relations=args.relations,

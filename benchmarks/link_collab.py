@@ -36,7 +36,7 @@ from torch.nn import functional as F
 from fullgraph.config import TrainConfig
 from fullgraph.data.formats.ogb_link import read_split_file
 from fullgraph.data.load import load_link_graph
-from fullgraph.data.synthetic_ogb_link import write_synthetic_ogb_link
+from fullgraph.data.synthetic.ogb_link import write_synthetic_ogb_link
 from fullgraph.models import GCN
 from fullgraph.ops.block import Block
 from fullgraph.parallel.setup import node_parts, prepare_partition_dir

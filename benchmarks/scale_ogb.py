@@ -5,7 +5,7 @@ step as the real command line in its own subprocess (``_scale_run.run_command``:
 kernel's peak RSS of the step's largest process, the foreign load), and the disk each leaves:
 
 1. **write**: a synthetic folder in ogbn-papers100M's exact binary layout
-   (``fullgraph.data.synthetic_ogb``: R-MAT, directed, compressed ``.npz`` members);
+   (``fullgraph.data.synthetic.ogb``: R-MAT, directed, compressed ``.npz`` members);
 2. **convert**: ``fullgraph convert --dataset FOLDER --out NATIVE`` (streamed, bounded memory);
 3. **partition**: ``fullgraph partition --dataset NATIVE --partitioner fennel --parts P`` balanced
    for SAGE 3 x 128 (target: peak <= 12 B per node + 1 GiB);
@@ -88,7 +88,7 @@ def run(size: str, work: Path, timeout: float, drop_input: bool = False) -> dict
     scale, draws, feats, parts, train = SIZES[size]
     src, native, pdir, run_dir = work / "papers", work / "native", work / f"fennel{parts}", work / "run"
     steps = {"write": _step(work, "write", [sys.executable, "-c",
-             "import sys; from fullgraph.data.synthetic_ogb import write_rmat_ogb_binary as w; "
+             "import sys; from fullgraph.data.synthetic.ogb import write_rmat_ogb_binary as w; "
              f"w(sys.argv[1], {scale}, {draws}, num_features={feats})", str(src)],
              src / "split" if src.exists() else native / "meta.json", timeout, src)}  # dropped once converted
     steps["convert"] = _step(work, "convert", fg("convert", "--dataset", str(src), "--out", str(native)),

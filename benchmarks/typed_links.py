@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/typed_links.py --seeds 1 --epochs 10    # a quick look
 
 Issue 60 §3. Each seed splits ``paper___written_by___author`` once with
-``fullgraph.data.typed_link_split.random_typed_link_split(acm, (0.85, 0.05, 0.10), seed)``: 85/5/10 of the
+``fullgraph.data.typed.link_split.random_typed_link_split(acm, (0.85, 0.05, 0.10), seed)``: 85/5/10 of the
 relation's edges, the held-out ones (and their ``rev_written_by`` edges) out of the encoder's graph, one
 negative per held-out edge with its author replaced by another author who did not write the paper. Both
 sides train on that encoder graph and score those pairs.
@@ -50,7 +50,7 @@ SETTINGS = MappingProxyType({"layers": 2, "hidden": 64, "lr": 0.01})
 
 def split_of(seed: int):
     from fullgraph.data.formats.heco import load_heco
-    from fullgraph.data.typed_link_split import random_typed_link_split, target_relations
+    from fullgraph.data.typed.link_split import random_typed_link_split, target_relations
 
     graph = load_heco(REPO.parent / "shared" / "data" / "heco_acm", name="acm")
     return random_typed_link_split(graph, (0.85, 0.05, 0.10), seed, target_relations(graph, RELATION))
@@ -170,8 +170,8 @@ def run_pyg(enc, split, cfg: dict) -> dict:
 def worker(cfg: dict) -> dict:
     """One (system, seed), after a warm-up of the same system on a small typed graph: the imports and
     one-time set-up of either side stay out of its train peak."""
-    from fullgraph.data.synthetic_typed import typed_rmat
-    from fullgraph.data.typed_link_split import random_typed_link_split
+    from fullgraph.data.synthetic.typed import typed_rmat
+    from fullgraph.data.typed.link_split import random_typed_link_split
 
     torch.set_num_threads(cfg["threads"])
     run = run_fullgraph if cfg["system"] == "fullgraph" else run_pyg

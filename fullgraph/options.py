@@ -41,7 +41,7 @@ def choices() -> dict[str, tuple[str, ...]]:
     """The options with a fixed set of values, each list from the module that implements the values."""
     from fullgraph.comm.mesh import PARALLEL_MODES
     from fullgraph.comm.precision import PRECISIONS
-    from fullgraph.data.typed_link_split import CORRUPT
+    from fullgraph.data.typed.link_split import CORRUPT
     from fullgraph.device import DEVICES
     from fullgraph.models.rgcn import DECOMPOSITIONS, FEATURELESS
     from fullgraph.ops.norm import NORMS

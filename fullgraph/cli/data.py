@@ -69,9 +69,9 @@ def cmd_generate(args: argparse.Namespace, argv: list[str] = ()) -> int:
 
 
 def _typed(args: argparse.Namespace):
-    """``generate typed``'s graph and the command that makes it again (``data.synthetic_typed``): the folder
+    """``generate typed``'s graph and the command that makes it again (``data.synthetic.typed``): the folder
     keeps its node types in ``meta.json``, so it trains ``--model rgcn`` as a typed dataset does."""
-    from fullgraph.data.synthetic_typed import typed_rmat
+    from fullgraph.data.synthetic.typed import typed_rmat
 
     _need(args.nodes >= 1, f"expected --nodes >= 1 (got {args.nodes})")
     graph = typed_rmat(args.nodes, args.edges, num_types=args.node_types, num_relations=args.relations,

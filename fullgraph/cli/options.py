@@ -133,7 +133,7 @@ class PlantedOptions:
 
 @dataclass(kw_only=True)
 class TypedOptions:
-    """A typed (heterogeneous) graph's size: its node types and relations (``data.synthetic_typed``)."""
+    """A typed (heterogeneous) graph's size: its node types and relations (``data.synthetic.typed``)."""
 
     nodes: int = opt(REQUIRED, "Nodes of all types together.")
     edges: int = opt(REQUIRED, "Edges drawn, spread over the relations, before the reverse relations are added.")

@@ -66,7 +66,7 @@ class LinkSplit:
         per_positive: 0 when negatives are shared by all positives of a split; K when each positive has
             K of its own (``val_neg`` then has ``K·len(val)`` rows, positive ``i``'s first).
         name: where the split came from (a seeded split, or the dataset's own files).
-        relations: typed links only (``data.typed_link_split``): ``{table: int64 [n]}``, the relation of
+        relations: typed links only (``data.typed.link_split``): ``{table: int64 [n]}``, the relation of
             each pair (a knowledge graph's triple is ``(src, relation, dst)``); ``None``: untyped.
         relation_names: every relation of the graph by id (``SRC___REL___DST``), for reports.
         ends: int64 ``[T, 5]``, per scored relation: its id, then the id ranges ``[lo, hi)`` of its head

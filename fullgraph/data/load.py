@@ -122,12 +122,12 @@ def load_link_graph(cfg):
         raw = load_raw_graph(cfg)
         fractions = parse_link_split(cfg.task.link_split)
         if cfg.task.target_relation:  # typed links: the named relations' edges are split and scored
-            from fullgraph.data.typed_link_split import random_typed_link_split, target_relations
+            from fullgraph.data.typed.link_split import random_typed_link_split, target_relations
 
             graph, split = random_typed_link_split(raw, fractions, cfg.optimization.seed,
                                                    target_relations(raw, cfg.task.target_relation), cfg.task.corrupt)
         elif raw.node_types is not None and raw.node_types.relations:
-            from fullgraph.data.typed_link_split import relation_triplets
+            from fullgraph.data.typed.link_split import relation_triplets
 
             names = relation_triplets(raw.node_types)
             raise InputError(f"expected --target-relation SRC___REL___DST with --task link on {raw.name}, a typed graph "

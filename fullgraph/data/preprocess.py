@@ -23,7 +23,7 @@ the data by the same positions:
   relation) beside its own; a self loop is its own reverse. A
   graph already symmetric is returned as it is (same data, same ``R``), so symmetrizing twice is
   symmetrizing once: untyped, every pair's reverse is there; typed, every edge's reverse is there
-  in its reverse relation (``data.relations.reverse_relation_map``).
+  in its reverse relation (``data.typed.relations.reverse_relation_map``).
 * :func:`remove_self_loops`: a loop's data goes with it.
 * :func:`add_self_loops`: a loop that exists keeps its data; an added one gets weight 1, the mean
   of its node's in-edges' features (zeros without any) and type ``R``, a relation of its own
@@ -40,7 +40,7 @@ import torch
 from fullgraph.data import edge_list as _edge_list
 from fullgraph.data.edge_list import checked_edges, csr_from_sorted_keys, row_blocks, shrink_, unique_sorted_
 from fullgraph.data.graph import Graph
-from fullgraph.data.relations import reverse_relation_map, reverses_present
+from fullgraph.data.typed.relations import reverse_relation_map, reverses_present
 from fullgraph.ops.adjacency import normalized
 from fullgraph.ops.csr import indptr_from_counts, row_ids
 

@@ -29,7 +29,7 @@ import torch
 
 from fullgraph.data.graph import Graph
 from fullgraph.data import pyg_fields
-from fullgraph.data.pyg_hetero import graph_from_hetero, graph_to_hetero, is_hetero
+from fullgraph.data.typed.pyg import graph_from_hetero, graph_to_hetero, is_hetero
 from fullgraph.data.splits import per_class_split
 from fullgraph.errors import InputError
 
@@ -135,7 +135,7 @@ def from_pyg(data, name: str | None = None, *, split: int = 0, seed: int | None 
     data ``edge_weight``, ``edge_attr`` and ``edge_type`` is carried, any other ``edge_*`` tensor
     refused (:func:`check_no_edge_data`: see the module docstring).
 
-    A ``HeteroData`` becomes a typed graph (:func:`fullgraph.data.pyg_hetero.graph_from_hetero`, its
+    A ``HeteroData`` becomes a typed graph (:func:`fullgraph.data.typed.pyg.graph_from_hetero`, its
     defaults: no reverse relations added; its masks required, ``seed`` unused).
     """
     if is_hetero(data):

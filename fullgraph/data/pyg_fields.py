@@ -1,5 +1,5 @@
 """The node fields of PyG's ``Data`` and ``HeteroData`` stores as a fullgraph graph takes them: features,
-labels, split masks. Below ``data.pyg`` (homogeneous) and ``data.pyg_hetero`` (heterogeneous), which both
+labels, split masks. Below ``data.pyg`` (homogeneous) and ``data.typed.pyg`` (heterogeneous), which both
 read them."""
 
 from __future__ import annotations

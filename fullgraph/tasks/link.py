@@ -130,14 +130,14 @@ class LinkTask:
 
     def step_triples(self, epoch: int, step: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """:meth:`step_pairs` and, for typed links, the pairs' relations (``None`` for untyped): a typed
-        positive's negatives corrupt an end within its type (``data.typed_link_split.corrupted``)."""
+        positive's negatives corrupt an end within its type (``data.typed.link_split.corrupted``)."""
         ids = self._positive_ids(epoch, step)
         pos, k = self.split.train[ids], self.cfg.task.negatives
         labels = torch.cat([torch.ones(pos.shape[0]), torch.zeros(pos.shape[0] * k)])
         if not self.typed:
             neg = train_negatives(self.split.num_nodes, pos.shape[0] * k, self.seed, epoch, step)
             return torch.cat([pos, neg]), labels, None
-        from fullgraph.data.typed_link_split import corrupted
+        from fullgraph.data.typed.link_split import corrupted
 
         rel = self.split.relation("train")[ids]
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, epoch, step, 0x11C]))

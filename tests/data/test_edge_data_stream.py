@@ -188,7 +188,7 @@ def test_ogb_csv_edge_weights_summed(tmp_path, monkeypatch):
 
 def test_ogb_binary_edge_feat_member(tmp_path, monkeypatch):
     from fullgraph.data.formats import npy_stream
-    from fullgraph.data.synthetic_ogb import write_rmat_ogb_binary
+    from fullgraph.data.synthetic.ogb import write_rmat_ogb_binary
 
     monkeypatch.setattr(npy_stream, "BLOCK_BYTES", 1000)  # the edge and feature streams cut differently
     folder = write_rmat_ogb_binary(tmp_path / "papers", 6, 400, num_features=3, num_classes=3, labelled=0.5,

@@ -1,6 +1,6 @@
 """OGB's heterogeneous layout (``fullgraph.data.formats.ogb_hetero``) on a tiny synthetic ogbn-mag
-(``fullgraph.data.synthetic_ogb_hetero``), every damaged folder refused in one line naming the file, and
-``fullgraph generate typed`` (``fullgraph.data.synthetic_typed``) trained with R-GCN. The folder is written
+(``fullgraph.data.synthetic.ogb_hetero``), every damaged folder refused in one line naming the file, and
+``fullgraph generate typed`` (``fullgraph.data.synthetic.typed``) trained with R-GCN. The folder is written
 and loaded once per module (scale 2e-4: 388 nodes, 4,222 edges): the file stays fast."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from fullgraph.data.detect import detect
 from fullgraph.data.formats.native_read import load_native, read_native_meta
 from fullgraph.data.formats.ogb_hetero import load_ogb_hetero
 from fullgraph.data.load import load_graph
-from fullgraph.data.synthetic_ogb_hetero import MAG_FEATURES, MAG_RELATIONS, write_synthetic_mag
+from fullgraph.data.synthetic.ogb_hetero import MAG_FEATURES, MAG_RELATIONS, write_synthetic_mag
 from fullgraph.errors import InputError
 
 SCALE = 2e-4

@@ -25,7 +25,7 @@ from fullgraph.data.formats.native import write_native
 from fullgraph.data.formats.native_read import load_native
 from fullgraph.data.formats.ogb_hetero import load_ogb_hetero
 from fullgraph.data.formats.ogb_hetero_convert import convert_ogb_hetero, streamable
-from fullgraph.data.synthetic_ogb_hetero import write_synthetic_mag
+from fullgraph.data.synthetic.ogb_hetero import write_synthetic_mag
 from fullgraph.errors import InputError
 
 CITES, WRITES = ("paper", "cites", "paper"), ("author", "writes", "paper")

@@ -21,7 +21,7 @@ import torch
 from fullgraph.cli import main
 from fullgraph.data.detect import detect, load_path
 from fullgraph.data.formats.ogb_kg import load_ogb_kg
-from fullgraph.data.synthetic_ogb_kg import write_synthetic_kg
+from fullgraph.data.synthetic.ogb_kg import write_synthetic_kg
 from fullgraph.errors import InputError
 
 

@@ -23,7 +23,7 @@ from fullgraph.data.formats import _common, npy_stream
 from fullgraph.data.formats.native_read import load_native
 from fullgraph.data.formats.ogb import load_ogb, open_ogb
 from fullgraph.data.formats.ogb_convert import convert_ogb
-from fullgraph.data.synthetic_ogb import npz_writer, write_rmat_ogb_binary
+from fullgraph.data.synthetic.ogb import npz_writer, write_rmat_ogb_binary
 from fullgraph.errors import InputError
 
 

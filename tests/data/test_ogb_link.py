@@ -1,5 +1,5 @@
 """OGB's link-prediction layout (``fullgraph.data.formats.ogb_link``): a tiny synthetic ogbl-collab
-(``fullgraph.data.synthetic_ogb_link``), hand-written citation2- and ddi-style folders, detection, and every
+(``fullgraph.data.synthetic.ogb_link``), hand-written citation2- and ddi-style folders, detection, and every
 damaged folder refused in one line naming the file. The references are independent of the reader: ``gzip``
 + ``np.loadtxt`` of the text files, a Python dict for the merged pairs, and a plain ``torch.load`` of the
 split files (trusted here: the tests wrote them)."""
@@ -17,7 +17,7 @@ import torch
 from fullgraph.data import detect as detect_mod
 from fullgraph.data.formats import _common
 from fullgraph.data.formats.ogb_link import is_ogb_link_folder, load_ogb_link
-from fullgraph.data.synthetic_ogb_link import write_synthetic_ogb_link
+from fullgraph.data.synthetic.ogb_link import write_synthetic_ogb_link
 from fullgraph.errors import InputError
 
 N = 120

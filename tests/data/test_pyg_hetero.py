@@ -14,7 +14,7 @@ import torch_geometric.transforms as T  # noqa: E402
 from torch_geometric.data import HeteroData  # noqa: E402
 
 from fullgraph.data.pyg import from_pyg  # noqa: E402
-from fullgraph.data.pyg_hetero import graph_from_hetero, graph_to_hetero  # noqa: E402
+from fullgraph.data.typed.pyg import graph_from_hetero, graph_to_hetero  # noqa: E402
 from fullgraph.data.typed import typed_graph  # noqa: E402
 from fullgraph.errors import InputError  # noqa: E402
 

@@ -165,7 +165,7 @@ def test_check_memory_names_the_edge_batch_when_the_pairs_do_not_fit():
 def test_a_graph_parallel_rank_counts_its_share_of_a_node_owned_table():
     """R-GCN's embeddings (a row per featureless node) stay with their nodes' ranks: a rank's weights
     count its share of the table, the rest of the parameters whole."""
-    from fullgraph.data.synthetic_typed import typed_rmat
+    from fullgraph.data.synthetic.typed import typed_rmat
     from fullgraph.plan.rank_memory import memory_breakdown
 
     g = typed_rmat(4000, 20000, num_types=2, num_relations=3, num_features=4, num_classes=3, seed=0)

@@ -191,7 +191,7 @@ def test_graph_parallel_predict_writes_the_embeddings_one_process_does(run, tmp_
 
 
 def test_an_ogb_link_folder_refuses_a_link_split_of_its_own(tmp_path, capsys):
-    from fullgraph.data.synthetic_ogb_link import write_synthetic_ogb_link
+    from fullgraph.data.synthetic.ogb_link import write_synthetic_ogb_link
 
     folder = write_synthetic_ogb_link(tmp_path / "collab", nodes=300, edges=1500, features=8)
     assert main(["train", "--dataset", str(folder), "--task", "link", "--link-split", "0.8,0.1,0.1", "--epochs", "1",

@@ -19,7 +19,7 @@ import torch
 from torch.nn import functional as F
 
 from fullgraph.config import TrainConfig
-from fullgraph.data.typed_link_split import random_typed_link_split, target_relations
+from fullgraph.data.typed.link_split import random_typed_link_split, target_relations
 from fullgraph.errors import InputError
 from fullgraph.partition import PartitionBook, partition_nodes, save_partition
 from fullgraph.plan.link import link_epoch_volume

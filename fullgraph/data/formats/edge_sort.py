@@ -201,10 +201,10 @@ def _repeat_error(part: np.ndarray, at: int, times: int) -> InputError:
 
 def paired_relations(w: _FolderWriter, bounds: list[int], n: int, load: _Payload, relations: int) -> np.ndarray | None:
     """When symmetrizing typed edges with reverse relations: the first pairing of relations
-    (``data.relations.pairings``: each with itself, then ``r <-> (r + R/2) mod R``) in which every edge's
+    (``data.typed.relations.pairings``: each with itself, then ``r <-> (r + R/2) mod R``) in which every edge's
     reverse is already there (then no reverse is added and ``R`` stays, as ``preprocess.symmetrize``
     leaves such a graph), else ``None``. At most one read of the buckets per pairing."""
-    from fullgraph.data.relations import pairings
+    from fullgraph.data.typed.relations import pairings
 
     for pair in pairings(relations, True):
         if all(_bucket_paired(np.fromfile(w.tmp / f"bucket-{i}.spill", dtype=load.record), r0, n, pair, relations)

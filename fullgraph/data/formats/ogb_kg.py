@@ -268,7 +268,7 @@ def _split(folder: Path, scheme: str, rels: _Relations, name: str, relation_name
 
 def load_ogb_kg(path: str | Path, *, name: str | None = None):
     """The knowledge graph unpacked in ``path``: ``(encoder graph, typed LinkSplit)`` (module doc)."""
-    from fullgraph.data.typed_link_split import relation_triplets
+    from fullgraph.data.typed.link_split import relation_triplets
 
     folder = Path(path)
     name = name or folder.name or folder.resolve().name

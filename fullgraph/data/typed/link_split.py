@@ -106,7 +106,7 @@ def random_typed_link_split(graph, fractions: tuple[float, float, float], seed: 
                             corrupt: str = "tail"):
     """``(encoder graph, LinkSplit)`` of the typed links of the relations ``targets`` (module doc)."""
     from fullgraph.data.link_split import _keep_positions
-    from fullgraph.data.relations import reverse_relation_map
+    from fullgraph.data.typed.relations import reverse_relation_map
 
     types, n, R = graph.node_types, graph.num_nodes, int(graph.num_relations)
     names = relation_triplets(types)

@@ -29,7 +29,7 @@ pairs at Hits@50 of about 0.01) and strong once averaged over a node's neighbour
 width 128 trained 40 short epochs on CPU reached Hits@50 of 0.42 (valid) and 0.40 (test) on the
 full-size folder and was still climbing (OGB's GCN on the real collab: about 0.47 test).
 
-Text is formatted by :mod:`.synthetic_ogb_hetero`'s numpy writers and gzipped at level 1, features in
+Text is formatted by :mod:`.ogb_hetero`'s numpy writers and gzipped at level 1, features in
 blocks of rows; the rows, a few int64 arrays of the edge count, are the only large arrays held.
 """
 
@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fullgraph.data.synthetic_ogb_hetero import _write, float_text, int_text
+from fullgraph.data.synthetic.ogb_hetero import _write, float_text, int_text
 
 __all__ = ["write_synthetic_ogb_link", "COLLAB_NODES", "COLLAB_SPLIT", "COLLAB_NEGATIVES"]
 

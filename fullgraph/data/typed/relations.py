@@ -4,7 +4,7 @@ R-GCN (and PyG's ``ToUndirected``) give each relation a reverse relation, so tha
 ways and the reverse of ``(u, v, r)`` is the edge ``(v, u, rev[r])``. Symmetrizing a graph that is
 already symmetric in that sense must leave it as it is (``data.preprocess.symmetrize``, and the
 streamed writer's ``formats.edge_sort.paired_relations``), and a held-out link must leave the graph
-with its reverse (``data.typed_link_split``): both ask :func:`reverse_relation_map`.
+with its reverse (``data.typed.link_split``): both ask :func:`reverse_relation_map`.
 """
 
 from __future__ import annotations

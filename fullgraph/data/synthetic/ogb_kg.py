@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fullgraph.data.synthetic_ogb_hetero import _write, int_text
+from fullgraph.data.synthetic.ogb_hetero import _write, int_text
 
 __all__ = ["write_synthetic_kg", "BIOKG_TYPES", "KG_LAYOUTS"]
 
