@@ -46,6 +46,7 @@ from fullgraph.models.spec import ModelSpec, register
 from fullgraph.models.typed import TypedGNN, TypedInput, per_type, row_types, typed_build_types
 from fullgraph.ops import Block, dropout
 from fullgraph.ops.edges import edge_dot, weighted_sum
+from fullgraph.ops.grouped import grouped_linear
 from fullgraph.ops.node_types import NodeTypes
 
 __all__ = ["HGT", "HGTLayer", "HEADED_ENTRIES"]
@@ -115,42 +116,38 @@ class HGTLayer(GraphLayer):
         alpha = edge_softmax(score, sums.dst, n * H, sums)
         return weighted_sum(sums, alpha, values.view(1, -1, D)).view(n, width)
 
-    def _relation_maps(self) -> tuple[tuple[torch.Tensor, ...], ...]:
+    def _relation_maps(self) -> tuple[torch.Tensor, ...]:
         """Every relation's key and value maps composed with its source type's: ``(h W_k + b_k) A_r`` is
         ``h (W_k A_r) + b_k A_r`` per head, so one product ``[d_in, F]`` per relation gives its keys (and
         one its values) from the layer's input rows (no key and value rows of every node, no product per
-        head). Composed for all relations at once and unbound, whose backward is one stack (a select's
-        would be a zero-filled gradient of the whole weight each): key weights, key biases, value weights,
-        value biases, one per relation each."""
+        head). Composed for all relations at once: key weights ``[R, d_in, F]``, key biases ``[R, F]``,
+        value weights, value biases."""
         R, H, D, width = self.types.num_relations, self.heads, self.d_head, self.in_width
         w, b = self.kqv_weight.index_select(0, self.rel_src), self.kqv_bias.index_select(0, self.rel_src)
         maps = []
         for part, rel in ((slice(0, width), self.k_rel), (slice(2 * width, 3 * width), self.v_rel)):
-            maps.append(torch.einsum("rihd,rhde->rihe", w[..., part].reshape(R, -1, H, D), rel).reshape(R, -1, width)
-                        .unbind(0))
-            maps.append(torch.einsum("rhd,rhde->rhe", b[:, part].reshape(R, H, D), rel).reshape(R, width).unbind(0))
+            maps.append(torch.einsum("rihd,rhde->rihe", w[..., part].reshape(R, -1, H, D), rel).reshape(R, -1, width))
+            maps.append(torch.einsum("rhd,rhde->rhe", b[:, part].reshape(R, H, D), rel).reshape(R, width))
         return tuple(maps)
 
     def _relation_rows(self, block: Block, h: torch.Tensor):
         """Each relation's keys and values of its source rows, stacked in the order ``Block.stacked_sums``
-        numbers them: ``[rows read, F]`` twice, each row its heads side by side (``None``: no entries)."""
+        numbers them: ``[rows read, F]`` twice, each row its heads side by side (``None``: no entries).
+        A relation reads a run of the input rows as they lie, or rows of one gather
+        (``Block.relation_groups``); each relation's product writes its rows of the stack in place
+        (``ops.grouped``)."""
         R = self.types.num_relations
-        index, sizes = block.relation_reads(R)  # the rows compact relations read, one gather for them all
-        read = iter(h.index_select(0, index).split(sizes) if sizes else ())
-        kw, kb, vw, vb = self._relation_maps()
-        keys, values = [], []
-        for r, rel in enumerate(block.relation_ops(R)):
-            if rel is not None:
-                rows = h if rel[1] is None else next(read)
-                keys.append(torch.addmm(kb[r], rows, kw[r]))
-                values.append(torch.addmm(vb[r], rows, vw[r]))
-        if not keys:
+        index, groups = block.relation_groups(R)
+        inputs = (h,) if index is None else (h, h.index_select(0, index))
+        present = [r for r, rel in enumerate(block.relation_ops(R)) if rel is not None]
+        if not groups:
             return None, None
-        return _stack_rows(keys), _stack_rows(values)
-
-
-def _stack_rows(parts: list[torch.Tensor]) -> torch.Tensor:
-    return parts[0] if len(parts) == 1 else torch.cat(parts)
+        maps = self._relation_maps()
+        if len(present) < R:
+            keep = torch.tensor(present, device=h.device)
+            maps = tuple(m.index_select(0, keep) for m in maps)
+        kw, kb, vw, vb = maps
+        return grouped_linear(inputs, groups, kw, kb), grouped_linear(inputs, groups, vw, vb)
 
 
 class HGT(TypedGNN):

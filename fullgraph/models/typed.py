@@ -24,6 +24,7 @@ layouts hold it whole like any weight.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -34,6 +35,7 @@ from fullgraph.models.base import GNN, glorot_
 from fullgraph.ops import Block, SparseOp, matmul
 from fullgraph.ops.adjacency import GIVE_TYPES
 from fullgraph.ops.edge_data import EdgeFacts
+from fullgraph.ops.grouped import grouped_linear
 from fullgraph.ops.node_types import NodeTypes
 
 __all__ = ["TypeTables", "TypedInput", "TypedColumns", "TypedGNN", "FEATURELESS", "types_of", "row_types", "per_type", "typed_build_types"]
@@ -180,15 +182,16 @@ def row_types(types: NodeTypes, block: Block, offsets: torch.Tensor) -> torch.Te
 def per_type(h: torch.Tensor, t: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """``h[i] @ weight[t[i]] + bias[t[i]]``: each row by its type's weight (``weight`` ``[T, d_in, d_out]``).
 
-    The rows are grouped by type with one stable sort, multiplied a type at a time and put back with the
-    inverse permutation (a gather: its backward adds no two terms, so the bits do not depend on threads).
-    Rows already grouped (one process's whole graph: ids, hence types, ascend) skip both gathers."""
+    The rows are grouped by type with one stable sort, multiplied a type at a time into one output
+    (``ops.grouped``: no copies of the rows or their gradients) and put back with the inverse permutation
+    (a gather: its backward adds no two terms, so the bits do not depend on threads). Rows already
+    grouped (one process's whole graph: ids, hence types, ascend) skip both gathers."""
     counts = torch.bincount(t, minlength=weight.shape[0]).tolist()
     grouped = bool((t[1:] >= t[:-1]).all()) if t.numel() > 1 else True
     order = None if grouped else torch.argsort(t, stable=True)
-    rows = (h if order is None else h.index_select(0, order)).split(counts)
-    ws, bs = weight.unbind(0), (None if bias is None else bias.unbind(0))  # one backward (a stack) for all types
-    out = torch.cat([matmul(r, ws[k]) if bs is None else torch.addmm(bs[k], r, ws[k]) for k, r in enumerate(rows)])
+    ends = [0, *itertools.accumulate(counts)]
+    groups = [(0, ends[k], ends[k + 1]) for k in range(len(counts))]
+    out = grouped_linear((h if order is None else h.index_select(0, order),), groups, weight, bias)
     if order is None:
         return out
     inverse = torch.empty_like(order)

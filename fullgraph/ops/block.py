@@ -59,6 +59,7 @@ class Block:
     edata: EdgeData | None = field(default=None, repr=False)
     _relations: list | None = field(default=None, repr=False)
     _reads: tuple | None = field(default=None, repr=False)
+    _groups: tuple | None = field(default=None, repr=False)
     _stacked: EdgeSums | None = field(default=None, repr=False)
     _order: tuple | None = field(default=None, repr=False)
 
@@ -162,6 +163,30 @@ class Block:
             empty = self.adj.indices.new_zeros(0)
             self._reads = (torch.cat(cols) if cols else empty, [c.numel() for c in cols])
         return self._reads
+
+    def relation_groups(self, num_relations: int) -> tuple[torch.Tensor, list[tuple[int, int, int]]]:
+        """Where each relation with entries here reads its src rows, as ``ops.grouped``'s groups, in
+        relation order: ``(0, start, stop)``, a run of the src rows themselves (all of them where
+        :meth:`relation_ops`' ``cols`` is ``None``, or the run ``cols`` lists when it is one: a type's
+        nodes have consecutive ids, so a whole graph reads each relation's source type so), or ``(1, start,
+        stop)``, rows of one gather ``h[index]`` of the other relations' ``cols``. The same rows in the same
+        order as :meth:`relation_reads`, without gathering the runs. Built on first use and kept."""
+        if self._groups is None:
+            index, groups, at = [], [], 0
+            for rel in self.relation_ops(num_relations):
+                if rel is None:
+                    continue
+                cols = rel[1]
+                if cols is None:
+                    groups.append((0, 0, self.num_src))
+                elif int(cols[-1]) - int(cols[0]) + 1 == cols.numel():  # sorted and unique: a run
+                    groups.append((0, int(cols[0]), int(cols[-1]) + 1))
+                else:
+                    groups.append((1, at, at + cols.numel()))
+                    index.append(cols)
+                    at += cols.numel()
+            self._groups = (torch.cat(index) if index else None, groups)
+        return self._groups
 
     def stacked_sums(self, num_relations: int) -> EdgeSums:
         """``EdgeSums`` over this block's entries whose columns index the relations' src rows stacked: each
