@@ -40,7 +40,8 @@ from types import MappingProxyType
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+from _harness import REPO, environment, print_header, write_json
+
 CAPS = MappingProxyType({"gpu_tests": 90, "speed": 60, "deepest": 70, "cpu_sweep": 105, "profile": 35, "precision": 60})
 """Seconds each part may run (the defaults, in this order, sum to the 6 minutes the issue allows)."""
 DEFAULT_PARTS = ("gpu_tests", "speed", "deepest", "cpu_sweep", "profile")
@@ -360,9 +361,11 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if not args.child:
-        env = {"torch": torch.__version__, "cuda": torch.version.cuda, "cores": os.cpu_count(),
-               "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
-        (out / "environment.json").write_text(json.dumps(env))
+        env = environment()
+        gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+        env |= {"cuda": torch.version.cuda, "gpu": gpu}
+        print_header(env, machine_extra=[f"GPU {gpu or 'none'}, CUDA {torch.version.cuda}"])
+        write_json(out / "environment.json", env)
         argv = [a for a in (sys.argv[1:] if argv is None else argv)]
         drop = argv.index("--parts") if "--parts" in argv else None
         argv = argv if drop is None else argv[:drop] + argv[drop + 2:]
@@ -374,7 +377,7 @@ def main(argv=None) -> int:
     result = {"gpu_tests": part_gpu_tests, "speed": part_speed, "deepest": part_deepest,
               "cpu_sweep": part_cpu_sweep, "profile": part_profile, "precision": part_precision}[part](args)
     result["seconds"] = time.perf_counter() - t0
-    (out / f"{part}.json").write_text(json.dumps(result, indent=1, default=str))
+    write_json(out / f"{part}.json", result)
     return 0
 
 

@@ -110,3 +110,24 @@ def test_the_benchmarks_keep_within_the_bounds():
     for path in paths:
         problems += structure_problems(path.read_text(), str(path.relative_to(BENCHMARKS.parent)))
     assert not problems, "; ".join(problems)
+
+
+HEADERS = frozenset({"start_report", "print_header", "environment"})
+"""What opens a benchmark's report through ``_harness``: the machine and versions its numbers were taken on."""
+
+
+def opens_through_harness(src: str) -> bool:
+    """Whether ``src`` imports one of :data:`HEADERS` from ``_harness`` (at any depth: some import it where
+    it is used)."""
+    return any(isinstance(node, ast.ImportFrom) and node.module == "_harness" and
+               HEADERS & {alias.name for alias in node.names} for node in ast.walk(ast.parse(src)))
+
+
+def test_every_benchmark_opens_its_report_through_the_harness():
+    """Each script a user runs (``benchmarks/NAME.py``; not the ``_`` helpers they share, nor the one-off
+    probes under ``probes/``) prints its machine and versions through ``_harness`` (issue 64)."""
+    assert not opens_through_harness("import json\nfrom _harness import REPO\n")
+    assert opens_through_harness("def main():\n    from _harness import print_header\n")
+    scripts = sorted(p for p in BENCHMARKS.glob("[a-z]*.py"))
+    assert len(scripts) > 20
+    assert [p.name for p in scripts if not opens_through_harness(p.read_text())] == []

@@ -27,8 +27,8 @@ from fullgraph.data.formats.native_read import load_native
 from fullgraph.data.formats.typed_folder_convert import convert_typed_folder
 from fullgraph.data.preprocess import is_standard_structure
 from fullgraph.errors import InputError
-from tests.data.test_ogb_hetero_convert import _files, _same
-from tests.data.test_typed_folder import _small, acm_renamed  # noqa: F401 (a fixture, used by name)
+from tests.data.formats.test_ogb_hetero_convert import _files, _same
+from tests.data.formats.test_typed_folder import _small, acm_renamed  # noqa: F401 (a fixture, used by name)
 
 
 def _memory(folder, out, *, split: int = 0, edge_data: bool = True):

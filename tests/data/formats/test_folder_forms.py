@@ -18,7 +18,7 @@ from fullgraph.data.detect import detect
 from fullgraph.data.load import load_graph
 from fullgraph.errors import InputError
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "data.md"
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "data.md"
 N, F = 12, 5
 EDGES = np.array([[i, (i + 1) % N] for i in range(N)] + [[0, 6], [3, 9]], dtype=np.int64)
 X = np.round(np.random.default_rng(0).random((N, F)), 3).astype(np.float32)

@@ -1,0 +1,1 @@
+"""Tests of fullgraph.data.formats: the readers and converters of each on-disk form."""

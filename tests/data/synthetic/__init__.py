@@ -1,0 +1,1 @@
+"""Tests of fullgraph.data.synthetic: the generated graphs."""

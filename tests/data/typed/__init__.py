@@ -1,0 +1,1 @@
+"""Tests of fullgraph.data.typed: typed graphs and PyG's HeteroData."""
