@@ -152,10 +152,10 @@ class OptimizationOptions(_Section):
         "Model selection on the validation set: highest value of the metric (``acc``, whatever ``metric`` is) or "
         "lowest loss (``loss``, as the GCNII paper does); the reported test numbers are the selected epoch's.")
     metric: str = opt("auto",
-        "What evaluation reports and selection maximizes: ``acc``, ``rocauc``, ``micro-f1``, or ``auto`` (ROC-AUC "
-        "for two classes, micro-F1 for multi-label, accuracy otherwise); with ``--task link``: ``rocauc``, "
-        "``hits@20``, ``hits@50``, ``hits@100`` or ``mrr`` (``auto``: what the dataset's publishers report, else "
-        "ROC-AUC).")
+        "The metric selection maximizes, and the one progress lines show (every metric of the task is reported): "
+        "``acc``, ``macro-f1``, ``micro-f1``, ``rocauc``, or ``auto`` (ROC-AUC for two classes, micro-F1 for "
+        "multi-label, accuracy otherwise); with ``--task link``: ``rocauc``, ``hits@20``, ``hits@50``, ``hits@100`` "
+        "or ``mrr`` (``auto``: what the dataset's publishers report, else ROC-AUC).")
     eval_every: int = opt(1, "Evaluate validation and test accuracy every this many epochs (and after the last).")
     seed: int = opt(0, "Seed of weights, dropout and made splits; the same seed gives the same losses, bit for bit.")
     stop_on_nonfinite: bool = opt(True,

@@ -20,11 +20,14 @@ from typing import get_type_hints
 
 from fullgraph.errors import InputError
 
-__all__ = ["METRICS", "TASK_NAMES", "FEATURE_NORMS", "CHUNK_EDGES", "Option", "Section", "need", "opt", "field_doc", "option_name",
-           "choices", "options_of", "load_toml", "key_value"]
+__all__ = ["METRICS", "NODE_METRICS", "TASK_NAMES", "FEATURE_NORMS", "CHUNK_EDGES", "Option", "Section", "need", "opt",
+           "field_doc", "option_name", "choices", "options_of", "load_toml", "key_value"]
 
-METRICS = ("auto", "acc", "rocauc", "micro-f1", "hits@20", "hits@50", "hits@100", "mrr")
-"""``--metric``: node labels' (``fullgraph.tasks.metrics``) and links' (``fullgraph.tasks.link_metrics``)."""
+NODE_METRICS = ("acc", "rocauc", "micro-f1", "macro-f1")
+"""The metrics of node labels (``fullgraph.tasks.metrics``), each reported under its own name."""
+METRICS = ("auto", *NODE_METRICS[:3], "hits@20", "hits@50", "hits@100", "mrr", NODE_METRICS[3])
+"""``--metric``: node labels' and links' (``fullgraph.tasks.link_metrics``), in the order the choices were
+added."""
 TASK_NAMES = ("node", "link")
 """``--task``: node labels, or links (``fullgraph.tasks.TASKS`` registers each)."""
 FEATURE_NORMS = ("auto", "row", "none")

@@ -28,13 +28,16 @@ def cmd_evaluate(args: argparse.Namespace, argv: list[str]) -> int:
     from fullgraph.train.apply import evaluate_run
 
     _applied_threads(args)
-    record = evaluate_run(args.run, args.dataset, args.root, args.device)
+    record = evaluate_run(args.run, args.dataset, args.root, args.device, args.metric)
     if args.json:
         print(json.dumps(record))
         return 0
     name = METRIC_NAMES[record["metric"]]
     print(f"{args.run}: {name} train {record['train_metric']:.4f}  val {record['val_metric']:.4f}  "
           f"test {record['test_metric']:.4f}  (val loss {record['val_loss']:.4f})")
+    others = [m for m in record.get("metrics", {}).get("test", {}) if m != record["metric"]]
+    if others:  # the task's other metrics, on the test split
+        print("  test " + "  ".join(f"{METRIC_NAMES[m]} {record['metrics']['test'][m]:.4f}" for m in others))
     for relation, got in record.get("by_relation", {}).items():  # typed links: each scored relation's own
         print(f"  {relation}: {name} val {got['val_' + record['metric']]:.4f}  test {got['test_' + record['metric']]:.4f}  "
               f"(MRR test {got['test_mrr']:.4f}, ROC-AUC test {got['test_rocauc']:.4f})")

@@ -30,7 +30,7 @@ heco           an edge file of HeCo's ACM or DBLP, ``pa.txt``, ``ps.txt``, ``pc.
 edgelist       ``edges.*``, ``features.*`` or ``labels.*`` with an extension of
                :data:`.formats.edgelist.FOLDER_FILES` (``edges.txt``/``.csv``/``.tsv``/``.npy``,
                ``features.npy``/``.npz``/text, ...): the table the folder loader
-               :func:`.formats.edgelist.load_edgelist_folder` reads, so that what it reads is found
+               :func:`.formats.edgelist_folder.load_edgelist_folder` reads, so that what it reads is found
                here, and any one of the three marks the folder (the loader names those missing)
 npz            exactly one ``.npz`` file in the folder, read as a file (below)
 =============  ==================================================================================
@@ -159,7 +159,7 @@ def detect(path: str | os.PathLike) -> Detected:
     if (p / "meta.json").is_file() and is_native_folder(p):
         meta = read_native_meta(p)
         norm = meta.get("feature_norm") if meta.get("feature_norm") in ("row", "none") else "none"
-        metric = meta.get("metric") if meta.get("metric") in ("acc", "rocauc", "micro-f1") else None
+        metric = meta.get("metric")  # a metric node labels do not report is ignored where it is read (tasks.node)
         return Detected("native", p, meta.get("name") or _name_of(p), norm, metric,
                         {"preprocessed": bool(meta.get("preprocessed")), "num_splits": num_splits(meta),
                          "edge_data": edge_kinds(meta)})
@@ -208,10 +208,10 @@ def _only_split_zero(det: Detected, split: int) -> None:
         raise InputError(f"expected --split 0 for {det.path} ({det.kind} data has one fixed split) (got {split})")
 
 
-def load_path(path: str | os.PathLike, *, split: int = 0, verify: bool | None = None) -> Graph:
-    """The graph at ``path``, detected and loaded; preprocessed as the named datasets are (a native
-    folder that says it is preprocessed is used as stored). ``verify``: native folders' checksums
-    (see :func:`fullgraph.data.formats.native_read.load_native`)."""
+def load_path(path: str | os.PathLike, *, split: int = 0, verify: bool | None = None,
+              labels_optional: bool = False) -> Graph:
+    """The graph at ``path``, detected, loaded and preprocessed as named datasets are (a native folder saying it is
+    preprocessed is kept as stored); ``verify``: native folders' checksums; ``labels_optional``: a link task's."""
     from fullgraph.data.datasets import preprocess
 
     det = detect(path)
@@ -247,9 +247,9 @@ def load_path(path: str | os.PathLike, *, split: int = 0, verify: bool | None = 
         _only_split_zero(det, split)
         graph = load_planetoid(det.path, det.options["prefix"])
     elif det.kind == "edgelist":
-        from fullgraph.data.formats.edgelist import load_edgelist_folder
+        from fullgraph.data.formats.edgelist_folder import load_edgelist_folder
 
-        graph = load_edgelist_folder(det.path, seed=split)
+        graph = load_edgelist_folder(det.path, seed=split, labels_optional=labels_optional)
     elif det.kind == "typed":
         from fullgraph.data.formats.typed_folder import load_typed_folder
 

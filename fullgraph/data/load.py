@@ -61,15 +61,16 @@ def load_raw_graph(cfg) -> Graph:
         return planted_partition(seed=0)
     if cfg.data.dataset == "edgelist":
         from fullgraph.data.datasets import preprocess
-        from fullgraph.data.formats.edgelist import load_edgelist_folder
+        from fullgraph.data.formats.edgelist_folder import load_edgelist_folder
 
         if cfg.data.root is None:
             raise InputError("expected --root FOLDER with --dataset edgelist (got no --root)")
-        return preprocess(load_edgelist_folder(cfg.data.root, seed=cfg.data.split))
+        link = _task(cfg) == "link"  # a link task reads no node labels: a folder may come without them
+        return preprocess(load_edgelist_folder(cfg.data.root, seed=cfg.data.split, labels_optional=link))
     from fullgraph.data.detect import load_path, looks_like_path
 
     if looks_like_path(cfg.data.dataset):
-        return load_path(cfg.data.dataset, split=cfg.data.split)
+        return load_path(cfg.data.dataset, split=cfg.data.split, labels_optional=_task(cfg) == "link")
     from fullgraph.data.datasets import get_spec, load_dataset
 
     if get_spec(cfg.data.dataset).format == "npz_shchur":  # no published split: --split seeds ours

@@ -12,7 +12,7 @@ import torch
 
 from fullgraph.errors import InputError
 
-__all__ = ["per_class_split"]
+__all__ = ["per_class_split", "placeholder_labels"]
 
 
 def per_class_split(y, train_per_class: int = 20, val_per_class: int = 30, seed: int = 0
@@ -53,3 +53,15 @@ def per_class_split(y, train_per_class: int = 20, val_per_class: int = 30, seed:
         val[nodes[t:t + v]] = True
         test[nodes[t + v:]] = True
     return torch.from_numpy(train), torch.from_numpy(val), torch.from_numpy(test)
+
+
+def placeholder_labels(n: int) -> dict:
+    """Node labels and splits for a graph that has none, trained only on its links: every label 0 of 2
+    classes, train = every node but the last two, val = node ``n - 2``, test = node ``n - 1``. ``Graph``
+    wants labels and three non-empty masks; no link task reads them, and a node task is refused such a
+    graph where it is loaded (``data.load``), so that nobody trains on them."""
+    if n < 3:
+        raise InputError(f"expected at least 3 nodes (got {n}): the placeholder node splits need three")
+    masks = {k: torch.zeros(n, dtype=torch.bool) for k in ("train_mask", "val_mask", "test_mask")}
+    masks["train_mask"][:-2], masks["val_mask"][-2], masks["test_mask"][-1] = True, True, True
+    return {"y": torch.zeros(n, dtype=torch.int64), "num_classes": 2, **masks}

@@ -12,7 +12,9 @@ from __future__ import annotations
 from fullgraph.errors import InputError
 from fullgraph.tasks.link import LinkTask
 from fullgraph.tasks.link_metrics import LINK_METRICS
+from fullgraph.tasks.metrics import NODE_METRICS
 from fullgraph.tasks.node import NodeTask
+from fullgraph.options import METRICS
 from fullgraph.tasks.options import DECODERS, LINK_ONLY, TASK_NAMES, TaskOptions
 
 __all__ = ["TASKS", "NodeTask", "LinkTask", "TaskOptions", "TASK_NAMES", "DECODERS", "task_for", "check_task",
@@ -21,6 +23,7 @@ __all__ = ["TASKS", "NodeTask", "LinkTask", "TaskOptions", "TASK_NAMES", "DECODE
 TASKS = {"node": NodeTask, "link": LinkTask}
 """Every task by its ``--task`` name."""
 assert tuple(TASKS) == TASK_NAMES, "every --task value needs exactly one task"
+assert set(METRICS) == {"auto", *NODE_METRICS, *LINK_METRICS}, "every --metric value belongs to a task"
 
 LINK_LAYOUTS = ("single", "graph", "spmm-1d", "tensor")
 """The layouts that train links: each rank holds whole output rows of the nodes it owns (its part, its
@@ -63,6 +66,10 @@ def check_task(cfg) -> None:
     """The task's rules against the other sections, one line each."""
     t, defaults = cfg.task, TaskOptions()
     if t.name == "node":
+        if cfg.optimization.metric not in ("auto",) + NODE_METRICS:
+            raise InputError(f"expected --metric auto or one of {', '.join(NODE_METRICS)} with --task node (got "
+                             f"--metric {cfg.optimization.metric}, a links' metric): pick one of those, or add "
+                             f"--task link")
         changed = [o for o in LINK_ONLY if getattr(t, o) != getattr(defaults, o)]
         if changed:
             flags = " and ".join("--" + o.replace("_", "-") for o in changed)

@@ -27,7 +27,7 @@ from torch.nn import functional as F
 
 from fullgraph.data.link_split import PAIR_FIELDS, LinkSplit
 from fullgraph.ops.loss import scaled
-from fullgraph.tasks.link_metrics import LINK_METRICS, link_metric
+from fullgraph.tasks.link_metrics import LINK_METRICS, link_metric, link_metrics
 
 __all__ = ["LinkTask", "train_negatives", "published_link_metric"]
 
@@ -213,23 +213,28 @@ class LinkTask:
         return out
 
     def evaluate(self, engine, model, out: torch.Tensor) -> dict:
-        """The metric of each split (training: its sample) and the validation loss; for typed links also
-        every metric of each scored relation, by its name (``by_relation``)."""
+        """Every link metric of each split (``metrics``, by name; training: its sample), ``*_metric`` the
+        chosen one, and the validation loss; for typed links also every metric of each scored relation, by
+        its name (``by_relation``)."""
         metric, per = self.metric(), self.split.per_positive
         rels = self._relations()
         got = {name: self.scores(engine, model, out, pairs, rels[name]) for name, pairs in self._tables().items()}
         val_pos, val_neg = got["val"], got["val_neg"]
-        record = {"metric": metric, "val_metric": link_metric(metric, val_pos, val_neg, per),
-                  "test_metric": link_metric(metric, got["test"], got["test_neg"], per),
-                  "train_metric": link_metric(metric, got["train"], got.get("train_neg", val_neg), per)}
+        record = {"metric": metric, "metrics": {
+            "train": link_metrics(got["train"], got.get("train_neg", val_neg), per),
+            "val": link_metrics(val_pos, val_neg, per), "test": link_metrics(got["test"], got["test_neg"], per)}}
+        for split in ("train", "val", "test"):
+            record[f"{split}_metric"] = record["metrics"][split][metric]
         both = torch.cat([val_pos, val_neg])
         labels = torch.cat([torch.ones(val_pos.numel()), torch.zeros(val_neg.numel())]).double()
         record["val_loss"] = float(F.binary_cross_entropy_with_logits(both, labels))
-        for split in ("train", "val", "test"):  # the run's summary keeps the selected epoch's under both names
-            record[f"{split}_acc"] = record[f"{split}_metric"]
         if self.typed:
             record["by_relation"] = self.by_relation(got, rels)
         return record
+
+    def sizes(self, engine=None) -> tuple[str, dict[str, int]]:
+        """How many positive pairs judge the validation and test figures (the warning of a small split)."""
+        return "positive pairs", {"validation": int(self.split.val.shape[0]), "test": int(self.split.test.shape[0])}
 
     def by_relation(self, got: dict, rels: dict) -> dict:
         """Every link metric of the validation and test pairs of each scored relation (its positives

@@ -1,6 +1,9 @@
 """The evaluation metric: which one a task calls for, and how to compute it exactly across ranks.
 
 * ``acc``: argmax accuracy (for multi-label targets, micro-F1, as before this option existed).
+* ``macro-f1``: the mean over classes of each class's F1 (``2·TP / (2·TP + FP + FN)``, the class
+  predicted where it is the argmax; per label, a label predicted where its logit is > 0), over the
+  classes that occur in the split's labels or predictions (scikit-learn's ``f1_score(average="macro")``).
 * ``micro-f1``: F1 over all (node, label) decisions, a label predicted where its logit is > 0; for
   single-label targets it equals accuracy.
 * ``rocauc``: area under the ROC curve. Two classes: the score of class 1 is ``logit₁ - logit₀``
@@ -11,9 +14,11 @@
   ogbn-proteins); otherwise ROC-AUC for two-class tasks (Platonov et al. report Tolokers, Minesweeper and Questions
   that way), micro-F1 for multi-label, accuracy otherwise.
 
-Accuracy and micro-F1 are ratios of counts, so each rank counts its rows and the counts are summed.
-ROC-AUC depends on the order of all scores together, so the trainer gathers the scores and labels of
-every rank's rows first (``Engine.gather_rows``) and computes it once over the whole split.
+A node task reports every one of its metrics at each evaluation (:data:`NODE_METRICS`; ROC-AUC where two
+classes make it one number, or where it is chosen): ``--metric`` says which selects the best epoch.
+Accuracy, micro-F1 and macro-F1 are made of counts (per class for macro-F1), so each rank counts its rows
+and the counts are summed. ROC-AUC depends on the order of all scores together, so the trainer gathers
+the scores and labels of every rank's rows first (``Engine.gather_rows``) and computes it once over the whole split.
 """
 
 from __future__ import annotations
@@ -21,14 +26,21 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fullgraph.options import METRICS  # noqa: F401 - the choices, declared with the other options
+from fullgraph.options import METRICS, NODE_METRICS  # noqa: F401 - the choices, declared with the other options
 from fullgraph.ops.loss import correct_count
 
-__all__ = ["METRICS", "METRIC_NAMES", "resolve_metric", "counts", "roc_auc", "roc_auc_columns", "score_columns"]
+__all__ = ["METRICS", "METRIC_NAMES", "NODE_METRICS", "SMALL_SPLIT", "resolve_metric", "counts", "class_counts",
+           "macro_f1", "small_splits", "roc_auc", "roc_auc_columns", "score_columns"]
 
-METRIC_NAMES = {"acc": "accuracy", "rocauc": "ROC-AUC", "micro-f1": "micro-F1", "hits@20": "Hits@20",
+METRIC_NAMES = {"acc": "accuracy", "rocauc": "ROC-AUC", "micro-f1": "micro-F1", "macro-f1": "Macro-F1",
+                "hits@20": "Hits@20",
                 "hits@50": "Hits@50", "hits@100": "Hits@100", "mrr": "MRR"}
 """How progress lines and the command line's last line name each metric."""
+
+
+SMALL_SPLIT = 30
+"""A validation or test set of fewer items (nodes, pairs) gets a warning at start: its figure moves by
+more than 3 points with one item."""
 
 
 def resolve_metric(metric: str, num_classes: int, multilabel: bool, published: str | None = None) -> str:
@@ -49,6 +61,36 @@ def counts(logits: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
     rows; sums over ranks give the global value. For single-label rows micro-F1 *is* accuracy: each
     node makes one decision, right or wrong."""
     return correct_count(logits, y)
+
+
+def small_splits(unit: str, sizes: dict[str, int]) -> str | None:
+    """The warning of a validation or test set under :data:`SMALL_SPLIT` items (``sizes``: by split, in
+    ``unit``), or ``None``: its figures mean little, one item moving them by more than 3 points."""
+    small = [f"the {split} set has {n} {unit}" for split, n in sizes.items() if n < SMALL_SPLIT]
+    if not small:
+        return None
+    return f"{' and '.join(small)}: under {SMALL_SPLIT}, one of them moves its figures by more than 3 points"
+
+
+def class_counts(logits: torch.Tensor, y: torch.Tensor, num_classes: int) -> list[float]:
+    """Per class (per label, multi-label), its true positives, false positives and false negatives over these
+    rows, ``[TP..., FP..., FN...]``: sums over ranks give the split's, from which :func:`macro_f1`."""
+    if y.dim() == 2:
+        pred, truth = logits > 0, y > 0.5
+        tp, fp, fn = (pred & truth).sum(0), (pred & ~truth).sum(0), (~pred & truth).sum(0)
+    else:  # counts per class, O(rows): no [rows, classes] indicator
+        pred = logits.argmax(1)
+        tp = torch.bincount(y[pred == y], minlength=num_classes)
+        fp = torch.bincount(pred, minlength=num_classes) - tp
+        fn = torch.bincount(y, minlength=num_classes) - tp
+    return torch.cat([tp, fp, fn]).double().tolist()
+
+
+def macro_f1(sums: list[float], num_classes: int) -> float:
+    """The mean F1 over the classes that occur in the labels or the predictions (0.0: none occurs)."""
+    tp, fp, fn = (np.asarray(sums[k * num_classes:(k + 1) * num_classes]) for k in range(3))
+    seen = (tp + fp + fn) > 0
+    return float(np.mean(2 * tp[seen] / (2 * tp[seen] + fp[seen] + fn[seen]))) if seen.any() else 0.0
 
 
 def score_columns(logits: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

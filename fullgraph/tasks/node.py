@@ -13,7 +13,8 @@ from __future__ import annotations
 import torch
 
 from fullgraph.ops.loss import loss_sum
-from fullgraph.tasks.metrics import counts, resolve_metric, roc_auc_columns, score_columns
+from fullgraph.tasks.metrics import (NODE_METRICS, class_counts, counts, macro_f1, resolve_metric, roc_auc_columns,
+                                     score_columns)
 
 __all__ = ["NodeTask"]
 
@@ -68,27 +69,39 @@ class NodeTask:
 
         cfg = self.cfg
         published = published_metric(cfg) if cfg is not None else None
+        published = published if published in NODE_METRICS else None  # a folder's meta.json may name anything
         chosen = cfg.optimization.metric if cfg is not None else "auto"
         return resolve_metric(chosen, engine.num_classes, engine.y.dim() == 2, published)
 
     def evaluate(self, engine, model, logits: torch.Tensor) -> dict:
-        """Accuracy counts and the validation loss summed over ranks; ROC-AUC from every rank's scores."""
+        """Every metric of each split (``metrics``, by name) and the validation loss: accuracy and F1 counts
+        summed over ranks in one reduction, ROC-AUC from every rank's scores; ``*_metric``: the chosen one,
+        ``*_acc``: accuracy (micro-F1 for multi-label), as before every metric was reported."""
         e, metric = engine, self.metric(engine)
-        sums = []
+        k, sums = e.num_classes, []
         masks = e.eval_masks()
         for mask in masks:
             sums += counts(logits[mask], e.y[mask])
         sums.append(loss_sum(logits[masks[1]], e.y[masks[1]]).item())
+        for mask in masks:
+            sums += class_counts(logits[mask], e.y[mask], k)
         sums = e.reduce_sum(sums, "eval/reduce")
         ratio = lambda hit, total: hit / total if total else 0.0  # noqa: E731
         record = {"train_acc": ratio(sums[0], sums[1]), "val_acc": ratio(sums[2], sums[3]),
-                  "test_acc": ratio(sums[4], sums[5]), "val_loss": sums[6] / e.num_val, "metric": metric}
-        for split, mask in zip(("train", "val", "test"), masks):
-            if metric == "rocauc":
+                  "test_acc": ratio(sums[4], sums[5]), "val_loss": sums[6] / e.num_val, "metric": metric,
+                  "metrics": {}}
+        binary = e.y.dim() == 1 and k == 2
+        for i, (split, mask) in enumerate(zip(("train", "val", "test"), masks)):
+            got = {"acc": record[f"{split}_acc"], "macro-f1": macro_f1(sums[7 + 3 * k * i: 7 + 3 * k * (i + 1)], k),
+                   "micro-f1": record[f"{split}_acc"]}  # one decision per node: micro-F1 is accuracy (else counts' own)
+            if metric == "rocauc" or binary:
                 scores, labels = score_columns(logits[mask], e.y[mask])
                 both = e.gather_rows(torch.cat([scores.float(), labels.float()], 1), "eval/reduce")
-                k = scores.shape[1]
-                record[f"{split}_metric"] = roc_auc_columns(both[:, :k], both[:, k:] > 0.5)
-            else:  # accuracy, or micro-F1 (which the accuracy counts already are where they differ)
-                record[f"{split}_metric"] = record[f"{split}_acc"]
+                got["rocauc"] = roc_auc_columns(both[:, : scores.shape[1]], both[:, scores.shape[1]:] > 0.5)
+            record["metrics"][split] = got
+            record[f"{split}_metric"] = got[metric]
         return record
+
+    def sizes(self, engine) -> tuple[str, dict[str, int]]:
+        """How many nodes judge the validation and test figures (the warning of a small split)."""
+        return "nodes", {"validation": engine.num_val, "test": engine.num_test}

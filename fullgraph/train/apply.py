@@ -25,20 +25,22 @@ log = logging.getLogger("fullgraph")
 __all__ = ["evaluate_run", "predict_run", "check_out"]
 
 
-def _config(run: str, dataset: str | None, root: str | None, **layout) -> tuple[TrainConfig, dict]:
-    """The options to rebuild the run's graph (the run's own, or ``dataset``) and model."""
+def _config(run: str, dataset: str | None, root: str | None, metric: str | None = None,
+            **layout) -> tuple[TrainConfig, dict]:
+    """The options to rebuild the run's graph (the run's own, or ``dataset``) and model (``metric``: the one
+    to report instead of the run's, checked against its task)."""
     saved = read_run_config(run)
     opts = {k: saved[k] for k in ("dataset", "root", "split", "feature_norm", "metric", "select", "seed",
                                   "partitioner", "metis_sample")}
     opts |= {k: saved[k] for k in ("task", "link_split", "decoder", "target_relation", "corrupt")  # a link run: its split,
              if k in saved}  # its decoder, its typed links
-    opts |= {k: v for k, v in (("dataset", dataset), ("root", root)) if v is not None}
+    opts |= {k: v for k, v in (("dataset", dataset), ("root", root), ("metric", metric)) if v is not None}
     keep = ("model", "model_args", "layers", "hidden", "heads", "norm", "gcn_kernel", "gcnii_alpha", "gcnii_lambda", "appnp_alpha",
             "rgcn_decomposition", "rgcn_bases", "featureless")
     return TrainConfig.of(**opts, **{k: saved[k] for k in keep if k in saved}, **layout), saved
 
 
-def _setup(run: str, dataset: str | None, root: str | None, device: str):
+def _setup(run: str, dataset: str | None, root: str | None, device: str, metric: str | None = None):
     from fullgraph.data.load import load_graph, load_link_graph
     from fullgraph.device import resolve_device
     from fullgraph.parallel.engine import SingleEngine
@@ -46,7 +48,7 @@ def _setup(run: str, dataset: str | None, root: str | None, device: str):
 
     dev = resolve_device(device)
     model, info = load_model(Path(run), dev)
-    cfg, _ = _config(run, dataset, root)
+    cfg, _ = _config(run, dataset, root, metric)
     split = None
     if cfg.task.name == "link":  # the encoder's graph and the pairs the run was judged on
         graph, split = load_link_graph(cfg)
@@ -60,11 +62,13 @@ def _setup(run: str, dataset: str | None, root: str | None, device: str):
     return cfg, model, engine, info
 
 
-def evaluate_run(run: str, dataset: str | None = None, root: str | None = None, device: str = "auto") -> dict:
-    """The split metrics of the run's model on its graph (or ``dataset``)."""
+def evaluate_run(run: str, dataset: str | None = None, root: str | None = None, device: str = "auto",
+                 metric: str | None = None) -> dict:
+    """Every split metric of the run's model on its graph (or ``dataset``); ``*_metric``: the run's own
+    metric, or ``metric`` (any its task reports)."""
     from fullgraph.train.trainer import Trainer
 
-    cfg, model, engine, _ = _setup(run, dataset, root, device)
+    cfg, model, engine, _ = _setup(run, dataset, root, device, metric)
     trainer = Trainer(cfg, engine=engine)
     trainer.model, trainer.task = model, engine.task
     return trainer.evaluate()

@@ -2,7 +2,8 @@
 
 Rank 0 writes, through PyTorch's own ``torch.utils.tensorboard.SummaryWriter`` (the logger PyTorch
 users already read), one step per epoch: the loss, the learning rate, the gradient norm where it was
-measured, the epoch's time, the evaluation's metrics and validation loss when one ran, and the bytes
+measured, the epoch's time, the evaluation's metrics (every one of the task: ``metrics/<split>/<name>``) and validation loss when one
+ran, and the bytes
 each ledger category moved (``comm/<category>``, summed over ranks); at the end, each rank's peak
 memory (``memory/peak_rss_rank<r>``, and ``memory/peak_cuda_rank<r>`` on GPUs), at the last epoch.
 """
@@ -34,6 +35,9 @@ class TensorBoardLog:
         for name in SCALARS:
             if isinstance(record.get(name), (int, float)):
                 self.writer.add_scalar(name, record[name], step)
+        for split, got in record.get("metrics", {}).items():
+            for name, value in got.items():
+                self.writer.add_scalar(f"metrics/{split}/{name}", value, step)
         for category, nbytes in record.get("comm_bytes", {}).items():
             self.writer.add_scalar(f"comm/{category}", nbytes, step)
 

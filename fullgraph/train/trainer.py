@@ -28,7 +28,7 @@ from fullgraph.parallel.setup import input_widths
 from fullgraph.device import environment, peak_device_bytes, reset_peak, synchronize
 from fullgraph.memory import peak_rss_bytes
 from fullgraph.tasks import output_width, task_for, with_task_head
-from fullgraph.tasks.metrics import METRIC_NAMES
+from fullgraph.tasks.metrics import METRIC_NAMES, small_splits
 from fullgraph.train.checkpoint import LoopState, load_checkpoint, save_checkpoint
 from fullgraph.train.faults import check_loss, check_weights, fault
 from fullgraph.train.runs import trained_options
@@ -43,8 +43,8 @@ log = logging.getLogger("fullgraph")
 
 __all__ = ["Trainer", "RunResult"]
 
-SELECTED = ("val_acc", "test_acc", "train_acc", "val_metric", "test_metric", "train_metric")
-"""What the summary keeps of the selected epoch's evaluation (and its validation loss)."""
+SELECTED = ("val_acc", "test_acc", "train_acc", "val_metric", "test_metric", "train_metric", "metrics")
+"""What the summary keeps of the selected epoch's evaluation (and its validation loss); links have no ``*_acc``."""
 
 @dataclass
 class RunResult:
@@ -58,17 +58,19 @@ class RunResult:
     nprocs: int
     epochs_run: int
     best_epoch: int
-    val_acc: float
-    test_acc: float
+    val_acc: float | None  # accuracy (micro-F1 multi-label) of node labels; None for links (their ``metrics``)
+    test_acc: float | None
     epoch_time_s: float
     peak_rss_bytes: int
-    train_acc: float = 0.0
+    train_acc: float | None = 0.0
     metric: str = "acc"
-    """The metric selection used (``--metric``, ``auto`` resolved): ``acc``, ``rocauc`` or ``micro-f1``."""
+    """The metric selection used (``--metric``, ``auto`` resolved), one of the task's."""
     val_metric: float = 0.0
     test_metric: float = 0.0
     train_metric: float = 0.0
     val_loss: float = float("nan")
+    metrics: dict = field(default_factory=dict)
+    """Every metric of the task at the selected epoch, by split and name: ``{"val": {"macro-f1": ...}}``."""
     final_loss: float = float("nan")
     losses: list[float] = field(default_factory=list, repr=False)
     config: dict = field(default_factory=dict, repr=False)
@@ -162,6 +164,8 @@ class Trainer:
             log.info("%s; model %s, %d layers, hidden %d, %s", self.task.describe(e), self.run_model.name,
                      self.model.num_layers, self.run_model.hidden(self.model),
                      p.mode if p.nprocs == 1 else f"{p.mode}, {p.nprocs} processes")
+            if small := small_splits(*self.task.sizes(e)):
+                log.warning(small)
         # after the header: it may say a word about --prune (which reads node labels' rows)
         self.rows = rows_per_layer(e, self.model) if self.task.name == "node" else None
         return self
@@ -245,7 +249,7 @@ class Trainer:
     def _select(self, record: dict, s: LoopState) -> bool:
         """Update the selection with an evaluated epoch; whether it is the new best."""
         if self._better(record, s.best):
-            s.best = {k: record[k] for k in SELECTED + ("val_loss",)} | {"epoch": record["epoch"]}
+            s.best = {k: record.get(k) for k in SELECTED + ("val_loss",)} | {"epoch": record["epoch"]}
             s.bad_evals = 0
             return True
         s.bad_evals += 1
@@ -353,7 +357,7 @@ class Trainer:
             parallel=cfg.parallel.mode, nprocs=cfg.parallel.nprocs, epochs_run=epoch, best_epoch=best["epoch"],
             val_acc=best["val_acc"], test_acc=best["test_acc"], train_acc=best["train_acc"],
             val_loss=best["val_loss"], metric=self.metric, val_metric=best["val_metric"],
-            test_metric=best["test_metric"], train_metric=best["train_metric"],
+            test_metric=best["test_metric"], train_metric=best["train_metric"], metrics=best.get("metrics") or {},
             epoch_time_s=statistics.median(times[1:] if len(times) > 1 else times),
             peak_rss_bytes=int(max(rss)), final_loss=losses[-1], losses=losses, config=self.run_model.options(),
             graph=e.summary(), environment=environment(),

@@ -17,7 +17,7 @@ import torch
 from fullgraph import Graph, InputError
 from fullgraph.cli import main
 from fullgraph.data.formats import load_native, load_npz_shchur, write_native
-from fullgraph.data.formats.edgelist import load_edgelist_folder
+from fullgraph.data.formats.edgelist_folder import load_edgelist_folder
 from fullgraph.data.labels import MIN_EMPTY_CLASSES, check_inferred_classes, used_classes
 from fullgraph.data.safe_pickle import load_npz_with_objects
 from fullgraph.data.synthetic import planted_partition

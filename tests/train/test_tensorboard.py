@@ -35,3 +35,15 @@ def test_the_event_file_holds_the_runs_numbers(tmp_path, shared_data):
         assert got[f"memory/peak_rss_rank{rank}"] == [(4, pytest.approx(summary["peak_rss_bytes_per_rank"][rank],
                                                                           rel=1e-6))]
     assert len(list(tb.iterdir())) == 1  # one event file: rank 0's
+
+
+def test_every_metric_of_the_task_is_a_scalar(tmp_path, shared_data):
+    run, tb = tmp_path / "run", tmp_path / "tb"
+    assert main(["train", "--dataset", "cora", "--root", str(shared_data), "--epochs", "2", "--hidden", "8",
+                 "--progress", "none", "--out", str(run), "--log-tensorboard", str(tb)]) == 0
+    got = scalars(tb)
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    for split in ("train", "val", "test"):
+        for name in ("acc", "macro-f1", "micro-f1"):
+            assert [v for _, v in got[f"metrics/{split}/{name}"]] == pytest.approx(
+                [r["metrics"][split][name] for r in records], rel=1e-6)

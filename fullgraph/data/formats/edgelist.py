@@ -25,7 +25,7 @@ This is the way in for data that no benchmark loader knows. The files (text: ``.
   per line. Without them a single-label graph gets the seeded per-class split
   (:func:`fullgraph.data.splits.per_class_split`).
 
-A folder (:func:`load_edgelist_folder`) names them ``edges``, ``features``, ``labels``, ``train``,
+A folder (:func:`.edgelist_folder.load_edgelist_folder`) names them ``edges``, ``features``, ``labels``, ``train``,
 ``val`` and ``test`` with the extensions of :data:`FOLDER_FILES`: the one table that the folder scan
 and the format detection (:mod:`fullgraph.data.detect`) both read, so that every form the reader
 takes is also found in a folder. Two files of one name (``features.npy`` and ``features.npz``) are
@@ -35,7 +35,8 @@ Class ids run from 0 to C-1: without ``num_classes``, C is the largest label + 1
 leave most of those classes without a node (a typo such as ``1000`` among 0..3) are refused
 (:func:`fullgraph.data.labels.check_inferred_classes`).
 
-Node ids run from 0 to N-1 with N = the number of label rows. Edges are kept as given (directed);
+Node ids run from 0 to N-1 with N = the number of label rows (of feature rows where a link task reads a
+graph without labels). Edges are kept as given (directed);
 ``datasets.preprocess`` symmetrizes. Every malformed line is reported with its file and line.
 """
 
@@ -52,11 +53,10 @@ from fullgraph.data.formats._common import _is_number_row, features_to_torch, lo
 from fullgraph.data.edge_list import csr_with_edge_data
 from fullgraph.data.graph import Graph
 from fullgraph.data.labels import check_inferred_classes, used_classes
-from fullgraph.data.splits import per_class_split
+from fullgraph.data.splits import per_class_split, placeholder_labels
 from fullgraph.errors import InputError
 
-__all__ = ["load_edgelist", "read_edges", "read_edge_list", "load_edgelist_folder", "find_folder_files",
-           "FOLDER_FILES", "WEIGHT_NAMES", "TYPE_NAMES"]
+__all__ = ["load_edgelist", "read_edges", "read_edge_list", "FOLDER_FILES", "SPLIT_STEMS", "WEIGHT_NAMES", "TYPE_NAMES"]
 
 log = logging.getLogger("fullgraph")
 
@@ -305,13 +305,17 @@ def _mask(path: Path, n: int, what: str) -> torch.Tensor:
     return torch.from_numpy(mask_from_ids(arr, n, str(path)))
 
 
-def load_edgelist(edges: str | Path, features: str | Path, labels: str | Path, *,
+def load_edgelist(edges: str | Path, features: str | Path, labels: str | Path | None, *,
                   train: str | Path | None = None, val: str | Path | None = None, test: str | Path | None = None,
                   name: str | None = None, seed: int = 0, header: bool | None = None,
                   train_per_class: int = 20, val_per_class: int = 30, num_classes: int | None = None) -> Graph:
     """A graph from an edge list, features, labels and (optionally) split files; see the module doc.
-    ``num_classes``: the class count, when the labels leave some classes without a node on purpose."""
+    ``num_classes``: the class count, when the labels leave some classes without a node on purpose.
+    ``labels`` ``None``: a graph trained on its links only, one node per feature row, with placeholder
+    labels and splits (``data.splits.placeholder_labels``)."""
     e, edge_data = read_edge_list(edges, header=header)
+    if labels is None:
+        return _unlabelled(e, edge_data, features, name or Path(edges).stem, edges)
     y = _labels(Path(labels))
     if num_classes is None and y.dim() == 1 and bool((y >= 0).any()):  # refused before the features are read
         num_classes = check_inferred_classes(used_classes(y.numpy()), f" in {labels}")  # checked (and said) once
@@ -319,11 +323,7 @@ def load_edgelist(edges: str | Path, features: str | Path, labels: str | Path, *
     x = features_to_torch(_features(Path(features)), f"features {features}")
     if x.shape[0] != n:
         raise InputError(f"expected one feature row per labelled node, {n} rows, in {features} (got {x.shape[0]})")
-    if e.size and (e.min() < 0 or e.max() >= n):
-        bad = e[(e < 0) | (e >= n)]
-        raise InputError(
-            f"expected node ids in [0, {n}) (one per label row) in {edges} (got {bad.size} outside, e.g. {bad[0]})"
-        )
+    _check_ids(e, n, edges, "one per label row")
     given = [p is not None for p in (train, val, test)]
     if any(given) and not all(given):
         raise InputError("expected all three split files (train, val, test) or none (got only some)")
@@ -335,6 +335,24 @@ def load_edgelist(edges: str | Path, features: str | Path, labels: str | Path, *
         raise InputError("expected split files for a multi-label graph (a per-class split needs single labels)")
     fields = dict(x=x, y=y, train_mask=masks[0], val_mask=masks[1], test_mask=masks[2],
                   name=name or Path(edges).stem, num_classes=num_classes)
+    return _graph(e, edge_data, n, fields, edges)
+
+
+def _check_ids(e: np.ndarray, n: int, edges, rows: str) -> None:
+    if e.size and (e.min() < 0 or e.max() >= n):
+        bad = e[(e < 0) | (e >= n)]
+        raise InputError(f"expected node ids in [0, {n}) ({rows}) in {edges} (got {bad.size} outside, e.g. {bad[0]})")
+
+
+def _unlabelled(e: np.ndarray, edge_data: dict, features, name: str, edges) -> Graph:
+    """A folder without labels, for link prediction: as many nodes as feature rows."""
+    x = features_to_torch(_features(Path(features)), f"features {features}")
+    _check_ids(e, x.shape[0], edges, "one per feature row")
+    return _graph(e, edge_data, x.shape[0], dict(x=x, name=name, **placeholder_labels(x.shape[0])), edges)
+
+
+def _graph(e: np.ndarray, edge_data: dict, n: int, fields: dict, edges) -> Graph:
+    """The graph of edges ``e`` (and their data) over ``n`` nodes, with ``fields``."""
     src, dst = torch.from_numpy(e[:, 0].copy()), torch.from_numpy(e[:, 1].copy())
     if not edge_data:
         return Graph.from_edges(src, dst, n, **fields)
@@ -343,47 +361,3 @@ def load_edgelist(edges: str | Path, features: str | Path, labels: str | Path, *
     except InputError as err:
         raise InputError(f"{err} (in {edges})") from None
     return Graph(indptr=indptr, indices=indices, **data, **fields)
-
-
-def find_folder_files(folder: str | Path) -> dict[str, Path | None]:
-    """The files of :data:`FOLDER_FILES` in ``folder``, by stem (``None``: absent). Two files of one
-    stem are refused: which of ``features.npy`` and ``features.npz`` is the user's data is theirs to say."""
-    folder = Path(folder)
-    found: dict[str, Path | None] = {}
-    for stem, exts in FOLDER_FILES.items():
-        paths = [folder / f"{stem}{ext}" for ext in exts if (folder / f"{stem}{ext}").is_file()]
-        if len(paths) > 1:
-            raise InputError(f"expected one {stem} file in {folder} (got {' and '.join(p.name for p in paths)}; "
-                             f"move the ones not to be read elsewhere)")
-        found[stem] = paths[0] if paths else None
-    return found
-
-
-def _names(stem: str) -> str:
-    return ", ".join(f"{stem}{e}" for e in FOLDER_FILES[stem])
-
-
-def load_edgelist_folder(folder: str | Path, *, seed: int = 0, num_classes: int | None = None) -> Graph:
-    """A graph from a folder holding ``edges``, ``features``, ``labels`` and optionally ``train``,
-    ``val`` and ``test`` files, each with one of the extensions of :data:`FOLDER_FILES`: what
-    ``fullgraph train --dataset FOLDER`` and ``--dataset edgelist --root FOLDER`` read. ``seed``
-    (``--split``) seeds the per-class split of a folder without split files; split files are one
-    fixed split, so any other value than 0 is refused there rather than ignored. ``num_classes``: as
-    for :func:`load_edgelist`."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise InputError(f"expected --root to be a folder holding edges.txt, features.npy and labels.txt "
-                         f"(got {folder}, which is not a folder)")
-    files = find_folder_files(folder)
-    missing = [stem for stem in ("edges", "features", "labels") if files[stem] is None]
-    if missing:
-        raise InputError(f"expected {'; '.join(f'one of {_names(m)}' for m in missing)} in {folder} (got none)")
-    splits = [files[s] for s in SPLIT_STEMS]
-    if any(splits) and not all(splits):
-        got = ", ".join(p.name for p in splits if p is not None)
-        raise InputError(f"expected all three split files (train, val, test) or none in {folder} (got only {got})")
-    if all(splits) and seed != 0:
-        raise InputError(f"expected --split 0 for {folder} (its train, val and test files are one fixed split) "
-                         f"(got {seed})")
-    return load_edgelist(files["edges"], files["features"], files["labels"], train=splits[0], val=splits[1],
-                         test=splits[2], name=folder.name, seed=seed, num_classes=num_classes)

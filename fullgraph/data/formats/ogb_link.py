@@ -49,6 +49,7 @@ from fullgraph.data.formats.ogb_source import SPLIT_FILES, _columns, _split_name
 from fullgraph.data.formats.ogb_layouts import _count
 from fullgraph.data.graph import Graph
 from fullgraph.data.link_split import LinkSplit
+from fullgraph.data.splits import placeholder_labels
 from fullgraph.errors import InputError
 
 __all__ = ["is_ogb_link_folder", "load_ogb_link", "read_link_split", "read_split_file"]
@@ -277,11 +278,8 @@ def _encoder_graph(raw: Path, n: int, name: str) -> Graph:
         edge["edge_weight"] = torch.from_numpy(np.concatenate([w, w]).astype(np.float32))
     if y is not None:
         edge["edge_attr"] = torch.from_numpy(np.concatenate([y, y]).astype(np.float32)[:, None])
-    masks = {k: torch.zeros(n, dtype=torch.bool) for k in ("train_mask", "val_mask", "test_mask")}
-    masks["train_mask"][:-2], masks["val_mask"][-2], masks["test_mask"][-1] = True, True, True
     return Graph.from_edges(torch.from_numpy(np.concatenate([lo, hi])), torch.from_numpy(np.concatenate([hi, lo])), n,
-                            x=_features(raw, n), y=torch.zeros(n, dtype=torch.int64), num_classes=2, name=name,
-                            **edge, **masks)
+                            x=_features(raw, n), name=name, **edge, **placeholder_labels(n))
 
 
 def _features(raw: Path, n: int) -> torch.Tensor:
