@@ -98,9 +98,6 @@ class PlanOptions:
     prune: bool = opt(False, "Plan graph parallelism as train's --prune runs it: each layer only on the rows the "
                              "loss needs (the other layouts compute every row).")
     json: bool = opt(False, "Print JSON instead of a table.")
-    metric: str | None = opt(None,
-        "The metric to report first (default: the run's own): any its task reports, e.g. macro-f1 or rocauc of node "
-        "labels, mrr or hits@50 of links. Every metric of the task is printed, and in --json under 'metrics'.")
 
 
 @dataclass(kw_only=True)
@@ -163,9 +160,6 @@ class DatasetsOptions:
 
     root: str | None = opt(None, doc_of(DataOptions, "root"))
     json: bool = opt(False, "Print JSON instead of a table.")
-    metric: str | None = opt(None,
-        "The metric to report first (default: the run's own): any its task reports, e.g. macro-f1 or rocauc of node "
-        "labels, mrr or hits@50 of links. Every metric of the task is printed, and in --json under 'metrics'.")
 
 
 @dataclass(kw_only=True)

@@ -180,3 +180,10 @@ def test_every_layouts_counts_make_the_single_process_figures(tmp_path, shared_d
     record = json.loads(capsys.readouterr().out)
     for split in ("train", "val", "test"):
         assert record["metrics"][split] == summary["metrics"][split], split  # counts: exact
+
+
+@pytest.mark.parametrize("command", [["plan", "--nprocs", "2"], ["datasets"]])
+def test_only_train_and_evaluate_take_a_metric(command, capsys):
+    """``--metric`` is the train and evaluate commands' alone: another command refuses it rather than ignoring it."""
+    assert main([*command, "--metric", "acc"]) == 2
+    assert "unrecognized arguments: --metric acc" in capsys.readouterr().err
