@@ -17,8 +17,8 @@ from fullgraph.comm.ledger import Ledger
 from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
 from fullgraph.ops import Block, SparseOp
-from fullgraph.ops.csr import csr_rows
 from fullgraph.ops.edge_data import EdgeFacts
+from fullgraph.parallel.prune import feature_rows, labelled_field, pruned_blocks
 from fullgraph.tasks import NodeTask
 
 __all__ = ["Engine", "ReplicatedEngine", "SingleEngine", "feature_rows", "input_features", "sum_grads",
@@ -52,14 +52,6 @@ def input_features(x: torch.Tensor) -> torch.Tensor | SparseOp:
             return SparseOp.from_tensor(x)
         return x.to_dense()
     return x
-
-
-def feature_rows(x: torch.Tensor | SparseOp, idx: torch.Tensor):
-    """Rows ``idx`` of dense features or of a ``SparseOp``."""
-    if not isinstance(x, SparseOp):
-        return x[idx]
-    indptr, pos = csr_rows(x.indptr, idx)
-    return SparseOp(indptr, x.indices[pos], x.values[pos], (idx.numel(), x.shape[1]))
 
 
 def sum_flat(tensors: list[torch.Tensor], reduce_) -> list[torch.Tensor]:
@@ -146,18 +138,24 @@ class Engine:
 
     def forward(self, model, epoch: int, training: bool) -> torch.Tensor:
         """Logits of this rank's rows: all of them, or under ``prune`` in training, the training rows
-        in node order (those of ``train_mask``)."""
+        in node order (those of ``train_mask``; :meth:`training_rows` picks them from either)."""
         raise NotImplementedError
+
+    def training_rows(self, out: torch.Tensor) -> torch.Tensor:
+        """The training rows, in node order, of what ``forward`` returned in training."""
+        return out if self.prune else out[self.train_mask]
+
+    def rows_computed(self, model) -> list[int] | None:
+        """Per graph layer, the rows a training step computes (``None``: every row, or ``--prune``'s)."""
+        return None
 
     def set_up_pruning(self, model) -> None:
         """Find the rows each layer of ``model`` needs for the loss (collective in a distributed
         layout): what ``--prune`` computes, and what ``train`` tells a user who has not asked for it.
         Set-up, not an epoch's traffic: left out of the ledger's epochs."""
-        from fullgraph.parallel.prune import receptive_field
+        from fullgraph.parallel.prune import receptive_field, whole_statistics
 
-        whole = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) or getattr(m, "graph_statistics", False)
-                    for m in model.modules())
-        if self.prune and whole:
+        if self.prune and whole_statistics(model):
             raise InputError("expected a model without statistics over all nodes (batch normalization, PyG's "
                              "LayerNorm(mode='graph')) with --prune (its statistics are over the rows computed, which "
                              "pruning changes); use --norm layer or none, or leave out --prune")
@@ -355,7 +353,8 @@ class SingleEngine(Engine):
 
     def __init__(self, graph: Graph, norm: str, device: torch.device | str = "cpu", prune: bool = False):
         self.graph, self.prune = graph, prune
-        self._pruned: tuple[list[Block], torch.Tensor | SparseOp] | None = None  # blocks, input rows
+        self._pruned: tuple[list[Block], torch.Tensor | SparseOp] | None = None  # blocks, input rows (() none)
+        self._labelled = None  # what training computes without --prune (training_field; False: every row)
         self.device = dev = torch.device(device)
         self.block = Block.from_graph(graph, norm).to(dev)
         self.x = input_features(graph.x).to(dev)
@@ -375,14 +374,27 @@ class SingleEngine(Engine):
         return self.graph.summary()
 
     def forward(self, model, epoch: int, training: bool) -> torch.Tensor:
-        if not (training and self.prune):
-            return model(self.block, self.x)
-        from fullgraph.parallel.prune import pruned_block
+        if training and self._pruned is None:
+            pr = self.training_field(model)
+            self._pruned = () if pr is None else pruned_blocks(self.block, self.x, pr)
+        return model(*self._pruned) if training and self._pruned else model(self.block, self.x)
 
-        if self.pruning is None:  # a caller that skipped the trainer's set-up
+    def training_field(self, model):
+        """The rows a training step computes (``parallel.prune.Pruning``; ``None``: all): under ``--prune`` the
+        training rows' field, else on a typed graph's node task all but the last layer's unlabelled types'
+        rows (``parallel.prune.labelled_field``)."""
+        if self.prune and self.pruning is None:  # a caller that skipped the trainer's set-up
             self.set_up_pruning(model)
-        pr = self.pruning
-        if self._pruned is None:
-            self._pruned = ([pruned_block(self.block, pr, layer) for layer in range(1, pr.layers + 1)],
-                            feature_rows(self.x, pr.order[: pr.rows[0]]))
-        return model(*self._pruned)
+        if self._labelled is None:
+            self._labelled = self.task.name == "node" and labelled_field(self.block, self.node_types, model) or False
+        return self.pruning if self.prune else self._labelled or None
+
+    def rows_computed(self, model) -> list[int] | None:
+        pr = self.training_field(model)
+        return None if pr is None else pr.rows[1:]
+
+    def training_rows(self, out: torch.Tensor) -> torch.Tensor:
+        pr = self._labelled
+        if self.prune or not pr or out.shape[0] == self.block.num_dst:  # (a forward of every row: a test's own)
+            return super().training_rows(out)
+        return out[self.train_mask[pr.order[: pr.rows[-1]]]]

@@ -48,10 +48,9 @@ class NodeTask:
         return epoch
 
     def loss(self, engine, model, out: torch.Tensor, epoch: int, step: int) -> torch.Tensor:
-        """This rank's share of the loss: its training rows (``out`` holds only them when pruned)."""
-        if not engine.prune:
-            out = out[engine.train_mask]
-        return self.rows_loss(out, engine.y[engine.train_mask], engine.num_train)
+        """This rank's share of the loss: its training rows (``out`` may hold fewer rows than the
+        rank's: ``Engine.training_rows``)."""
+        return self.rows_loss(engine.training_rows(out), engine.y[engine.train_mask], engine.num_train)
 
     @staticmethod
     def rows_loss(logits: torch.Tensor, y: torch.Tensor, count: int) -> torch.Tensor:

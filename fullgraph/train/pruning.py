@@ -26,9 +26,10 @@ def rows_per_layer(engine, model) -> dict | None:
         return None
     engine.set_up_pruning(model)
     needed, nodes = engine.rows_needed()
-    full = nodes * len(needed)
+    computed = needed if engine.prune else (engine.rows_computed(model) or [nodes] * len(needed))
+    full = sum(computed)
     if engine.is_main and not engine.prune and full >= WORTH_IT * sum(needed):
         log.info("the loss reads %d of %d rows per layer on average: --prune computes only those, "
-                 "%.1fx less work for the same loss and gradients", round(sum(needed) / len(needed)), nodes,
-                 full / max(sum(needed), 1))
-    return {"computed": needed if engine.prune else [nodes] * len(needed), "needed": needed}
+                 "%.1fx less work for the same loss and gradients", round(sum(needed) / len(needed)),
+                 round(full / len(needed)), full / max(sum(needed), 1))
+    return {"computed": list(computed), "needed": needed}
