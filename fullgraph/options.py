@@ -20,16 +20,20 @@ from typing import get_type_hints
 
 from fullgraph.errors import InputError
 
-__all__ = ["METRICS", "NODE_METRICS", "TASK_NAMES", "FEATURE_NORMS", "CHUNK_EDGES", "Option", "Section", "need", "opt",
+__all__ = ["METRICS", "NODE_METRICS", "REGRESSION_METRICS", "LOWEST_IS_BEST", "TASK_NAMES", "FEATURE_NORMS", "CHUNK_EDGES", "Option", "Section", "need", "opt",
            "field_doc", "option_name", "choices", "options_of", "load_toml", "key_value"]
 
 NODE_METRICS = ("acc", "rocauc", "micro-f1", "macro-f1")
 """The metrics of node labels (``fullgraph.tasks.metrics``), each reported under its own name."""
-METRICS = ("auto", *NODE_METRICS[:3], "hits@20", "hits@50", "hits@100", "mrr", NODE_METRICS[3])
-"""``--metric``: node labels' and links' (``fullgraph.tasks.link_metrics``), in the order the choices were
-added."""
-TASK_NAMES = ("node", "link")
-"""``--task``: node labels, or links (``fullgraph.tasks.TASKS`` registers each)."""
+REGRESSION_METRICS = ("rmse", "mae", "r2")
+"""The metrics of node regression (``fullgraph.tasks.regression``), in the targets' own units."""
+LOWEST_IS_BEST = ("rmse", "mae")
+"""The metrics selection minimizes (every other one it maximizes)."""
+METRICS = ("auto", *NODE_METRICS[:3], "hits@20", "hits@50", "hits@100", "mrr", NODE_METRICS[3], *REGRESSION_METRICS)
+"""``--metric``: node labels', links' (``fullgraph.tasks.link_metrics``) and node regression's, in the order
+the choices were added."""
+TASK_NAMES = ("node", "link", "node-regression")
+"""``--task``: node labels, links, or a number per node (``fullgraph.tasks.TASKS`` registers each)."""
 FEATURE_NORMS = ("auto", "row", "none")
 CHUNK_EDGES = ("stale", "induced")
 

@@ -176,7 +176,7 @@ def _result(args, graph, depth, timers, machines, network, rows, refused) -> dic
     from fullgraph.plan.pruned import minibatch_outlook, pruned_counts
 
     model = timers.model
-    needed = pruned_counts(graph, model.norm, depth).total_rows() if args.task == "node" else None
+    needed = pruned_counts(graph, model.norm, depth).total_rows() if args.task != "link" else None
     measured = model_spec(args.model).memory is None
     given = args.bandwidth_gbps is not None or args.latency_us is not None
     return {"setting": machines.describe(network, given), "graph": graph.name, "nodes": graph.num_nodes,
@@ -189,7 +189,7 @@ def _result(args, graph, depth, timers, machines, network, rows, refused) -> dic
             "timing_spread": {str(t): timer.spread() for t, timer in timers.timers.items()},
             "layouts": rows, "refused": refused, "rows_needed_per_layer": needed,  # (node labels': no outlook for links)
             "minibatch": minibatch_outlook(int(graph.train_mask.sum()), graph.num_nodes, needed)
-            if args.task == "node" else None}
+            if args.task != "link" else None}
 
 
 def where(args: argparse.Namespace):

@@ -209,9 +209,9 @@ def _only_split_zero(det: Detected, split: int) -> None:
 
 
 def load_path(path: str | os.PathLike, *, split: int = 0, verify: bool | None = None,
-              labels_optional: bool = False) -> Graph:
-    """The graph at ``path``, detected, loaded and preprocessed as named datasets are (a native folder saying it is
-    preprocessed is kept as stored); ``verify``: native folders' checksums; ``labels_optional``: a link task's."""
+              labels_optional: bool = False, numeric: bool = False) -> Graph:
+    """The graph at ``path``, detected, loaded and preprocessed as named datasets are (a native one marked so: as
+    stored); ``verify``: native checksums; ``labels_optional``, ``numeric``: a link task's, a regression's."""
     from fullgraph.data.datasets import preprocess
 
     det = detect(path)
@@ -249,7 +249,7 @@ def load_path(path: str | os.PathLike, *, split: int = 0, verify: bool | None = 
     elif det.kind == "edgelist":
         from fullgraph.data.formats.edgelist_folder import load_edgelist_folder
 
-        graph = load_edgelist_folder(det.path, seed=split, labels_optional=labels_optional)
+        graph = load_edgelist_folder(det.path, seed=split, labels_optional=labels_optional, numeric=numeric)
     elif det.kind == "typed":
         from fullgraph.data.formats.typed_folder import load_typed_folder
 

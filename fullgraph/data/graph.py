@@ -39,7 +39,8 @@ class Graph:
         x: float32 node features ``[N, F]``, dense or sparse CSR (sparse features stay sparse: a
             bag-of-words matrix is often 99% zeros, and the first layer multiplies it as such).
         y: labels: int64 ``[N]`` with classes ``0..C-1`` (``-1`` marks a node with no label, which
-            may not be in any split), or float32 ``[N, C]`` of 0/1 for multi-label graphs.
+            may not be in any split), float32 ``[N, C]`` of 0/1 for multi-label graphs, or float32
+            ``[N]``, a number per node (node regression; ``C`` = 1, NaN: none, finite in every split).
         train_mask, val_mask, test_mask: bool ``[N]``, non-empty and pairwise disjoint.
         name: a short name used in logs and summaries.
         num_classes: ``C``; when not given, inferred from ``y`` as its largest label + 1, and refused
@@ -198,7 +199,11 @@ class Graph:
         y, n = self.y, self.num_nodes
         if y.shape[:1] != (n,):
             raise InputError(f"expected 'y' to have one row per node, {n} rows (got {describe(y)})")
-        if y.dim() == 1:
+        if y.dim() == 1 and y.is_floating_point():  # a number per node (node regression)
+            if y.dtype != torch.float32:
+                raise InputError(f"expected numeric 'y' to be float32 (got {describe(y)})")
+            self.num_classes = 1  # one output column
+        elif y.dim() == 1:
             if y.dtype != torch.int64:
                 raise InputError(f"expected single-label 'y' to be int64 (got {describe(y)})")
             labelled = y[y >= 0]
@@ -226,7 +231,7 @@ class Graph:
                 )
         else:
             raise InputError(f"expected 'y' to be [N] or [N, C] (got {describe(y)})")
-        if self.num_classes < 2 and y.dim() == 1:
+        if self.num_classes < 2 and y.dim() == 1 and not self.numeric:
             raise InputError(f"expected at least 2 classes (got num_classes={self.num_classes})")
 
     def _check_masks(self) -> None:
@@ -245,9 +250,10 @@ class Graph:
                     raise InputError(f"expected disjoint splits (got {both} nodes in both '{a}' and '{b}')")
         if self.y.dim() == 1:
             any_split = masks["train_mask"] | masks["val_mask"] | masks["test_mask"]
-            unlabelled = int((any_split & (self.y < 0)).sum())
+            unlabelled = int((any_split & (~torch.isfinite(self.y) if self.numeric else self.y < 0)).sum())
             if unlabelled:
-                raise InputError(f"expected every node in a split to have a label (got {unlabelled} with -1)")
+                raise InputError(f"expected every node in a split to have a label (got {unlabelled} with "
+                                 f"{'NaN or an infinite number' if self.numeric else '-1'})")
 
     # ---------------------------------------------------------------- views
     @property
@@ -265,6 +271,11 @@ class Graph:
     @property
     def multilabel(self) -> bool:
         return self.y.dim() == 2
+
+    @property
+    def numeric(self) -> bool:
+        """Whether ``y`` holds a number per node (float32 ``[N]``: node regression) rather than classes."""
+        return self.y.dim() == 1 and self.y.is_floating_point()
 
     def edges(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(src, dst)`` of every edge, in CSR order."""
@@ -363,6 +374,7 @@ class Graph:
             "features": self.num_features,
             "classes": self.num_classes,
             "multilabel": self.multilabel,
+            **({"numeric_labels": True} if self.numeric else {}),
             "sparse_features": self.x.layout == torch.sparse_csr,
             **({"edge_data": list(self.edge_kinds)} if self.edge_kinds else {}),
             **({"edge_features": self.edge_attr.shape[1]} if self.edge_attr is not None else {}),

@@ -66,11 +66,13 @@ def load_raw_graph(cfg) -> Graph:
         if cfg.data.root is None:
             raise InputError("expected --root FOLDER with --dataset edgelist (got no --root)")
         link = _task(cfg) == "link"  # a link task reads no node labels: a folder may come without them
-        return preprocess(load_edgelist_folder(cfg.data.root, seed=cfg.data.split, labels_optional=link))
+        return preprocess(load_edgelist_folder(cfg.data.root, seed=cfg.data.split, labels_optional=link,
+                                               numeric=_task(cfg) == "node-regression"))
     from fullgraph.data.detect import load_path, looks_like_path
 
     if looks_like_path(cfg.data.dataset):
-        return load_path(cfg.data.dataset, split=cfg.data.split, labels_optional=_task(cfg) == "link")
+        return load_path(cfg.data.dataset, split=cfg.data.split, labels_optional=_task(cfg) == "link",
+                         numeric=_task(cfg) == "node-regression")
     from fullgraph.data.datasets import get_spec, load_dataset
 
     if get_spec(cfg.data.dataset).format == "npz_shchur":  # no published split: --split seeds ours

@@ -26,8 +26,8 @@ def features(x) -> torch.Tensor:
 
 
 def labels(y, n: int) -> torch.Tensor:
-    """PyG's ``y`` as class ids of ``n`` nodes (OGB's ``[N, 1]`` taken; a float's NaN: -1, no label), or
-    float multi-label rows."""
+    """PyG's ``y`` as class ids of ``n`` nodes (OGB's ``[N, 1]`` taken; a float's NaN: -1, no label), float
+    multi-label rows, or a number per node (float ``y`` with fractions: node regression, NaN kept)."""
     if y is None:
         raise InputError("expected labels 'y' on the PyG data (got none)")
     if y.dim() == 2 and y.shape[1] == 1:  # OGB's [N, 1]
@@ -35,6 +35,8 @@ def labels(y, n: int) -> torch.Tensor:
     if y.dim() == 1:
         if y.is_floating_point():
             known = ~torch.isnan(y)
+            if not torch.equal(y[known], y[known].round()):  # numbers, not class ids
+                return y.to(torch.float32)
             out = torch.full((n,), -1, dtype=torch.int64)
             out[known] = y[known].to(torch.int64)
             return out

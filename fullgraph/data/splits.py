@@ -12,7 +12,11 @@ import torch
 
 from fullgraph.errors import InputError
 
-__all__ = ["per_class_split", "placeholder_labels"]
+__all__ = ["per_class_split", "random_split", "NUMBERS_SPLIT", "placeholder_labels"]
+
+NUMBERS_SPLIT = (0.6, 0.2, 0.2)
+"""The fractions of the labelled nodes a seeded split of numeric labels (node regression, which has no
+classes to draw per) gives to training, validation and test."""
 
 
 def per_class_split(y, train_per_class: int = 20, val_per_class: int = 30, seed: int = 0
@@ -53,6 +57,24 @@ def per_class_split(y, train_per_class: int = 20, val_per_class: int = 30, seed:
         val[nodes[t:t + v]] = True
         test[nodes[t + v:]] = True
     return torch.from_numpy(train), torch.from_numpy(val), torch.from_numpy(test)
+
+
+def random_split(y, seed: int = 0, fractions: tuple[float, float, float] = NUMBERS_SPLIT
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Boolean ``(train, val, test)`` masks over the nodes with a finite number in ``y`` (NaN: no label):
+    shuffled by a generator seeded with ``seed``, cut by ``fractions`` (the test part takes the rest)."""
+    known = np.flatnonzero(np.isfinite(torch.as_tensor(y).numpy()))
+    if known.size < 3:
+        raise InputError(f"expected at least 3 labelled nodes to split (got {known.size})")
+    nodes = np.random.default_rng(seed).permutation(known)
+    t = max(1, int(round(fractions[0] * nodes.size)))
+    v = max(1, min(int(round(fractions[1] * nodes.size)), nodes.size - t - 1))
+    masks = []
+    for part in (nodes[:t], nodes[t:t + v], nodes[t + v:]):
+        m = torch.zeros(len(y), dtype=torch.bool)
+        m[torch.from_numpy(part)] = True
+        masks.append(m)
+    return masks[0], masks[1], masks[2]
 
 
 def placeholder_labels(n: int) -> dict:

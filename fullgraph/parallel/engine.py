@@ -386,7 +386,7 @@ class SingleEngine(Engine):
         if self.prune and self.pruning is None:  # a caller that skipped the trainer's set-up
             self.set_up_pruning(model)
         if self._labelled is None:
-            self._labelled = self.task.name == "node" and labelled_field(self.block, self.node_types, model) or False
+            self._labelled = self.task.name != "link" and labelled_field(self.block, self.node_types, model) or False
         return self.pruning if self.prune else self._labelled or None
 
     def rows_computed(self, model) -> list[int] | None:

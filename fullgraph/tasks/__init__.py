@@ -4,7 +4,8 @@ layouts (docs/design.md, "tasks").
 A task says how wide the model's output is, how many weight updates an epoch makes and what each
 one's loss is (an engine asks the task, whatever the layout), the metric that selects the best epoch,
 and what ``evaluate`` and ``predict`` report. ``node``: node labels (``tasks.node``); ``link``: edges
-between nodes (``tasks.link``), trained on a ``LinkSplit`` (``fullgraph.data.link_split``).
+between nodes (``tasks.link``), trained on a ``LinkSplit`` (``fullgraph.data.link_split``);
+``node-regression``: a number per node (``tasks.regression``).
 """
 
 from __future__ import annotations
@@ -12,18 +13,19 @@ from __future__ import annotations
 from fullgraph.errors import InputError
 from fullgraph.tasks.link import LinkTask
 from fullgraph.tasks.link_metrics import LINK_METRICS
-from fullgraph.tasks.metrics import NODE_METRICS
 from fullgraph.tasks.node import NodeTask
+from fullgraph.tasks.regression import RegressionTask
 from fullgraph.options import METRICS
 from fullgraph.tasks.options import DECODERS, LINK_ONLY, TASK_NAMES, TaskOptions
 
-__all__ = ["TASKS", "NodeTask", "LinkTask", "TaskOptions", "TASK_NAMES", "DECODERS", "task_for", "check_task",
+__all__ = ["TASKS", "NodeTask", "LinkTask", "RegressionTask", "TaskOptions", "TASK_NAMES", "DECODERS", "task_for", "check_task",
            "LINK_LAYOUTS", "output_width", "with_task_head"]
 
-TASKS = {"node": NodeTask, "link": LinkTask}
+TASKS = {"node": NodeTask, "link": LinkTask, "node-regression": RegressionTask}
 """Every task by its ``--task`` name."""
 assert tuple(TASKS) == TASK_NAMES, "every --task value needs exactly one task"
-assert set(METRICS) == {"auto", *NODE_METRICS, *LINK_METRICS}, "every --metric value belongs to a task"
+assert set(METRICS) == {"auto", *(m for task in TASKS.values() for m in task.metrics)}, \
+    "every --metric value belongs to a task"
 
 LINK_LAYOUTS = ("single", "graph", "spmm-1d", "tensor")
 """The layouts that train links: each rank holds whole output rows of the nodes it owns (its part, its
@@ -31,14 +33,15 @@ block row, its run of rows), which a scored pair's owner fetches (``parallel.pai
 chunk-wise backward cannot take a loss that joins rows of two chunks; SpMM 1.5D's replicas hold the
 same rows, and 2D and 3D spread them over the grid in a way the planner does not count yet."""
 
+_WHOSE = {"node": "a node labels' metric", "link": "a links' metric", "node-regression": "a regression's metric"}
 _NODE_ONLY = {"prune": "computes only the rows the node labels' loss reads"}
 
 
 def task_for(cfg, split=None):
     """The task ``cfg`` trains; a link task's split is ``split``, else the one the launcher wrote for the
     ranks (``--link-file``), else drawn from the graph (``data.load.load_link_graph``)."""
-    if cfg.task.name == "node":
-        return NodeTask(cfg)
+    if cfg.task.name != "link":
+        return TASKS[cfg.task.name](cfg)
     if split is None:
         from fullgraph.data.link_split import LinkSplit
         from fullgraph.data.load import load_link_graph
@@ -65,16 +68,18 @@ def with_task_head(model, cfg, width: int, num_relations: int | None = None):
 def check_task(cfg) -> None:
     """The task's rules against the other sections, one line each."""
     t, defaults = cfg.task, TaskOptions()
-    if t.name == "node":
-        if cfg.optimization.metric not in ("auto",) + NODE_METRICS:
-            raise InputError(f"expected --metric auto or one of {', '.join(NODE_METRICS)} with --task node (got "
-                             f"--metric {cfg.optimization.metric}, a links' metric): pick one of those, or add "
-                             f"--task link")
+    if t.name != "link":
+        own = TASKS[t.name].metrics
+        if cfg.optimization.metric not in ("auto",) + own:
+            theirs = next(name for name, task in TASKS.items() if cfg.optimization.metric in task.metrics)
+            raise InputError(f"expected --metric auto or one of {', '.join(own)} with --task {t.name} (got "
+                             f"--metric {cfg.optimization.metric}, {_WHOSE[theirs]}): pick one of those, or add "
+                             f"--task {theirs}")
         changed = [o for o in LINK_ONLY if getattr(t, o) != getattr(defaults, o)]
         if changed:
             flags = " and ".join("--" + o.replace("_", "-") for o in changed)
-            raise InputError(f"expected {flags} only with --task link (got --task node): leave them out, or add "
-                             f"--task link")
+            raise InputError(f"expected {flags} only with --task link (got --task {t.name}): leave them out, or "
+                             f"add --task link")
         return
     if cfg.parallel.mode not in LINK_LAYOUTS:
         raise InputError(f"expected --parallel {', '.join(LINK_LAYOUTS[:-1])} or {LINK_LAYOUTS[-1]} with --task link "
@@ -84,7 +89,8 @@ def check_task(cfg) -> None:
                          f"{cfg.optimization.metric}, a node labels' metric)")
     for option, why in _NODE_ONLY.items():
         if getattr(cfg.parallel, option):
-            raise InputError(f"expected --{option} only with --task node (got it with --task link): it {why}")
+            raise InputError(f"expected --{option} only with --task node or node-regression (got it with --task "
+                             f"link): it {why}")
 
 
 LINK_LAYOUTS_WHY = {

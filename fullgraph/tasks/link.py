@@ -61,6 +61,7 @@ class LinkTask:
     """Links: what ``--task link`` trains, on ``split``'s pairs."""
 
     name = "link"
+    metrics = LINK_METRICS
 
     def __init__(self, cfg, split: LinkSplit):
         self.cfg, self.split = cfg, split

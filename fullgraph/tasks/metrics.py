@@ -33,8 +33,8 @@ __all__ = ["METRICS", "METRIC_NAMES", "NODE_METRICS", "SMALL_SPLIT", "resolve_me
            "macro_f1", "small_splits", "roc_auc", "roc_auc_columns", "score_columns"]
 
 METRIC_NAMES = {"acc": "accuracy", "rocauc": "ROC-AUC", "micro-f1": "micro-F1", "macro-f1": "Macro-F1",
-                "hits@20": "Hits@20",
-                "hits@50": "Hits@50", "hits@100": "Hits@100", "mrr": "MRR"}
+                "hits@20": "Hits@20", "hits@50": "Hits@50", "hits@100": "Hits@100", "mrr": "MRR", "rmse": "RMSE",
+                "mae": "MAE", "r2": "R²"}
 """How progress lines and the command line's last line name each metric."""
 
 

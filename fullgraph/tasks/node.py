@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from fullgraph.errors import InputError
 from fullgraph.ops.loss import loss_sum
 from fullgraph.tasks.metrics import (NODE_METRICS, class_counts, counts, macro_f1, resolve_metric, roc_auc_columns,
                                      score_columns)
@@ -23,6 +24,7 @@ class NodeTask:
     """Node labels (single- or multi-label): what ``--task node`` trains."""
 
     name = "node"
+    metrics = NODE_METRICS
 
     def __init__(self, cfg=None):
         self.cfg = cfg
@@ -33,7 +35,10 @@ class NodeTask:
         return num_classes
 
     def bind(self, engine, model) -> None:
-        """Nothing to set up: labels and splits are the engine's rows."""
+        """Nothing to set up (labels and splits are the engine's rows), but numbers are no classes."""
+        if engine.y.dim() == 1 and engine.y.is_floating_point():
+            raise InputError("expected class labels with --task node (got a number per node, float labels): train "
+                             "--task node-regression")
 
     @staticmethod
     def memory(ranks: int) -> dict[str, int]:
@@ -100,6 +105,13 @@ class NodeTask:
             record["metrics"][split] = got
             record[f"{split}_metric"] = got[metric]
         return record
+
+    @staticmethod
+    def predictions(engine, logits: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``predict``'s arrays: each node's class (0/1 per label, multi-label) and probabilities."""
+        if engine.y.dim() == 2:
+            return {"predictions": (logits > 0).to(torch.int8), "probabilities": torch.sigmoid(logits)}
+        return {"predictions": logits.argmax(1), "probabilities": torch.softmax(logits, dim=1)}
 
     def sizes(self, engine) -> tuple[str, dict[str, int]]:
         """How many nodes judge the validation and test figures (the warning of a small split)."""

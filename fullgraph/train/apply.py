@@ -84,10 +84,7 @@ def _outputs(engine, model, embeddings: bool) -> dict[str, torch.Tensor]:
     finally:
         if hook is not None:
             hook.remove()
-    multilabel = engine.y.dim() == 2
-    proba = torch.sigmoid(logits) if multilabel else torch.softmax(logits, dim=1)
-    pred = (logits > 0).to(torch.int8) if multilabel else logits.argmax(1)
-    arrays = {"predictions": pred, "probabilities": proba}
+    arrays = engine.task.predictions(engine, logits)
     if embeddings:
         arrays["embeddings"] = store[-1][: logits.shape[0]]  # a layer's input leads with its dst rows
     return arrays
@@ -187,6 +184,10 @@ def predict_rank(cfg: TrainConfig, run: str, out: str, embeddings: bool = False,
 
             arrays = link_embeddings(engine, model, embeddings)
         else:
+            from fullgraph.tasks import task_for
+
+            engine.task = task_for(cfg)
+            engine.task.bind(engine, model)  # (collective: a regression's scale)
             arrays = _outputs(engine, model, embeddings)
         ids = engine.gather_rows(engine.part.inner.to(engine.device, torch.float64)[:, None], "eval/reduce")
         ids = ids[:, 0].long().cpu()

@@ -28,6 +28,7 @@ from fullgraph.parallel.setup import input_widths
 from fullgraph.device import environment, peak_device_bytes, reset_peak, synchronize
 from fullgraph.memory import peak_rss_bytes
 from fullgraph.tasks import output_width, task_for, with_task_head
+from fullgraph.options import LOWEST_IS_BEST
 from fullgraph.tasks.metrics import METRIC_NAMES, small_splits
 from fullgraph.train.checkpoint import LoopState, load_checkpoint, save_checkpoint
 from fullgraph.train.faults import check_loss, check_weights, fault
@@ -109,11 +110,9 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, graph: Graph | None = None, engine: Engine | None = None,
                  resume: bool = False, model=None, callbacks=(), split=None):
-        self.cfg = cfg
+        self.cfg, self.graph, self.engine = cfg, graph, engine
         self.split = split  # a link task's LinkSplit, when the caller has one (else the task finds it)
         self.resume = resume  # carry on from the newest checkpoint in cfg.run.out
-        self.graph = graph
-        self.engine = engine
         self.model: GNN | None = None
         self.run_model = RunModel.of(cfg, model)  # what cfg names, or fullgraph.train_model's object
         self.writer: RunWriter | None = None
@@ -167,7 +166,7 @@ class Trainer:
             if small := small_splits(*self.task.sizes(e)):
                 log.warning(small)
         # after the header: it may say a word about --prune (which reads node labels' rows)
-        self.rows = rows_per_layer(e, self.model) if self.task.name == "node" else None
+        self.rows = rows_per_layer(e, self.model) if self.task.name != "link" else None
         return self
 
     def _set_threads(self) -> None:
@@ -242,9 +241,9 @@ class Trainer:
     def _better(self, record: dict, best: dict) -> bool:
         if best["epoch"] == 0:
             return True
-        if self.cfg.optimization.select == "loss":
-            return record["val_loss"] < best["val_loss"]
-        return record["val_metric"] > best["val_metric"]
+        key = "val_loss" if self.cfg.optimization.select == "loss" else "val_metric"
+        lower = key == "val_loss" or record["metric"] in LOWEST_IS_BEST  # (RMSE, MAE)
+        return record[key] < best[key] if lower else record[key] > best[key]
 
     def _select(self, record: dict, s: LoopState) -> bool:
         """Update the selection with an evaluated epoch; whether it is the new best."""

@@ -53,7 +53,7 @@ from fullgraph.data.formats._common import _is_number_row, features_to_torch, lo
 from fullgraph.data.edge_list import csr_with_edge_data
 from fullgraph.data.graph import Graph
 from fullgraph.data.labels import check_inferred_classes, used_classes
-from fullgraph.data.splits import per_class_split, placeholder_labels
+from fullgraph.data.splits import per_class_split, placeholder_labels, random_split
 from fullgraph.errors import InputError
 
 __all__ = ["load_edgelist", "read_edges", "read_edge_list", "FOLDER_FILES", "SPLIT_STEMS", "WEIGHT_NAMES", "TYPE_NAMES"]
@@ -273,14 +273,22 @@ def _features(path: Path):
     return read_table(path, dtype=np.float32, what="features", header=False)
 
 
-def _labels(path: Path) -> torch.Tensor:
+def _labels(path: Path, numeric: bool = False) -> torch.Tensor:
+    """Class ids ``[N]`` or multi-label rows; ``numeric`` (node regression): a number per node, float32."""
     path = _exists(path, "labels")
     if path.suffix == ".npy":
         arr = load_array(path, "labels")
     else:
-        arr = read_table(path, dtype=np.int64, what="labels", header=False)
+        arr = read_table(path, dtype=np.float64 if numeric else np.int64, what="labels", header=False)
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
+    if numeric:
+        if arr.ndim != 1 or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+            raise InputError(f"expected one number per node in {path} (got {arr.dtype} of shape {arr.shape})")
+        return torch.from_numpy(arr.astype(np.float32))
+    if arr.ndim == 1 and np.issubdtype(arr.dtype, np.floating) and not np.array_equal(arr, np.round(arr)):
+        raise InputError(f"expected integer class ids in {path} (got numbers with fractions, {arr.dtype}): a number "
+                         f"per node trains --task node-regression")
     if arr.ndim == 1:
         if not np.issubdtype(arr.dtype, np.integer):
             raise InputError(f"expected integer class ids in {path} (got {arr.dtype})")
@@ -308,16 +316,18 @@ def _mask(path: Path, n: int, what: str) -> torch.Tensor:
 def load_edgelist(edges: str | Path, features: str | Path, labels: str | Path | None, *,
                   train: str | Path | None = None, val: str | Path | None = None, test: str | Path | None = None,
                   name: str | None = None, seed: int = 0, header: bool | None = None,
-                  train_per_class: int = 20, val_per_class: int = 30, num_classes: int | None = None) -> Graph:
+                  train_per_class: int = 20, val_per_class: int = 30, num_classes: int | None = None,
+                  numeric: bool = False) -> Graph:
     """A graph from an edge list, features, labels and (optionally) split files; see the module doc.
     ``num_classes``: the class count, when the labels leave some classes without a node on purpose.
     ``labels`` ``None``: a graph trained on its links only, one node per feature row, with placeholder
-    labels and splits (``data.splits.placeholder_labels``)."""
+    labels and splits (``data.splits.placeholder_labels``). ``numeric`` (node regression): the labels are a
+    number per node, and a folder without split files is split at random (``data.splits.random_split``)."""
     e, edge_data = read_edge_list(edges, header=header)
     if labels is None:
         return _unlabelled(e, edge_data, features, name or Path(edges).stem, edges)
-    y = _labels(Path(labels))
-    if num_classes is None and y.dim() == 1 and bool((y >= 0).any()):  # refused before the features are read
+    y = _labels(Path(labels), numeric)
+    if num_classes is None and not numeric and y.dim() == 1 and bool((y >= 0).any()):  # refused before the features are read
         num_classes = check_inferred_classes(used_classes(y.numpy()), f" in {labels}")  # checked (and said) once
     n = y.shape[0]
     x = features_to_torch(_features(Path(features)), f"features {features}")
@@ -329,6 +339,8 @@ def load_edgelist(edges: str | Path, features: str | Path, labels: str | Path | 
         raise InputError("expected all three split files (train, val, test) or none (got only some)")
     if all(given):
         masks = [_mask(Path(p), n, w) for p, w in ((train, "train"), (val, "val"), (test, "test"))]
+    elif numeric:
+        masks = list(random_split(y, seed=seed))
     elif y.dim() == 1:
         masks = list(per_class_split(y, train_per_class, val_per_class, seed=seed))
     else:

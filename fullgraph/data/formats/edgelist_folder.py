@@ -33,14 +33,15 @@ def _names(stem: str) -> str:
 
 
 def load_edgelist_folder(folder: str | Path, *, seed: int = 0, num_classes: int | None = None,
-                         labels_optional: bool = False) -> Graph:
+                         labels_optional: bool = False, numeric: bool = False) -> Graph:
     """A graph from a folder holding ``edges``, ``features``, ``labels`` and optionally ``train``,
     ``val`` and ``test`` files, each with one of the extensions of :data:`FOLDER_FILES`: what
     ``fullgraph train --dataset FOLDER`` and ``--dataset edgelist --root FOLDER`` read. ``seed``
     (``--split``) seeds the per-class split of a folder without split files; split files are one
     fixed split, so any other value than 0 is refused there rather than ignored. ``num_classes``: as
     for :func:`load_edgelist`. ``labels_optional`` (a link task): a folder without labels loads, with
-    placeholder ones; a node task is told it needs them, or ``--task link``."""
+    placeholder ones; a node task is told it needs them, or ``--task link``. ``numeric`` (node regression): a
+    number per node in the labels file."""
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(f"expected --root to be a folder holding edges.txt, features.npy and labels.txt "
@@ -60,4 +61,4 @@ def load_edgelist_folder(folder: str | Path, *, seed: int = 0, num_classes: int 
         raise InputError(f"expected --split 0 for {folder} (its train, val and test files are one fixed split) "
                          f"(got {seed})")
     return load_edgelist(files["edges"], files["features"], files["labels"], train=splits[0], val=splits[1],
-                         test=splits[2], name=folder.name, seed=seed, num_classes=num_classes)
+                         test=splits[2], name=folder.name, seed=seed, num_classes=num_classes, numeric=numeric)

@@ -16,7 +16,8 @@ the ``*_masks.npy`` files, so that an older fullgraph still reads it)::
       x_indptr.npy     int64 [N+1]
       x_indices.npy    int64 [nnz]  column ids, sorted within each row
       x_values.npy     float32 [nnz]
-    y.npy              int64 [N] class ids (-1: unlabelled), or float32 [N, C] of 0/1 (multi-label)
+    y.npy              int64 [N] class ids (-1: unlabelled), float32 [N, C] of 0/1 (multi-label), or
+                       float32 [N] numbers (counts.numeric_labels: true; node regression, NaN: none)
     train_mask.npy, val_mask.npy, test_mask.npy   bool [N]    split 0
     train_masks.npy, val_masks.npy, test_masks.npy    bool [S, N]  every split, S >= 2 (version 2
                                                       only; row 0 is split 0 again)
@@ -274,7 +275,8 @@ def _base_meta(graph: Graph, *, preprocessed: bool, feature_norm: str, source: s
 
     first = [m[0] for m in splits] if splits is not None else [getattr(graph, m) for m in MASKS]
     counts = {"num_nodes": graph.num_nodes, "num_edges": graph.num_edges, "num_features": graph.num_features,
-              "num_classes": int(graph.num_classes), "multilabel": graph.multilabel}
+              "num_classes": int(graph.num_classes), "multilabel": graph.multilabel,
+              **({"numeric_labels": True} if getattr(graph, "numeric", False) else {})}
     sparse = graph.x.layout == torch.sparse_csr
     if sparse:
         counts["feature_nnz"] = int(graph.x.values().numel())
@@ -346,7 +348,7 @@ def _write_nodes(w: _FolderWriter, graph: Graph, splits=None) -> None:
         w.tensor("x_values.npy", _F4, x.values())
     else:
         w.tensor("x.npy", _F4, x)
-    w.tensor("y.npy", _F4 if graph.multilabel else _I8, graph.y)
+    w.tensor("y.npy", _F4 if graph.multilabel or getattr(graph, "numeric", False) else _I8, graph.y)
     for i, m in enumerate(MASKS):
         w.tensor(f"{m}.npy", _B1, getattr(graph, m) if splits is None else splits[i][0])
     if splits is not None and len(splits[0]) > 1:

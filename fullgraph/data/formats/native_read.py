@@ -181,7 +181,8 @@ def _expected(meta: dict) -> dict[str, tuple[tuple[np.dtype, ...], tuple[int, ..
                 "x_values.npy": ((_F4,), (nnz,))}
     else:
         out["x.npy"] = ((_F4,), (n, f))
-    out["y.npy"] = ((_F4,), (n, c["num_classes"])) if c["multilabel"] else ((_I8,), (n,))
+    out["y.npy"] = (((_F4,), (n, c["num_classes"])) if c["multilabel"] else
+                    ((_F4,), (n,)) if c.get("numeric_labels") is True else ((_I8,), (n,)))
     for m in MASKS:
         out[f"{m}.npy"] = ((_B1,), (n,))
     if num_splits(meta) > 1:
