@@ -256,6 +256,35 @@ class _Dropout(torch.autograd.Function):
         return g * keep * ctx.scale, None, None
 
 
+class _BlockDropout(torch.autograd.Function):
+    """Keyed dropout of a dense ``[n, F]`` tensor on the CPU, block by block of rows (``_CPU_BLOCK_ENTRIES``):
+    each block's mask is hashed and applied while it is in cache, where a mask of the whole tensor and then a
+    product with it read and write the tensor's size three more times. On this VM's memory (~4 GB/s a
+    thread) that took Amazon-Computers' input dropout, ``[13752, 767]``, from ~95 to ~45 ms. The same
+    masks and the same products (``x · keep``, then ``· scale``) as :class:`_Dropout`: the same bits. The
+    mask is kept for backward only where ``x`` needs a gradient (the input features do not)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, rows: torch.Tensor, key: DropoutKey, site: int, p: float, scale: float):
+        r, c = _hashes(rows, x.shape[1], key, site)
+        thr, out = _threshold(p), torch.empty_like(x)
+        keep = torch.empty(x.shape, dtype=torch.bool) if ctx.needs_input_grad[0] else None
+        step = max(1, _CPU_BLOCK_ENTRIES // max(1, x.shape[1]))
+        for start in range(0, x.shape[0], step):
+            block = torch.ge(_fmix32(r[start:start + step, None] + c[None, :]), thr)
+            torch.mul(x[start:start + step], block, out=out[start:start + step]).mul_(scale)
+            if keep is not None:
+                keep[start:start + step] = block
+        ctx.save_for_backward(keep)
+        ctx.scale = scale
+        return out
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):
+        (keep,) = ctx.saved_tensors
+        return g * keep * ctx.scale, None, None, None, None, None
+
+
 def dropout(x: torch.Tensor | SparseOp, p: float, training: bool, generator: torch.Generator | None = None, *,
             rows: torch.Tensor | None = None, site: int | None = None):
     """Inverted dropout of rate ``p``; for sparse input it drops stored entries only (zeros stay zeros).
@@ -272,4 +301,8 @@ def dropout(x: torch.Tensor | SparseOp, p: float, training: bool, generator: tor
         else:
             keep = keep_mask(x.values.shape, p, generator, x.values.device)
         return x.with_values(x.values * keep * scale)
+    if x.device.type == "cpu" and x.dim() == 2 and x.dtype == torch.float32:
+        keyed = keyed_rows(site, rows, x.shape[0], x.device)
+        if keyed is not None:
+            return _BlockDropout.apply(x, keyed[0], keyed[1], site, p, scale)
     return _Dropout.apply(x, keep_mask(x.shape, p, generator, x.device, rows=rows, site=site), scale)

@@ -12,7 +12,7 @@ import contextlib
 import torch
 from torch.nn import functional as F
 
-__all__ = ["loss_sum", "masked_loss", "correct_count", "accuracy", "loss_scale", "scaled"]
+__all__ = ["loss_sum", "masked_loss", "label_outcomes", "correct_count", "accuracy", "loss_scale", "scaled"]
 
 _SCALE = [1.0]
 
@@ -59,15 +59,18 @@ def masked_loss(logits: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, count
     return loss_sum(logits[mask], y[mask]) / count
 
 
+def label_outcomes(logits: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Multi-label rows' true positives, false positives and false negatives, per label (a logit above 0
+    predicts its label): the one rule micro-F1 (their sums) and Macro-F1 (``tasks.metrics``) count by."""
+    pred, truth = logits > 0, y > 0.5
+    return (pred & truth).sum(0), (pred & ~truth).sum(0), (~pred & truth).sum(0)
+
+
 def correct_count(logits: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
     """``(correct, total)``: argmax hits for single-label; for multi-label the micro-F1 numerator
     and denominator (2·TP and 2·TP + FP + FN), so sums over parts give the global micro-F1."""
     if y.dim() == 2:
-        pred = logits > 0
-        truth = y > 0.5
-        tp = (pred & truth).sum().item()
-        fp = (pred & ~truth).sum().item()
-        fn = (~pred & truth).sum().item()
+        tp, fp, fn = (float(t.sum()) for t in label_outcomes(logits, y))
         return 2.0 * tp, 2.0 * tp + fp + fn
     return float((logits.argmax(1) == y).sum().item()), float(y.numel())
 

@@ -67,5 +67,6 @@ def link_metric(metric: str, pos: torch.Tensor, neg: torch.Tensor, per_positive:
 
 
 def link_metrics(pos: torch.Tensor, neg: torch.Tensor, per_positive: int = 0) -> dict[str, float]:
-    """Every metric of :data:`LINK_METRICS`, by name, of the same scores."""
+    """Every metric of :data:`LINK_METRICS`, by name, of the same scores (converted to float64 once)."""
+    pos, neg = pos.detach().double().cpu(), neg.detach().double().cpu()
     return {m: link_metric(m, pos, neg, per_positive) for m in LINK_METRICS}

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from fullgraph.options import METRICS, NODE_METRICS  # noqa: F401 - the choices, declared with the other options
-from fullgraph.ops.loss import correct_count
+from fullgraph.ops.loss import correct_count, label_outcomes
 
 __all__ = ["METRICS", "METRIC_NAMES", "NODE_METRICS", "SMALL_SPLIT", "resolve_metric", "counts", "class_counts",
            "macro_f1", "small_splits", "roc_auc", "roc_auc_columns", "score_columns"]
@@ -76,8 +76,7 @@ def class_counts(logits: torch.Tensor, y: torch.Tensor, num_classes: int) -> lis
     """Per class (per label, multi-label), its true positives, false positives and false negatives over these
     rows, ``[TP..., FP..., FN...]``: sums over ranks give the split's, from which :func:`macro_f1`."""
     if y.dim() == 2:
-        pred, truth = logits > 0, y > 0.5
-        tp, fp, fn = (pred & truth).sum(0), (pred & ~truth).sum(0), (~pred & truth).sum(0)
+        tp, fp, fn = label_outcomes(logits, y)
     else:  # counts per class, O(rows): no [rows, classes] indicator
         pred = logits.argmax(1)
         tp = torch.bincount(y[pred == y], minlength=num_classes)

@@ -17,7 +17,9 @@ from fullgraph.ops.loss import loss_sum
 from fullgraph.tasks.metrics import (NODE_METRICS, class_counts, counts, macro_f1, resolve_metric, roc_auc_columns,
                                      score_columns)
 
-__all__ = ["NodeTask"]
+__all__ = ["NodeTask", "SPLITS"]
+
+SPLITS = ("train", "val", "test")
 
 
 class NodeTask:
@@ -82,21 +84,23 @@ class NodeTask:
         summed over ranks in one reduction, ROC-AUC from every rank's scores; ``*_metric``: the chosen one,
         ``*_acc``: accuracy (micro-F1 for multi-label), as before every metric was reported."""
         e, metric = engine, self.metric(engine)
-        k, sums = e.num_classes, []
-        masks = e.eval_masks()
-        for mask in masks:
-            sums += counts(logits[mask], e.y[mask])
-        sums.append(loss_sum(logits[masks[1]], e.y[masks[1]]).item())
-        for mask in masks:
-            sums += class_counts(logits[mask], e.y[mask], k)
+        k, masks, sums, at = e.num_classes, e.eval_masks(), [], {}
+
+        def add(name: str, values) -> None:  # a named run of the one reduction's values
+            at[name] = slice(len(sums), len(sums) + len(values))
+            sums.extend(values)
+        for split, mask in zip(SPLITS, masks):
+            add(f"{split}/hits", counts(logits[mask], e.y[mask]))
+        add("val/loss", [loss_sum(logits[masks[1]], e.y[masks[1]]).item()])
+        for split, mask in zip(SPLITS, masks):
+            add(f"{split}/classes", class_counts(logits[mask], e.y[mask], k))
         sums = e.reduce_sum(sums, "eval/reduce")
         ratio = lambda hit, total: hit / total if total else 0.0  # noqa: E731
-        record = {"train_acc": ratio(sums[0], sums[1]), "val_acc": ratio(sums[2], sums[3]),
-                  "test_acc": ratio(sums[4], sums[5]), "val_loss": sums[6] / e.num_val, "metric": metric,
-                  "metrics": {}}
+        record = {f"{split}_acc": ratio(*sums[at[f"{split}/hits"]]) for split in SPLITS}
+        record |= {"val_loss": sums[at["val/loss"]][0] / e.num_val, "metric": metric, "metrics": {}}
         binary = e.y.dim() == 1 and k == 2
-        for i, (split, mask) in enumerate(zip(("train", "val", "test"), masks)):
-            got = {"acc": record[f"{split}_acc"], "macro-f1": macro_f1(sums[7 + 3 * k * i: 7 + 3 * k * (i + 1)], k),
+        for split, mask in zip(SPLITS, masks):
+            got = {"acc": record[f"{split}_acc"], "macro-f1": macro_f1(sums[at[f"{split}/classes"]], k),
                    "micro-f1": record[f"{split}_acc"]}  # one decision per node: micro-F1 is accuracy (else counts' own)
             if metric == "rocauc" or binary:
                 scores, labels = score_columns(logits[mask], e.y[mask])

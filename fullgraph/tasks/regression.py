@@ -22,7 +22,7 @@ import torch
 
 from fullgraph.errors import InputError
 from fullgraph.options import REGRESSION_METRICS
-from fullgraph.tasks.node import NodeTask
+from fullgraph.tasks.node import SPLITS, NodeTask
 
 __all__ = ["RegressionTask", "regression_metrics"]
 
@@ -96,7 +96,7 @@ class RegressionTask(NodeTask):
         sums = e.reduce_sum(sums, "eval/reduce")
         record = {"train_acc": None, "val_acc": None, "test_acc": None, "val_loss": sums[15] / max(sums[9], 1.0),
                   "metric": metric, "metrics": {}}
-        for i, split in enumerate(("train", "val", "test")):
+        for i, split in enumerate(SPLITS):
             record["metrics"][split] = got = regression_metrics(*sums[5 * i: 5 * i + 5])
             record[f"{split}_metric"] = got[metric]
         return record

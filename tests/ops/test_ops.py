@@ -233,6 +233,29 @@ def test_a_device_without_a_mask_compiler_draws_the_eager_masks_with_one_warning
     assert torch.equal(got, want) and calls == [1]
     assert torch.equal(d.keyed_keep(rows, 40, 0.3, key, 4), want) and calls == [1]
 
+@pytest.mark.parametrize("needs_grad", [True, False])
+def test_keyed_dropout_in_cpu_row_blocks_is_the_whole_masks_product(needs_grad):
+    """The CPU path that hashes and applies each block of rows' mask in cache (``ops.dropout._BlockDropout``)
+    gives the bits of the whole mask's product (``keep_mask``, then ``x · keep · scale``), forward and
+    backward: rows in any order, a width that leaves a last short block, the mask kept only for a gradient."""
+    from fullgraph.ops import dropout
+    from fullgraph.ops.dropout import _CPU_BLOCK_ENTRIES, keep_mask, keyed_dropout
+
+    width = 333  # _CPU_BLOCK_ENTRIES // width rows a block: the 1,000 rows end in a short block
+    assert 1000 % (_CPU_BLOCK_ENTRIES // width)
+    rows = torch.randperm(5000, generator=torch.Generator().manual_seed(4))[:1000]
+    x = torch.randn(1000, width, generator=torch.Generator().manual_seed(5)).requires_grad_(needs_grad)
+    g = torch.randn(1000, width, generator=torch.Generator().manual_seed(6))
+    with keyed_dropout(seed=7, epoch=3):
+        got = dropout(x, 0.35, True, rows=rows, site=2)
+        keep = keep_mask((1000, width), 0.35, rows=rows, site=2)
+    want = x.detach() * keep * (1 / 0.65)
+    assert torch.equal(got, want) and got.requires_grad == needs_grad
+    if needs_grad:
+        (got * g).sum().backward()
+        assert torch.equal(x.grad, g * keep * (1 / 0.65))
+
+
 def test_keyed_dropout_agrees_between_dense_sparse_and_the_fused_gcn_layer():
     """The sparse input path drops the stored entries that the dense mask drops, and the fused GCN
     layer drops what ``relu`` then ``dropout`` as separate ops drops."""

@@ -4,10 +4,12 @@ The graph is Cora's structure and features with a number per node derived here: 
 plus a tenth of the class id (a target the features and the structure both inform). The references are
 written from the definitions: RMSE, MAE and R² over ``predict``'s numbers with numpy; the first step's
 loss, the squared error of targets standardized by the training nodes' mean and (population) deviation,
-over the model's output on the whole graph. Tolerances: metrics from the same predictions 1e-9 (sums in
-another order, float64); the loss LOSSES_REORDERED and gradients DENSE_REFERENCE_GRADS (tests/_equality.py).
-Layouts: graph parallelism, SpMM 1D, 1.5D and 2D and tensor parallelism equal one process (LOSSES_REORDERED over the
-epochs' losses); the pipeline equals its one-process simulation of the same chunks (docs/design.md).
+over the model's output on the whole graph. Tolerances: metrics against ``predict``'s numbers 1e-6 (the file
+holds float32, the metrics were summed from float64), ``evaluate``'s against the summary's 1e-9 (sums of the
+same float64 numbers in another order); the loss LOSSES_REORDERED and gradients DENSE_REFERENCE_GRADS
+(tests/_equality.py). Layouts: graph parallelism, SpMM 1D, 1.5D and 2D and tensor parallelism equal one process
+(LOSSES_REORDERED over the epochs' losses); the pipeline equals its one-process simulation of the same chunks, and the hybrid 2 × 2 its
+1 × 2 (docs/design.md).
 """
 
 from __future__ import annotations
@@ -90,6 +92,19 @@ def test_every_metric_in_the_targets_units_and_the_lowest_mae_selects(run, numbe
         assert summary["metrics"][split] == pytest.approx(definitions(pred[m], g.y.numpy()[m]), abs=1e-6), split
 
 
+def test_evaluate_recomputes_every_metric_from_the_saved_model(run, capsys):
+    summary = json.loads((run / "summary.json").read_text())
+    capsys.readouterr()
+    assert main(["evaluate", "--run", str(run), "--metric", "r2", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["metric"] == "r2" and record["test_metric"] == record["metrics"]["test"]["r2"]
+    for split in ("train", "val", "test"):
+        assert record["metrics"][split] == pytest.approx(summary["metrics"][split], abs=SUMS), split
+    assert main(["evaluate", "--run", str(run), "--metric", "acc"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "with --task node-regression (got --metric acc, a node labels' metric)" in err and len(err.splitlines()) == 1
+
+
 def test_the_loss_is_the_squared_error_of_standardized_targets(numbers):
     import copy
 
@@ -142,6 +157,15 @@ def test_the_pipeline_trains_numbers_as_its_one_process_simulation(numbers, tmp_
     cfg = TrainConfig.of(dataset=str(numbers), task="node-regression", hidden=16, epochs=3, progress="none", threads=1)
     want, _, _ = simulate(graph, cfg, chunks, cfile)
     assert_same_losses(losses(out), want, LOSSES_REORDERED)
+
+
+def test_the_hybrid_2x2_trains_numbers_as_its_1x2(numbers, tmp_path):
+    """The hybrid's stages follow the one-stage run of the same parts and chunks (as for node labels)."""
+    runs = {"2x2": ["--nprocs", "4", "--stages", "2"], "1x2": ["--nprocs", "2", "--stages", "1"]}
+    for name, flags in runs.items():
+        assert train(numbers, tmp_path / name, "--parallel", "hybrid", *flags, "--graph-ways", "2", "--chunks", "4",
+                     "--epochs", "3") == 0
+    assert_same_losses(losses(tmp_path / "2x2"), losses(tmp_path / "1x2"), LOSSES_REORDERED)
 
 
 def test_integer_labels_train_as_numbers(tmp_path, shared_data):
