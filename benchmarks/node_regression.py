@@ -1,6 +1,6 @@
 """Node regression (``--task node-regression``) against the same model in plain PyG, on the same split.
 
-    .venv/bin/python benchmarks/node_regression.py --out benchmarks/results/node_regression.json   # ~10 min
+    .venv/bin/python benchmarks/node_regression.py --out benchmarks/results/node_regression/node_regression.json   # ~10 min
 
 The target, derived here and stated: each node's **local homophily**, the share of its in-neighbours that
 carry its own class (a number in [0, 1]; a node without neighbours has none, NaN). Neither side sees the
@@ -162,7 +162,7 @@ def main() -> int:
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--epochs", type=int, default=200)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", default="benchmarks/results/node_regression.json")
+    ap.add_argument("--out", default="benchmarks/results/node_regression/node_regression.json")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     started, now, env, _ = start_report("Node regression, fullgraph against PyG's GCNConv", args.threads)
