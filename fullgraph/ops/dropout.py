@@ -260,7 +260,7 @@ class _BlockDropout(torch.autograd.Function):
     """Keyed dropout of a dense ``[n, F]`` tensor on the CPU, block by block of rows (``_CPU_BLOCK_ENTRIES``):
     each block's mask is hashed and applied while it is in cache, where a mask of the whole tensor and then a
     product with it read and write the tensor's size three more times. On this VM's memory (~4 GB/s a
-    thread) that took Amazon-Computers' input dropout, ``[13752, 767]``, from ~95 to ~45 ms. The same
+    thread) that took Amazon-Computers' input dropout, ``[13752, 767]``, from ~95 to ~55 ms. The same
     masks and the same products (``x · keep``, then ``· scale``) as :class:`_Dropout`: the same bits. The
     mask is kept for backward only where ``x`` needs a gradient (the input features do not)."""
 

@@ -162,9 +162,9 @@ def labelled_field(block: Block, types, model) -> Pruning | None:
     typed graph, every type labelled, or a model that cannot be pruned). The loss and the metrics read no
     other type's output (``NodeTypes``: every other node is out of every split), so leaving those rows out
     of the last layer changes no loss or gradient: on HeCo's ACM, where 4,019 of 11,246 nodes are papers,
-    it took 15% off HGT's step (``benchmarks/hgt.py``). Evaluation still computes every row (``predict``
-    writes them all). Where the labelled types come first in id order, as every typed loader but a user's
-    ``typed_graph`` order puts them, the blocks are the unpruned ones' rows as they lie."""
+    it took 15–19% off HGT's step (``benchmarks/hgt.py``). Evaluation still computes every row (``predict``
+    writes them all). Where the labelled types come first in id order (HeCo's and the typed folder's loaders
+    put them first), the blocks are the unpruned ones' rows as they lie; else they are renumbered."""
     if types is None or not types.labelled or getattr(model, "whole_graph", False) or whole_statistics(model):
         return None
     seeds = torch.zeros(block.num_dst, dtype=torch.bool, device=block.adj.indptr.device)
