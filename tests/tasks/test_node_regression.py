@@ -15,6 +15,7 @@ same float64 numbers in another order); the loss LOSSES_REORDERED and gradients 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -206,3 +207,27 @@ def test_pyg_float_targets_are_numbers_and_float_class_ids_stay_classes():
     got = labels(torch.tensor([0.5, float("nan"), 2.25]), 3)
     assert got.dtype == torch.float32 and torch.isnan(got[1]) and got[2] == 2.25
     assert labels(torch.tensor([[1.0], [float("nan")], [0.0]]), 3).tolist() == [1, -1, 0]  # OGB's float class ids
+
+
+def test_a_pyg_data_of_numbers_trains_through_its_native_folder(tmp_path, monkeypatch):
+    """``train_model(data=Data)`` with a float ``y`` writes the native folder with its numbers (``numeric_labels``)
+    and trains regression on it; the folder read back holds the same numbers, bit for bit."""
+    from torch_geometric.data import Data
+
+    import fullgraph
+    from fullgraph.data.formats.native_read import load_native
+
+    monkeypatch.setenv("FULLGRAPH_CACHE", str(tmp_path / "cache"))
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(300, 8, generator=g)
+    masks = torch.randperm(300, generator=g).split([180, 60, 60])
+    fields = {name: torch.zeros(300, dtype=torch.bool).index_fill_(0, m, True)
+              for name, m in zip(("train_mask", "val_mask", "test_mask"), masks)}
+    y = x[:, 0] * 0.5 + 0.1 * torch.randn(300, generator=g)
+    data = Data(x=x, edge_index=torch.randint(0, 300, (2, 2000), generator=g), y=y, **fields)
+    out = tmp_path / "run"
+    result = fullgraph.train_model("gcn", data=data, task="node-regression", epochs=3, out=str(out), progress="none")
+    assert result.metric == "rmse" and set(result.metrics["test"]) == {"rmse", "mae", "r2"}
+    folder = Path(json.loads((out / "config.json").read_text())["dataset"])
+    assert json.loads((folder / "meta.json").read_text())["counts"]["numeric_labels"] is True
+    assert torch.equal(load_native(folder).y, y)
