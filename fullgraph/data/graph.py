@@ -387,7 +387,8 @@ class Graph:
 
     def __repr__(self) -> str:
         s = self.summary()
+        labels = "labels=numbers" if self.numeric else f"classes={s['classes']}"
         return (
             f"Graph(name={s['name']!r}, nodes={s['nodes']}, edges={s['edges']}, features={s['features']}, "
-            f"classes={s['classes']}, train/val/test={s['train']}/{s['val']}/{s['test']})"
+            f"{labels}, train/val/test={s['train']}/{s['val']}/{s['test']})"
         )

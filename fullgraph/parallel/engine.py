@@ -291,9 +291,10 @@ class Engine:
             raise ValueError(f"{type(self).__name__} keeps no state, but the checkpoint holds {sorted(state)[:3]}")
 
     def describe(self) -> str:
-        """The graph as the run's header names it: every layout states the features in and the classes
-        out, so that a class count inferred from the labels is seen before the first epoch."""
-        return f"{self.name} ({self.in_dim} features, {self.num_classes} classes)"
+        """The graph as the run's header names it: features in, classes (or numbers) out, before the first epoch."""
+        y = getattr(self, "y", None)  # node regression's numbers, else classes
+        numbers = y is not None and y.dim() == 1 and y.is_floating_point()
+        return f"{self.name} ({self.in_dim} features, {'a number per node' if numbers else f'{self.num_classes} classes'})"
 
     def summary(self) -> dict:
         """Statistics of the graph being trained (for ``summary.json``)."""
@@ -390,8 +391,7 @@ class SingleEngine(Engine):
         return self.pruning if self.prune else self._labelled or None
 
     def rows_computed(self, model) -> list[int] | None:
-        pr = self.training_field(model)
-        return None if pr is None else pr.rows[1:]
+        return None if (pr := self.training_field(model)) is None else pr.rows[1:]
 
     def training_rows(self, out: torch.Tensor) -> torch.Tensor:
         pr = self._labelled
