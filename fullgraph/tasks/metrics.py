@@ -29,7 +29,7 @@ import torch
 from fullgraph.options import METRICS, NODE_METRICS  # noqa: F401 - the choices, declared with the other options
 from fullgraph.ops.loss import correct_count, label_outcomes
 
-__all__ = ["METRICS", "METRIC_NAMES", "NODE_METRICS", "SMALL_SPLIT", "resolve_metric", "counts", "class_counts",
+__all__ = ["METRICS", "METRIC_NAMES", "NODE_METRICS", "SMALL_SPLIT", "NamedSums", "resolve_metric", "counts", "class_counts",
            "macro_f1", "small_splits", "roc_auc", "roc_auc_columns", "score_columns"]
 
 METRIC_NAMES = {"acc": "accuracy", "rocauc": "ROC-AUC", "micro-f1": "micro-F1", "macro-f1": "Macro-F1",
@@ -54,6 +54,27 @@ def resolve_metric(metric: str, num_classes: int, multilabel: bool, published: s
     if multilabel:
         return "micro-f1"
     return "rocauc" if num_classes == 2 else "acc"
+
+
+class NamedSums:
+    """The values of one reduction over the ranks, added and read back by name (a run of values each), so
+    that a task's evaluation sums every split's figures in one collective without addressing them by offset."""
+
+    def __init__(self):
+        self.values: list[float] = []
+        self.at: dict[str, slice] = {}
+
+    def add(self, name: str, values) -> None:
+        self.at[name] = slice(len(self.values), len(self.values) + len(values))
+        self.values.extend(values)
+
+    def reduce(self, engine, category: str) -> "NamedSums":
+        """Sum the values over the ranks (``Engine.reduce_sum``), in place."""
+        self.values = engine.reduce_sum(self.values, category)
+        return self
+
+    def __getitem__(self, name: str) -> list[float]:
+        return self.values[self.at[name]]
 
 
 def counts(logits: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:

@@ -14,8 +14,8 @@ import torch
 
 from fullgraph.errors import InputError
 from fullgraph.ops.loss import loss_sum
-from fullgraph.tasks.metrics import (NODE_METRICS, class_counts, counts, macro_f1, resolve_metric, roc_auc_columns,
-                                     score_columns)
+from fullgraph.tasks.metrics import (NODE_METRICS, NamedSums, class_counts, counts, macro_f1, resolve_metric,
+                                     roc_auc_columns, score_columns)
 
 __all__ = ["NodeTask", "SPLITS"]
 
@@ -84,23 +84,19 @@ class NodeTask:
         summed over ranks in one reduction, ROC-AUC from every rank's scores; ``*_metric``: the chosen one,
         ``*_acc``: accuracy (micro-F1 for multi-label), as before every metric was reported."""
         e, metric = engine, self.metric(engine)
-        k, masks, sums, at = e.num_classes, e.eval_masks(), [], {}
-
-        def add(name: str, values) -> None:  # a named run of the one reduction's values
-            at[name] = slice(len(sums), len(sums) + len(values))
-            sums.extend(values)
+        k, masks, sums = e.num_classes, e.eval_masks(), NamedSums()
         for split, mask in zip(SPLITS, masks):
-            add(f"{split}/hits", counts(logits[mask], e.y[mask]))
-        add("val/loss", [loss_sum(logits[masks[1]], e.y[masks[1]]).item()])
+            sums.add(f"{split}/hits", counts(logits[mask], e.y[mask]))
+        sums.add("val/loss", [loss_sum(logits[masks[1]], e.y[masks[1]]).item()])
         for split, mask in zip(SPLITS, masks):
-            add(f"{split}/classes", class_counts(logits[mask], e.y[mask], k))
-        sums = e.reduce_sum(sums, "eval/reduce")
+            sums.add(f"{split}/classes", class_counts(logits[mask], e.y[mask], k))
+        sums.reduce(e, "eval/reduce")
         ratio = lambda hit, total: hit / total if total else 0.0  # noqa: E731
-        record = {f"{split}_acc": ratio(*sums[at[f"{split}/hits"]]) for split in SPLITS}
-        record |= {"val_loss": sums[at["val/loss"]][0] / e.num_val, "metric": metric, "metrics": {}}
+        record = {f"{split}_acc": ratio(*sums[f"{split}/hits"]) for split in SPLITS}
+        record |= {"val_loss": sums["val/loss"][0] / e.num_val, "metric": metric, "metrics": {}}
         binary = e.y.dim() == 1 and k == 2
         for split, mask in zip(SPLITS, masks):
-            got = {"acc": record[f"{split}_acc"], "macro-f1": macro_f1(sums[at[f"{split}/classes"]], k),
+            got = {"acc": record[f"{split}_acc"], "macro-f1": macro_f1(sums[f"{split}/classes"], k),
                    "micro-f1": record[f"{split}_acc"]}  # one decision per node: micro-F1 is accuracy (else counts' own)
             if metric == "rocauc" or binary:
                 scores, labels = score_columns(logits[mask], e.y[mask])

@@ -22,6 +22,7 @@ import torch
 
 from fullgraph.errors import InputError
 from fullgraph.options import REGRESSION_METRICS
+from fullgraph.tasks.metrics import NamedSums
 from fullgraph.tasks.node import SPLITS, NodeTask
 
 __all__ = ["RegressionTask", "regression_metrics"]
@@ -87,17 +88,17 @@ class RegressionTask(NodeTask):
         e, metric = engine, self.metric(engine)
         mean, std = self._scale(e)
         pred = logits[:, 0].double() * std + mean
-        masks, sums = e.eval_masks(), []
-        for mask in masks:
+        masks, sums = e.eval_masks(), NamedSums()
+        for split, mask in zip(SPLITS, masks):
             y, err = e.y[mask].double(), pred[mask] - e.y[mask].double()
-            sums += [float(err.square().sum()), float(err.abs().sum()), float(y.sum()), float(y.square().sum()),
-                     float(y.numel())]
-        sums.append(float(self.rows_loss(logits[masks[1]], e.y[masks[1]], 1)))
-        sums = e.reduce_sum(sums, "eval/reduce")
-        record = {"train_acc": None, "val_acc": None, "test_acc": None, "val_loss": sums[15] / max(sums[9], 1.0),
-                  "metric": metric, "metrics": {}}
-        for i, split in enumerate(SPLITS):
-            record["metrics"][split] = got = regression_metrics(*sums[5 * i: 5 * i + 5])
+            sums.add(split, [float(err.square().sum()), float(err.abs().sum()), float(y.sum()),
+                             float(y.square().sum()), float(y.numel())])
+        sums.add("val/loss", [float(self.rows_loss(logits[masks[1]], e.y[masks[1]], 1))])
+        sums.reduce(e, "eval/reduce")
+        record = {"train_acc": None, "val_acc": None, "test_acc": None,
+                  "val_loss": sums["val/loss"][0] / max(sums["val"][4], 1.0), "metric": metric, "metrics": {}}
+        for split in SPLITS:
+            record["metrics"][split] = got = regression_metrics(*sums[split])
             record[f"{split}_metric"] = got[metric]
         return record
 
