@@ -205,6 +205,18 @@ class Mesh:
         hold distinct rows)."""
         return self.grid[1] if self.spmm and not self.summa else 1
 
+    @property
+    def pair_group(self) -> tuple[int, int]:
+        """Link prediction's pair exchange (``parallel.pairs``): ``(ranks, groups)``, how many ranks one
+        exchange runs over and how many groups run it in a training step. The world, ``(P, 1)``; SpMM 1D
+        and 1.5D: ``(R, c)``, each grid column (1.5D's columns are replicas that each score every pair);
+        the pipeline and the hybrid: ``(W, 1)``, the last stage's graph ways. An evaluation runs one."""
+        if self.spmm and not self.summa:
+            return self.block_rows, self.replication
+        if self.chunked:
+            return self.graph_ways, 1
+        return self.nprocs, 1
+
     def coords(self, rank: int) -> tuple[int, int, int]:
         """SpMM: process ``(i, j, l)`` of the grid."""
         _, cols, depth = self.grid

@@ -145,6 +145,9 @@ class GNN(nn.Module):
     """Names of the submodules ``pre`` uses (a pipeline's first stage owns them)."""
     post_modules: tuple[str, ...] = ()
     """Names of the submodules ``post`` uses (a pipeline's last stage owns them)."""
+    head_modules: tuple[str, ...] = ("decoder",)
+    """Names of the submodules a task may attach after ``post`` (link prediction's decoder,
+    ``tasks.with_task_head``), which read the output rows: a pipeline's last stage owns those present."""
     reads_every_layer: bool = False
     """Whether ``post`` reads every graph layer's output, not the last one only (jumping knowledge):
     ``forward`` then hands it the list of them, each cut to the rows of the last block's dst nodes.
@@ -253,6 +256,8 @@ class GNN(nn.Module):
         mods = list(self.layers[first:last])
         mods += [getattr(self, m) for m in self.pre_modules] if with_pre else []
         mods += [getattr(self, m) for m in self.post_modules] if with_post else []
+        heads = [m for m in self.head_modules if m in self._modules and m not in self.post_modules]
+        mods += [getattr(self, m) for m in heads] if with_post else []
         return [p for m in mods for p in m.parameters() if p.requires_grad]
 
     @property

@@ -38,8 +38,11 @@ class ResGCNLayer(GraphLayer):
 
 
 class ResGCNPlus(GNN):
+    """The output map is ``head`` (DeeperGCN calls it the decoder; that name is link prediction's decoder,
+    which a link task attaches beside it: ``tasks.decoders``)."""
+
     norm = "gcn"
-    pre_modules, post_modules = ("encoder",), ("final_norm", "decoder")
+    pre_modules, post_modules = ("encoder",), ("final_norm", "head")
 
     def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float = 0.5):
         super().__init__()
@@ -47,14 +50,23 @@ class ResGCNPlus(GNN):
         self.encoder = Linear(in_dim, hidden, init="torch")
         self.layers = nn.ModuleList(ResGCNLayer(hidden, first=i == 0, dropout=dropout) for i in range(layers))
         self.final_norm = nn.LayerNorm(hidden)
-        self.decoder = Linear(hidden, out_dim, init="torch")
+        self.head = Linear(hidden, out_dim, init="torch")
+        self._register_load_state_dict_pre_hook(_named_head)
 
     def pre(self, x, rows=None):
         return self.encoder(x)
 
     def post(self, h, rows=None):
-        return self.decoder(dropout(F.relu(self.final_norm(h)), self.dropout, self.training, rows=rows,
-                                    site=self.post_site))
+        return self.head(dropout(F.relu(self.final_norm(h)), self.dropout, self.training, rows=rows,
+                                 site=self.post_site))
+
+
+def _named_head(state: dict, prefix: str, *args) -> None:
+    """A state saved before the output map was named ``head`` (``decoder.weight``, ``decoder.bias`` and no
+    ``head.*``) loads into ``head``; a link decoder's own ``decoder.*`` keys come with ``head.*`` beside them."""
+    if prefix + "head.weight" not in state and prefix + "decoder.weight" in state:
+        for name in ("weight", "bias"):
+            state[f"{prefix}head.{name}"] = state.pop(f"{prefix}decoder.{name}")
 
 
 def _kept(*, nodes, halo, hidden, layers, recompute, **_):

@@ -18,6 +18,7 @@ from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
 from fullgraph.ops import Block, SparseOp
 from fullgraph.ops.edge_data import EdgeFacts
+from fullgraph.parallel.pairs import gather_rows
 from fullgraph.parallel.prune import feature_rows, labelled_field, pruned_blocks
 from fullgraph.tasks import NodeTask
 
@@ -260,16 +261,8 @@ class Engine:
         return [float(v) for v in self.comm.all_gather(t, category)]
 
     def gather_rows(self, t: torch.Tensor, category: str) -> torch.Tensor:
-        """Every rank's rows of ``t`` (any count per rank, same trailing shape), concatenated in rank
-        order: two all-gathers, of the counts and of the rows padded to the largest count."""
-        if self.comm is None:
-            return t
-        n = torch.tensor([t.shape[0]], dtype=torch.int64, device=self.device)
-        sizes = [int(c) for c in self.comm.all_gather(n, category)]
-        padded = t.new_zeros((max(sizes),) + tuple(t.shape[1:]))
-        padded[: t.shape[0]] = t
-        parts = self.comm.all_gather(padded, category)
-        return torch.cat([p[:k] for p, k in zip(parts, sizes)])
+        """Every rank's rows of ``t``, concatenated in rank order (``parallel.pairs.gather_rows``)."""
+        return t if self.comm is None else gather_rows(self.comm, t.to(self.device), category)
 
     def adopt(self, model) -> None:
         """Fit the built model to this rank's share before its optimizer exists (graph parallelism keeps

@@ -43,6 +43,7 @@ from fullgraph.parallel.engine import (Engine, all_reduce_grads, feature_rows, i
                                        torchrun_env, world_comm)
 from fullgraph.parallel.history import History
 from fullgraph.parallel.schedule import ChunkSchedule, bubble_summary
+from fullgraph.parallel.stage_pairs import StagePairs, joined_loss
 from fullgraph.parallel.transport import StageLinks, StageTransport
 from fullgraph.partition.chunks import ChunkSet
 
@@ -61,7 +62,7 @@ class ChunkPass:
     loss: torch.Tensor | None = None
 
 
-class ChunkedEngine(Engine):
+class ChunkedEngine(StagePairs, Engine):
     """One rank of a pipeline / hybrid run, or (``comm=None``) the whole run in one process.
 
     Args:
@@ -166,8 +167,7 @@ class ChunkedEngine(Engine):
         return h.new_zeros((0, self.num_classes))
 
     def forward(self, model, epoch: int, training: bool) -> torch.Tensor:
-        if training:
-            raise RuntimeError("the chunked engine trains through step(); forward() is the exact evaluation pass")
+        assert not training, "the chunked engine trains through step(); forward() is the exact evaluation pass"
         return self._exact(model, fill=False)
 
     @property
@@ -227,8 +227,9 @@ class ChunkedEngine(Engine):
         if self.first_stage:
             H0 = model.pre(self.x, self.local_ids)
             H0_leaf = H0.detach().requires_grad_() if isinstance(H0, torch.Tensor) and H0.requires_grad else H0
-        passes, loss_total = self._forward(model, order, pos, H0_leaf)
-        self.history.end_epoch(epoch)
+        passes, loss_total = self._forward(model, order, pos, H0_leaf, (epoch, step))
+        if step == self.task.steps(epoch) - 1:  # (each step of a link epoch reads the last refresh's history)
+            self.history.end_epoch(epoch)
         self._backward(model, order, passes, H0_leaf)
         if H0_leaf is not None and H0 is not H0_leaf:
             H0.backward(H0_leaf.grad)
@@ -238,9 +239,10 @@ class ChunkedEngine(Engine):
         self.stats["comm_s"] = (self.ledger.total_seconds if self.ledger is not None else 0.0) - comm_start
         return loss_total
 
-    def _forward(self, model, order: list[int], pos: torch.Tensor, H0_leaf) -> tuple[dict[int, ChunkPass], float]:
+    def _forward(self, model, order: list[int], pos, H0_leaf, when: tuple) -> tuple[dict[int, ChunkPass], float]:
         """Every chunk through this stage's layers in ``order``, receiving from the previous stage and
-        sending to the next; per chunk what its backward needs, and the sum of the last stage's losses."""
+        sending to the next; per chunk what its backward needs, and the sum of the last stage's losses
+        (a task whose loss joins the chunks' rows scores them once all are in: ``parallel.stage_pairs``)."""
         uses_h0, dims = model.uses_h0, self._dims
         recvs = {}
         if not self.first_stage:  # post every receive now: chunks arrive while we compute
@@ -261,6 +263,9 @@ class ChunkedEngine(Engine):
             passes[k] = ChunkPass(layers, h0, current=pos[ch.others_chunk] <= pos[k])
             if self.last_stage:
                 logits = model.post(h, ch.block.dst_ids)
+                if self.task.joins_rows:
+                    passes[k].loss = logits  # (until joined_loss makes it the chunk's share)
+                    continue
                 mask = self.train_mask[ch.dst]
                 passes[k].loss = self.task.rows_loss(logits[mask], self.y[ch.dst][mask], self.num_train)
                 loss_total += float(passes[k].loss.detach())
@@ -269,6 +274,8 @@ class ChunkedEngine(Engine):
                                             layer=self.last))
         for s in sends:
             self._timed_wait(s)
+        if self.last_stage and self.task.joins_rows:
+            loss_total = joined_loss(self, model, passes, self.chunks, self.n_inner, *when)
         return passes, loss_total
 
     def _forward_chunk(self, model, ch, h, h0, H0_leaf) -> tuple[list, torch.Tensor]:

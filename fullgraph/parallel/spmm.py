@@ -334,6 +334,28 @@ class SpmmEngine(ReplicatedEngine):
         loss = super().step(model, epoch, step)
         return 0.0 if self.replica else loss  # the c replicas of a block row computed the same loss
 
+    def bind_pairs(self) -> None:
+        """Link prediction: the pairs' rows are exchanged within a grid column (``Mesh.pair_group``):
+        in 1D and 1.5D each column holds every block row once, in 2D and 3D the column is the world."""
+        from fullgraph.parallel.pairs import PairOwners
+
+        self.pairs = PairOwners(self, self.output_ids(), self.grad_comm)
+
+    def _evaluating_replica(self) -> bool:
+        """A replica column while the layout evaluates: grid column 0 scores the pairs, as it reports node
+        labels' counts; its replicas would repeat each score."""
+        return self.replica and bool(self.op.prefix)
+
+    def pair_share(self, pairs: torch.Tensor) -> torch.Tensor:
+        if self._evaluating_replica():
+            return torch.zeros(pairs.shape[0], dtype=torch.bool)
+        return super().pair_share(pairs)
+
+    def pair_rows(self, out: torch.Tensor, pairs: torch.Tensor, category: str):
+        if self._evaluating_replica():
+            return out[:0], out[:0]
+        return super().pair_rows(out, pairs, category)
+
     def eval_masks(self):
         if not self.replica:
             return self.train_mask, self.val_mask, self.test_mask

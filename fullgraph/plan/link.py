@@ -15,12 +15,15 @@ __all__ = ["link_step_volume", "link_epoch_volume", "link_eval_volume", "link_ep
 
 
 def link_step_volume(pairs: torch.Tensor, node_part: torch.Tensor, width: int, nprocs: int,
-                     row_bytes: int | None = None, prefix: str = "") -> dict[str, int]:
+                     row_bytes: int | None = None, prefix: str = "", groups: int = 1,
+                     world: int | None = None) -> dict[str, int]:
     """Bytes by ledger category of one step that scores ``pairs`` (``[n, 2]`` global ids) over parts
-    ``node_part``; ``row_bytes``: one row on the wire (default: ``width`` float32s). ``prefix``
-    ``eval/``: the same exchange in evaluation, which sends no gradient back, and the gather of every
-    rank's ``(index, score)`` float64 pairs (``Engine.gather_rows``: a count, then as many rows as the
-    rank with the most, from each rank to every other)."""
+    ``node_part`` (ranks ``0..nprocs-1`` of the exchange's group, ``Mesh.pair_group``), in each
+    of ``groups`` groups (replicas that score every pair); ``row_bytes``: one row on the wire (default:
+    ``width`` float32s). ``prefix`` ``eval/``: the same exchange in evaluation, in one group, which sends
+    no gradient back, and the gather of every rank's ``(index, score)`` float64 pairs over the ``world``
+    (default ``nprocs``; ``Engine.gather_rows``: a count, then as many rows as the rank with the most,
+    from each rank to every other; ranks outside the group send none)."""
     owner = torch.as_tensor(node_part, dtype=torch.int64)
     pairs = torch.as_tensor(pairs, dtype=torch.int64)
     src_owner = owner[pairs[:, 0]]
@@ -32,26 +35,28 @@ def link_step_volume(pairs: torch.Tensor, node_part: torch.Tensor, width: int, n
     row_bytes = 4 * width if row_bytes is None else row_bytes
     out = {f"{prefix}link/index": 8 * (nprocs * (nprocs - 1) + rows), f"{prefix}link/fwd": rows * row_bytes}
     if prefix:
-        return out | {"eval/reduce": nprocs * (nprocs - 1) * (8 + 16 * most)}
-    return out | {"link/bwd": rows * row_bytes}
+        world = nprocs if world is None else world
+        return out | {"eval/reduce": world * (world - 1) * (8 + 16 * most)}
+    return {k: v * groups for k, v in (out | {"link/bwd": rows * row_bytes}).items()}
 
 
-def link_eval_volume(task, node_part, width: int, nprocs: int, row_bytes: int | None = None) -> dict[str, int]:
+def link_eval_volume(task, node_part, width: int, nprocs: int, row_bytes: int | None = None,
+                     world: int | None = None) -> dict[str, int]:
     """The bytes of one evaluation of a ``LinkTask`` (``LinkTask.evaluation_pairs``, a chunk at a time)."""
     total: dict[str, int] = {}
     for pairs in task.evaluation_pairs():
-        for k, v in link_step_volume(pairs, node_part, width, nprocs, row_bytes, prefix="eval/").items():
+        for k, v in link_step_volume(pairs, node_part, width, nprocs, row_bytes, prefix="eval/", world=world).items():
             total[k] = total.get(k, 0) + v
     return total
 
 
 def link_epoch_volume(task, epoch: int, node_part, width: int, nprocs: int,
-                      row_bytes: int | None = None) -> dict[str, int]:
+                      row_bytes: int | None = None, groups: int = 1) -> dict[str, int]:
     """The sum of :func:`link_step_volume` over the steps of ``epoch`` of a ``LinkTask``."""
     total: dict[str, int] = {}
     for step in range(task.steps(epoch)):
         pairs = task.step_pairs(epoch, step)[0]
-        for k, v in link_step_volume(pairs, node_part, width, nprocs, row_bytes).items():
+        for k, v in link_step_volume(pairs, node_part, width, nprocs, row_bytes, groups=groups).items():
             total[k] = total.get(k, 0) + v
     return total
 
@@ -62,15 +67,17 @@ TRAIN_EXCHANGES, EVAL_EXCHANGES = 4, 5
 the rows, ``Engine.gather_rows``)."""
 
 
-def link_exchange_seconds(volume: dict[str, int], rounds: int, nprocs: int, network, prefix: str = "") -> float:
+def link_exchange_seconds(volume: dict[str, int], rounds: int, nprocs: int, network, prefix: str = "",
+                          groups: int = 1) -> float:
     """The time of ``rounds`` steps (``prefix`` ``eval/``: evaluation chunks) of the pair exchange whose
-    bytes by category are ``volume`` over ``network`` (``plan.epoch_time.Network``): each rank sends its
-    share of the bytes (their total over P) as all-to-alls, each a message to every other rank."""
+    bytes by category are ``volume`` over ``network`` (``plan.epoch_time.Network``), run by ``groups``
+    groups of ``nprocs`` ranks at once: each rank sends its share of the bytes (their total over the
+    ranks) as all-to-alls, each a message to every other rank of its group."""
     if nprocs < 2 or network is None:
         return 0.0
     nbytes = sum(v for k, v in volume.items() if k.startswith(f"{prefix}link/") or (prefix and k == "eval/reduce"))
     messages = rounds * (EVAL_EXCHANGES if prefix else TRAIN_EXCHANGES) * (nprocs - 1)
-    return network.seconds(0.0, messages, nbytes / nprocs)
+    return network.seconds(0.0, messages, nbytes / (nprocs * groups))
 
 
 def link_task(cfg):
@@ -98,12 +105,13 @@ def link_epoch_row(row: dict, cfg, node_part, width: int, network=None, task=Non
     train_s = eval_s = 0.0
     if node_part is not None:
         mesh = cfg.parallel.mesh
+        ranks, groups = mesh.pair_group
         wire = "fp32" if mesh.reads_block_rows else cfg.parallel.comm_precision
         volume.pop("eval/reduce", None)  # node labels' sums: a link evaluation gathers scores instead
-        volume |= link_epoch_volume(task, 1, node_part, width, mesh.nprocs, row_bytes(width, wire))
-        volume |= link_eval_volume(task, node_part, width, mesh.nprocs, row_bytes(width, wire))
-        train_s = link_exchange_seconds(volume, steps, mesh.nprocs, network)
-        eval_s = link_exchange_seconds(volume, sum(1 for _ in task.evaluation_pairs()), mesh.nprocs, network, "eval/")
+        volume |= link_epoch_volume(task, 1, node_part, width, ranks, row_bytes(width, wire), groups)
+        volume |= link_eval_volume(task, node_part, width, ranks, row_bytes(width, wire), mesh.nprocs)
+        train_s = link_exchange_seconds(volume, steps, ranks, network, groups=groups)
+        eval_s = link_exchange_seconds(volume, sum(1 for _ in task.evaluation_pairs()), ranks, network, "eval/")
     per_epoch = lambda t: steps * (t - row["eval_s"]) + row["eval_s"] + train_s + eval_s  # noqa: E731
     return row | {"by_category": volume, "bytes_per_epoch": sum(volume.values()), "steps_per_epoch": steps,
                   "epoch_s": per_epoch(row["epoch_s"]), "epoch_s_rounds": [per_epoch(t) for t in row["epoch_s_rounds"]],

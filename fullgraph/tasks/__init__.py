@@ -19,19 +19,13 @@ from fullgraph.options import METRICS
 from fullgraph.tasks.options import DECODERS, LINK_ONLY, TASK_NAMES, TaskOptions
 
 __all__ = ["TASKS", "NodeTask", "LinkTask", "RegressionTask", "TaskOptions", "TASK_NAMES", "DECODERS", "task_for", "check_task",
-           "LINK_LAYOUTS", "output_width", "with_task_head"]
+           "output_width", "with_task_head"]
 
 TASKS = {"node": NodeTask, "link": LinkTask, "node-regression": RegressionTask}
 """Every task by its ``--task`` name."""
 assert tuple(TASKS) == TASK_NAMES, "every --task value needs exactly one task"
 assert set(METRICS) == {"auto", *(m for task in TASKS.values() for m in task.metrics)}, \
     "every --metric value belongs to a task"
-
-LINK_LAYOUTS = ("single", "graph", "spmm-1d", "tensor")
-"""The layouts that train links: each rank holds whole output rows of the nodes it owns (its part, its
-block row, its run of rows), which a scored pair's owner fetches (``parallel.pairs``). The pipeline's
-chunk-wise backward cannot take a loss that joins rows of two chunks; SpMM 1.5D's replicas hold the
-same rows, and 2D and 3D spread them over the grid in a way the planner does not count yet."""
 
 _WHOSE = {"node": "a node labels' metric", "link": "a links' metric", "node-regression": "a regression's metric"}
 _NODE_ONLY = {"prune": "computes only the rows the node labels' loss reads"}
@@ -81,9 +75,6 @@ def check_task(cfg) -> None:
             raise InputError(f"expected {flags} only with --task link (got --task {t.name}): leave them out, or "
                              f"add --task link")
         return
-    if cfg.parallel.mode not in LINK_LAYOUTS:
-        raise InputError(f"expected --parallel {', '.join(LINK_LAYOUTS[:-1])} or {LINK_LAYOUTS[-1]} with --task link "
-                         f"(got --parallel {cfg.parallel.mode}): {LINK_LAYOUTS_WHY[cfg.parallel.mesh.chunked]}")
     if cfg.optimization.metric not in ("auto",) + LINK_METRICS:
         raise InputError(f"expected --metric auto or one of {', '.join(LINK_METRICS)} with --task link (got --metric "
                          f"{cfg.optimization.metric}, a node labels' metric)")
@@ -91,11 +82,3 @@ def check_task(cfg) -> None:
         if getattr(cfg.parallel, option):
             raise InputError(f"expected --{option} only with --task node or node-regression (got it with --task "
                              f"link): it {why}")
-
-
-LINK_LAYOUTS_WHY = {
-    True: "a link's loss joins the rows of two nodes, which the pipeline computes in different chunks, and its "
-          "chunk-wise backward cannot take such a loss",
-    False: "its ranks hold the output rows as replicas (1.5D) or spread over a grid (2D, 3D), which the pair "
-           "exchange and its count in the plan do not follow yet",
-}

@@ -161,5 +161,8 @@ def _with_relations(build, width: int, num_relations: int):
 
 def attach_decoder(model: nn.Module, spec: str, width: int, num_relations: int | None = None) -> nn.Module:
     """Give ``model`` its decoder as the submodule ``decoder`` (whose output the encoder never reads)."""
+    if hasattr(model, "decoder"):  # (the built-in models name their own output maps otherwise)
+        raise InputError(f"expected a model without an attribute named 'decoder' with --task link, which attaches "
+                         f"its pair decoder under that name (got a {type(model).__name__} that has one): rename it")
     model.add_module("decoder", build_decoder(spec, width, num_relations))
     return model

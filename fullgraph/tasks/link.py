@@ -62,6 +62,7 @@ class LinkTask:
 
     name = "link"
     metrics = LINK_METRICS
+    joins_rows = True  # (tasks.node.NodeTask.joins_rows)
 
     def __init__(self, cfg, split: LinkSplit):
         self.cfg, self.split = cfg, split
@@ -180,7 +181,8 @@ class LinkTask:
             chunk = pairs[start:start + EVAL_PAIRS]
             at = torch.nonzero(engine.pair_share(chunk)).flatten()
             h_src, h_dst = engine.pair_rows(out, chunk[at], "eval/link")
-            got = self.decode(model, h_src, h_dst, None if rel is None else rel[start:start + EVAL_PAIRS][at]).double()
+            got = (self.decode(model, h_src, h_dst, None if rel is None else rel[start:start + EVAL_PAIRS][at]).double()
+                   if at.numel() else torch.zeros(0, dtype=torch.float64, device=out.device))  # (a rank of no rows)
             both = engine.gather_rows(torch.stack([at.to(got), got], 1), "eval/reduce").cpu()
             whole[start + both[:, 0].long()] = both[:, 1]
         return whole

@@ -27,6 +27,9 @@ class NodeTask:
 
     name = "node"
     metrics = NODE_METRICS
+    joins_rows = False
+    """Whether a loss reads rows of several nodes at once (a link's two ends): the pipeline then scores
+    it once every chunk's output rows are in (``parallel.stage_pairs``), not chunk by chunk."""
 
     def __init__(self, cfg=None):
         self.cfg = cfg

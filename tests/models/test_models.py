@@ -152,7 +152,7 @@ def test_resgcn_plus_model_matches_pyg_deepgcn_with_gradients(graph):
     deep = [pyg_nn.DeepGCNLayer(c, torch.nn.LayerNorm(H), torch.nn.ReLU(), block="res+", dropout=0.0)
             for c in convs[1:]]
     pairs = [(ours.encoder.weight, enc.weight, True), (ours.encoder.bias, enc.bias, False),
-             (ours.decoder.weight, dec.weight, True), (ours.decoder.bias, dec.bias, False),
+             (ours.head.weight, dec.weight, True), (ours.head.bias, dec.bias, False),
              (ours.final_norm.weight, final.weight, False), (ours.final_norm.bias, final.bias, False)]
     for i, conv in enumerate(convs):
         pairs += [(ours.layers[i].weight, conv.lin.weight, True), (ours.layers[i].bias, conv.bias, False)]
@@ -172,6 +172,26 @@ def test_resgcn_plus_model_matches_pyg_deepgcn_with_gradients(graph):
     torch.nn.functional.cross_entropy(ref, graph.y).backward()
     for i, (mine, theirs, transposed) in enumerate(pairs):
         assert_same(mine.grad.t() if transposed else mine.grad, theirs.grad, FLOAT32_CHAINED, f"gradient {i}")
+
+
+def test_resgcn_plus_keeps_its_output_map_beside_a_link_decoder():
+    """ResGCN+'s output map is ``head``: a link task's pair decoder (``decoder``) no longer replaces it (which
+    made ``--task link --model resgcn+`` fail on its first forward), and a state saved when the output map
+    was named ``decoder`` loads into ``head``; a model with a ``decoder`` of its own is refused in one line."""
+    from fullgraph.errors import InputError
+    from fullgraph.tasks.decoders import MLPDecoder, attach_decoder
+
+    torch.manual_seed(0)
+    model = attach_decoder(build_model("resgcn+", 6, 8, layers=2, hidden=8, dropout=0.0), "mlp", 8)
+    assert isinstance(model.decoder, MLPDecoder) and model.head.weight.shape == (8, 8)
+    h = model.post(torch.randn(5, 8))
+    assert model.decoder(h, h).shape == (5,)
+    old = {k.replace("head.", "decoder."): v for k, v in build_model("resgcn+", 6, 3, layers=2, hidden=8, dropout=0.0).state_dict().items()}
+    fresh = build_model("resgcn+", 6, 3, layers=2, hidden=8, dropout=0.0)
+    fresh.load_state_dict(old)
+    assert torch.equal(fresh.head.weight, old["decoder.weight"])
+    with pytest.raises(InputError, match="attribute named 'decoder'"):
+        attach_decoder(model, "dot", 8)
 
 
 @pytest.mark.parametrize("name", list(UNTYPED_MODELS))  # R-GCN: test_rgcn.py

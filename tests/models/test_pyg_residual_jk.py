@@ -223,7 +223,7 @@ def test_the_pre_and_post_example_of_the_docs_trains(tiny):
     model = build(tiny.num_features, tiny.num_classes, hidden=16)
     check_model(model, distributed=True)
     assert model.stage_parameters(0, 0, with_pre=True, with_post=True) == [
-        *model.encoder.parameters(), *model.decoder.parameters()]
+        *model.encoder.parameters(), *model.head.parameters()]
     cfg = TrainConfig.of(epochs=5, eval_every=5, seed=0, progress="none", threads=1)
     losses = Trainer(cfg, tiny, model=model).build().train().losses
     assert losses[-1] < losses[0]

@@ -92,7 +92,6 @@ def test_predict_of_a_link_run_needs_pairs_or_embeddings(run, tmp_path, capsys):
     (["--task", "link", "--decoder", "nowhere.py:build"], "Python file"),
     (["--task", "link", "--metric", "acc"], "node labels' metric"),
     (["--task", "link", "--prune"], "--prune only with --task node"),
-    (["--task", "link", "--parallel", "pipeline", "--nprocs", "2"], "with --task link"),
     (["--edge-batch", "100"], "only with --task link"),
     (["--decoder", "mlp"], "only with --task link"),
     (["--task", "edges"], "expected task to be one of node, link"),
@@ -132,9 +131,9 @@ def test_plan_counts_the_pair_exchange_of_the_partition_train_would_use(capsys, 
     for category in ("halo/fwd", "halo/bwd", "grad/allreduce"):
         assert row["by_category"][category] == 3 * one["by_category"][category]
     assert row["by_category"]["eval/halo/fwd"] == one["by_category"]["eval/halo/fwd"]  # evaluated once an epoch
-    assert main(["plan", *flags, "--nprocs", "2"]) == 0
-    out = capsys.readouterr().out
-    assert "P=2 pipeline: expected --parallel single, graph, spmm-1d or tensor with --task link" in out
+    assert main(["plan", *flags, "--nprocs", "2", "--layout", "pipeline", "--json"]) == 0  # (test_link_pipeline.py)
+    pipeline = json.loads(capsys.readouterr().out)["layouts"][0]
+    assert pipeline["steps_per_epoch"] == 3 and pipeline["by_category"]["link/fwd"] == 0  # one stage holds every row
 
 
 

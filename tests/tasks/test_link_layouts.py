@@ -1,9 +1,9 @@
 """Link prediction equals one process in every layout that takes it (issue 53 §2), dropout on, several
 steps an epoch, the MLP decoder's weights trained too: graph parallelism (METIS P = 2) against one
 process on the whole encoder graph, boundary sampling p = 0.5 against one process on each epoch's
-sampled graph, ``spmm-1d`` and tensor parallelism (P = 2) against one process; the pair exchange's bytes
-per epoch equal ``plan.link``'s count from the pairs and the rows' owners; the other layouts refuse
-``--task link`` in one line.
+sampled graph, the SpMM grids (1D and tensor parallelism P = 2, 1.5D and 2D P = 4, 3D P = 8) against one
+process; the pair exchange's bytes per epoch, training's and an evaluation's, equal ``plan.link``'s count
+from the pairs and the rows' owners. The pipeline and the hybrid: test_link_pipeline.py.
 
 The reference is ``Trainer`` on the whole graph (``SingleEngine``: a pair's rows read straight from the
 output in id order), whose loss is checked against its formula in test_link_split.py. Tolerances:
@@ -17,7 +17,6 @@ import torch
 
 from fullgraph.config import TrainConfig
 from fullgraph.data.load import load_link_graph
-from fullgraph.errors import InputError
 from fullgraph.partition import PartitionBook, partition_nodes, save_partition
 from fullgraph.plan.link import link_epoch_volume, link_eval_volume
 from fullgraph.tasks import task_for
@@ -117,42 +116,57 @@ def test_boundary_sampled_link_prediction_equals_one_process_on_the_sampled_grap
 
 @pytest.fixture(scope="module")
 def operator_runs(link_graph, shared_data, tmp_path_factory):
-    """``spmm-1d`` and tensor parallelism, P = 2, each rank reading its block-row folder."""
+    """The SpMM grids and tensor parallelism, each rank reading its block-row folder: ``spmm-1d`` and tensor
+P = 2, ``spmm-1.5d`` (2 × 2) and ``spmm-2d`` (2 × 2) P = 4 in one start, ``spmm-3d`` (2 × 2 × 2) P = 8."""
     _, split = link_graph
     tmp = tmp_path_factory.mktemp("link-operator")
     link_file = str(split.save(tmp / "split.npz"))
     root = str(shared_data)
-    spmm = config(root, link_file, model="gcn", parallel="spmm-1d")  # (tensor_runs names its layout itself)
-    return {"spmm-1d": run_ranks("spmm_runs", 2, {"runs": [{"name": "spmm-1d", "config": spmm}]}, tmp),
-            "tensor": run_ranks("tensor_runs", 2, {"runs": [{"name": "tensor", "config": config(root, link_file,
-                                                                                                model="gcn")}]}, tmp)}
+    spmm = lambda mode, **grid: {"name": mode, "config": config(root, link_file, model="gcn", parallel=mode,  # noqa: E731
+                                                                eval_every=1, **grid)}
+    tensor = {"name": "tensor", "config": config(root, link_file, model="gcn", eval_every=1)}  # (names its layout)
+    return {"spmm-1d": run_ranks("spmm_runs", 2, {"runs": [spmm("spmm-1d")]}, tmp),
+            "spmm-1.5d": run_ranks("spmm_runs", 4, {"runs": [spmm("spmm-1.5d", replication=2), spmm("spmm-2d")]}, tmp),
+            "spmm-3d": run_ranks("spmm_runs", 8, {"runs": [spmm("spmm-3d")]}, tmp),
+            "tensor": run_ranks("tensor_runs", 2, {"runs": [tensor]}, tmp)}
 
 
-@pytest.mark.parametrize("mode", ["spmm-1d", "tensor"])
-def test_operator_layouts_train_links_as_one_process(link_graph, operator_runs, shared_data, mode):
-    """The reference is one process with the same GCN (both layouts multiply by Â itself)."""
+@pytest.fixture(scope="module")
+def gcn_single(link_graph, shared_data):
+    graph, split = link_graph
+    cfg = TrainConfig.of(**config(str(shared_data), model="gcn", eval_every=1), progress="none", threads=1)
+    trainer = Trainer(cfg, graph, split=split)
+    return trainer.build().train(), trainer.model.state_dict()
+
+
+OPERATOR_LAYOUTS = {"spmm-1d": ("spmm-1d", 2, {}), "spmm-1.5d": ("spmm-1.5d", 4, dict(replication=2)),
+                    "spmm-2d": ("spmm-1.5d", 4, {}), "spmm-3d": ("spmm-3d", 8, {}), "tensor": ("tensor", 2, {})}
+"""Each layout by the start of ranks that ran it, its world and its grid."""
+
+
+@pytest.mark.parametrize("mode", list(OPERATOR_LAYOUTS))
+def test_operator_layouts_train_links_as_one_process(link_graph, operator_runs, gcn_single, shared_data, mode):
+    """The reference is one process with the same GCN (these layouts multiply by Â itself); 1.5D's replica
+    columns each score every pair (their gradients summed within the column), 2D and 3D's processes
+    each own a piece of a block row. The ledger's pair exchange equals ``plan.link``'s count over the
+    owners ``planned_owners`` gives, in every group that runs it (``Mesh.pair_group``)."""
     from fullgraph.parallel.pairs import planned_owners
 
     graph, split = link_graph
-    cfg = TrainConfig.of(**config(str(shared_data), model="gcn"), progress="none", threads=1)
-    trainer = Trainer(cfg, graph, split=split)
-    ref = trainer.build().train()
-    got = operator_runs[mode][mode]
+    ref, state = gcn_single
+    start, nprocs, grid = OPERATOR_LAYOUTS[mode]
+    got = operator_runs[start][mode]
     assert_same_losses(got["losses"], ref.losses, what=f"{mode} link losses")
-    assert_same_state(got["state"], trainer.model.state_dict(), what=f"{mode} link weights")
-    run_cfg = TrainConfig.of(**config(str(shared_data), model="gcn", parallel=mode, nprocs=2))
-    owners = planned_owners(run_cfg.parallel.mesh, graph.num_nodes, run_cfg.parallel.permute, 0)
+    assert_same_state(got["state"], state, what=f"{mode} link weights")
+    assert got["test_acc"] == pytest.approx(ref.test_acc, abs=1e-6)
+    run_cfg = TrainConfig.of(**config(str(shared_data), model="gcn", parallel=mode, nprocs=nprocs, **grid))
+    mesh = run_cfg.parallel.mesh
+    owners = planned_owners(mesh, graph.num_nodes, run_cfg.parallel.permute, 0)
+    ranks, groups = mesh.pair_group
     task = task_for(run_cfg, split)
-    planned = [link_epoch_volume(task, epoch, owners, HIDDEN, 2) for epoch in range(1, EPOCHS + 1)]
+    planned = [link_epoch_volume(task, epoch, owners, HIDDEN, ranks, groups=groups) for epoch in range(1, EPOCHS + 1)]
     for category in ("link/index", "link/fwd", "link/bwd"):
         assert got["comm"][category] == sorted(p[category] for p in planned)[EPOCHS // 2], category
-
-
-@pytest.mark.parametrize("layout", [dict(parallel="pipeline", nprocs=2), dict(parallel="hybrid", nprocs=4, stages=2),
-                                    dict(parallel="spmm-1.5d", nprocs=4, replication=2),
-                                    dict(parallel="spmm-2d", nprocs=4)],
-                         ids=["pipeline", "hybrid", "spmm-1.5d", "spmm-2d"])
-def test_other_layouts_refuse_link_prediction_in_one_line(layout):
-    with pytest.raises(InputError, match="with --task link") as e:
-        TrainConfig.of(task="link", model="gcn", **layout)
-    assert "\n" not in str(e.value)
+    assert planned[0]["link/fwd"] > 0
+    for category, want in link_eval_volume(task, owners, HIDDEN, ranks, world=nprocs).items():
+        assert got["comm"][category] == want, category

@@ -190,6 +190,22 @@ def test_graph_parallel_typed_links_equal_one_process(link, single, tmp_path, mo
     assert got["comm"]["link/fwd"] == planned[EPOCHS // 2] > 0
 
 
+def test_the_hybrid_trains_typed_links_as_one_process(link, single, tmp_path):
+    """One stage of two graph ways with one chunk (no history: exact training), R-GCN and DistMult: the
+    last stage's ways exchange the pairs' rows of their parts and score each triple by its relation."""
+    from tests.parallel.test_pipeline import prepare
+
+    enc, split = link
+    _, pdir, cfile = prepare(enc, 2, 1, tmp_path)
+    run = config(link_file=str(split.save(tmp_path / "split.npz")), model="rgcn", parallel="hybrid", stages=1,
+                 graph_ways=2, chunks=1, partition_dir=pdir, chunk_file=cfile)
+    got = run_ranks("chunked_runs", 2, {"runs": [{"name": "hybrid", "config": run}]}, tmp_path)["hybrid"]
+    losses, state, result = single("rgcn")
+    assert_same_losses(got["losses"], losses, what="hybrid 1x2 typed link losses")
+    assert_same_state(got["state"], state, what="hybrid 1x2 typed link weights")
+    assert got["test_metric"] == pytest.approx(result.test_metric, abs=1e-4)
+
+
 @pytest.mark.parametrize("target, match", [
     ("paper___likes___author", r"name relations of two-relations as SRC___REL___DST \(got paper___likes___author"),
     ("", r"expected --target-relation SRC___REL___DST"),

@@ -1,5 +1,6 @@
 """A folder of edges and features, no labels, trains ``--task link`` (issue 62 §1): the labels are optional
-wherever no task reads them. One process and graph parallelism train it to the same losses; a node task
+wherever no task reads them. One process, graph parallelism and the hybrid (one chunk) train it to the same
+losses, and the pipeline trains it; a node task
 on it, and ids past its feature rows, are one line and exit status 2."""
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ def test_a_folder_without_labels_trains_links_in_every_process_count(folder, tmp
     two, losses_two = run(folder, tmp_path / "two", "--parallel", "graph", "--nprocs", "2")
     assert two["nprocs"] == 2 and len(losses) == 4
     assert_same_losses(losses_two, losses, what="graph P = 2 against one process, no labels")
+    # GNNPipe's layouts read no labels either: the hybrid's one stage of two ways with one chunk is exact
+    hybrid, losses_hybrid = run(folder, tmp_path / "hybrid", "--parallel", "hybrid", "--nprocs", "2", "--stages", "1",
+                                "--graph-ways", "2", "--chunks", "1")
+    assert_same_losses(losses_hybrid, losses, what="hybrid 1 x 2, one chunk, against one process, no labels")
+    pipeline, _ = run(folder, tmp_path / "pipeline", "--parallel", "pipeline", "--nprocs", "2", "--chunks", "2")
+    assert pipeline["nprocs"] == 2 and set(pipeline["metrics"]["test"]) >= {"rocauc", "mrr"}
 
 
 def test_node_labels_need_labels(folder, tmp_path, capsys):

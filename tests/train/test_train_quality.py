@@ -56,7 +56,7 @@ EXPECTED = {
     },
     "resgcn+": {  # DeeperGCN / PyG DeepGCNLayer example: nn.Linear ends, GCNConv convolutions, LayerNorm
         "encoder.weight": torch_linear(F_IN), "encoder.bias": torch_linear(F_IN),
-        "decoder.weight": torch_linear(HIDDEN), "layers.1.weight": glorot(HIDDEN, HIDDEN),
+        "head.weight": torch_linear(HIDDEN), "layers.1.weight": glorot(HIDDEN, HIDDEN),
         "layers.1.bias": ZERO, "layers.1.norm.weight": ONE, "layers.1.norm.bias": ZERO,
     },
 }
