@@ -278,7 +278,7 @@ def _peak(cfg, graph, parts, release_memory: bool, task=None) -> int:
     from fullgraph.parallel.registry import peak_per_rank
     from fullgraph.plan.rank_memory import single_peak
 
-    held = None if task is None else task.memory(cfg.parallel.nprocs)
+    held = None if task is None else task.memory(cfg.parallel.mesh.pair_group[0])  # (the ranks that score pairs)
     if not cfg.parallel.mesh.distributed:
         return single_peak(cfg, graph, release_memory, held)
     return peak_per_rank(cfg, graph, parts, _bounds(cfg, graph), release_memory, held)

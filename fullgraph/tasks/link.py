@@ -38,6 +38,8 @@ the dot product's temporaries)."""
 EVAL_PAIRS = 1 << 20
 """Pairs scored at a time in evaluation (ogbl-citation2 has 86 million pairs with its negatives)."""
 
+NODE_LABEL_FIELDS = ("classes", "multilabel", "numeric_labels", "train", "val", "test")
+"""The fields of a graph's statistics (``Graph.summary``) that describe its node labels."""
 PUBLISHED = {"collab": "hits@50", "ddi": "hits@20", "ppa": "hits@100", "citation2": "mrr"}
 """What OGB reports for each of its link datasets (matched in the split's name)."""
 
@@ -103,7 +105,8 @@ class LinkTask:
 
     def step_bytes(self, ranks: int) -> int:
         """What a training step's scored pairs hold on one of ``ranks`` ranks (each scores the pairs whose
-        source it owns: about its share), for the memory estimate before the first epoch."""
+        source it owns: about its share; ``ranks``: those of one pair exchange, ``Mesh.pair_group``: a
+        pipeline's last stage scores every pair), for the memory estimate before the first epoch."""
         pairs = self.batch * (1 + self.cfg.task.negatives)
         return PAIR_COPIES * 4 * self.cfg.model.hidden * math.ceil(pairs / ranks)
 
@@ -158,6 +161,11 @@ class LinkTask:
         scores = self.decode(model, h_src, h_dst, None if rel is None else rel[mine]).float()
         total = F.binary_cross_entropy_with_logits(scores, labels[mine].to(scores.device), reduction="sum")
         return scaled(total) / pairs.shape[0]
+
+    def graph_summary(self, graph: dict) -> dict:
+        """The ``graph`` block of ``summary.json`` without the node labels' fields (no link task reads them, and
+        a folder without labels holds placeholders), with the split's pair counts."""
+        return {k: v for k, v in graph.items() if k not in NODE_LABEL_FIELDS} | {"pairs": self.split.sizes()}
 
     def describe(self, engine) -> str:
         """The run's header: the graph and the pairs it is trained and judged on."""

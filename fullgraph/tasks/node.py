@@ -68,6 +68,11 @@ class NodeTask:
         return loss_sum(logits, y) / count
 
     @staticmethod
+    def graph_summary(graph: dict) -> dict:
+        """The ``graph`` block of ``summary.json``: the layout's statistics of the graph, as they are."""
+        return graph
+
+    @staticmethod
     def describe(engine) -> str:
         """The run's header: the graph as the layout names it."""
         return engine.describe()

@@ -153,7 +153,8 @@ def predict_run(run: str, out: str, dataset: str | None = None, root: str | None
 
         return _write(folder, link_outputs(engine, model, pairs, embeddings))
     if pairs is not None:
-        raise InputError(f"expected --pairs only for a link-prediction run (got {run}, trained with --task node)")
+        raise InputError(f"expected --pairs only for a link-prediction run (got {run}, trained with --task "
+                         f"{engine.task.name})")
     arrays = {k: v.cpu().numpy() for k, v in _outputs(engine, model, embeddings).items()}
     return _write(folder, _typed(arrays, engine.node_types))
 

@@ -206,7 +206,7 @@ class Trainer:
             local = env.local_world_size if env is not None else cfg.parallel.nprocs
         # what this process holds already (the graph it loaded) is part of its share
         available = available_memory_bytes() // local + current_rss_bytes()
-        stats |= self.task.memory(e.world_size)  # a link step's scored pairs and its split (node labels: none)
+        stats |= self.task.memory(cfg.parallel.mesh.pair_group[0])  # a link step's pairs (shared by its scoring ranks)
         return check_memory(cfg, [stats], available_bytes=available, edge_batch=getattr(self.task, "batch", None))[0]
 
     # ------------------------------------------------------------------ steps
@@ -359,7 +359,7 @@ class Trainer:
             test_metric=best["test_metric"], train_metric=best["train_metric"], metrics=best.get("metrics") or {},
             epoch_time_s=statistics.median(times[1:] if len(times) > 1 else times),
             peak_rss_bytes=int(max(rss)), final_loss=losses[-1], losses=losses, config=self.run_model.options(),
-            graph=e.summary(), environment=environment(),
+            graph=self.task.graph_summary(e.summary()), environment=environment(),
         )
         result.peak_rss_bytes_per_rank, result.rows_per_layer = [int(r) for r in rss], self.rows
         if torch.device(e.device).type == "cuda":

@@ -104,6 +104,11 @@ def test_evaluate_recomputes_every_metric_from_the_saved_model(run, capsys):
     assert main(["evaluate", "--run", str(run), "--metric", "acc"]) == 2
     err = capsys.readouterr().err.strip()
     assert "with --task node-regression (got --metric acc, a node labels' metric)" in err and len(err.splitlines()) == 1
+    (run.parent / "pairs.txt").write_text("0 1\n")
+    assert main(["predict", "--run", str(run), "--pairs", str(run.parent / "pairs.txt"), "--out",
+                 str(run.parent / "scored")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "for a link-prediction run" in err and "trained with --task node-regression)" in err
 
 
 def test_the_loss_is_the_squared_error_of_standardized_targets(numbers):

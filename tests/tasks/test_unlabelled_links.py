@@ -40,6 +40,8 @@ def run(folder, out, *flags) -> tuple[dict, list[float]]:
 def test_a_folder_without_labels_trains_links_in_every_process_count(folder, tmp_path):
     one, losses = run(folder, tmp_path / "one")
     assert one["graph"]["nodes"] == NODES and set(one["metrics"]["test"]) >= {"rocauc", "mrr"}
+    assert "classes" not in one["graph"] and "train" not in one["graph"]  # (the placeholders no link task reads)
+    assert one["graph"]["pairs"]["train"] > 0
     two, losses_two = run(folder, tmp_path / "two", "--parallel", "graph", "--nprocs", "2")
     assert two["nprocs"] == 2 and len(losses) == 4
     assert_same_losses(losses_two, losses, what="graph P = 2 against one process, no labels")
