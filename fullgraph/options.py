@@ -32,8 +32,12 @@ LOWEST_IS_BEST = ("rmse", "mae")
 METRICS = ("auto", *NODE_METRICS[:3], "hits@20", "hits@50", "hits@100", "mrr", NODE_METRICS[3], *REGRESSION_METRICS)
 """``--metric``: node labels', links' (``fullgraph.tasks.link_metrics``) and node regression's, in the order
 the choices were added."""
-TASK_NAMES = ("node", "link", "node-regression")
-"""``--task``: node labels, links, or a number per node (``fullgraph.tasks.TASKS`` registers each)."""
+TASK_NAMES = ("node", "link", "node-regression", "edge", "edge-regression")
+"""``--task``: node labels, links, a number per node, a class or a number per edge (``fullgraph.tasks.TASKS``
+registers each)."""
+PAIR_TASKS = ("link", "edge", "edge-regression")
+"""The tasks that score pairs of nodes (a link, a labelled edge): their loss joins two nodes' output rows, which
+the layouts fetch (``parallel.pairs``), and none reads node labels."""
 FEATURE_NORMS = ("auto", "row", "none")
 CHUNK_EDGES = ("stale", "induced")
 

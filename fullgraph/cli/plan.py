@@ -18,6 +18,7 @@ import os
 from fullgraph.cli.options import PLAN_MODEL_OPTIONS
 from fullgraph.config import TrainConfig
 from fullgraph.errors import InputError
+from fullgraph.options import PAIR_TASKS
 from fullgraph.tasks.options import LINK_ONLY
 from fullgraph.train.run_model import build_planned_model  # (benchmarks and tests take it from here too)
 
@@ -176,7 +177,7 @@ def _result(args, graph, depth, timers, machines, network, rows, refused) -> dic
     from fullgraph.plan.pruned import minibatch_outlook, pruned_counts
 
     model = timers.model
-    needed = pruned_counts(graph, model.norm, depth).total_rows() if args.task != "link" else None
+    needed = pruned_counts(graph, model.norm, depth).total_rows() if args.task not in PAIR_TASKS else None
     measured = model_spec(args.model).memory is None
     given = args.bandwidth_gbps is not None or args.latency_us is not None
     return {"setting": machines.describe(network, given), "graph": graph.name, "nodes": graph.num_nodes,
@@ -189,7 +190,7 @@ def _result(args, graph, depth, timers, machines, network, rows, refused) -> dic
             "timing_spread": {str(t): timer.spread() for t, timer in timers.timers.items()},
             "layouts": rows, "refused": refused, "rows_needed_per_layer": needed,  # (node labels': no outlook for links)
             "minibatch": minibatch_outlook(int(graph.train_mask.sum()), graph.num_nodes, needed)
-            if args.task != "link" else None}
+            if args.task not in PAIR_TASKS else None}
 
 
 def where(args: argparse.Namespace):

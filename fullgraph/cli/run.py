@@ -7,6 +7,7 @@ import argparse
 import json
 
 from fullgraph.errors import InputError
+from fullgraph.options import PAIR_TASKS
 from fullgraph.tasks.metrics import METRIC_NAMES
 
 __all__ = ["cmd_evaluate", "cmd_predict"]
@@ -59,7 +60,7 @@ def cmd_predict(args: argparse.Namespace, argv: list[str]) -> int:
                              "link-prediction run are scored in one process")
         cfg = predict_layout(args.run, args.dataset, args.root, nprocs=args.nprocs, device=args.device,
                              partition_dir=args.partition_dir, link_file=args.link_file)
-        if cfg.task.name == "link" and not args.embeddings:
+        if cfg.task.name in PAIR_TASKS and not args.embeddings:
             raise InputError("expected --embeddings with --parallel graph for a link-prediction run (got none): its "
                              "pairs (--pairs) are scored with --parallel single")
         if DistEnv.from_env() is None:  # partition (cached), then start the ranks

@@ -19,7 +19,7 @@ from fullgraph.data.graph import Graph
 from fullgraph.data.preprocess import row_normalize_features
 from fullgraph.errors import InputError
 
-__all__ = ["load_graph", "load_link_graph", "ROW_NORMALIZED", "feature_norm_of", "published_metric"]
+__all__ = ["load_graph", "load_link_graph", "load_edge_split", "ROW_NORMALIZED", "feature_norm_of", "published_metric"]
 
 # Planetoid features are bag-of-words rows that Kipf & Welling's loader row-normalizes.
 ROW_NORMALIZED = frozenset({"cora", "citeseer", "pubmed"})
@@ -65,13 +65,13 @@ def load_raw_graph(cfg) -> Graph:
 
         if cfg.data.root is None:
             raise InputError("expected --root FOLDER with --dataset edgelist (got no --root)")
-        link = _task(cfg) == "link"  # a link task reads no node labels: a folder may come without them
+        link = _scores_pairs(cfg)  # a link or edge task reads no node labels: a folder may come without them
         return preprocess(load_edgelist_folder(cfg.data.root, seed=cfg.data.split, labels_optional=link,
                                                numeric=_task(cfg) == "node-regression"))
     from fullgraph.data.detect import load_path, looks_like_path
 
     if looks_like_path(cfg.data.dataset):
-        return load_path(cfg.data.dataset, split=cfg.data.split, labels_optional=_task(cfg) == "link",
+        return load_path(cfg.data.dataset, split=cfg.data.split, labels_optional=_scores_pairs(cfg),
                          numeric=_task(cfg) == "node-regression")
     from fullgraph.data.datasets import get_spec, load_dataset
 
@@ -89,9 +89,33 @@ def load_graph(cfg) -> Graph:
     return row_normalize_features(graph) if feature_norm_of(cfg) == "row" else graph
 
 
+def _scores_pairs(cfg) -> bool:
+    """Whether ``cfg``'s task scores pairs of nodes (links, labelled edges), reading no node labels."""
+    return getattr(getattr(cfg, "task", None), "scores_pairs", False)
+
+
 def _task(cfg) -> str:
     task = getattr(cfg, "task", None)
     return getattr(task, "name", "node")
+
+
+def load_edge_split(cfg):
+    """The ``EdgeSplit`` of an edge task (``data.edge_labels``): the labelled edges of the edge-list folder
+    ``cfg`` names (its edges file's ``label`` column), split by ``--edge-split`` with the run's seed."""
+    from pathlib import Path
+
+    from fullgraph.data.detect import looks_like_path
+    from fullgraph.data.edge_labels import parse_edge_split, random_edge_split, read_edge_labels
+    from fullgraph.data.formats.edgelist_folder import find_folder_files
+
+    folder = cfg.data.root if cfg.data.dataset == "edgelist" else cfg.data.dataset
+    edges = find_folder_files(folder)["edges"] if folder and looks_like_path(folder) and Path(folder).is_dir() else None
+    if edges is None:
+        raise InputError(f"expected a folder of plain files whose edge list names a label column with --task "
+                         f"{cfg.task.name} (got --dataset {cfg.data.dataset}): see docs/data.md, edge labels")
+    pairs, y = read_edge_labels(edges, cfg.task.name == "edge-regression", cfg.task.name)
+    return random_edge_split(pairs, y, parse_edge_split(cfg.task.edge_split), cfg.optimization.seed,
+                             Path(folder).name)
 
 
 def load_link_graph(cfg):

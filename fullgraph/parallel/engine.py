@@ -18,7 +18,7 @@ from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
 from fullgraph.ops import Block, SparseOp
 from fullgraph.ops.edge_data import EdgeFacts
-from fullgraph.parallel.pairs import gather_rows
+from fullgraph.parallel.pairs import gather_rows, take_ends
 from fullgraph.parallel.prune import feature_rows, labelled_field, pruned_blocks
 from fullgraph.tasks import NodeTask
 
@@ -200,11 +200,11 @@ class Engine:
         """Which of ``pairs`` (global ids ``[n, 2]``) this rank scores: those whose source it owns."""
         return torch.ones(pairs.shape[0], dtype=torch.bool)
 
-    def pair_rows(self, out: torch.Tensor, pairs: torch.Tensor, category: str):
+    def pair_rows(self, out: torch.Tensor, pairs: torch.Tensor, category: str, halves: bool = False):
         """The output rows of both ends of ``pairs`` (this rank's share): in one process, ``out``'s rows
-        are the nodes in id order."""
+        are the nodes in id order; ``halves``: ``parallel.pairs.take_ends``."""
         pairs = pairs.to(out.device)
-        return out[pairs[:, 0]], out[pairs[:, 1]]
+        return take_ends(out, pairs[:, 0], pairs[:, 1], halves)
 
     def eval_masks(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The train / val / test rows this rank reports in evaluation (a layout that replicates rows
@@ -327,8 +327,8 @@ class ReplicatedEngine(Engine):
     def pair_share(self, pairs: torch.Tensor) -> torch.Tensor:
         return self.pairs.share(pairs)
 
-    def pair_rows(self, out: torch.Tensor, pairs: torch.Tensor, category: str):
-        return self.pairs.rows(out, pairs, category, self.precision)
+    def pair_rows(self, out: torch.Tensor, pairs: torch.Tensor, category: str, halves: bool = False):
+        return self.pairs.rows(out, pairs, category, self.precision, halves)
 
     def close(self) -> None:
         if self.comm is not None and self.owns_comm:
@@ -380,7 +380,7 @@ class SingleEngine(Engine):
         if self.prune and self.pruning is None:  # a caller that skipped the trainer's set-up
             self.set_up_pruning(model)
         if self._labelled is None:
-            self._labelled = self.task.name != "link" and labelled_field(self.block, self.node_types, model) or False
+            self._labelled = not self.task.joins_rows and labelled_field(self.block, self.node_types, model) or False
         return self.pruning if self.prune else self._labelled or None
 
     def rows_computed(self, model) -> list[int] | None:

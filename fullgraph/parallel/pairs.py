@@ -22,7 +22,7 @@ import torch
 
 from fullgraph.comm.halo import HaloPlan, exchange_halo
 
-__all__ = ["PairOwners", "planned_owners", "gather_rows"]
+__all__ = ["PairOwners", "planned_owners", "gather_rows", "take_ends"]
 
 
 def planned_owners(mesh, num_nodes: int, permute: bool, seed: int) -> torch.Tensor | None:
@@ -59,6 +59,16 @@ def gather_rows(comm, t: torch.Tensor, category: str) -> torch.Tensor:
     padded = t.new_zeros((max(sizes),) + tuple(t.shape[1:]))
     padded[: t.shape[0]] = t
     return torch.cat([p[:k] for p, k in zip(comm.all_gather(padded, category), sizes)])
+
+
+def take_ends(table: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, halves: bool = False):
+    """``(table[src], table[dst])``; with ``halves``, the sources' first half of the columns and the
+    destinations' second, each gathered alone (an edge decoder's projections,
+    ``tasks.decoders.EdgeMLPDecoder.project``: half the bytes of gathering whole rows and slicing them)."""
+    if not halves:
+        return table[src], table[dst]
+    w = table.shape[1] // 2
+    return table[:, :w][src], table[:, w:][dst]
 
 
 class PairOwners:
@@ -98,12 +108,14 @@ class PairOwners:
         counts = torch.bincount(self.owner[far], minlength=self.world_size)
         return far, [int(c) for c in counts]
 
-    def rows(self, out: torch.Tensor, pairs: torch.Tensor, category: str, precision: str = "fp32"):
-        """``(src rows, dst rows)`` of ``pairs``, all of whose sources this rank owns."""
+    def rows(self, out: torch.Tensor, pairs: torch.Tensor, category: str, precision: str = "fp32",
+             halves: bool = False):
+        """``(src rows, dst rows)`` of ``pairs``, all of whose sources this rank owns (``halves``:
+        :func:`take_ends`)."""
         dev, comm, P = out.device, self.comm, self.world_size
         if comm is None:
             src, dst = (self.local[pairs[:, k]].to(dev) for k in (0, 1))
-            return out[src], out[dst]
+            return take_ends(out, src, dst, halves)
         far, want_counts = self.wanted(pairs[:, 1])
         counts = comm.all_to_all_rows(torch.tensor(want_counts, dtype=torch.int64, device=dev), [1] * P, [1] * P,
                                       f"{category}/index")
@@ -115,4 +127,4 @@ class PairOwners:
         position = self.local.clone()
         position[far] = out.shape[0] + torch.arange(far.numel())
         src, dst = (position[pairs[:, k]].to(dev) for k in (0, 1))
-        return table[src], table[dst]
+        return take_ends(table, src, dst, halves)

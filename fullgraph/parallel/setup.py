@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fullgraph.data.load import load_graph
+from fullgraph.options import PAIR_TASKS
 from fullgraph.plan import model_memory_options, variable_bytes
 
 __all__ = ["prepare_partition_dir", "prepare_block_rows_dir", "prepare_chunk_file", "node_parts", "prepare_run",
@@ -249,7 +250,7 @@ def prepare_run(cfg) -> RunInputs:
     from fullgraph.partition.store import load_meta
     layout = cfg.parallel.mesh
     graph, link_file = None, cfg.task.link_file
-    if cfg.task.name == "link" and link_file is None:  # the split every rank reads, and its encoder's graph
+    if cfg.task.name in PAIR_TASKS and link_file is None:  # the split every rank reads, and its encoder's graph
         graph, link_file = _link_inputs(cfg)
     if layout.reads_block_rows:  # every rank reads its own block row (tensor: the one), cut here once
         folder = cfg.parallel.partition_dir or str(prepare_block_rows_dir(cfg, graph=graph))
@@ -268,12 +269,14 @@ def prepare_run(cfg) -> RunInputs:
 
 
 def _link_inputs(cfg):
-    """A link task's encoder graph and the file of its split, written once (keyed by both) for the ranks."""
-    from fullgraph.data.load import load_link_graph
+    """A pair task's encoder graph and the file of its split (a link's, or an edge task's labelled edges), written
+    once (keyed by both) for the ranks."""
+    from fullgraph.data.load import load_edge_split, load_link_graph
     from fullgraph.partition import cache_root
 
-    graph, split = load_link_graph(cfg)
-    target = cache_root() / "links" / f"{graph.fingerprint()[:20]}-{split.fingerprint()[:20]}.npz"
+    graph, split = load_link_graph(cfg) if cfg.task.name == "link" else (load_graph(cfg), load_edge_split(cfg))
+    kind = "links" if cfg.task.name == "link" else "edges"
+    target = cache_root() / kind / f"{graph.fingerprint()[:20]}-{split.fingerprint()[:20]}.npz"
     if not target.is_file():
         split.save(target)
     return graph, str(target)

@@ -49,6 +49,7 @@ from fullgraph.ops import Block, SparseOp
 from fullgraph.ops.dropout import current_key
 from fullgraph.ops.csr import indptr_from_counts, take_rows
 from fullgraph.parallel.engine import ReplicatedEngine, input_features, torchrun_env, world_comm
+from fullgraph.parallel.pairs import PairOwners, take_ends
 from fullgraph.partition.blockrows import BlockRow, block_nnz, block_row, load_block_row, row_blocks
 
 __all__ = ["GridOp", "SummaOp", "SpmmEngine", "SPMM_MODELS", "row_blocks", "spmm_engine"]
@@ -337,8 +338,6 @@ class SpmmEngine(ReplicatedEngine):
     def bind_pairs(self) -> None:
         """Link prediction: the pairs' rows are exchanged within a grid column (``Mesh.pair_group``):
         in 1D and 1.5D each column holds every block row once, in 2D and 3D the column is the world."""
-        from fullgraph.parallel.pairs import PairOwners
-
         self.pairs = PairOwners(self, self.output_ids(), self.grad_comm)
 
     def _evaluating_replica(self) -> bool:
@@ -351,10 +350,10 @@ class SpmmEngine(ReplicatedEngine):
             return torch.zeros(pairs.shape[0], dtype=torch.bool)
         return super().pair_share(pairs)
 
-    def pair_rows(self, out: torch.Tensor, pairs: torch.Tensor, category: str):
+    def pair_rows(self, out: torch.Tensor, pairs: torch.Tensor, category: str, halves: bool = False):
         if self._evaluating_replica():
-            return out[:0], out[:0]
-        return super().pair_rows(out, pairs, category)
+            return take_ends(out[:0], pairs[:0, 0], pairs[:0, 1], halves)
+        return super().pair_rows(out, pairs, category, halves)
 
     def eval_masks(self):
         if not self.replica:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import torch
 
+from fullgraph.parallel.pairs import PairOwners, take_ends
+
 __all__ = ["StagePairs", "joined_loss"]
 
 
@@ -30,8 +32,6 @@ class StagePairs:
     def bind_pairs(self) -> None:
         """The last stage's ways learn who owns which output row (collective within the stage)."""
         if self.last_stage:
-            from fullgraph.parallel.pairs import PairOwners
-
             self.pairs = PairOwners(self, self.local_ids[: self.n_inner], self.group)
 
     def pair_share(self, pairs: torch.Tensor) -> torch.Tensor:
@@ -39,10 +39,10 @@ class StagePairs:
             return torch.zeros(pairs.shape[0], dtype=torch.bool)
         return self.pairs.share(pairs)
 
-    def pair_rows(self, out: torch.Tensor, pairs: torch.Tensor, category: str):
+    def pair_rows(self, out: torch.Tensor, pairs: torch.Tensor, category: str, halves: bool = False):
         if not self.last_stage:
-            return out[:0], out[:0]
-        return self.pairs.rows(out, pairs, category, self.link.precision)
+            return take_ends(out[:0], pairs[:0, 0], pairs[:0, 1], halves)
+        return self.pairs.rows(out, pairs, category, self.link.precision, halves)
 
 
 def joined_loss(engine, model, passes: dict, chunks, rows: int, epoch: int, step: int) -> float:

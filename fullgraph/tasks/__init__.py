@@ -11,17 +11,18 @@ between nodes (``tasks.link``), trained on a ``LinkSplit`` (``fullgraph.data.lin
 from __future__ import annotations
 
 from fullgraph.errors import InputError
+from fullgraph.tasks.edge import EdgeRegressionTask, EdgeTask
 from fullgraph.tasks.link import LinkTask
-from fullgraph.tasks.link_metrics import LINK_METRICS
 from fullgraph.tasks.node import NodeTask
 from fullgraph.tasks.regression import RegressionTask
-from fullgraph.options import METRICS
-from fullgraph.tasks.options import DECODERS, LINK_ONLY, TASK_NAMES, TaskOptions
+from fullgraph.options import METRICS, PAIR_TASKS
+from fullgraph.tasks.options import DECODERS, LINK_ONLY, TASK_NAMES, TASK_OPTIONS, TaskOptions
 
-__all__ = ["TASKS", "NodeTask", "LinkTask", "RegressionTask", "TaskOptions", "TASK_NAMES", "DECODERS", "task_for", "check_task",
-           "output_width", "with_task_head"]
+__all__ = ["TASKS", "NodeTask", "LinkTask", "RegressionTask", "EdgeTask", "EdgeRegressionTask", "TaskOptions",
+           "TASK_NAMES", "DECODERS", "task_for", "check_task", "output_width", "with_task_head"]
 
-TASKS = {"node": NodeTask, "link": LinkTask, "node-regression": RegressionTask}
+TASKS = {"node": NodeTask, "link": LinkTask, "node-regression": RegressionTask, "edge": EdgeTask,
+         "edge-regression": EdgeRegressionTask}
 """Every task by its ``--task`` name."""
 assert tuple(TASKS) == TASK_NAMES, "every --task value needs exactly one task"
 assert set(METRICS) == {"auto", *(m for task in TASKS.values() for m in task.metrics)}, \
@@ -32,53 +33,59 @@ _NODE_ONLY = {"prune": "computes only the rows the node labels' loss reads"}
 
 
 def task_for(cfg, split=None):
-    """The task ``cfg`` trains; a link task's split is ``split``, else the one the launcher wrote for the
-    ranks (``--link-file``), else drawn from the graph (``data.load.load_link_graph``)."""
-    if cfg.task.name != "link":
-        return TASKS[cfg.task.name](cfg)
-    if split is None:
+    """The task ``cfg`` trains; a pair task's split is ``split``, else the one the launcher wrote for the
+    ranks (``--link-file``), else drawn from the graph (``data.load.load_link_graph``, ``load_edge_split``)."""
+    name = cfg.task.name
+    if name not in PAIR_TASKS:
+        return TASKS[name](cfg)
+    if split is None and name == "link":
         from fullgraph.data.link_split import LinkSplit
         from fullgraph.data.load import load_link_graph
 
         split = LinkSplit.load(cfg.task.link_file) if cfg.task.link_file else load_link_graph(cfg)[1]
-    return LinkTask(cfg, split)
+    elif split is None:
+        from fullgraph.data.edge_labels import EdgeSplit
+        from fullgraph.data.load import load_edge_split
+
+        split = EdgeSplit.load(cfg.task.link_file) if cfg.task.link_file else load_edge_split(cfg)
+    return TASKS[name](cfg, split)
 
 
 def output_width(cfg, num_classes: int) -> int:
-    """The width of the model's output under ``cfg``'s task: classes, or a link encoder's embedding."""
+    """The width of the model's output under ``cfg``'s task: classes, or a pair encoder's embedding."""
     return TASKS[cfg.task.name].out_width(num_classes, cfg.model.hidden)
 
 
-def with_task_head(model, cfg, width: int, num_relations: int | None = None):
-    """``model`` with what its task adds to it: a link task's decoder (``tasks.decoders``; ``num_relations``:
-    the graph's relation count where links are typed, ``None`` where they are not), else nothing."""
-    if cfg.task.name != "link":
+def with_task_head(model, cfg, width: int, num_relations: int | None = None, task=None):
+    """``model`` with what its task adds to it: a pair task's decoder (``tasks.decoders``; ``num_relations``:
+    the graph's relation count where links are typed, ``None`` where they are not; an edge task's
+    outputs from ``task``, the run's), else nothing."""
+    if cfg.task.name not in PAIR_TASKS:
         return model
     from fullgraph.tasks.decoders import attach_decoder
 
-    return attach_decoder(model, cfg.task.decoder, width, num_relations)
+    outputs = None if cfg.task.name == "link" else (task or task_for(cfg)).outputs
+    return attach_decoder(model, cfg.task.decoder, width, num_relations, outputs)
 
 
 def check_task(cfg) -> None:
     """The task's rules against the other sections, one line each."""
     t, defaults = cfg.task, TaskOptions()
-    if t.name != "link":
-        own = TASKS[t.name].metrics
-        if cfg.optimization.metric not in ("auto",) + own:
-            theirs = next(name for name, task in TASKS.items() if cfg.optimization.metric in task.metrics)
-            raise InputError(f"expected --metric auto or one of {', '.join(own)} with --task {t.name} (got "
-                             f"--metric {cfg.optimization.metric}, {_WHOSE[theirs]}): pick one of those, or add "
-                             f"--task {theirs}")
-        changed = [o for o in LINK_ONLY if getattr(t, o) != getattr(defaults, o)]
-        if changed:
-            flags = " and ".join("--" + o.replace("_", "-") for o in changed)
-            raise InputError(f"expected {flags} only with --task link (got --task {t.name}): leave them out, or "
-                             f"add --task link")
-        return
-    if cfg.optimization.metric not in ("auto",) + LINK_METRICS:
-        raise InputError(f"expected --metric auto or one of {', '.join(LINK_METRICS)} with --task link (got --metric "
-                         f"{cfg.optimization.metric}, a node labels' metric)")
-    for option, why in _NODE_ONLY.items():
-        if getattr(cfg.parallel, option):
-            raise InputError(f"expected --{option} only with --task node or node-regression (got it with --task "
-                             f"link): it {why}")
+    own = TASKS[t.name].metrics
+    if cfg.optimization.metric not in ("auto",) + own:
+        theirs = next(name for name, task in TASKS.items() if cfg.optimization.metric in task.metrics)
+        raise InputError(f"expected --metric auto or one of {', '.join(own)} with --task {t.name} (got "
+                         f"--metric {cfg.optimization.metric}, {_WHOSE[theirs]}): pick one of those, or add "
+                         f"--task {theirs}")
+    takes = TASK_OPTIONS.get(t.name.removesuffix("-regression"), ())
+    changed = [o for o in LINK_ONLY if o not in takes and getattr(t, o) != getattr(defaults, o)]
+    if changed:
+        flags = " and ".join("--" + o.replace("_", "-") for o in changed)
+        users = [name for name, opts in TASK_OPTIONS.items() if all(o in opts for o in changed)] or ["link"]
+        raise InputError(f"expected {flags} only with --task {' or '.join(users)} (got --task {t.name}): leave them "
+                         f"out, or add --task {users[0]}")
+    if t.name in PAIR_TASKS:
+        for option, why in _NODE_ONLY.items():
+            if getattr(cfg.parallel, option):
+                raise InputError(f"expected --{option} only with --task node or node-regression (got it with --task "
+                                 f"{t.name}): it {why}")

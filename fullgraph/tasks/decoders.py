@@ -35,7 +35,7 @@ from torch import nn
 
 from fullgraph.errors import InputError
 
-__all__ = ["DotDecoder", "MLPDecoder", "DistMultDecoder", "TransEDecoder", "RotatEDecoder", "RELATIONAL",
+__all__ = ["DotDecoder", "MLPDecoder", "EdgeMLPDecoder", "build_edge_decoder", "DistMultDecoder", "TransEDecoder", "RotatEDecoder", "RELATIONAL",
            "build_decoder", "attach_decoder"]
 
 
@@ -54,6 +54,34 @@ class MLPDecoder(nn.Module):
 
     def forward(self, h_src: torch.Tensor, h_dst: torch.Tensor, rel: torch.Tensor | None = None) -> torch.Tensor:
         return self.out(torch.relu(self.hidden(h_src * h_dst))).squeeze(-1)
+
+
+class EdgeMLPDecoder(nn.Module):
+    """An edge task's decoder (``--decoder mlp``, or ``auto``): ``Linear(2·width, width) -> ReLU ->
+    Linear(width, outputs)`` over the two ends' embeddings concatenated (source first: a listed edge's
+    direction counts), a logit per class, or one number."""
+
+    def __init__(self, width: int, outputs: int):
+        super().__init__()
+        self.width = width
+        self.hidden = nn.Linear(2 * width, width)
+        self.out = nn.Linear(width, outputs)
+
+    def forward(self, h_src: torch.Tensor, h_dst: torch.Tensor, rel: torch.Tensor | None = None) -> torch.Tensor:
+        return self.out(torch.relu(self.hidden(torch.cat([h_src, h_dst], -1))))
+
+    def project(self, h: torch.Tensor) -> torch.Tensor:
+        """Each node's two shares of the hidden layer, ``[h W_src^T, h W_dst^T]`` (``[n, 2·width]``): the
+        hidden layer of an edge is ``W [h_u, h_v] + b = (h_u W_src^T) + (h_v W_dst^T) + b``, so projecting
+        the n nodes once and gathering the projections costs ``n`` products where ``forward`` pays one per
+        edge (a graph's edges outnumber its nodes ten to a hundred times)."""
+        w = self.hidden.weight
+        return torch.cat([h @ w[:, :self.width].T, h @ w[:, self.width:].T], 1)
+
+    def finish(self, p_src: torch.Tensor, p_dst: torch.Tensor) -> torch.Tensor:
+        """The outputs of edges from their ends' projections (:meth:`project`): the source's first half, the
+        destination's second (``parallel.pairs.take_ends`` gathers each alone)."""
+        return self.out(torch.relu(torch.add(p_src, p_dst).add_(self.hidden.bias)))
 
 
 class _Relational(nn.Module):
@@ -123,7 +151,7 @@ RELATIONAL = {"distmult": DistMultDecoder, "transe": TransEDecoder, "rotate": Ro
 def build_decoder(spec: str, width: int, num_relations: int | None = None) -> nn.Module:
     """The decoder ``--decoder spec`` names, for embeddings of ``width`` columns; ``num_relations``: the
     graph's relation count where links are typed (``None``: untyped links)."""
-    if spec == "dot":
+    if spec in ("dot", "auto"):
         return DotDecoder()
     if spec == "mlp":
         return MLPDecoder(width)
@@ -159,10 +187,35 @@ def _with_relations(build, width: int, num_relations: int):
     return build(width, num_relations) if takes else build(width)
 
 
-def attach_decoder(model: nn.Module, spec: str, width: int, num_relations: int | None = None) -> nn.Module:
-    """Give ``model`` its decoder as the submodule ``decoder`` (whose output the encoder never reads)."""
+def build_edge_decoder(spec: str, width: int, outputs: int) -> nn.Module:
+    """An edge task's decoder: ``mlp`` (``auto``), or a user's ``build(width, outputs)`` returning a module that
+    maps two ``[n, width]`` tensors to ``[n, outputs]`` (a logit per class, or one number)."""
+    if spec in ("mlp", "auto"):
+        return EdgeMLPDecoder(width, outputs)
+    if ":" not in spec:
+        raise InputError(f"expected --decoder mlp or a user's FILE.py:build with an edge task (got --decoder {spec}, "
+                         f"which scores a pair with one number): an edge's label needs a logit per class")
+    from fullgraph.models.user import load_builder
+
+    try:
+        decoder = load_builder(spec)(width, outputs)
+    except InputError as e:
+        raise InputError(str(e).replace("--model", "--decoder")) from None
+    except Exception as e:  # noqa: BLE001 - the user's builder: whatever it raises is reported in one line
+        raise InputError(f"expected --decoder {spec} to build an edge decoder for width {width} and {outputs} outputs "
+                         f"(it raised {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})") from None
+    if not isinstance(decoder, nn.Module):
+        raise InputError(f"expected --decoder {spec} to return a torch.nn.Module (got {type(decoder).__name__})")
+    return decoder
+
+
+def attach_decoder(model: nn.Module, spec: str, width: int, num_relations: int | None = None,
+                   edge_outputs: int | None = None) -> nn.Module:
+    """Give ``model`` its decoder as the submodule ``decoder`` (whose output the encoder never reads): a link's,
+    or with ``edge_outputs`` an edge task's (:func:`build_edge_decoder`)."""
     if hasattr(model, "decoder"):  # (the built-in models name their own output maps otherwise)
         raise InputError(f"expected a model without an attribute named 'decoder' with --task link, which attaches "
                          f"its pair decoder under that name (got a {type(model).__name__} that has one): rename it")
-    model.add_module("decoder", build_decoder(spec, width, num_relations))
+    model.add_module("decoder", build_decoder(spec, width, num_relations) if edge_outputs is None
+                     else build_edge_decoder(spec, width, edge_outputs))
     return model

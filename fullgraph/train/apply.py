@@ -17,6 +17,7 @@ import torch
 
 from fullgraph.config import TrainConfig
 from fullgraph.errors import InputError
+from fullgraph.options import PAIR_TASKS
 from fullgraph.train.model_file import check_graph, embedding_hook, load_model
 from fullgraph.train.runs import read_run_config
 
@@ -32,8 +33,8 @@ def _config(run: str, dataset: str | None, root: str | None, metric: str | None 
     saved = read_run_config(run)
     opts = {k: saved[k] for k in ("dataset", "root", "split", "feature_norm", "metric", "select", "seed",
                                   "partitioner", "metis_sample")}
-    opts |= {k: saved[k] for k in ("task", "link_split", "decoder", "target_relation", "corrupt")  # a link run: its split,
-             if k in saved}  # its decoder, its typed links
+    opts |= {k: saved[k] for k in ("task", "link_split", "decoder", "target_relation", "corrupt", "edge_split")
+             if k in saved}  # a pair run: its split, its decoder, its typed links
     opts |= {k: v for k, v in (("dataset", dataset), ("root", root), ("metric", metric)) if v is not None}
     keep = ("model", "model_args", "layers", "hidden", "heads", "norm", "gcn_kernel", "gcnii_alpha", "gcnii_lambda", "appnp_alpha",
             "rgcn_decomposition", "rgcn_bases", "featureless")
@@ -148,13 +149,13 @@ def predict_run(run: str, out: str, dataset: str | None = None, root: str | None
     prediction in ``out`` is refused, or with ``overwrite`` replaced as a whole."""
     folder = check_out(out, overwrite)
     _, model, engine, _ = _setup(run, dataset, root, device)
-    if engine.task.name == "link":
+    if engine.task.joins_rows:  # links, labelled edges: pairs of nodes
         from fullgraph.train.link_outputs import link_outputs
 
         return _write(folder, link_outputs(engine, model, pairs, embeddings))
     if pairs is not None:
-        raise InputError(f"expected --pairs only for a link-prediction run (got {run}, trained with --task "
-                         f"{engine.task.name})")
+        raise InputError(f"expected --pairs only for a link-prediction or edge run (got {run}, trained with "
+                         f"--task {engine.task.name})")
     arrays = {k: v.cpu().numpy() for k, v in _outputs(engine, model, embeddings).items()}
     return _write(folder, _typed(arrays, engine.node_types))
 
@@ -180,7 +181,7 @@ def predict_rank(cfg: TrainConfig, run: str, out: str, embeddings: bool = False,
     try:
         model.to(engine.device)
         check_graph(info, engine.in_dim, engine.num_classes, engine.name, run)
-        if cfg.task.name == "link":  # a link run's output rows are its embeddings (its pairs: one process)
+        if cfg.task.name in PAIR_TASKS:  # a pair run's output rows are its embeddings (its pairs: one process)
             from fullgraph.train.link_outputs import link_embeddings
 
             arrays = link_embeddings(engine, model, embeddings)

@@ -1,6 +1,7 @@
 """What ``fullgraph predict`` writes for a link-prediction run: the scores of the pairs the user gives
 (``--pairs FILE``: ``scores.npy``, the decoder's logits, and ``probabilities.npy``, their sigmoid) and,
-with ``--embeddings``, every node's embedding (the encoder's output rows, in node order)."""
+with ``--embeddings``, every node's embedding (the encoder's output rows, in node order). An edge task's
+run: each given pair's class (``predictions.npy``) and ``probabilities.npy`` (softmax), or its number."""
 
 from __future__ import annotations
 
@@ -85,15 +86,18 @@ def _check_end_types(p: Path, ends: np.ndarray, rel: np.ndarray, relations: tupl
 @torch.no_grad()
 def link_outputs(engine, model, pairs: str | None, embeddings: bool) -> dict[str, np.ndarray]:
     if pairs is None and not embeddings:
-        raise InputError("expected --pairs FILE or --embeddings for a link-prediction run (got neither): a link "
-                         "model scores pairs of nodes, or gives their embeddings")
+        raise InputError(f"expected --pairs FILE or --embeddings for a --task {engine.task.name} run (got neither): "
+                         f"its model scores pairs of nodes, or gives their embeddings")
     task = engine.task
-    names = task.split.relation_names if task.typed else None
+    names = task.split.relation_names if getattr(task, "typed", False) else None
     wanted, rel = (None, None) if pairs is None else read_pairs(pairs, engine.graph_nodes(), names, engine.node_types)
     model.eval()
     out = engine.forward(model, 0, training=False).float()
     arrays = {}
-    if wanted is not None:
+    if wanted is not None and task.name != "link":  # an edge task: a class (and its probabilities) or a number
+        scores = task.decode(engine, model, out, wanted, "eval/link").double()
+        arrays = {k: v.cpu().numpy() for k, v in task.pair_predictions(scores).items()}
+    elif wanted is not None:
         h_src, h_dst = engine.pair_rows(out, wanted, "eval/link")
         scores = task.decode(model, h_src, h_dst, rel).float()
         arrays = {"scores": scores.cpu().numpy(), "probabilities": torch.sigmoid(scores).cpu().numpy()}

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from fullgraph.errors import InputError
+from fullgraph.options import PAIR_TASKS
 from fullgraph.train.disk import writing
 
 __all__ = ["FORMAT", "MODEL_FILE", "model_args", "save_model", "load_model", "check_graph", "embedding_hook"]
@@ -81,13 +82,15 @@ def load_model(path: str | Path, device="cpu"):
     out_dim = args.pop("out_dim")
     model = build_model(name, args.pop("in_dim"), out_dim, **args)
     config = obj.get("config") or {}
-    if config.get("task") == "link":  # the decoder's weights are the model's too (``tasks.decoders``)
+    if config.get("task") in PAIR_TASKS:  # the decoder's weights are the model's too (``tasks.decoders``)
         from fullgraph.tasks.decoders import attach_decoder
 
         rel = obj["state_dict"].get("decoder.relation")  # typed links: the relation count the decoder was built for
         types = args.get("node_types") or {}
         relations = int(rel.shape[0]) if rel is not None else len(types.get("relations", ())) or None
-        attach_decoder(model, config.get("decoder", "dot"), out_dim, relations)
+        outputs = obj["state_dict"].get("decoder.out.bias")  # an edge task's: a logit per class, or one number
+        attach_decoder(model, config.get("decoder", "dot"), out_dim, relations,
+                       None if config["task"] == "link" else outputs.numel() if outputs is not None else None)
     try:
         model.load_state_dict(obj["state_dict"])
     except RuntimeError as err:

@@ -145,7 +145,7 @@ class Trainer:
         self.out_dim = output_width(cfg, e.num_classes)
         relations = len(self.task.split.relation_names) if getattr(self.task, "typed", False) else None
         self.model = with_task_head(self.run_model.build(e.in_dim, self.out_dim, e.edges.width, e.node_types), cfg,
-                                    self.out_dim, relations)
+                                    self.out_dim, relations, self.task)
         check_edge_data(cfg, self.model, e)  # edge data the model reads and its layers will not get
         check_model(self.model, distributed=e.world_size > 1)
         check_model_layout(cfg, self.model)  # what a user's model reveals once built (jumping knowledge)
@@ -166,7 +166,7 @@ class Trainer:
             if small := small_splits(*self.task.sizes(e)):
                 log.warning(small)
         # after the header: it may say a word about --prune (which reads node labels' rows)
-        self.rows = rows_per_layer(e, self.model) if self.task.name != "link" else None
+        self.rows = rows_per_layer(e, self.model) if not self.task.joins_rows else None
         return self
 
     def _set_threads(self) -> None:

@@ -88,7 +88,7 @@ def test_predict_of_a_link_run_needs_pairs_or_embeddings(run, tmp_path, capsys):
 @pytest.mark.parametrize("args, words", [
     (["--task", "link", "--link-split", "0.8,0.1,0.2"], "sum to 1"),
     (["--task", "link", "--link-split", "0,0.5,0.5"], "leave training edges"),
-    (["--task", "link", "--decoder", "cosine"], "expected decoder one of dot, mlp"),
+    (["--task", "link", "--decoder", "cosine"], "expected decoder one of auto, dot, mlp"),
     (["--task", "link", "--decoder", "nowhere.py:build"], "Python file"),
     (["--task", "link", "--metric", "acc"], "node labels' metric"),
     (["--task", "link", "--prune"], "--prune only with --task node"),

@@ -108,7 +108,7 @@ def test_evaluate_recomputes_every_metric_from_the_saved_model(run, capsys):
     assert main(["predict", "--run", str(run), "--pairs", str(run.parent / "pairs.txt"), "--out",
                  str(run.parent / "scored")]) == 2
     err = capsys.readouterr().err.strip()
-    assert "for a link-prediction run" in err and "trained with --task node-regression)" in err
+    assert "for a link-prediction or edge run" in err and "trained with --task node-regression)" in err
 
 
 def test_the_loss_is_the_squared_error_of_standardized_targets(numbers):

@@ -56,7 +56,8 @@ from fullgraph.data.labels import check_inferred_classes, used_classes
 from fullgraph.data.splits import per_class_split, placeholder_labels, random_split
 from fullgraph.errors import InputError
 
-__all__ = ["load_edgelist", "read_edges", "read_edge_list", "FOLDER_FILES", "SPLIT_STEMS", "WEIGHT_NAMES", "TYPE_NAMES"]
+__all__ = ["load_edgelist", "read_edges", "read_edge_list", "FOLDER_FILES", "SPLIT_STEMS", "WEIGHT_NAMES", "TYPE_NAMES",
+           "LABEL_NAMES"]
 
 log = logging.getLogger("fullgraph")
 
@@ -73,6 +74,9 @@ WEIGHT_NAMES = ("weight", "edge_weight", "w")
 """Header names of an edge list's weight column (any case)."""
 TYPE_NAMES = ("type", "edge_type", "relation", "rel", "etype")
 """Header names of an edge list's relation column (any case); any other name past the ids is a feature."""
+LABEL_NAMES = ("label", "edge_label")
+"""Header names of an edge list's label column (any case): what ``--task edge`` (a class id) or ``edge-regression``
+(a number) learns of each edge (``data.edge_labels``; NaN: none); no layer reads it."""
 
 
 def _exists(path: Path, what: str) -> Path:
@@ -122,8 +126,8 @@ def _commented_header(path: Path, first: str) -> list[str] | None:
 
 def _say_columns(path: Path, names: list[str] | None, roles: tuple, source: str) -> None:
     """How each column past the two ids was taken, in one line, where there are any."""
-    weight, kind, features = roles
-    taken = {weight: "the weight", kind: "the relation type", **{j: "a feature" for j in features}}
+    weight, kind, features, label = roles
+    taken = {weight: "the weight", kind: "the relation type", label: "the label", **{j: "a feature" for j in features}}
     taken.pop(None, None)
     if taken:
         log.info("%s: columns 1-2 taken as the edge's ends, %s (%s)", path.name, ", ".join(
@@ -146,26 +150,25 @@ def _line_of_row(path: Path, row: int, skip_header: bool) -> int:
     return -1
 
 
-def _roles(names: list[str] | None, ncols: int, path: Path) -> tuple[int | None, int | None, list[int]]:
-    """The weight column, the type column and the feature columns of an edge table of ``ncols``
-    columns (the module doc's rule: by header ``names``, else ``src dst weight f1 .. fk``)."""
+def _roles(names: list[str] | None, ncols: int, path: Path) -> tuple:
+    """The weight column, the type column, the feature columns and the label column of an edge table of
+    ``ncols`` columns (the module doc's rule: by header ``names``, else ``src dst weight f1 .. fk``)."""
     if names is None:
-        return (2 if ncols > 2 else None), None, list(range(3, ncols))
-    weight = kind = None
+        return (2 if ncols > 2 else None), None, list(range(3, ncols)), None
+    found: dict[str, int] = {}
     features = []
     for j, name in enumerate(names[2:], 2):
         low = name.strip().lower()
-        role = "weight" if low in WEIGHT_NAMES else "type" if low in TYPE_NAMES else None
-        before = weight if role == "weight" else kind
-        if role and before is not None:
-            raise InputError(f"expected one {role} column in the header of {path} (got {names[before]!r} and {name!r})")
-        if role == "weight":
-            weight = j
-        elif role == "type":
-            kind = j
+        role = next((r for r, known in (("weight", WEIGHT_NAMES), ("type", TYPE_NAMES), ("label", LABEL_NAMES))
+                     if low in known), None)
+        if role in found:
+            raise InputError(f"expected one {role} column in the header of {path} (got {names[found[role]]!r} and "
+                             f"{name!r})")
+        if role:
+            found[role] = j
         else:
             features.append(j)
-    return weight, kind, features
+    return found.get("weight"), found.get("type"), features, found.get("label")
 
 
 def read_edge_list(path: str | Path, *, header: bool | None = None) -> tuple[np.ndarray, dict]:
@@ -208,18 +211,18 @@ def read_edge_list(path: str | Path, *, header: bool | None = None) -> tuple[np.
         raise InputError(f"expected at least one edge in {path} (got none)")
     if table.shape[1] < 2:
         raise InputError(f"expected 'src dst' per line in {path} (got {table.shape[1]} value per line)")
-    weight, kind, features = _roles(names, table.shape[1], path)
+    roles = _roles(names, table.shape[1], path)
     if path.suffix != ".npy":
-        _say_columns(path, names, (weight, kind, features), source)
-    return np.ascontiguousarray(table[:, :2], dtype=np.int64), _edge_data(table, (weight, kind, features), names,
-                                                                          path, where)
+        _say_columns(path, names, roles, source)
+    return np.ascontiguousarray(table[:, :2], dtype=np.int64), _edge_data(table, roles, names, path, where)
 
 
 def _edge_data(table: np.ndarray, roles: tuple, names: list[str] | None, path: Path, where) -> dict:
     """The weight, feature and type columns of ``table`` (``roles``: their indices), checked: finite within
-    float32, types integers numbered from 0 below the edge count; ``where(row)`` names a row's line."""
-    weight, kind, features = roles
-    data = {}
+    float32, types integers numbered from 0 below the edge count; ``where(row)`` names a row's line. The label
+    column (``edge_label``, float64, NaN where an edge has none) is for ``data.edge_labels``: no graph holds it."""
+    weight, kind, features, label = roles
+    data = {} if label is None else {"edge_label": table[:, label].astype(np.float64)}
     for name, cols in (("edge_weight", [weight] if weight is not None else []), ("edge_attr", features)):
         if not cols:
             continue
@@ -324,6 +327,7 @@ def load_edgelist(edges: str | Path, features: str | Path, labels: str | Path | 
     labels and splits (``data.splits.placeholder_labels``). ``numeric`` (node regression): the labels are a
     number per node, and a folder without split files is split at random (``data.splits.random_split``)."""
     e, edge_data = read_edge_list(edges, header=header)
+    edge_data.pop("edge_label", None)  # what an edge task learns (data.edge_labels) is no layer's input
     if labels is None:
         return _unlabelled(e, edge_data, features, name or Path(edges).stem, edges)
     y = _labels(Path(labels), numeric)
