@@ -26,7 +26,8 @@ import torch
 from fullgraph.data.checks import describe
 from fullgraph.errors import InputError
 
-__all__ = ["LinkSplit", "random_link_split", "parse_link_split", "edge_keys", "PAIR_FIELDS", "DEFAULT_LINK_SPLIT"]
+__all__ = ["LinkSplit", "random_link_split", "parse_link_split", "edge_keys", "without_pairs", "PAIR_FIELDS",
+           "DEFAULT_LINK_SPLIT"]
 
 DEFAULT_LINK_SPLIT = "0.85,0.05,0.10"
 """``--link-split``'s default: PyG's ``link_pred.py`` split."""
@@ -239,6 +240,15 @@ def _keep_entries(graph, train_keys: np.ndarray):
     dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.indptr.numpy()))
     src = graph.indices.numpy()
     return _keep_positions(graph, np.isin(edge_keys(src, dst, n), train_keys) | (src == dst))
+
+
+def without_pairs(graph, pairs: torch.Tensor):
+    """The graph without the edges of ``pairs`` (``[n, 2]``), in both directions, edge data cut with them (an
+    edge task's held-out edges, ``--edge-holdout``)."""
+    n = graph.num_nodes
+    dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.indptr.numpy()))
+    held = edge_keys(pairs[:, 0].numpy(), pairs[:, 1].numpy(), n)
+    return _keep_positions(graph, ~np.isin(edge_keys(graph.indices.numpy(), dst, n), held))
 
 
 def _keep_positions(graph, keep: np.ndarray):

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import functools
 
+import torch
+
 from fullgraph.data.graph import Graph
 from fullgraph.data.preprocess import row_normalize_features
 from fullgraph.errors import InputError
@@ -86,6 +88,11 @@ def load_graph(cfg) -> Graph:
     if _task(cfg) == "link":
         return load_link_graph(cfg)[0]
     graph = load_raw_graph(cfg)
+    if getattr(cfg.task, "edge_holdout", False):  # an edge task's validation and test edges leave the encoder's graph
+        from fullgraph.data.link_split import without_pairs
+
+        split = load_edge_split(cfg)
+        graph = without_pairs(graph, split.pairs[torch.cat([split.val, split.test])])
     return row_normalize_features(graph) if feature_norm_of(cfg) == "row" else graph
 
 

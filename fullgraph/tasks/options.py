@@ -19,9 +19,9 @@ DECODERS = ("auto", "dot", "mlp", "distmult", "transe", "rotate")
 """``--decoder``'s built-in choices (``tasks.decoders``; ``auto``: ``dot`` for links, ``mlp`` for an edge's label);
 a user's is ``FILE.py:build`` or ``module:build``."""
 LINK_ONLY = ("link_split", "edge_batch", "steps_per_epoch", "negatives", "decoder", "target_relation", "corrupt",
-             "edge_split")
+             "edge_split", "edge_holdout")
 """The options of the tasks that score pairs (each refused, when set, with a task that does not take it)."""
-TASK_OPTIONS = {"link": LINK_ONLY[:-1], "edge": ("edge_batch", "steps_per_epoch", "decoder", "edge_split")}
+TASK_OPTIONS = {"link": LINK_ONLY[:-2], "edge": ("edge_batch", "steps_per_epoch", "decoder", "edge_split", "edge_holdout")}
 """Which of :data:`LINK_ONLY` each pair task takes (``edge-regression``: as ``edge``)."""
 
 
@@ -55,7 +55,10 @@ class TaskOptions(Section):
         "user's ``build(width, outputs)``.")
     edge_split: str = opt(DEFAULT_EDGE_SPLIT,
         "Edge tasks (``edge``, ``edge-regression``): the fractions TRAIN,VAL,TEST of the labelled edges, drawn with "
-        "``seed`` (the edges stay in the encoder's graph).")
+        "``seed`` (the edges stay in the encoder's graph unless ``edge_holdout``).")
+    edge_holdout: bool = opt(False,
+        "Edge tasks: take the validation and test edges out of the encoder's graph, in both directions (by default "
+        "the encoder passes messages over every edge, labelled or held out).")
     target_relation: str = opt("",
         "Link prediction on a typed graph: the relations whose edges are split and scored, in OGB's spelling "
         "``SRC___REL___DST`` (comma-separated for several); a held-out edge's reverse relation edge leaves the "

@@ -33,7 +33,8 @@ def _config(run: str, dataset: str | None, root: str | None, metric: str | None 
     saved = read_run_config(run)
     opts = {k: saved[k] for k in ("dataset", "root", "split", "feature_norm", "metric", "select", "seed",
                                   "partitioner", "metis_sample")}
-    opts |= {k: saved[k] for k in ("task", "link_split", "decoder", "target_relation", "corrupt", "edge_split")
+    opts |= {k: saved[k] for k in ("task", "link_split", "decoder", "target_relation", "corrupt", "edge_split",
+                                  "edge_holdout")
              if k in saved}  # a pair run: its split, its decoder, its typed links
     opts |= {k: v for k, v in (("dataset", dataset), ("root", root), ("metric", metric)) if v is not None}
     keep = ("model", "model_args", "layers", "hidden", "heads", "norm", "gcn_kernel", "gcnii_alpha", "gcnii_lambda", "appnp_alpha",

@@ -3,7 +3,8 @@ read from an edge list's ``label`` column, split by ``--edge-split``, predicted 
 ends' embeddings, under every layout that scores pairs.
 
 What is proved: the label column is the edges' labels and no layer's input; the split is seeded, disjoint and
-covers the labelled edges; one process's loss is the cross-entropy (or the squared error of standardized
+covers the labelled edges; ``--edge-holdout`` takes exactly the held-out edges out of the encoder's graph;
+one process's loss is the cross-entropy (or the squared error of standardized
 targets) written out from the encoder's rows and the decoder's weights; ``evaluate``'s metrics are numpy's of
 ``predict``'s outputs; graph parallelism, ``spmm-1d`` and the hybrid with one chunk train the same losses as
 one process (dropout on, several steps an epoch); bad input is one line and exit status 2.
@@ -76,6 +77,18 @@ def test_the_label_column_labels_the_edges_and_no_layer_reads_it(folder):
     again = load_edge_split(cfg)
     other = load_edge_split(cfg.with_options(seed=1))
     assert torch.equal(again.train, split.train) and not torch.equal(other.train, split.train)
+
+
+def test_edge_holdout_takes_the_validation_and_test_edges_out_of_the_encoders_graph(folder):
+    from fullgraph.data.load import load_edge_split, load_graph
+
+    cfg = cfg_of(folder / "classes")
+    whole, held = load_graph(cfg), load_graph(cfg.with_options(edge_holdout=True))
+    split = load_edge_split(cfg)
+    key = lambda g: {(int(u), int(v)) for u, v in zip(*g.edges())}  # noqa: E731
+    out = {(int(u), int(v)) for u, v in split.pairs[torch.cat([split.val, split.test])]}
+    out |= {(v, u) for u, v in out}
+    assert key(held) == key(whole) - out and key(whole) & out  # both directions of each held-out edge, no other
 
 
 @pytest.mark.parametrize("task", ["edge", "edge-regression"])
@@ -153,11 +166,14 @@ def test_evaluate_computes_numpys_metrics_of_predicts_outputs(folder, single, ta
     ("edge", ["--parallel", "spmm-1d", "--nprocs", "2", "--model", "gcn"]),
     ("edge", ["--parallel", "hybrid", "--nprocs", "2", "--stages", "1", "--graph-ways", "2", "--chunks", "1"]),
     ("edge-regression", ["--parallel", "graph", "--nprocs", "2"]),
-], ids=["graph", "spmm-1d", "hybrid-1x2", "regression-graph"])
+    ("edge", ["--parallel", "graph", "--nprocs", "2", "--edge-holdout"]),
+], ids=["graph", "spmm-1d", "hybrid-1x2", "regression-graph", "holdout-graph"])
 def test_every_layout_trains_edges_as_one_process(folder, single, task, flags, tmp_path):
     """Dropout 0.5, two steps an epoch; the hybrid with one chunk reads no history (exact training)."""
     name = "classes" if task == "edge" else "numbers"
     _, _, want = single[task]
+    if "--edge-holdout" in flags:  # its own one-process run, on the graph without the held-out edges
+        _, want = train(folder / name, tmp_path / "one", task, "--edge-holdout")
     summary, got = train(folder / name, tmp_path / "run", task, *flags)
     assert summary["nprocs"] == 2
     assert_same_losses(got, want, what=f"{task} {' '.join(flags[:2])} against one process")
@@ -168,6 +184,7 @@ def test_every_layout_trains_edges_as_one_process(folder, single, task, flags, t
     ("numbers", ["--task", "edge"], "a number per edge trains --task edge-regression"),
     ("classes", ["--task", "edge", "--edge-split", "1,0,0"], "to leave every part some of the"),
     ("classes", ["--edge-split", "0.5,0.25,0.25"], "expected --edge-split only with --task edge (got --task node)"),
+    ("classes", ["--edge-holdout"], "expected --edge-holdout only with --task edge (got --task node)"),
     ("classes", ["--task", "edge", "--metric", "rocauc"], "expected --metric auto or one of acc, macro-f1, micro-f1"),
     ("classes", ["--task", "edge", "--decoder", "dot"], "expected --decoder mlp or a user's FILE.py:build with an edge"),
     ("classes", ["--task", "edge", "--edge-split", "0.5,0.5"], "expected --edge-split as three fractions"),
