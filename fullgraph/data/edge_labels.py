@@ -29,15 +29,9 @@ PARTS = ("train", "val", "test")
 
 def parse_edge_split(text: str) -> tuple[float, float, float]:
     """``--edge-split`` as three fractions (train, val, test) in [0, 1] that sum to 1."""
-    try:
-        parts = tuple(float(p) for p in text.split(","))
-    except ValueError:
-        parts = ()
-    if len(parts) != 3 or not all(np.isfinite(p) and 0 <= p <= 1 for p in parts):
-        raise InputError(f"expected --edge-split as three fractions TRAIN,VAL,TEST in [0, 1] (got {text!r})")
-    if abs(sum(parts) - 1.0) > 1e-6:
-        raise InputError(f"expected --edge-split fractions that sum to 1 (got {text!r}, which sums to {sum(parts):g})")
-    return parts
+    from fullgraph.data.link_split import parse_fractions
+
+    return parse_fractions(text, "--edge-split")
 
 
 @dataclass(eq=False)

@@ -26,7 +26,7 @@ import torch
 from fullgraph.data.checks import describe
 from fullgraph.errors import InputError
 
-__all__ = ["LinkSplit", "random_link_split", "parse_link_split", "edge_keys", "without_pairs", "PAIR_FIELDS",
+__all__ = ["LinkSplit", "random_link_split", "parse_link_split", "edge_keys", "without_pairs", "parse_fractions", "PAIR_FIELDS",
            "DEFAULT_LINK_SPLIT"]
 
 DEFAULT_LINK_SPLIT = "0.85,0.05,0.10"
@@ -35,16 +35,22 @@ PAIR_FIELDS = ("train", "val", "val_neg", "test", "test_neg")
 """The pair tables of a split, in the order files and fingerprints list them."""
 
 
-def parse_link_split(text: str) -> tuple[float, float, float]:
-    """``--link-split`` as three fractions (train, val, test) that sum to 1 and leave training edges."""
+def parse_fractions(text: str, flag: str) -> tuple[float, float, float]:
+    """``flag``'s value as three fractions TRAIN,VAL,TEST in [0, 1] that sum to 1."""
     try:
         parts = tuple(float(p) for p in text.split(","))
     except ValueError:
         parts = ()
     if len(parts) != 3 or not all(np.isfinite(p) and 0 <= p <= 1 for p in parts):
-        raise InputError(f"expected --link-split as three fractions TRAIN,VAL,TEST in [0, 1] (got {text!r})")
+        raise InputError(f"expected {flag} as three fractions TRAIN,VAL,TEST in [0, 1] (got {text!r})")
     if abs(sum(parts) - 1.0) > 1e-6:
-        raise InputError(f"expected --link-split fractions that sum to 1 (got {text!r}, which sums to {sum(parts):g})")
+        raise InputError(f"expected {flag} fractions that sum to 1 (got {text!r}, which sums to {sum(parts):g})")
+    return parts
+
+
+def parse_link_split(text: str) -> tuple[float, float, float]:
+    """``--link-split`` as three fractions (train, val, test) that sum to 1 and leave training edges."""
+    parts = parse_fractions(text, "--link-split")
     if parts[0] <= 0:
         raise InputError(f"expected --link-split to leave training edges (got a train fraction of {parts[0]:g})")
     return parts

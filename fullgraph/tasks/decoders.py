@@ -160,16 +160,22 @@ def build_decoder(spec: str, width: int, num_relations: int | None = None) -> nn
             raise InputError(f"expected typed links (--target-relation on a typed graph) with --decoder {spec}, which "
                              f"scores each pair by its relation (got untyped links): use --decoder dot or mlp")
         return RELATIONAL[spec](width, num_relations)
+    return _users(spec, lambda build: build(width) if num_relations is None else
+                  _with_relations(build, width, num_relations), f"a decoder for width {width}")
+
+
+def _users(spec: str, call, what: str) -> nn.Module:
+    """A user's decoder: ``call(build)`` of the builder ``spec`` names, whatever it raises reported in one
+    line naming ``what`` it was to build, and its result checked to be a module."""
     from fullgraph.models.user import load_builder
 
     try:
-        build = load_builder(spec)
-        decoder = build(width) if num_relations is None else _with_relations(build, width, num_relations)
+        decoder = call(load_builder(spec))
     except InputError as e:
         raise InputError(str(e).replace("--model", "--decoder")) from None
     except Exception as e:  # noqa: BLE001 - the user's builder: whatever it raises is reported in one line
-        raise InputError(f"expected --decoder {spec} to build a decoder for width {width} (it raised "
-                         f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})") from None
+        raise InputError(f"expected --decoder {spec} to build {what} (it raised {type(e).__name__}: "
+                         f"{str(e).splitlines()[0][:200] if str(e) else ''})") from None
     if not isinstance(decoder, nn.Module):
         raise InputError(f"expected --decoder {spec} to return a torch.nn.Module (got {type(decoder).__name__})")
     return decoder
@@ -195,18 +201,7 @@ def build_edge_decoder(spec: str, width: int, outputs: int) -> nn.Module:
     if ":" not in spec:
         raise InputError(f"expected --decoder mlp or a user's FILE.py:build with an edge task (got --decoder {spec}, "
                          f"which scores a pair with one number): an edge's label needs a logit per class")
-    from fullgraph.models.user import load_builder
-
-    try:
-        decoder = load_builder(spec)(width, outputs)
-    except InputError as e:
-        raise InputError(str(e).replace("--model", "--decoder")) from None
-    except Exception as e:  # noqa: BLE001 - the user's builder: whatever it raises is reported in one line
-        raise InputError(f"expected --decoder {spec} to build an edge decoder for width {width} and {outputs} outputs "
-                         f"(it raised {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})") from None
-    if not isinstance(decoder, nn.Module):
-        raise InputError(f"expected --decoder {spec} to return a torch.nn.Module (got {type(decoder).__name__})")
-    return decoder
+    return _users(spec, lambda build: build(width, outputs), f"an edge decoder for width {width} and {outputs} outputs")
 
 
 def attach_decoder(model: nn.Module, spec: str, width: int, num_relations: int | None = None,
