@@ -68,7 +68,7 @@ def take_ends(table: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, halves:
     if not halves:
         return table[src], table[dst]
     w = table.shape[1] // 2
-    return table[:, :w][src], table[:, w:][dst]
+    return table[:, :w].contiguous()[src], table[:, w:].contiguous()[dst]  # (n rows copied: a dense gather)
 
 
 class PairOwners:

@@ -81,7 +81,7 @@ class EdgeMLPDecoder(nn.Module):
     def finish(self, p_src: torch.Tensor, p_dst: torch.Tensor) -> torch.Tensor:
         """The outputs of edges from their ends' projections (:meth:`project`): the source's first half, the
         destination's second (``parallel.pairs.take_ends`` gathers each alone)."""
-        return self.out(torch.relu(torch.add(p_src, p_dst).add_(self.hidden.bias)))
+        return self.out(torch.add(p_src, p_dst).add_(self.hidden.bias).relu_())
 
 
 class _Relational(nn.Module):
