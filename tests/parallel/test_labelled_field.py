@@ -86,7 +86,7 @@ def test_the_last_layer_computes_the_labelled_rows_alone_with_the_same_loss_and_
 
 def test_links_and_graphs_of_one_labelled_type_compute_every_row():
     graph = small_typed(("paper", "author", "venue"))
-    engine, m = engine_and_model(graph, "rgcn", SimpleNamespace(name="link"))  # what the engine reads of it
+    engine, m = engine_and_model(graph, "rgcn", SimpleNamespace(name="link", joins_rows=True))  # (what it reads)
     assert engine.rows_computed(m) is None  # a link's score reads any type's output rows
     with keyed_dropout(0, 1):
         assert engine.forward(m, 1, training=True).shape[0] == graph.num_nodes
