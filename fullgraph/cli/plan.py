@@ -237,7 +237,7 @@ def plan_layout(graph, base: dict, o: dict, args, timer, network, cores: int | N
                       machines=machines.placement())
     kw = dict(threads=timer.threads, node_speed=node_speed, **(shared or dict(cores=cores, core_efficiency=core_efficiency)))
     est, spread = _estimates(works, timer, network, kw)
-    task = link_task(cfg) if cfg.task.name == "link" else None
+    task = link_task(cfg) if cfg.task.name in PAIR_TASKS else None
     row = {"layout": label(o) + (" --prune" if prune else ""), "options": o | ({"prune": True} if prune else {}),
             "nprocs": nprocs, "threads": timer.threads,
             "bytes_per_epoch": sum(volume.values()), "by_category": volume,

@@ -107,22 +107,26 @@ def _task(cfg) -> str:
 
 
 def load_edge_split(cfg):
-    """The ``EdgeSplit`` of an edge task (``data.edge_labels``): the labelled edges of the edge-list folder
-    ``cfg`` names (its edges file's ``label`` column), split by ``--edge-split`` with the run's seed."""
+    """The ``EdgeSplit`` of an edge task (``data.edge_labels``): the labelled edges of the folder ``cfg`` names
+    (``data.edge_sources``), split as the folder says where it has split files, else by ``--edge-split`` with
+    the run's seed."""
     from pathlib import Path
 
     from fullgraph.data.detect import looks_like_path
-    from fullgraph.data.edge_labels import parse_edge_split, random_edge_split, read_edge_labels
-    from fullgraph.data.formats.edgelist_folder import find_folder_files
+    from fullgraph.data.edge_labels import DEFAULT_EDGE_SPLIT, edge_split, parse_edge_split
+    from fullgraph.data.edge_sources import labelled_edges
 
     folder = cfg.data.root if cfg.data.dataset == "edgelist" else cfg.data.dataset
-    edges = find_folder_files(folder)["edges"] if folder and looks_like_path(folder) and Path(folder).is_dir() else None
-    if edges is None:
+    if not (folder and looks_like_path(folder) and Path(folder).is_dir()):
         raise InputError(f"expected a folder of plain files whose edge list names a label column with --task "
                          f"{cfg.task.name} (got --dataset {cfg.data.dataset}): see docs/data.md, edge labels")
-    pairs, y = read_edge_labels(edges, cfg.task.name == "edge-regression", cfg.task.name)
-    return random_edge_split(pairs, y, parse_edge_split(cfg.task.edge_split), cfg.optimization.seed,
-                             Path(folder).name)
+    edges = labelled_edges(folder, cfg.task.name)
+    if edges.parts is not None and cfg.task.edge_split != DEFAULT_EDGE_SPLIT:  # a given split is never dropped silently
+        raise InputError(f"expected no --edge-split with {folder}, whose split files are its edges' split (got "
+                         f"--edge-split {cfg.task.edge_split}): leave it out, or move the split files away")
+    return edge_split(edges, numeric=cfg.task.name == "edge-regression", task=cfg.task.name,
+                      fractions=parse_edge_split(cfg.task.edge_split), seed=cfg.optimization.seed,
+                      name=Path(folder).name)
 
 
 def load_link_graph(cfg):

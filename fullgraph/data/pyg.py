@@ -18,9 +18,10 @@ when set, else the largest type + 1). Each row belongs to the edge of the same c
 ``edge_index``; :meth:`Graph.from_edges` puts them in CSR order with their edges (an edge listed
 twice has its weights summed, and is refused with features or a type). Integer or boolean
 ``edge_attr`` and half or double precision values become float32, as ``x`` does. Any other
-``edge_*`` tensor (``edge_label``, ``edge_time``, ...) is refused in one line, not dropped: a
-``Graph`` cannot hold it, and a model silently trained without it would be another model than the
-user's.
+``edge_*`` tensor (``edge_time``, ...) is refused in one line, not dropped: a ``Graph`` cannot hold
+it, and a model silently trained without it would be another model than the user's. ``edge_label``
+(with ``edge_label_index``, or one per column of ``edge_index``) is what an edge task learns, no layer's
+input: :func:`write_pyg` keeps it beside the folder as its labelled edges (``data.edge_sources``).
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def to_pyg(graph: Graph, *, dense_x: bool = True):
 
 CARRIED = ("edge_weight", "edge_attr", "edge_type")
 """The edge tensors of a PyG ``Data`` that a ``Graph`` holds (module doc)."""
+EDGE_LABEL = ("edge_label", "edge_label_index")
+"""The edge tensors of a PyG ``Data`` that name labelled edges (:func:`take_edge_labels`)."""
 
 
 def _edge_data(data) -> list[str]:
@@ -78,6 +81,10 @@ def check_no_edge_data(data) -> None:
     """Refuse the edge tensors a ``Graph`` cannot hold (any ``edge_*`` but :data:`CARRIED`) in one
     line (what, why, what to do), rather than drop them silently."""
     found = [k for k in _edge_data(data) if k not in CARRIED]
+    if "edge_label" in found:
+        raise InputError("expected no edge_label on the PyG Data given to train on directly (got one): write it "
+                         "with fullgraph.data.pyg.write_pyg(data, folder), which keeps it as the folder's labelled "
+                         "edges, and train --task edge on the folder")
     if found:
         drop = "; ".join(f"data.{k} = None" for k in found)
         raise InputError(f"expected no edge data on the PyG Data but {', '.join(CARRIED)} (got {', '.join(found)}): "
@@ -176,11 +183,47 @@ def write_pyg(data, out_dir, name: str | None = None, *, split: int = 0, seed: i
     what ``--feature-norm auto`` means for it (``row`` for bag-of-words features like Planetoid's).
     Other ``options`` go to ``write_native`` (``source``, ``block_bytes``).
     """
+    from fullgraph.data.edge_sources import write_labelled_edges
     from fullgraph.data.formats.native import write_native
 
+    data, edges = take_edge_labels(data)
     graph = pyg_graph(data, name, split=split, seed=seed, preprocess=preprocess)
-    return write_native(graph, out_dir, preprocessed=True if preprocess else None, feature_norm=feature_norm,
+    meta = write_native(graph, out_dir, preprocessed=True if preprocess else None, feature_norm=feature_norm,
                         **options)
+    if edges is not None:
+        write_labelled_edges(edges, out_dir)
+    return meta
+
+
+def take_edge_labels(data):
+    """``(data without its edge labels, LabelledEdges | None)``: PyG's ``edge_label`` ([M], or [M, 1]) of the pairs
+    ``edge_label_index`` ([2, M]), or without it of the columns of ``edge_index`` (whose ``edge_attr`` rows are then
+    the edges' features), as :func:`write_pyg` keeps them (``data.edge_sources``); the ``Data`` given is
+    not changed."""
+    import copy
+
+    import numpy as np
+
+    from fullgraph.data.edge_sources import LabelledEdges
+
+    label = getattr(data, "edge_label", None)
+    if is_hetero(data) or label is None:
+        return data, None
+    index = getattr(data, "edge_label_index", None)
+    pairs = data.edge_index if index is None else index
+    if not isinstance(label, torch.Tensor) or not isinstance(pairs, torch.Tensor) or pairs.dim() != 2 \
+            or pairs.shape[0] != 2 or label.reshape(label.shape[0], -1).shape != (pairs.shape[1], 1):
+        raise InputError(f"expected data.edge_label of shape [M] beside {'edge_index' if index is None else 'edge_label_index'} "
+                         f"[2, M] (got {list(getattr(label, 'shape', []))} and {list(getattr(pairs, 'shape', []))})")
+    x = getattr(data, "edge_attr", None) if index is None else None
+    if x is not None:
+        x = (x.unsqueeze(1) if x.dim() == 1 else x).float().numpy()
+    rest = copy.copy(data)
+    for key in EDGE_LABEL:
+        if getattr(rest, key, None) is not None:
+            delattr(rest, key)
+    return rest, LabelledEdges(pairs.T.long().numpy().copy(), label.reshape(-1).double().numpy(), "data.edge_label",
+                               None if x is None else np.ascontiguousarray(x))
 
 
 def pyg_graph(data, name: str | None = None, *, split: int = 0, seed: int | None = None,

@@ -111,7 +111,7 @@ class PairOwners:
     def rows(self, out: torch.Tensor, pairs: torch.Tensor, category: str, precision: str = "fp32",
              halves: bool = False):
         """``(src rows, dst rows)`` of ``pairs``, all of whose sources this rank owns (``halves``:
-        :func:`take_ends`)."""
+        :func:`take_ends`, and only the second half of a far row travels: half the bytes)."""
         dev, comm, P = out.device, self.comm, self.world_size
         if comm is None:
             src, dst = (self.local[pairs[:, k]].to(dev) for k in (0, 1))
@@ -122,9 +122,12 @@ class PairOwners:
         asked_counts = [int(c) for c in counts]
         asked = comm.all_to_all_rows(far.to(dev), want_counts, asked_counts, f"{category}/index").cpu()
         plan = HaloPlan(self.local[asked].to(dev), asked_counts, want_counts, asked.to(dev), far.to(dev))
-        got = exchange_halo(out, comm, plan, category, precision)
-        table = torch.cat([out, got])
         position = self.local.clone()
         position[far] = out.shape[0] + torch.arange(far.numel())
         src, dst = (position[pairs[:, k]].to(dev) for k in (0, 1))
-        return take_ends(table, src, dst, halves)
+        if halves:  # the far ends are destinations: only their second half travels
+            w = out.shape[1] // 2
+            second = out[:, w:].contiguous()
+            return out[:, :w].contiguous()[src], torch.cat([second, exchange_halo(second, comm, plan, category,
+                                                                                   precision)])[dst]
+        return take_ends(torch.cat([out, exchange_halo(out, comm, plan, category, precision)]), src, dst)

@@ -1,10 +1,12 @@
-"""The bytes link prediction's pair exchange moves (``parallel.pairs``), from the pairs and the partition.
+"""The bytes the pair exchange of links and labelled edges moves (``parallel.pairs``), from the pairs and
+the partition.
 
 A step's pairs are scored by the owners of their sources; each owner asks for the distinct far ends it
 lacks, once: ``link/index`` carries every rank's count to every other (P·(P−1) int64s) and the asked ids
-(one int64 each), ``link/fwd`` the rows (``width`` values each at the wire's precision) and ``link/bwd``
-their gradients. The pairs of a step are the task's own draw (``tasks.link.LinkTask.step_pairs``), so the
-count is exact, not expected: the ledger of a run equals it byte for byte.
+(one int64 each), ``link/fwd`` the rows (``width`` values each at the wire's precision: an embedding, or an
+edge decoder's destination half of the projections, as wide) and ``link/bwd`` their gradients. The pairs of
+a step are the task's own draw (``LinkTask.step_pairs``, ``EdgeTask.step_pairs``), so the count is exact, not
+expected: the ledger of a run equals it byte for byte.
 """
 
 from __future__ import annotations
@@ -16,14 +18,15 @@ __all__ = ["link_step_volume", "link_epoch_volume", "link_eval_volume", "link_ep
 
 def link_step_volume(pairs: torch.Tensor, node_part: torch.Tensor, width: int, nprocs: int,
                      row_bytes: int | None = None, prefix: str = "", groups: int = 1,
-                     world: int | None = None) -> dict[str, int]:
+                     world: int | None = None, scored_bytes: int = 16) -> dict[str, int]:
     """Bytes by ledger category of one step that scores ``pairs`` (``[n, 2]`` global ids) over parts
     ``node_part`` (ranks ``0..nprocs-1`` of the exchange's group, ``Mesh.pair_group``), in each
     of ``groups`` groups (replicas that score every pair); ``row_bytes``: one row on the wire (default:
     ``width`` float32s). ``prefix`` ``eval/``: the same exchange in evaluation, in one group, which sends
-    no gradient back, and the gather of every rank's ``(index, score)`` float64 pairs over the ``world``
-    (default ``nprocs``; ``Engine.gather_rows``: a count, then as many rows as the rank with the most,
-    from each rank to every other; ranks outside the group send none)."""
+    no gradient back, and the gather of every rank's ``(index, scores)`` float64 rows (``scored_bytes`` each:
+    the task's ``gathered_row_bytes``) over the ``world`` (default ``nprocs``; ``Engine.gather_rows``: a count,
+    then as many rows as the rank with the most, from each rank to every other; ranks outside the group
+    send none)."""
     owner = torch.as_tensor(node_part, dtype=torch.int64)
     pairs = torch.as_tensor(pairs, dtype=torch.int64)
     src_owner = owner[pairs[:, 0]]
@@ -36,23 +39,24 @@ def link_step_volume(pairs: torch.Tensor, node_part: torch.Tensor, width: int, n
     out = {f"{prefix}link/index": 8 * (nprocs * (nprocs - 1) + rows), f"{prefix}link/fwd": rows * row_bytes}
     if prefix:
         world = nprocs if world is None else world
-        return out | {"eval/reduce": world * (world - 1) * (8 + 16 * most)}
+        return out | {"eval/reduce": world * (world - 1) * (8 + scored_bytes * most)}
     return {k: v * groups for k, v in (out | {"link/bwd": rows * row_bytes}).items()}
 
 
 def link_eval_volume(task, node_part, width: int, nprocs: int, row_bytes: int | None = None,
                      world: int | None = None) -> dict[str, int]:
-    """The bytes of one evaluation of a ``LinkTask`` (``LinkTask.evaluation_pairs``, a chunk at a time)."""
+    """The bytes of one evaluation of a pair task (its ``evaluation_pairs``, a chunk at a time)."""
     total: dict[str, int] = {}
     for pairs in task.evaluation_pairs():
-        for k, v in link_step_volume(pairs, node_part, width, nprocs, row_bytes, prefix="eval/", world=world).items():
+        for k, v in link_step_volume(pairs, node_part, width, nprocs, row_bytes, prefix="eval/", world=world,
+                                     scored_bytes=task.gathered_row_bytes).items():
             total[k] = total.get(k, 0) + v
     return total
 
 
 def link_epoch_volume(task, epoch: int, node_part, width: int, nprocs: int,
                       row_bytes: int | None = None, groups: int = 1) -> dict[str, int]:
-    """The sum of :func:`link_step_volume` over the steps of ``epoch`` of a ``LinkTask``."""
+    """The sum of :func:`link_step_volume` over the steps of ``epoch`` of a pair task (links, labelled edges)."""
     total: dict[str, int] = {}
     for step in range(task.steps(epoch)):
         pairs = task.step_pairs(epoch, step)[0]
@@ -81,11 +85,11 @@ def link_exchange_seconds(volume: dict[str, int], rounds: int, nprocs: int, netw
 
 
 def link_task(cfg):
-    """The ``LinkTask`` ``train`` would run with ``cfg``: its split drawn (or read) as ``train`` does."""
-    from fullgraph.data.load import load_link_graph
-    from fullgraph.tasks import LinkTask
+    """The pair task (links, or labelled edges) ``train`` would run with ``cfg``: its split drawn (or read) as
+    ``train`` does."""
+    from fullgraph.tasks import task_for
 
-    return LinkTask(cfg, load_link_graph(cfg)[1])
+    return task_for(cfg)
 
 
 def link_epoch_row(row: dict, cfg, node_part, width: int, network=None, task=None) -> dict:
@@ -95,7 +99,7 @@ def link_epoch_row(row: dict, cfg, node_part, width: int, network=None, task=Non
     is added (the epochs differ only in which pairs are drawn), at the wire precision of graph
     parallelism, fp32 in the others, with an evaluation's (in place of node labels' sums), its time on
     ``network`` (:func:`link_exchange_seconds`) too. The decoder's work is not in the time estimate.
-    ``task``: the run's ``LinkTask`` where the caller has it (else drawn here)."""
+    ``task``: the run's pair task where the caller has it (else drawn here)."""
     from fullgraph.comm.precision import row_bytes
 
     task = link_task(cfg) if task is None else task

@@ -64,8 +64,10 @@ def with_task_head(model, cfg, width: int, num_relations: int | None = None, tas
         return model
     from fullgraph.tasks.decoders import attach_decoder
 
-    outputs = None if cfg.task.name == "link" else (task or task_for(cfg)).outputs
-    return attach_decoder(model, cfg.task.decoder, width, num_relations, outputs)
+    if cfg.task.name == "link":
+        return attach_decoder(model, cfg.task.decoder, width, num_relations)
+    task = task or task_for(cfg)
+    return attach_decoder(model, cfg.task.decoder, width, num_relations, task.outputs, task.split.edge_dim)
 
 
 def check_task(cfg) -> None:

@@ -57,31 +57,35 @@ class MLPDecoder(nn.Module):
 
 
 class EdgeMLPDecoder(nn.Module):
-    """An edge task's decoder (``--decoder mlp``, or ``auto``): ``Linear(2·width, width) -> ReLU ->
+    """An edge task's decoder (``--decoder mlp``, or ``auto``): ``Linear(2·width + edge_dim, width) -> ReLU ->
     Linear(width, outputs)`` over the two ends' embeddings concatenated (source first: a listed edge's
-    direction counts), a logit per class, or one number."""
+    direction counts), then the edge's own ``edge_dim`` features where it has some: a logit per class, or
+    one number."""
 
-    def __init__(self, width: int, outputs: int):
+    def __init__(self, width: int, outputs: int, edge_dim: int = 0):
         super().__init__()
-        self.width = width
-        self.hidden = nn.Linear(2 * width, width)
+        self.width, self.edge_dim = width, edge_dim
+        self.hidden = nn.Linear(2 * width + edge_dim, width)
         self.out = nn.Linear(width, outputs)
 
-    def forward(self, h_src: torch.Tensor, h_dst: torch.Tensor, rel: torch.Tensor | None = None) -> torch.Tensor:
-        return self.out(torch.relu(self.hidden(torch.cat([h_src, h_dst], -1))))
+    def forward(self, h_src: torch.Tensor, h_dst: torch.Tensor, x: torch.Tensor | None = None) -> torch.Tensor:
+        return self.out(torch.relu(self.hidden(torch.cat([h_src, h_dst, *(() if x is None else (x,))], -1))))
 
     def project(self, h: torch.Tensor) -> torch.Tensor:
         """Each node's two shares of the hidden layer, ``[h W_src^T, h W_dst^T]`` (``[n, 2·width]``): the
-        hidden layer of an edge is ``W [h_u, h_v] + b = (h_u W_src^T) + (h_v W_dst^T) + b``, so projecting
-        the n nodes once and gathering the projections costs ``n`` products where ``forward`` pays one per
-        edge (a graph's edges outnumber its nodes ten to a hundred times)."""
+        hidden layer of an edge is ``W [h_u, h_v, x] + b = (h_u W_src^T) + (h_v W_dst^T) + x W_x^T + b``, so
+        projecting the n nodes once and gathering the projections costs ``n`` products where ``forward`` pays
+        one per edge (a graph's edges outnumber its nodes ten to a hundred times)."""
         w = self.hidden.weight
-        return torch.cat([h @ w[:, :self.width].T, h @ w[:, self.width:].T], 1)
+        return torch.cat([h @ w[:, :self.width].T, h @ w[:, self.width:2 * self.width].T], 1)
 
-    def finish(self, p_src: torch.Tensor, p_dst: torch.Tensor) -> torch.Tensor:
+    def finish(self, p_src: torch.Tensor, p_dst: torch.Tensor, x: torch.Tensor | None = None) -> torch.Tensor:
         """The outputs of edges from their ends' projections (:meth:`project`): the source's first half, the
-        destination's second (``parallel.pairs.take_ends`` gathers each alone)."""
-        return self.out(torch.add(p_src, p_dst).add_(self.hidden.bias).relu_())
+        destination's second (``parallel.pairs.take_ends`` gathers each alone), and the edges' features ``x``."""
+        z = torch.add(p_src, p_dst)
+        if self.edge_dim:
+            z = z.addmm_(x.to(z.dtype), self.hidden.weight[:, 2 * self.width:].T)
+        return self.out(z.add_(self.hidden.bias).relu_())
 
 
 class _Relational(nn.Module):
@@ -184,33 +188,52 @@ def _users(spec: str, call, what: str) -> nn.Module:
 def _with_relations(build, width: int, num_relations: int):
     """A user's builder for typed links: ``build(width, num_relations)``, or ``build(width)`` where it
     takes one argument (a decoder that ignores relations)."""
+    return build(width, num_relations) if _positional(build) >= 2 else build(width)
+
+
+def _positional(build) -> int:
+    """How many positional arguments a user's builder takes (many: ``*args``, or a signature unknown)."""
     try:
         params = inspect.signature(build).parameters.values()
-        takes = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params) >= 2 or any(
-            p.kind == p.VAR_POSITIONAL for p in params)
     except (TypeError, ValueError):
-        takes = True
-    return build(width, num_relations) if takes else build(width)
+        return 1 << 30
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return 1 << 30
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
 
 
-def build_edge_decoder(spec: str, width: int, outputs: int) -> nn.Module:
-    """An edge task's decoder: ``mlp`` (``auto``), or a user's ``build(width, outputs)`` returning a module that
-    maps two ``[n, width]`` tensors to ``[n, outputs]`` (a logit per class, or one number)."""
+def build_edge_decoder(spec: str, width: int, outputs: int, edge_dim: int = 0) -> nn.Module:
+    """An edge task's decoder: ``mlp`` (``auto``), or a user's builder returning a module that maps two ``[n,
+    width]`` tensors to ``[n, outputs]`` (a logit per class, or one number). Where edges have ``edge_dim``
+    features, a builder of three parameters is called ``build(width, outputs, edge_dim)`` and its module's
+    ``forward`` gets the edges' features ``[n, edge_dim]`` third; one of two builds a decoder without them."""
     if spec in ("mlp", "auto"):
-        return EdgeMLPDecoder(width, outputs)
+        return EdgeMLPDecoder(width, outputs, edge_dim)
     if ":" not in spec:
         raise InputError(f"expected --decoder mlp or a user's FILE.py:build with an edge task (got --decoder {spec}, "
                          f"which scores a pair with one number): an edge's label needs a logit per class")
-    return _users(spec, lambda build: build(width, outputs), f"an edge decoder for width {width} and {outputs} outputs")
+    what = f"an edge decoder for width {width} and {outputs} outputs"
+    if not edge_dim:
+        return _users(spec, lambda build: build(width, outputs), what)
+    takes = []
+
+    def call(build):
+        takes.append(_positional(build) >= 3)
+        return build(width, outputs, edge_dim) if takes[0] else build(width, outputs)
+
+    decoder = _users(spec, call, what)
+    if not hasattr(decoder, "edge_dim"):  # what tasks.edge reads to pass the features, or not
+        decoder.edge_dim = edge_dim if takes[0] else 0
+    return decoder
 
 
 def attach_decoder(model: nn.Module, spec: str, width: int, num_relations: int | None = None,
-                   edge_outputs: int | None = None) -> nn.Module:
+                   edge_outputs: int | None = None, edge_dim: int = 0) -> nn.Module:
     """Give ``model`` its decoder as the submodule ``decoder`` (whose output the encoder never reads): a link's,
-    or with ``edge_outputs`` an edge task's (:func:`build_edge_decoder`)."""
+    or with ``edge_outputs`` an edge task's (:func:`build_edge_decoder`; ``edge_dim``: its edges' features)."""
     if hasattr(model, "decoder"):  # (the built-in models name their own output maps otherwise)
         raise InputError(f"expected a model without an attribute named 'decoder' with --task link, which attaches "
                          f"its pair decoder under that name (got a {type(model).__name__} that has one): rename it")
     model.add_module("decoder", build_decoder(spec, width, num_relations) if edge_outputs is None
-                     else build_edge_decoder(spec, width, edge_outputs))
+                     else build_edge_decoder(spec, width, edge_outputs, edge_dim))
     return model

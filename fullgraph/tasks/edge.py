@@ -72,7 +72,8 @@ class EdgeTask:
 
     def memory(self, ranks: int) -> dict[str, int]:
         """A step's scored edges on one of ``ranks`` ranks and the split's tables (every rank holds them)."""
-        tables = (self.split.pairs, self.split.y, self.split.train, self.split.val, self.split.test)
+        s = self.split
+        tables = (s.pairs, s.y, s.train, s.val, s.test, *(() if s.x is None else (s.x,)))
         return {"pair_bytes": PAIR_COPIES * 4 * self.cfg.model.hidden * math.ceil(self.batch / ranks),
                 "split_bytes": sum(t.numel() * t.element_size() for t in tables)}
 
@@ -91,38 +92,59 @@ class EdgeTask:
             self._order = (epoch, self.split.train[torch.from_numpy(rng.permutation(self.split.train.numel()))])
         return self._order[1][step * self.batch:(step + 1) * self.batch]
 
+    def step_pairs(self, epoch: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The labelled edges a training step scores and their labels (what ``plan.link`` counts)."""
+        rows = self.step_rows(epoch, step)
+        return self.split.pairs[rows], self.split.y[rows]
+
+    def evaluation_pairs(self):
+        """Every chunk of labelled edges an evaluation exchanges, in order (what ``plan.link`` counts)."""
+        for part in PARTS:
+            yield from self.split.pairs[getattr(self.split, part)].split(EVAL_PAIRS)
+
+    @property
+    def gathered_row_bytes(self) -> int:
+        """The bytes of one scored edge in an evaluation's gather: its index and its outputs, float64."""
+        return 8 * (1 + self.outputs)
+
     def target(self, y: torch.Tensor) -> torch.Tensor:
         return y
 
     def loss_sum(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits, y.to(logits.device), reduction="sum")
 
-    def decode(self, engine, model, out: torch.Tensor, pairs: torch.Tensor, category: str) -> torch.Tensor:
-        """The decoder's outputs of ``pairs`` (this rank's share), their rows fetched by the layout: the MLP's
-        node projections (``EdgeMLPDecoder.project``: ``n`` products, not one per edge), else the
-        embeddings. A rank without output rows (a pipeline's earlier stage) scores nothing."""
+    def decode(self, engine, model, out: torch.Tensor, pairs: torch.Tensor, category: str,
+               x: torch.Tensor | None = None) -> torch.Tensor:
+        """The decoder's outputs of ``pairs`` (this rank's share) with the edges' own features ``x`` (where the
+        decoder reads them), their rows fetched by the layout: the MLP's node projections
+        (``EdgeMLPDecoder.project``: ``n`` products, not one per edge), else the embeddings. A rank without
+        output rows (a pipeline's earlier stage) scores nothing."""
         d = model.decoder
         if not out.shape[0]:
             return out.new_zeros((0, self.outputs))
+        extra = (x.to(out.device),) if getattr(d, "edge_dim", 0) else ()
         if not hasattr(d, "project"):
-            return d(*engine.pair_rows(out, pairs, category))
-        return d.finish(*engine.pair_rows(d.project(out), pairs, category, halves=True))
+            return d(*engine.pair_rows(out, pairs, category), *extra)
+        return d.finish(*engine.pair_rows(d.project(out), pairs, category, halves=True), *extra)
 
     def loss(self, engine, model, out: torch.Tensor, epoch: int, step: int) -> torch.Tensor:
         rows = self.step_rows(epoch, step)
         pairs, y = self.split.pairs[rows], self.target(self.split.y[rows])
         mine = engine.pair_share(pairs)
-        logits = self.decode(engine, model, out, pairs[mine], "link").float()
+        x = self.split.features(rows[mine])
+        logits = self.decode(engine, model, out, pairs[mine], "link", x).float()
         return scaled(self.loss_sum(logits, y[mine])) / pairs.shape[0]
 
-    def scores(self, engine, model, out: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
-        """The decoder's outputs ``[n, outputs]`` of ``pairs``, the same on every rank (each scores its
-        share, ``EVAL_PAIRS`` at a time, and every rank gathers them all)."""
+    def scores(self, engine, model, out: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """The decoder's outputs ``[n, outputs]`` of the labelled edges ``rows``, the same on every rank (each
+        scores its share, ``EVAL_PAIRS`` at a time, and every rank gathers them all)."""
+        pairs = self.split.pairs[rows]
         whole = torch.empty((pairs.shape[0], self.outputs), dtype=torch.float64)
         for start in range(0, pairs.shape[0], EVAL_PAIRS):
             chunk = pairs[start:start + EVAL_PAIRS]
             at = torch.nonzero(engine.pair_share(chunk)).flatten()
-            got = self.decode(engine, model, out, chunk[at], "eval/link").double()
+            x = self.split.features(rows[start:start + EVAL_PAIRS][at])
+            got = self.decode(engine, model, out, chunk[at], "eval/link", x).double()
             both = engine.gather_rows(torch.cat([at.to(got)[:, None], got], 1), "eval/reduce").cpu()
             whole[start + both[:, 0].long()] = both[:, 1:]
         return whole
@@ -146,8 +168,9 @@ class EdgeTask:
         """Every metric of each part (``metrics``, by name), ``*_metric`` the chosen one, and the validation loss."""
         metric, record = self.metric(), {"metrics": {}}
         for part in PARTS:
-            pairs, y = self.split.part(part)
-            scores = self.scores(engine, model, out, pairs)
+            rows = getattr(self.split, part)
+            scores = self.scores(engine, model, out, rows)
+            y = self.split.y[rows]
             record["metrics"][part] = self.split_metrics(self.predicted(scores), y)
             record[f"{part}_metric"] = record["metrics"][part][metric]
             if part == "val":
@@ -157,6 +180,10 @@ class EdgeTask:
     def metric(self, engine=None) -> str:
         chosen = self.cfg.optimization.metric
         return self.metrics[0] if chosen == "auto" else chosen
+
+    def file_facts(self) -> dict:
+        """What ``model.pt`` records of the task to build its decoder again: the edges' feature width."""
+        return {"edge_features": self.split.edge_dim}
 
     def sizes(self, engine=None) -> tuple[str, dict[str, int]]:
         """How many labelled edges judge the validation and test figures (the warning of a small split)."""

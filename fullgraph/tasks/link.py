@@ -64,6 +64,8 @@ class LinkTask:
 
     name = "link"
     metrics = LINK_METRICS
+    gathered_row_bytes = 16
+    """The bytes of one scored pair in an evaluation's gather: its index and its score, float64."""
     joins_rows = True  # (tasks.node.NodeTask.joins_rows)
 
     def __init__(self, cfg, split: LinkSplit):

@@ -17,15 +17,18 @@ from fullgraph.errors import InputError
 __all__ = ["read_pairs", "link_outputs", "link_embeddings"]
 
 
-def read_pairs(path: str, num_nodes: int, relations: tuple[str, ...] | None = None, node_types=None):
+def read_pairs(path: str, num_nodes: int, relations: tuple[str, ...] | None = None, node_types=None,
+               edge_dim: int = 0):
     """``--pairs``: a ``.npy`` of integers ``[n, 2]`` (read without pickles) or a text file of one pair per
     line; every id checked against the graph's nodes. Typed links (``relations``: the graph's relation
     names by id) take a third column, each pair's relation: its id, or in a text file its name
     ``SRC___REL___DST``; with the graph's ``node_types``, each triple's ends must be of its relation's
-    types. Returns ``(pairs [n, 2], relations [n] or None)``."""
+    types. Returns ``(pairs [n, 2], relations [n] or None)``; an edge task whose decoder reads the edges'
+    ``edge_dim`` features takes them after the two ids and gets ``(pairs, features [n, edge_dim])``."""
     p = Path(path)
-    cols = 2 if relations is None else 3
-    what = "'src dst'" if relations is None else "'src dst relation'"
+    cols = (2 if relations is None else 3) + edge_dim
+    what = ("'src dst relation'" if relations is not None else
+            f"'src dst' and the edge's {edge_dim} features" if edge_dim else "'src dst'")
     if not p.is_file():
         raise InputError(f"expected --pairs to be a file of node pairs (got no file at {p})")
     try:
@@ -44,8 +47,14 @@ def read_pairs(path: str, num_nodes: int, relations: tuple[str, ...] | None = No
     if a.size == 0:
         raise InputError(f"expected --pairs {p} to hold at least one pair {what} (got none)")
     if a.ndim != 2 or a.shape[1] != cols:
-        shape = "[n, 2]" if relations is None else "[n, 3] (src, dst, relation: the run's links are typed)"
+        shape = ("[n, 3] (src, dst, relation: the run's links are typed)" if relations is not None else
+                 f"[n, {cols}] (src, dst, then the edge's {edge_dim} features: the decoder reads them)" if edge_dim
+                 else "[n, 2]")
         raise InputError(f"expected --pairs {p} to hold pairs {shape} (got an array of shape {list(a.shape)})")
+    if edge_dim:
+        x, a = a[:, 2:].astype(np.float32), a[:, :2]
+        if not np.isfinite(x).all():
+            raise InputError(f"expected finite edge features in --pairs {p} (got NaN or infinity)")
     if not np.issubdtype(a.dtype, np.integer):
         if not np.all(np.isfinite(a)) or not np.all(a == np.round(a)):
             raise InputError(f"expected --pairs {p} to hold integer node ids (got other numbers)")
@@ -56,7 +65,7 @@ def read_pairs(path: str, num_nodes: int, relations: tuple[str, ...] | None = No
         raise InputError(f"expected the node ids of --pairs {p} in [0, {num_nodes}) (got {bad} pairs outside, e.g. "
                          f"ids {int(ends.min())}..{int(ends.max())})")
     if relations is None:
-        return torch.from_numpy(a), None
+        return torch.from_numpy(a), torch.from_numpy(x) if edge_dim else None
     rel = a[:, 2]
     if rel.min() < 0 or rel.max() >= len(relations):
         raise InputError(f"expected the relations of --pairs {p} as ids in [0, {len(relations)}) or names "
@@ -90,12 +99,14 @@ def link_outputs(engine, model, pairs: str | None, embeddings: bool) -> dict[str
                          f"its model scores pairs of nodes, or gives their embeddings")
     task = engine.task
     names = task.split.relation_names if getattr(task, "typed", False) else None
-    wanted, rel = (None, None) if pairs is None else read_pairs(pairs, engine.graph_nodes(), names, engine.node_types)
+    edge_dim = getattr(model.decoder, "edge_dim", 0)  # an edge task's decoder that reads the edges' features
+    wanted, rel = (None, None) if pairs is None else read_pairs(pairs, engine.graph_nodes(), names, engine.node_types,
+                                                                edge_dim)
     model.eval()
     out = engine.forward(model, 0, training=False).float()
     arrays = {}
     if wanted is not None and task.name != "link":  # an edge task: a class (and its probabilities) or a number
-        scores = task.decode(engine, model, out, wanted, "eval/link").double()
+        scores = task.decode(engine, model, out, wanted, "eval/link", rel).double()
         arrays = {k: v.cpu().numpy() for k, v in task.pair_predictions(scores).items()}
     elif wanted is not None:
         h_src, h_dst = engine.pair_rows(out, wanted, "eval/link")

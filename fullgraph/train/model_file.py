@@ -90,7 +90,8 @@ def load_model(path: str | Path, device="cpu"):
         relations = int(rel.shape[0]) if rel is not None else len(types.get("relations", ())) or None
         outputs = obj["state_dict"].get("decoder.out.bias")  # an edge task's: a logit per class, or one number
         attach_decoder(model, config.get("decoder", "dot"), out_dim, relations,
-                       None if config["task"] == "link" else outputs.numel() if outputs is not None else None)
+                       None if config["task"] == "link" else outputs.numel() if outputs is not None else None,
+                       (obj.get("graph") or {}).get("edge_features", 0))
     try:
         model.load_state_dict(obj["state_dict"])
     except RuntimeError as err:

@@ -385,7 +385,7 @@ class Trainer:
             return
         from pathlib import Path
 
-        graph = {"name": e.name, "features": e.in_dim, "classes": e.num_classes}
+        graph = {"name": e.name, "features": e.in_dim, "classes": e.num_classes} | getattr(self.task, "file_facts", dict)()
         args = self.run_model.file_args(e.in_dim, self.out_dim, e.edges.width, e.node_types)
         save_model(Path(cfg.run.out) / MODEL_FILE, state=state, args=args, graph=graph,
                    config=self.run_model.options(), metrics=dict(best))

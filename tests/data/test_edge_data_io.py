@@ -241,8 +241,8 @@ def test_pyg_data_both_ways():
                                     r"\(got shape \[5, 3\]\)"),
     ("edge_weight", torch.rand(6, 2), r"expected data\.edge_weight of shape \[6\]"),
     ("edge_type", torch.rand(6), r"expected data\.edge_type to be integer relation ids"),
-    ("edge_label", torch.rand(6), r"expected no edge data on the PyG Data but edge_weight, edge_attr, edge_type "
-                                  r"\(got edge_label\).*data\.edge_label = None"),
+    ("edge_time", torch.rand(6), r"expected no edge data on the PyG Data but edge_weight, edge_attr, edge_type "
+                                 r"\(got edge_time\).*data\.edge_time = None"),
 ])
 def test_bad_pyg_edge_data_is_one_line(key, value, match, tmp_path):
     pytest.importorskip("torch_geometric")

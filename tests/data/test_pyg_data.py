@@ -36,13 +36,13 @@ def test_edge_weight_and_attr_are_kept(key, value, read, tmp_path):
 @pytest.mark.parametrize("read", ["from_pyg", "write_pyg"])
 def test_other_edge_tensors_are_refused_in_one_line(read, tmp_path):
     data = small()
-    data.edge_label = torch.rand(6)
+    data.edge_time = torch.rand(6)
     with pytest.raises(InputError) as e:
         from_pyg(data) if read == "from_pyg" else write_pyg(data, tmp_path / "out")
     message = str(e.value)
     assert "\n" not in message
-    assert "expected no edge data on the PyG Data but edge_weight, edge_attr, edge_type (got edge_label)" in message
-    assert "cannot be kept" in message and "data.edge_label = None" in message and "model will not see them" in message
+    assert "expected no edge data on the PyG Data but edge_weight, edge_attr, edge_type (got edge_time)" in message
+    assert "cannot be kept" in message and "data.edge_time = None" in message and "model will not see them" in message
     assert not (tmp_path / "out").exists()
 
 
@@ -50,10 +50,10 @@ def test_every_edge_tensor_is_kept_and_dropping_the_others_writes_the_graph(tmp_
     data = small()
     data.edge_weight, data.edge_attr = torch.rand(6), torch.rand(6, 2)
     data.edge_type = torch.zeros(6, dtype=torch.int64)
-    data.edge_time, data.edge_label = torch.rand(6), torch.rand(6)
-    with pytest.raises(InputError, match=r"got edge_label, edge_time\).*data.edge_label = None; data.edge_time = None"):
+    data.edge_time, data.edge_mask = torch.rand(6), torch.rand(6)
+    with pytest.raises(InputError, match=r"got edge_mask, edge_time\).*data.edge_mask = None; data.edge_time = None"):
         write_pyg(data, tmp_path / "out")
-    data.edge_time = data.edge_label = None
+    data.edge_time = data.edge_mask = None
     write_pyg(data, tmp_path / "out")
     g = load_native(tmp_path / "out")
     assert g.num_edges == 6 and g.edge_kinds == ("weight", "attr", "type") and g.num_relations == 1

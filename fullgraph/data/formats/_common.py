@@ -67,14 +67,15 @@ def labels_from_onehot(onehot: np.ndarray, what: str) -> np.ndarray:
     return y
 
 
-def mask_from_ids(ids, num_nodes: int, what: str) -> np.ndarray:
+def mask_from_ids(ids, num_nodes: int, what: str, unit: str = "node ids") -> np.ndarray:
+    """A boolean mask of ``num_nodes`` entries set at ``ids`` (``unit``: what the ids count, in errors)."""
     ids = np.asarray(ids).reshape(-1)
     if ids.size and not np.issubdtype(ids.dtype, np.integer):
-        raise InputError(f"expected integer node ids in {what} (got {ids.dtype})")
+        raise InputError(f"expected integer {unit} in {what} (got {ids.dtype})")
     ids = ids.astype(np.int64)
     if ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
         bad = ids[(ids < 0) | (ids >= num_nodes)]
-        raise InputError(f"expected node ids in [0, {num_nodes}) in {what} (got {bad.size} outside, e.g. {bad[0]})")
+        raise InputError(f"expected {unit} in [0, {num_nodes}) in {what} (got {bad.size} outside, e.g. {bad[0]})")
     mask = np.zeros(num_nodes, dtype=bool)
     mask[ids] = True
     return mask

@@ -56,18 +56,21 @@ from fullgraph.data.labels import check_inferred_classes, used_classes
 from fullgraph.data.splits import per_class_split, placeholder_labels, random_split
 from fullgraph.errors import InputError
 
-__all__ = ["load_edgelist", "read_edges", "read_edge_list", "FOLDER_FILES", "SPLIT_STEMS", "WEIGHT_NAMES", "TYPE_NAMES",
+__all__ = ["load_edgelist", "read_edges", "read_edge_list", "FOLDER_FILES", "SPLIT_STEMS", "EDGE_SPLIT_STEMS", "WEIGHT_NAMES", "TYPE_NAMES",
            "LABEL_NAMES"]
 
 log = logging.getLogger("fullgraph")
 
 TEXT = (".txt", ".csv", ".tsv")
 SPLIT_STEMS = ("train", "val", "test")
+EDGE_SPLIT_STEMS = tuple(f"edge_{s}" for s in SPLIT_STEMS)
+"""The stems of the split files of an edge task's labelled edges (``data.edge_sources``)."""
 FOLDER_FILES: dict[str, tuple[str, ...]] = {
     "edges": (*TEXT, ".npy"),
     "features": (".npy", ".npz", *TEXT),
     "labels": (".npy", *TEXT),
     **{s: (".npy", *TEXT) for s in SPLIT_STEMS},
+    **{s: (".npy", *TEXT) for s in EDGE_SPLIT_STEMS},
 }
 """The file names of a folder, by stem: the extensions each reader below takes."""
 WEIGHT_NAMES = ("weight", "edge_weight", "w")
@@ -303,7 +306,7 @@ def _labels(path: Path, numeric: bool = False) -> torch.Tensor:
     raise InputError(f"expected labels [N] or [N, C] in {path} (got shape {arr.shape})")
 
 
-def _mask(path: Path, n: int, what: str) -> torch.Tensor:
+def _mask(path: Path, n: int, what: str, unit: str = "node ids") -> torch.Tensor:
     path = _exists(path, f"{what} split")
     if path.suffix == ".npy":
         arr = load_array(path, f"{what} split")
@@ -313,7 +316,7 @@ def _mask(path: Path, n: int, what: str) -> torch.Tensor:
             return torch.from_numpy(arr.copy())
     else:
         arr = read_table(path, dtype=np.int64, what=f"{what} split", ncols=1, header=False)
-    return torch.from_numpy(mask_from_ids(arr, n, str(path)))
+    return torch.from_numpy(mask_from_ids(arr, n, str(path), unit))
 
 
 def load_edgelist(edges: str | Path, features: str | Path, labels: str | Path | None, *,

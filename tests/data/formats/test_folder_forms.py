@@ -28,6 +28,8 @@ TEXT = (".txt", ".csv", ".tsv")
 DOCUMENTED = {"edges": (*TEXT, ".npy"), "features": (".npy", ".npz", *TEXT), "labels": (".npy", *TEXT),
               **{s: (".npy", *TEXT) for s in SPLIT}}
 """The files docs/data.md lists (its table is checked against this and the loader's own table)."""
+EDGE_SPLIT = {f"edge_{s}": (".npy", *TEXT) for s in SPLIT}
+"""An edge task's split files (their forms load in tests/tasks/test_edge_sources.py)."""
 
 
 def _text(path: Path, rows, sep: str = " ", header: str | None = None) -> None:
@@ -101,7 +103,7 @@ def test_the_docs_table_lists_what_the_folder_reads():
         others = set(re.findall(r"`(\.\w+)`", row))
         for stem, ext in names:
             documented[stem] = {ext} | others
-    assert documented == {stem: set(exts) for stem, exts in DOCUMENTED.items()}
+    assert documented == {stem: set(exts) for stem, exts in (DOCUMENTED | EDGE_SPLIT).items()}
     assert documented == {stem: set(exts) for stem, exts in FOLDER_FILES.items()}
 
 

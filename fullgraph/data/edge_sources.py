@@ -1,0 +1,114 @@
+"""Where an edge task's labelled edges come from (``--task edge`` and ``edge-regression``), whatever the folder.
+
+:func:`labelled_edges` reads them as they are stored, before any split, as a :class:`LabelledEdges`: the
+listed ``(src, dst)`` pairs in their direction, a label per pair (NaN: none), the edge's own features where
+it has some, and the rows of a split the data gives (``None``: ``--edge-split`` draws one). Two sources:
+
+* **a folder of plain files** (``data.formats.edgelist_folder``): the edges file's column named ``label``
+  (``formats.edgelist.LABEL_NAMES``); its feature columns are the edge's features. The optional split files
+  ``edge_train``, ``edge_val`` and ``edge_test`` (``.txt``, ``.csv``, ``.tsv`` or ``.npy``: all three or none)
+  name rows of the edge list, counted from 0 over its edges as listed (a header line and comments are not
+  rows), or are ``.npy`` boolean masks over those rows: the rows a split names must carry labels.
+* **a folder with** ``edge_labels.npz`` (:data:`LABELS_FILE`): arrays ``pairs`` (int ``[M, 2]``), ``y``
+  (``[M]``), optionally ``x`` (float ``[M, d]``) and ``train``, ``val``, ``test`` (row indices), as
+  ``data.pyg.write_pyg`` writes them from a PyG ``Data``'s ``edge_label`` beside the native folder.
+
+Node ids are the graph's own: every loader keeps a folder's ids, so a pair means the same two nodes in
+the graph the encoder sees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fullgraph.errors import InputError
+
+__all__ = ["LabelledEdges", "labelled_edges", "write_labelled_edges", "LABELS_FILE"]
+
+LABELS_FILE = "edge_labels.npz"
+"""The labelled edges of a folder that holds no edge list (a native folder written from PyG's ``edge_label``)."""
+PARTS = ("train", "val", "test")
+
+
+@dataclass(eq=False)
+class LabelledEdges:
+    """Edges with labels, as stored: ``pairs`` int64 ``[M, 2]`` (src, dst), ``y`` float64 ``[M]`` (NaN: no
+    label), ``x`` float32 ``[M, d]`` (the edge's features) or ``None``, ``parts`` the row indices of a given
+    split by part name (``None``: none given), ``where`` the file they came from (named in errors)."""
+
+    pairs: np.ndarray
+    y: np.ndarray
+    where: str
+    x: np.ndarray | None = None
+    parts: dict[str, np.ndarray] | None = None
+
+
+def labelled_edges(folder: str | Path, task: str) -> LabelledEdges:
+    """The labelled edges of ``folder`` (module doc); ``task`` names the ``--task`` in errors."""
+    from fullgraph.data.formats.edgelist_folder import find_folder_files
+
+    folder = Path(folder)
+    if (folder / LABELS_FILE).is_file():
+        return _read_npz(folder / LABELS_FILE)
+    edges = find_folder_files(folder)["edges"] if folder.is_dir() else None
+    if edges is None:
+        raise InputError(f"expected a folder of plain files whose edge list names a label column, or one holding "
+                         f"{LABELS_FILE}, with --task {task} (got {folder}): see docs/data.md, edge labels")
+    return _read_edge_list(edges, find_folder_files(folder), task)
+
+
+def _read_edge_list(path: Path, files: dict, task: str) -> LabelledEdges:
+    from fullgraph.data.formats.edgelist import EDGE_SPLIT_STEMS, LABEL_NAMES, _mask, read_edge_list
+
+    pairs, data = read_edge_list(path)
+    if "edge_label" not in data:
+        raise InputError(f"expected a column named {' or '.join(LABEL_NAMES)} in the header line of {path} with "
+                         f"--task {task} (got none): name the column of each edge's label")
+    given = [files[s] for s in EDGE_SPLIT_STEMS]
+    if any(given) and not all(given):
+        got = ", ".join(p.name for p in given if p is not None)
+        raise InputError(f"expected all three edge split files ({', '.join(EDGE_SPLIT_STEMS)}) or none beside {path} "
+                         f"(got only {got})")
+    parts = None
+    if all(given):
+        n = pairs.shape[0]
+        parts = {p: np.flatnonzero(_mask(f, n, f"{p} edge", "rows of the edge list").numpy()) for p, f in zip(PARTS, given)}
+    return LabelledEdges(pairs, data["edge_label"], str(path), data.get("edge_attr"), parts)
+
+
+def _read_npz(path: Path) -> LabelledEdges:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (OSError, ValueError) as e:
+        raise InputError(f"expected {path} to be a .npz of plain arrays (got {type(e).__name__}: {e})") from None
+    if "pairs" not in arrays or "y" not in arrays:
+        raise InputError(f"expected arrays 'pairs' [M, 2] and 'y' [M] in {path} (got {', '.join(arrays) or 'none'})")
+    pairs, y, x = arrays["pairs"], arrays["y"], arrays.get("x")
+    m = pairs.shape[0] if pairs.ndim == 2 else -1
+    if pairs.ndim != 2 or pairs.shape[1] != 2 or pairs.dtype.kind not in "iu":
+        raise InputError(f"expected 'pairs' of integers of shape [M, 2] in {path} (got {pairs.dtype} {list(pairs.shape)})")
+    if y.shape != (m,) or y.dtype.kind not in "iuf":
+        raise InputError(f"expected 'y' of {m} numbers in {path}, one per pair (got {y.dtype} {list(y.shape)})")
+    if x is not None and (x.ndim != 2 or x.shape[0] != m or not np.isfinite(x).all()):
+        raise InputError(f"expected 'x' of finite features [{m}, d] in {path}, a row per pair (got {list(x.shape)})")
+    named = [p for p in PARTS if p in arrays]
+    if named and len(named) != 3:
+        raise InputError(f"expected all three of 'train', 'val', 'test' or none in {path} (got only {', '.join(named)})")
+    parts = {p: arrays[p].astype(np.int64).reshape(-1) for p in PARTS} if named else None
+    return LabelledEdges(pairs.astype(np.int64), y.astype(np.float64), str(path),
+                         None if x is None else x.astype(np.float32), parts)
+
+
+def write_labelled_edges(edges: LabelledEdges, folder: str | Path) -> Path:
+    """``folder/edge_labels.npz`` (:data:`LABELS_FILE`) of ``edges``, written whole or not at all."""
+    path = Path(folder) / LABELS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    arrays = {"pairs": edges.pairs, "y": edges.y} | ({} if edges.x is None else {"x": edges.x}) | (edges.parts or {})
+    np.savez(tmp, **arrays)
+    tmp.replace(path)
+    return path
