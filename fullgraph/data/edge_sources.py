@@ -2,7 +2,7 @@
 
 :func:`labelled_edges` reads them as they are stored, before any split, as a :class:`LabelledEdges`: the
 listed ``(src, dst)`` pairs in their direction, a label per pair (NaN: none), the edge's own features where
-it has some, and the rows of a split the data gives (``None``: ``--edge-split`` draws one). Two sources:
+it has some, and the rows of a split the data gives (``None``: ``--edge-split`` draws one). Three sources:
 
 * **a folder of plain files** (``data.formats.edgelist_folder``): the edges file's column named ``label``
   (``formats.edgelist.LABEL_NAMES``); its feature columns are the edge's features. The optional split files
@@ -12,6 +12,9 @@ it has some, and the rows of a split the data gives (``None``: ``--edge-split`` 
 * **a folder with** ``edge_labels.npz`` (:data:`LABELS_FILE`): arrays ``pairs`` (int ``[M, 2]``), ``y``
   (``[M]``), optionally ``x`` (float ``[M, d]``) and ``train``, ``val``, ``test`` (row indices), as
   ``data.pyg.write_pyg`` writes them from a PyG ``Data``'s ``edge_label`` beside the native folder.
+* **an OGB raw layout with** ``raw/edge_label.csv.gz`` (:data:`OGB_LABELS`): a label per line of
+  ``raw/edge.csv.gz`` (``nan``: none), the name OGB's ``read_csv_graph_raw`` gives an additional edge file
+  ``edge_label``; the edge's features are its row of ``raw/edge-feat.csv.gz`` where the folder has one.
 
 Node ids are the graph's own: every loader keeps a folder's ids, so a pair means the same two nodes in
 the graph the encoder sees.
@@ -26,10 +29,12 @@ import numpy as np
 
 from fullgraph.errors import InputError
 
-__all__ = ["LabelledEdges", "labelled_edges", "write_labelled_edges", "LABELS_FILE"]
+__all__ = ["LabelledEdges", "labelled_edges", "write_labelled_edges", "LABELS_FILE", "OGB_LABELS"]
 
 LABELS_FILE = "edge_labels.npz"
 """The labelled edges of a folder that holds no edge list (a native folder written from PyG's ``edge_label``)."""
+OGB_LABELS = "raw/edge_label.csv.gz"
+"""An OGB raw layout's labels of its listed edges (module doc)."""
 PARTS = ("train", "val", "test")
 
 
@@ -53,10 +58,13 @@ def labelled_edges(folder: str | Path, task: str) -> LabelledEdges:
     folder = Path(folder)
     if (folder / LABELS_FILE).is_file():
         return _read_npz(folder / LABELS_FILE)
+    if (folder / OGB_LABELS).is_file():
+        return _read_ogb(folder)
     edges = find_folder_files(folder)["edges"] if folder.is_dir() else None
     if edges is None:
         raise InputError(f"expected a folder of plain files whose edge list names a label column, or one holding "
-                         f"{LABELS_FILE}, with --task {task} (got {folder}): see docs/data.md, edge labels")
+                         f"{LABELS_FILE} or {OGB_LABELS}, with --task {task} (got {folder}): see docs/data.md, "
+                         f"edge labels")
     return _read_edge_list(edges, find_folder_files(folder), task)
 
 
@@ -101,6 +109,27 @@ def _read_npz(path: Path) -> LabelledEdges:
     parts = {p: arrays[p].astype(np.int64).reshape(-1) for p in PARTS} if named else None
     return LabelledEdges(pairs.astype(np.int64), y.astype(np.float64), str(path),
                          None if x is None else x.astype(np.float32), parts)
+
+
+def _read_ogb(folder: Path) -> LabelledEdges:
+    from fullgraph.data.formats._common import read_table_blocks
+    from fullgraph.data.formats.ogb_source import _columns
+
+    def whole(path: Path, dtype, ncols: int) -> np.ndarray:
+        if not path.is_file():
+            raise InputError(f"expected {path} beside {folder / OGB_LABELS} (not found)")
+        blocks = list(read_table_blocks(path, dtype=dtype, what=path.name, ncols=ncols))
+        return np.concatenate(blocks) if blocks else np.zeros((0, ncols), dtype)
+
+    raw = folder / "raw"
+    pairs, y = whole(raw / "edge.csv.gz", np.int64, 2), whole(folder / OGB_LABELS, np.float64, 1)[:, 0]
+    feat = raw / "edge-feat.csv.gz"
+    x = whole(feat, np.float32, _columns(feat)) if feat.is_file() else None
+    for name, rows in (("edge_label.csv.gz", y.shape[0]), ("edge-feat.csv.gz", None if x is None else x.shape[0])):
+        if rows is not None and rows != pairs.shape[0]:
+            raise InputError(f"expected a line of {raw / name} per edge of {raw / 'edge.csv.gz'}, {pairs.shape[0]} "
+                             f"lines (got {rows})")
+    return LabelledEdges(pairs, y, str(folder / OGB_LABELS), x)
 
 
 def write_labelled_edges(edges: LabelledEdges, folder: str | Path) -> Path:

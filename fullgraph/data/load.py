@@ -118,8 +118,9 @@ def load_edge_split(cfg):
 
     folder = cfg.data.root if cfg.data.dataset == "edgelist" else cfg.data.dataset
     if not (folder and looks_like_path(folder) and Path(folder).is_dir()):
-        raise InputError(f"expected a folder of plain files whose edge list names a label column with --task "
-                         f"{cfg.task.name} (got --dataset {cfg.data.dataset}): see docs/data.md, edge labels")
+        raise InputError(f"expected a folder whose edges carry labels (an edge list with a label column, "
+                         f"edge_labels.npz, or an OGB layout's raw/edge_label.csv.gz) with --task {cfg.task.name} (got "
+                         f"--dataset {cfg.data.dataset}): see docs/data.md, edge labels")
     edges = labelled_edges(folder, cfg.task.name)
     if edges.parts is not None and cfg.task.edge_split != DEFAULT_EDGE_SPLIT:  # a given split is never dropped silently
         raise InputError(f"expected no --edge-split with {folder}, whose split files are its edges' split (got "

@@ -62,13 +62,13 @@ def gather_rows(comm, t: torch.Tensor, category: str) -> torch.Tensor:
 
 
 def take_ends(table: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, halves: bool = False):
-    """``(table[src], table[dst])``; with ``halves``, the sources' first half of the columns and the
-    destinations' second, each gathered alone (an edge decoder's projections,
-    ``tasks.decoders.EdgeMLPDecoder.project``: half the bytes of gathering whole rows and slicing them)."""
+    """``(table[src], table[dst])``; with ``halves``, the ends not gathered: ``(the first half of the columns,
+    src, the second half, dst)``, each half a contiguous table of its own (an edge decoder's projections,
+    ``tasks.decoders.EdgeMLPDecoder.project``, which ``ops.edge_hidden`` gathers and sums in one pass)."""
     if not halves:
         return table[src], table[dst]
     w = table.shape[1] // 2
-    return table[:, :w].contiguous()[src], table[:, w:].contiguous()[dst]  # (n rows copied: a dense gather)
+    return table[:, :w].contiguous(), src, table[:, w:].contiguous(), dst
 
 
 class PairOwners:
@@ -110,8 +110,9 @@ class PairOwners:
 
     def rows(self, out: torch.Tensor, pairs: torch.Tensor, category: str, precision: str = "fp32",
              halves: bool = False):
-        """``(src rows, dst rows)`` of ``pairs``, all of whose sources this rank owns (``halves``:
-        :func:`take_ends`, and only the second half of a far row travels: half the bytes)."""
+        """``(src rows, dst rows)`` of ``pairs``, all of whose sources this rank owns (``halves``: the ends not
+        gathered, as :func:`take_ends` gives them, and only the second half of a far row travels: half the
+        bytes)."""
         dev, comm, P = out.device, self.comm, self.world_size
         if comm is None:
             src, dst = (self.local[pairs[:, k]].to(dev) for k in (0, 1))
@@ -128,6 +129,6 @@ class PairOwners:
         if halves:  # the far ends are destinations: only their second half travels
             w = out.shape[1] // 2
             second = out[:, w:].contiguous()
-            return out[:, :w].contiguous()[src], torch.cat([second, exchange_halo(second, comm, plan, category,
-                                                                                   precision)])[dst]
+            return out[:, :w].contiguous(), src, torch.cat([second, exchange_halo(second, comm, plan, category,
+                                                                                  precision)]), dst
         return take_ends(torch.cat([out, exchange_halo(out, comm, plan, category, precision)]), src, dst)

@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from fullgraph.errors import InputError
+from fullgraph.ops.edge_hidden import edge_hidden
 
 __all__ = ["DotDecoder", "MLPDecoder", "EdgeMLPDecoder", "build_edge_decoder", "DistMultDecoder", "TransEDecoder", "RotatEDecoder", "RELATIONAL",
            "build_decoder", "attach_decoder"]
@@ -79,13 +80,15 @@ class EdgeMLPDecoder(nn.Module):
         w = self.hidden.weight
         return torch.cat([h @ w[:, :self.width].T, h @ w[:, self.width:2 * self.width].T], 1)
 
-    def finish(self, p_src: torch.Tensor, p_dst: torch.Tensor, x: torch.Tensor | None = None) -> torch.Tensor:
-        """The outputs of edges from their ends' projections (:meth:`project`): the source's first half, the
-        destination's second (``parallel.pairs.take_ends`` gathers each alone), and the edges' features ``x``."""
-        z = torch.add(p_src, p_dst)
-        if self.edge_dim:
-            z = z.addmm_(x.to(z.dtype), self.hidden.weight[:, 2 * self.width:].T)
-        return self.out(z.add_(self.hidden.bias).relu_())
+    def finish(self, p_src: torch.Tensor, src: torch.Tensor, p_dst: torch.Tensor, dst: torch.Tensor,
+               x: torch.Tensor | None = None) -> torch.Tensor:
+        """The outputs of the edges ``(src, dst)`` from their ends' projections (:meth:`project`): the sources'
+        first halves ``p_src`` and the destinations' second ``p_dst``, as tables not yet gathered
+        (``parallel.pairs.take_ends``), with the edges' features ``x``; gathered, summed and rectified in one
+        pass (``ops.edge_hidden``)."""
+        w = self.hidden.weight
+        extra = x.to(p_src.dtype) @ w[:, 2 * self.width:].T if self.edge_dim else None
+        return self.out(edge_hidden(p_src, p_dst, self.hidden.bias, src, dst, extra))
 
 
 class _Relational(nn.Module):

@@ -153,6 +153,34 @@ def test_pyg_edge_label_is_kept_by_write_pyg_and_trains(folder, tmp_path):
     assert sum(summary["graph"]["labelled_edges"].values()) == labelled.sum()
 
 
+def test_an_ogb_layouts_edge_label_file_labels_its_edges(folder, tmp_path):
+    """An OGB node-property folder (csv layout) with ``raw/edge_label.csv.gz`` and ``raw/edge-feat.csv.gz``: the
+    same labelled edges, labels and features as the edge list they were written from."""
+    import gzip
+
+    def gz(path, rows):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with gzip.open(path, "wt") as f:
+            f.write("".join(",".join(str(v) for v in r) + "\n" for r in rows))
+
+    table, x = listed(folder), np.load(folder / "features.npy")
+    ogb = tmp_path / "ogb"
+    gz(ogb / "raw" / "edge.csv.gz", table[:, :2].astype(np.int64).tolist())
+    gz(ogb / "raw" / "edge_label.csv.gz", [[v] for v in table[:, 4]])
+    gz(ogb / "raw" / "edge-feat.csv.gz", table[:, 2:4].tolist())
+    gz(ogb / "raw" / "node-feat.csv.gz", x.tolist())
+    gz(ogb / "raw" / "node-label.csv.gz", [[i % 2] for i in range(NODES)])
+    for part, ids in (("train", range(0, 60)), ("valid", range(60, 90)), ("test", range(90, NODES))):
+        gz(ogb / "split" / "s" / f"{part}.csv.gz", [[i] for i in ids])
+    from fullgraph.data.load import load_edge_split, load_graph
+
+    want, got = load_edge_split(cfg_of(folder)), load_edge_split(cfg_of(ogb))
+    assert all(torch.equal(getattr(got, k), getattr(want, k)) for k in ("pairs", "y", "train", "test", "x"))
+    assert load_graph(cfg_of(ogb)).edge_attr.shape[1] == 2  # the graph keeps its edge features; no label among them
+    assert main(["train", "--dataset", str(ogb), "--task", "edge", "--hidden", "8", "--epochs", "1", "--progress",
+                 "none", "--out", str(tmp_path / "run")]) == 0
+
+
 def test_one_process_loss_reads_the_edges_features(folder):
     """The first step's loss from the encoder's rows, the step's edges, their features and the MLP's weights:
     ``W2 relu(W1 [h_u, h_v, x_uv] + b1) + b2``; without ``x_uv`` (its columns of ``W1`` dropped) it differs."""
