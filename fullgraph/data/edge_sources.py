@@ -22,6 +22,7 @@ the graph the encoder sees.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,7 +53,18 @@ class LabelledEdges:
 
 
 def labelled_edges(folder: str | Path, task: str) -> LabelledEdges:
-    """The labelled edges of ``folder`` (module doc); ``task`` names the ``--task`` in errors."""
+    """The labelled edges of ``folder`` (module doc); ``task`` names the ``--task`` in errors. Read once per
+    process while the folder's files are unchanged (a run asks for them where it cuts held-out edges from
+    the graph and again where it builds its task); the arrays are shared, never written to."""
+    folder = Path(folder)
+    places = [f for f in (folder, folder / "raw") if f.is_dir()]
+    stamp = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for f in places for p in sorted(f.iterdir())
+                  if p.is_file())
+    return _labelled_edges(str(folder.resolve()), stamp, task)
+
+
+@functools.lru_cache(maxsize=4)
+def _labelled_edges(folder: str, stamp: tuple, task: str) -> LabelledEdges:
     from fullgraph.data.formats.edgelist_folder import find_folder_files
 
     folder = Path(folder)
@@ -60,6 +72,10 @@ def labelled_edges(folder: str | Path, task: str) -> LabelledEdges:
         return _read_npz(folder / LABELS_FILE)
     if (folder / OGB_LABELS).is_file():
         return _read_ogb(folder)
+    from fullgraph.data.formats.typed_folder import is_typed_folder
+
+    if is_typed_folder(folder):
+        return _read_typed(folder, task)
     edges = find_folder_files(folder)["edges"] if folder.is_dir() else None
     if edges is None:
         raise InputError(f"expected a folder of plain files whose edge list names a label column, or one holding "
@@ -68,22 +84,56 @@ def labelled_edges(folder: str | Path, task: str) -> LabelledEdges:
     return _read_edge_list(edges, find_folder_files(folder), task)
 
 
+def _given_parts(files: dict, rows: int, beside: Path) -> dict[str, np.ndarray] | None:
+    """The rows each of the split files ``edge_train``, ``edge_val``, ``edge_test`` names (all three or none)."""
+    from fullgraph.data.formats.edgelist import EDGE_SPLIT_STEMS, _mask
+
+    given = [files[s] for s in EDGE_SPLIT_STEMS]
+    if any(given) and not all(given):
+        got = ", ".join(p.name for p in given if p is not None)
+        raise InputError(f"expected all three edge split files ({', '.join(EDGE_SPLIT_STEMS)}) or none beside {beside} "
+                         f"(got only {got})")
+    if not all(given):
+        return None
+    return {p: np.flatnonzero(_mask(f, rows, f"{p} edge", "rows of the edge list").numpy()) for p, f in zip(PARTS, given)}
+
+
+def _read_typed(folder: Path, task: str) -> LabelledEdges:
+    """A typed folder's labelled relation (:func:`typed_labelled_edges`), in the node order its loader gives."""
+    from fullgraph.data.formats.typed_folder import load_typed_folder, typed_folder_files
+
+    types = load_typed_folder(folder).node_types
+    return typed_labelled_edges(folder, typed_folder_files(folder), dict(zip(types.names, types.counts)), task)
+
+
+def typed_labelled_edges(folder: Path, files: dict, order: dict, task: str) -> LabelledEdges:
+    """The one relation of a typed folder whose edge file names a label column (``formats.typed_folder
+    .label_column``), each end made a global id by its type's offset in ``order`` (node counts by type, in
+    the graph's node order); ``files``: ``typed_folder_files``. What ``fullgraph convert`` keeps too."""
+    from fullgraph.data.formats.edgelist_folder import find_folder_files
+    from fullgraph.data.formats.typed_folder import SEP, label_column, read_labelled_edges
+
+    labelled = {rel: p for rel, p in files["edges"].items() if label_column(p)}
+    if len(labelled) != 1:
+        got = ", ".join(p.name for p in labelled.values()) or "none"
+        raise InputError(f"expected one edge file with a label column ('src dst label') in the typed folder {folder} "
+                         f"with --task {task} (got {got}): an edge task learns the labels of one relation")
+    (rel, path), = labelled.items()
+    local, y = read_labelled_edges(path, rel)
+    offsets = dict(zip(order, np.cumsum([0, *order.values()])))
+    pairs = local + np.array([offsets[rel[0]], offsets[rel[2]]], dtype=np.int64)
+    return LabelledEdges(pairs, y, f"{path} ({SEP.join(rel)})", None,
+                         _given_parts(find_folder_files(folder), len(y), path))
+
+
 def _read_edge_list(path: Path, files: dict, task: str) -> LabelledEdges:
-    from fullgraph.data.formats.edgelist import EDGE_SPLIT_STEMS, LABEL_NAMES, _mask, read_edge_list
+    from fullgraph.data.formats.edgelist import LABEL_NAMES, read_edge_list
 
     pairs, data = read_edge_list(path)
     if "edge_label" not in data:
         raise InputError(f"expected a column named {' or '.join(LABEL_NAMES)} in the header line of {path} with "
                          f"--task {task} (got none): name the column of each edge's label")
-    given = [files[s] for s in EDGE_SPLIT_STEMS]
-    if any(given) and not all(given):
-        got = ", ".join(p.name for p in given if p is not None)
-        raise InputError(f"expected all three edge split files ({', '.join(EDGE_SPLIT_STEMS)}) or none beside {path} "
-                         f"(got only {got})")
-    parts = None
-    if all(given):
-        n = pairs.shape[0]
-        parts = {p: np.flatnonzero(_mask(f, n, f"{p} edge", "rows of the edge list").numpy()) for p, f in zip(PARTS, given)}
+    parts = _given_parts(files, pairs.shape[0], path)
     return LabelledEdges(pairs, data["edge_label"], str(path), data.get("edge_attr"), parts)
 
 

@@ -50,7 +50,8 @@ from fullgraph.errors import InputError
 
 __all__ = ["load_typed_folder", "read_typed_splits", "is_typed_folder", "typed_folder_files", "required_files",
            "read_features", "check_ids", "read_labels", "read_split_ids", "edge_what", "edge_npy", "node_counts",
-           "labelled_type", "node_order", "split_ids", "split_masks", "EDGE_SUFFIXES", "SEP"]
+           "labelled_type", "node_order", "split_ids", "split_masks", "label_column", "read_labelled_edges",
+           "EDGE_SUFFIXES", "SEP"]
 
 SEP = "__"
 """Between the source type, the relation and the destination type of an edge file's name."""
@@ -166,7 +167,43 @@ def edge_npy(path: Path, rel: tuple, *, mmap: bool = False) -> np.ndarray:
     return e
 
 
+def label_column(path: Path) -> bool:
+    """Whether the text edge file ``path`` is a relation's labelled edges: a header line ``src dst label``
+    (``formats.edgelist.LABEL_NAMES``, any case) whose third column is each edge's label (an edge task's:
+    ``data.edge_sources``; NaN: none), never a layer's input. Any other third column is refused."""
+    from fullgraph.data.formats.edgelist import LABEL_NAMES
+
+    if path.suffix == ".npy":
+        return False
+    with open(path, encoding="utf8", errors="replace") as f:
+        first = next((line.split("#", 1)[0] for line in f if line.split("#", 1)[0].strip()), "")
+    names = first.replace(",", " ").split()
+    if len(names) < 3 or any(_is_number(w) for w in names):
+        return False
+    if len(names) != 3 or names[2].lower() not in LABEL_NAMES:
+        raise InputError(f"expected the header of {path} to name two ids and at most a label column, 'src dst "
+                         f"label' (got {' '.join(names)}): a typed folder's edges carry no other data")
+    return True
+
+
+def _is_number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
+
+
+def read_labelled_edges(path: Path, rel: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs ``[E, 2]`` (each end in its own type's ids) and the labels ``[E]`` (float64, NaN: none) of a
+    labelled edge file (:func:`label_column`)."""
+    table = read_table(path, dtype=np.float64, what=edge_what(rel), ncols=3, header=True, int_columns=2)
+    return table[:, :2].astype(np.int64), table[:, 2]
+
+
 def _edges(path: Path, rel: tuple) -> np.ndarray:
+    if label_column(path):
+        return read_labelled_edges(path, rel)[0]
     if path.suffix != ".npy":
         return read_table(path, dtype=np.int64, what=edge_what(rel), ncols=2, header=None)
     return edge_npy(path, rel).astype(np.int64, copy=False)

@@ -32,6 +32,10 @@ split files), file for file:
 * labels and splits: :func:`~.typed_folder.read_labels`; every set of split files as
   :func:`~.typed_folder.read_typed_splits` makes them (``--split k`` picks the same row of the
   converted folder), or, without split files, the per-class split ``--split`` seeds.
+* a relation's labelled edges (an edge file with a header ``src dst label``:
+  :func:`~.typed_folder.label_column`): its ids stream as any relation's (the file read whole: its labels
+  are floats), and its labels go beside the graph as ``edge_labels.npz`` in global ids
+  (``data.edge_sources``), so that an edge task trains on the converted folder as on this one.
 
 Memory: the writer's two int64 arrays of N, the labels (8 N bytes) and masks (3 S N bytes for S
 sets of split files), the features where they are sparse, and a few blocks (a text block of
@@ -57,8 +61,8 @@ from fullgraph.data.formats._common import read_table_blocks
 from fullgraph.data.formats.native import BLOCK_BYTES
 from fullgraph.data.formats.native_edges import Rows, write_native_edges
 from fullgraph.data.formats.typed_folder import (
-    check_ids, edge_npy, edge_what, labelled_type, node_counts, node_order, read_features, read_labels,
-    required_files, split_ids, split_masks,
+    check_ids, edge_npy, edge_what, label_column, labelled_type, node_counts, node_order, read_features,
+    read_labelled_edges, read_labels, required_files, split_ids, split_masks,
 )
 from fullgraph.errors import InputError
 from fullgraph.ops.node_types import REVERSE_PREFIX, NodeTypes
@@ -81,6 +85,10 @@ class _Folder:
 
 def _relation_blocks(path: Path, rel: tuple, block_bytes: int) -> Iterator[tuple[np.ndarray, object]]:
     """``[k, 2]`` int64 blocks of one edge file, each with ``place(i)``: where its row ``i`` is in the file."""
+    if label_column(path):  # a relation's labelled edges: the ids, not the label (an edge task's, never a layer's)
+        e = read_labelled_edges(path, rel)[0]
+        yield e, lambda i: f"row {i + 1}"
+        return
     if path.suffix != ".npy":
         for table, line_of in read_table_blocks(path, dtype=np.int64, what=edge_what(rel), ncols=2, header=None,
                                                 comments="#", lines=True):
@@ -220,10 +228,15 @@ def convert_typed_folder(folder: str | os.PathLike, out: str | os.PathLike, *, s
     y, masks, splits, num_classes = _node_arrays(opened, types, split)
     kept = types if edge_data else NodeTypes(types.names, types.counts, types.widths, (), types.labelled)
     which = f"all {len(splits[0])} fixed splits" if len(splits[0]) > 1 else f"--split {split}"
-    return write_native_edges(
+    meta = write_native_edges(
         out, types.num_nodes, _edge_blocks(opened, types, edge_data, block_bytes),
         x=_features(opened, types, block_bytes), y=y, name=name or opened.path.name, num_classes=num_classes,
         symmetrize=False, drop_self_loops=True, feature_norm=feature_norm, block_bytes=block_bytes,
         source=f"{source or opened.path} (typed folder, edge files streamed; {which})",
         extra={**kept.record(), "preprocessed": True}, num_relations=types.num_relations if edge_data else None,
         splits=splits, **masks)
+    if any(label_column(p) for p in opened.files["edges"].values()):  # an edge task's labels, beside the graph
+        from fullgraph.data.edge_sources import typed_labelled_edges, write_labelled_edges
+
+        write_labelled_edges(typed_labelled_edges(opened.path, opened.files, opened.counts, "edge"), out)
+    return meta
