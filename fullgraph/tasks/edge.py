@@ -182,8 +182,9 @@ class EdgeTask:
         return self.metrics[0] if chosen == "auto" else chosen
 
     def file_facts(self) -> dict:
-        """What ``model.pt`` records of the task to build its decoder again: the edges' feature width."""
-        return {"edge_features": self.split.edge_dim}
+        """What ``model.pt`` records of the task to build its decoder again (a user's too): its outputs per edge
+        and the edges' feature width."""
+        return {"edge_outputs": self.outputs, "edge_features": self.split.edge_dim}
 
     def sizes(self, engine=None) -> tuple[str, dict[str, int]]:
         """How many labelled edges judge the validation and test figures (the warning of a small split)."""

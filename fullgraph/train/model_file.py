@@ -88,10 +88,11 @@ def load_model(path: str | Path, device="cpu"):
         rel = obj["state_dict"].get("decoder.relation")  # typed links: the relation count the decoder was built for
         types = args.get("node_types") or {}
         relations = int(rel.shape[0]) if rel is not None else len(types.get("relations", ())) or None
-        outputs = obj["state_dict"].get("decoder.out.bias")  # an edge task's: a logit per class, or one number
+        facts = obj.get("graph") or {}  # an edge task's outputs (a logit per class, or one number), edge features
+        bias = obj["state_dict"].get("decoder.out.bias")  # (a file written before the facts: the MLP's own count)
+        outputs = facts.get("edge_outputs", bias.numel() if bias is not None else None)
         attach_decoder(model, config.get("decoder", "dot"), out_dim, relations,
-                       None if config["task"] == "link" else outputs.numel() if outputs is not None else None,
-                       (obj.get("graph") or {}).get("edge_features", 0))
+                       None if config["task"] == "link" else outputs, facts.get("edge_features", 0))
     try:
         model.load_state_dict(obj["state_dict"])
     except RuntimeError as err:

@@ -248,11 +248,18 @@ def test_a_users_decoder_of_three_parameters_gets_the_features(folder, tmp_path)
         "        return self.lin(torch.cat([h_src, h_dst, x], 1))\n"
         "def build(width, outputs, edge_dim):\n"
         "    return Dec(width, outputs, edge_dim)\n")
+    from fullgraph.data.load import load_edge_split
     from fullgraph.train.trainer import Trainer
 
     trainer = Trainer(cfg_of(folder, decoder=f"{tmp_path / 'dec.py'}:build").with_options(epochs=1)).build()
     trainer.train()
     assert trainer.model.decoder.edge_dim == 2 and set(trainer.model.decoder.seen) == {2}
+    train(folder, tmp_path / "run", "--decoder", f"{tmp_path / 'dec.py'}:build")  # model.pt rebuilds it (no out.bias)
+    split = load_edge_split(cfg_of(folder))
+    np.savetxt(tmp_path / "pairs.txt", np.concatenate([split.pairs[:5].numpy(), split.x[:5].numpy()], 1))
+    assert main(["predict", "--run", str(tmp_path / "run"), "--pairs", str(tmp_path / "pairs.txt"),
+                 "--out", str(tmp_path / "p")]) == 0
+    assert np.load(tmp_path / "p" / "probabilities.npy").shape == (5, 2)
 
 
 def test_the_plan_counts_the_edge_exchange_the_ledger_moves(folder, tmp_path, capsys):
