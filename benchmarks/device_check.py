@@ -12,9 +12,11 @@ under its own time cap (``CAPS``), so that a slow part cannot starve the ones af
 * ``speed``: one process, epoch time (CUDA-synchronized, median after warm-up) and the allocator's peak,
   fullgraph's GCN and SAGE 2 × 256 against PyG's ``GCNConv``/``SAGEConv`` over a CSR ``adj_t`` (its
   fastest form here) on the same device, on Coauthor-Physics (``--root``) and an R-MAT graph.
-* ``deepest``: the deepest GCN of width 256 on the R-MAT graph that trains a step, fullgraph's fused
-  layer with and without ``--recompute`` against PyG's ``GCNConv`` stack: layers doubled until a step
-  runs out of memory, then halved intervals down to 1/16 of the depth found.
+* ``deepest``: the deepest GCN of width 256 on the R-MAT graph that trains a step (forward, backward and
+  Adam's step of the model on the whole graph), fullgraph's fused layer whole and with
+  ``--recompute-segment ⌈√L⌉`` (only each segment's input kept) against PyG's ``GCNConv`` stack: layers
+  doubled until a step runs out of memory (the depth has no other limit), then halved intervals down to
+  1/16 of the depth found.
 * ``cpu_sweep``: the CPU alone (``--device cpu``): ``single``, graph parallelism (``metis-memory``) and
   ``spmm-1d``, SAGE 3 × 128 on an R-MAT graph, P = 1, 2, 4, 8 with ``--threads`` cores/P, each run's
   epoch against ``fullgraph plan``'s estimate of it, and the plan's pick against the fastest run.
@@ -22,15 +24,19 @@ under its own time cap (``CAPS``), so that a slow part cannot starve the ones af
   R-MAT graph (where the first lease found fullgraph slower).
 * ``precision``: bf16 against fp32 (fullgraph's ``--precision``): epoch time, peak and test accuracy of a
   short run of GCN 2 × 256 on Coauthor-Physics (measured in the first lease; not run by default).
+* ``accuracy``: issue 66's comparison on the device, ``accuracy_vs_pyg.py`` GCN 2 × 64 against PyG's
+  ``GCNConv``, ``--acc-datasets`` over ``--acc-seeds`` (not run by default: a second call of its own).
+
+The default parts' caps sum to ``CALL_BUDGET_S``, one call's share of a lease; the R-MAT graph is
+generated once per call and kept in ``--out`` for the parts after the first.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
 import json
+import math
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,108 +46,22 @@ from types import MappingProxyType
 
 import torch
 
+from _device_steps import deepest, fullgraph_step, graphs, model_step, on_device, pyg_step, sync, timed
 from _harness import REPO, environment, print_header, write_json
 
-CAPS = MappingProxyType({"gpu_tests": 90, "speed": 60, "deepest": 70, "cpu_sweep": 105, "profile": 35, "precision": 60})
-"""Seconds each part may run (the defaults, in this order, sum to the 6 minutes the issue allows)."""
+CAPS = MappingProxyType({"gpu_tests": 150, "speed": 60, "deepest": 100, "cpu_sweep": 120, "profile": 50,
+                         "precision": 60, "accuracy": 300})
+"""Seconds each part may run, sized from the second lease's H200 (issue 65): ``pytest -m gpu`` took 136 s
+(its two NCCL tests 54 and 59 s, each starting four CUDA processes); ``cpu_sweep`` took 105 s for its
+first P on a 2^18-node graph, now 2^17 with two epochs; ``profile`` needed more than 35 s."""
 DEFAULT_PARTS = ("gpu_tests", "speed", "deepest", "cpu_sweep", "profile")
-
-
-def sync(device) -> None:
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize()
-
-
-def peak_reset(device) -> None:
-    if torch.device(device).type == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-
-
-def peak(device) -> int | None:
-    return int(torch.cuda.max_memory_allocated()) if torch.device(device).type == "cuda" else None
-
-
-def timed(step, device, warmup: int, epochs: int) -> tuple[float, int | None]:
-    """Median seconds of ``step()`` after ``warmup`` calls, and the allocator's peak over them all."""
-    peak_reset(device)
-    times = []
-    for i in range(warmup + epochs):
-        sync(device)
-        t0 = time.perf_counter()
-        step()
-        sync(device)
-        if i >= warmup:
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times), peak(device)
-
-
-def fullgraph_step(graph, model: str, device: str, precision: str = "fp32", layers: int = 2, **options):
-    from fullgraph.config import TrainConfig
-    from fullgraph.train.trainer import Trainer
-
-    cfg = TrainConfig.of(model=model, layers=layers, hidden=256, dropout=0.5, precision=precision, device=device,
-                         progress="none", epochs=1, **options)
-    trainer = Trainer(cfg, graph).build()
-    state = {"epoch": 0}
-
-    def step():
-        state["epoch"] += 1
-        trainer.train_step(state["epoch"])
-
-    return trainer, step
-
-
-def pyg_step(graph, model: str, device: str, layers: int = 2):
-    """PyG's ``layers`` layers of ``model`` (width 256) over a CSR ``adj_t`` (normalized once for GCN, as
-    ``cached=True``)."""
-    from torch_geometric.nn import GCNConv, SAGEConv
-    from torch_geometric.nn.conv.gcn_conv import gcn_norm
-    from torch.nn import functional as F
-
-    src, dst = graph.edges()
-    x, y = graph.dense_x().to(device), graph.y.to(device)
-    mask, n = graph.train_mask.to(device), graph.num_nodes
-    ei = torch.stack([src, dst]).to(device)
-    widths = [graph.num_features] + [256] * (layers - 1) + [graph.num_classes]
-    if model == "gcn":
-        ei, w = gcn_norm(ei, None, n, add_self_loops=True)
-        convs = [GCNConv(a, b, normalize=False) for a, b in zip(widths, widths[1:])]
-    else:
-        w = torch.ones(ei.shape[1], device=device)
-        convs = [SAGEConv(a, b) for a, b in zip(widths, widths[1:])]
-    adj_t = torch.sparse_coo_tensor(torch.stack([ei[1], ei[0]]), w, (n, n)).coalesce().to_sparse_csr()
-    net = torch.nn.ModuleList(convs).to(device)
-    opt = torch.optim.Adam(net.parameters(), lr=0.01)
-
-    def step():
-        opt.zero_grad()
-        h = x
-        for conv in net[:-1]:
-            h = F.relu(conv(F.dropout(h, 0.5, True), adj_t))
-        out = net[-1](F.dropout(h, 0.5, True), adj_t)
-        F.cross_entropy(out[mask], y[mask]).backward()
-        opt.step()
-
-    return step
-
-
-def graphs(args, names=("rmat", "coauthor-physics")) -> dict:
-    from fullgraph.config import TrainConfig
-    from fullgraph.data.load import load_graph
-    from fullgraph.data.synthetic import rmat
-
-    out = {"rmat": rmat(args.scale, args.edges, seed=0)} if "rmat" in names else {}
-    try:
-        if "coauthor-physics" in names:
-            out["coauthor-physics"] = load_graph(TrainConfig.of(dataset="coauthor-physics", root=args.root))
-    except Exception as e:  # noqa: BLE001 - recorded, the other graph still measured
-        print(f"coauthor-physics not loaded: {e}", file=sys.stderr)
-    return out
+CALL_BUDGET_S = 480
+"""One call's seconds (issue 65: ≤ 8 minutes), which the default parts' caps must not exceed."""
 
 
 def part_speed(args) -> dict:
     rows = []
-    for name, graph in graphs(args).items():
+    for name, graph in graphs(args, args.graphs.split(",")).items():
         for model in ("gcn", "sage"):
             trainer, step = fullgraph_step(graph, model, args.device)
             t_fg, p_fg = timed(step, args.device, 2, args.epochs)
@@ -161,7 +81,7 @@ def part_speed(args) -> dict:
 
 
 def part_precision(args) -> dict:
-    found = graphs(args)
+    found = graphs(args, args.graphs.split(","))
     graph = found.get("coauthor-physics") or found["rmat"]
     rows = []
     for precision in ("fp32", "bf16"):
@@ -200,58 +120,26 @@ def part_profile(args) -> dict:
     return out
 
 
-def _fits(build, device) -> dict:
-    """One training step of the model ``build()`` makes: its seconds and peak, or that memory ran out."""
-    t0, step = time.perf_counter(), None
-    try:
-        peak_reset(device)
-        step = build()
-        step()
-        sync(device)
-        return {"ok": True, "s": time.perf_counter() - t0, "peak": peak(device)}
-    except torch.OutOfMemoryError as e:
-        e.__traceback__ = None  # its frames hold the step's tensors
-        return {"ok": False, "s": time.perf_counter() - t0}
-    finally:
-        del step
-        gc.collect()
-        torch.cuda.empty_cache() if torch.cuda.is_available() else None
-
-
-def deepest(build, device, max_layers: int, deadline: float) -> dict:
-    """The most layers ``build(layers)`` trains a step with: doubled from 4 until a step fails (or
-    ``max_layers``), then the interval halved until it is within 1/16 of the depth found."""
-    probes, ok, bad, layers = [], 0, None, 4
-    while layers <= max_layers and time.monotonic() < deadline:
-        probes.append({"layers": layers, **_fits(lambda: build(layers), device)})
-        print(json.dumps(probes[-1]), flush=True)
-        if not probes[-1]["ok"]:
-            bad = layers
-            break
-        ok, layers = layers, layers * 2
-    while bad is not None and bad - ok > max(1, ok // 16) and time.monotonic() < deadline:
-        mid = (ok + bad) // 2
-        probes.append({"layers": mid, **_fits(lambda: build(mid), device)})
-        print(json.dumps(probes[-1]), flush=True)
-        ok, bad = (mid, bad) if probes[-1]["ok"] else (ok, mid)
-    return {"deepest": ok, "first_failed": bad, "capped": bad is None, "probes": probes}
-
-
 def part_deepest(args) -> dict:
-    """The deepest GCN 256 wide that trains a step on the R-MAT graph: fullgraph fused, fused with
-    ``--recompute``, PyG's GCNConv stack; the time left is shared out between the three searches."""
+    """The deepest GCN 256 wide that trains a step on the R-MAT graph: fullgraph's fused layer, the same
+    with ``--recompute-segment ⌈√L⌉``, PyG's GCNConv stack; the time left is shared out between the
+    three searches (the segmented one, the deepest and slowest, gets the most)."""
     graph = graphs(args, ("rmat",))["rmat"]
     end = time.monotonic() + CAPS["deepest"] - 10
-    builds = {"fullgraph": lambda n: fullgraph_step(graph, "gcn", args.device, layers=n)[1],
-              "fullgraph --recompute": lambda n: fullgraph_step(graph, "gcn", args.device, layers=n, recompute=True)[1],
-              "pyg": lambda n: pyg_step(graph, "gcn", args.device, layers=n)}
-    out = {}
-    for i, (name, build) in enumerate(builds.items()):
-        out[name] = deepest(build, args.device, args.max_layers,
-                            time.monotonic() + (end - time.monotonic()) / (len(builds) - i))
+    segment = lambda n: max(2, math.ceil(math.sqrt(n)))  # noqa: E731 - fewest kept activations near √L
+    ready = on_device(graph, args.device)
+    builds = {"fullgraph": (lambda n: model_step(graph, ready, args.device, n), 0.25),
+              "pyg": (lambda n: pyg_step(graph, "gcn", args.device, layers=n), 0.25),
+              "fullgraph --recompute-segment": (lambda n: model_step(graph, ready, args.device, n, segment(n)), 0.5)}
+    out, left = {}, 1.0
+    for name, (build, share) in builds.items():
+        deadline = time.monotonic() + (end - time.monotonic()) * share / left
+        left -= share
+        out[name] = deepest(build, args.device, args.max_layers, deadline)
         print(name, json.dumps({k: v for k, v in out[name].items() if k != "probes"}), flush=True)
     if out["pyg"]["deepest"]:
         out["ratio"] = out["fullgraph"]["deepest"] / out["pyg"]["deepest"]
+        out["ratio_segmented"] = out["fullgraph --recompute-segment"]["deepest"] / out["pyg"]["deepest"]
     return out
 
 
@@ -273,7 +161,7 @@ def part_cpu_sweep(args) -> dict:
     model = ["--model", "sage", "--layers", "3", "--hidden", "128"]
     os.environ["FULLGRAPH_CACHE"] = str(work / "cache")  # the partition cut for the plan is the one the run trains on
     rows = []
-    for nprocs in (1, 2, 4, 8):
+    for nprocs in (int(p) for p in args.sweep_procs.split(",")):
         threads = max(1, cores // nprocs)
         common = ["--dataset", str(data), *model, "--threads", str(threads)]
         plan = _fg("plan", *common, "--nprocs", str(nprocs), "--partitioner", "metis-memory", "--json", timeout=300)
@@ -308,19 +196,41 @@ def part_cpu_sweep(args) -> dict:
 def part_gpu_tests(args) -> dict:
     """``pytest -m gpu`` and a short CUDA run of each model and task ``single`` trains."""
     out = {}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider",
+    end = time.monotonic() + CAPS["gpu_tests"] - 5
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "--durations=5",
                            "tests/test_gpu.py"], cwd=REPO, capture_output=True, text=True, timeout=args.cap)
     out["pytest_gpu"] = {"rc": proc.returncode, "tail": (proc.stdout + proc.stderr)[-2000:]}
-    print(json.dumps(out), flush=True)  # kept should the CLI runs after it meet the part's cap
-    runs = (["--model", "gcn"], ["--model", "sage"], ["--model", "gat", "--hidden", "64"],
-            ["--model", "gcn", "--task", "link", "--edge-batch", "2000"])
-    for flags in runs:
+    print(json.dumps(out), flush=True)  # kept should the CLI run after it meet the part's cap
+    # every model trains on CUDA in the tests above; a link task does not: one short run of it
+    for flags in (["--model", "gcn", "--task", "link", "--edge-batch", "2000"],):
         cmd = [sys.executable, "-m", "fullgraph", "train", "--dataset", "synthetic", "--epochs", "5", "--device",
                args.device, "--progress", "none", *flags]
-        proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=args.cap)
+        proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=max(1.0, end - time.monotonic()))
         out[" ".join(flags)] = {"rc": proc.returncode, "tail": (proc.stdout + proc.stderr)[-600:]}
         print(" ".join(flags), proc.returncode, flush=True)
     return out
+
+
+def part_accuracy(args) -> dict:
+    """Issue 66 on the device: ``accuracy_vs_pyg.py`` GCN 2 × 64 against PyG's ``GCNConv`` (lr 0.01, weight
+    decay 5e-4, dropout 0.5, 200 epochs, the best validation epoch's test accuracy), ``--acc-seeds`` on
+    each of ``--acc-datasets``; the script writes its JSON after every seed, so a part stopped at its cap
+    keeps the seeds done."""
+    rows = {}
+    end = time.monotonic() + CAPS["accuracy"] - 5
+    for name in args.acc_datasets.split(","):
+        dest = Path(args.out) / f"accuracy-{name}.json"
+        cmd = [sys.executable, str(REPO / "benchmarks" / "accuracy_vs_pyg.py"), "--root", args.root, "--datasets", name,
+               "--models", "gcn", "--norms", "none", "--layers", "2", "--hidden", "64", "--seeds", args.acc_seeds,
+               "--epochs", str(args.acc_epochs), "--device", args.device, "--out", str(dest)]
+        try:
+            done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=max(1.0, end - time.monotonic()))
+            rows[name] = {"rc": done.returncode, "tail": (done.stdout + done.stderr)[-1500:]}
+        except subprocess.TimeoutExpired:
+            rows[name] = {"rc": None, "error": "stopped at the part's cap"}
+        rows[name]["result"] = json.loads(dest.read_text()) if dest.exists() else None
+        print(name, json.dumps(rows[name]["rc"]), flush=True)
+    return rows
 
 
 def run_part(part: str, argv: list[str], out: Path) -> dict:
@@ -348,14 +258,19 @@ def main(argv=None) -> int:
     p.add_argument("--parts", default=",".join(DEFAULT_PARTS), help=f"of {', '.join(CAPS)}")
     p.add_argument("--device", default="cuda")
     p.add_argument("--root", default=str(REPO / ".devdata"))
+    p.add_argument("--graphs", default="rmat,coauthor-physics", help="speed and precision: the graphs measured")
     p.add_argument("--scale", type=int, default=20, help="R-MAT: 2**scale nodes")
     p.add_argument("--edges", type=int, default=5_000_000, help="R-MAT edge draws (x2 once symmetrized)")
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--max-layers", type=int, default=1024, help="deepest: stop doubling here")
-    p.add_argument("--sweep-scale", type=int, default=18, help="cpu_sweep's R-MAT: 2**scale nodes")
-    p.add_argument("--sweep-edges", type=int, default=2_500_000)
-    p.add_argument("--sweep-epochs", type=int, default=3)
-    p.add_argument("--cap", type=float, default=60.0, help="seconds each gpu_tests subprocess may take")
+    p.add_argument("--sweep-scale", type=int, default=17, help="cpu_sweep's R-MAT: 2**scale nodes")
+    p.add_argument("--sweep-edges", type=int, default=1_200_000)
+    p.add_argument("--sweep-epochs", type=int, default=2)
+    p.add_argument("--sweep-procs", default="1,2,4,8", help="cpu_sweep's process counts")
+    p.add_argument("--acc-datasets", default="coauthor-physics", help="accuracy: the graphs, comma-separated")
+    p.add_argument("--acc-seeds", default="0-31", help="accuracy: the seeds (accuracy_vs_pyg.py's form)")
+    p.add_argument("--acc-epochs", type=int, default=200, help="accuracy: epochs (the issue's 200; fewer for a dry run)")
+    p.add_argument("--cap", type=float, default=CAPS["gpu_tests"] - 25, help="seconds gpu_tests' pytest may take")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     out = Path(args.out)
@@ -375,7 +290,8 @@ def main(argv=None) -> int:
     part = args.parts
     t0 = time.perf_counter()
     result = {"gpu_tests": part_gpu_tests, "speed": part_speed, "deepest": part_deepest,
-              "cpu_sweep": part_cpu_sweep, "profile": part_profile, "precision": part_precision}[part](args)
+              "cpu_sweep": part_cpu_sweep, "profile": part_profile, "precision": part_precision,
+              "accuracy": part_accuracy}[part](args)
     result["seconds"] = time.perf_counter() - t0
     write_json(out / f"{part}.json", result)
     return 0

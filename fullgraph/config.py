@@ -81,7 +81,9 @@ class ModelOptions(_Section):
         "a [model.args] table in TOML. The builder decides depth, widths and dropout, so --layers, --hidden, "
         "--heads and the built-in models' own options are refused with it (but --hidden with a builder that takes "
         "in_dims: a featureless node type's table width).", flag="model_args", each="model_arg")
-    layers: int = opt(2, "Number of graph layers (2 to 128).")
+    layers: int = opt(2,
+        "Number of graph layers (2 or more): how deep a model fits is the memory's to say (``fullgraph plan``, and "
+        "the check before training; --recompute-segment makes depth cheap).")
     hidden: int = opt(64, "Hidden width (for GAT: all heads together).")
     heads: int = opt(8, "Attention heads of GAT's hidden layers.")
     norm: str = opt("none",
@@ -105,9 +107,14 @@ class ModelOptions(_Section):
     recompute: bool = opt(False,
         "Keep only each layer's input in the forward pass and recompute the rest in backward (SAR's "
         "rematerialization): less activation memory for one more forward per layer; same losses.")
+    recompute_segment: int = opt(0,
+        "Run the layers in segments of this many and keep only each segment's input for backward, which recomputes "
+        "the segment (0: off; one process only). ``L`` layers then keep about ``L/k + k`` activations instead of "
+        "``L`` (fewest near ``k = √L``) for one more forward of every layer; same losses.")
 
     def _check(self) -> None:
-        _need(2 <= self.layers <= 128, "layers", self.layers, "in [2, 128]")
+        _need(self.layers >= 2, "layers", self.layers, ">= 2")
+        _need(self.recompute_segment >= 0, "recompute_segment", self.recompute_segment, ">= 0 (0: off)")
         _need(self.hidden >= 1, "hidden", self.hidden, ">= 1")
         _need(self.heads >= 1, "heads", self.heads, ">= 1")
         _need(0.0 <= self.dropout < 1.0, "dropout", self.dropout, "in [0, 1)")

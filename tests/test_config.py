@@ -41,7 +41,7 @@ def test_an_unknown_option_or_a_section_of_the_wrong_type_is_refused():
 
 
 def test_each_section_checks_its_own_options():
-    with pytest.raises(InputError, match=r"expected layers in \[2, 128\] \(got 1\)"):
+    with pytest.raises(InputError, match=r"expected layers >= 2 \(got 1\)"):
         ModelOptions(layers=1)
     with pytest.raises(InputError, match=r"expected model to be one of appnp, gat, gcn, gcnii, gin, hgt, resgcn\+, rgcn, sage, or a builder"):
         ModelOptions(name="mlp")  # the option's name in the message, its choices from the model registry

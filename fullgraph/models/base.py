@@ -158,6 +158,17 @@ class GNN(nn.Module):
     by ``hold_rows``): ``forward`` then runs it on the first block's dst rows and fetches the other src
     rows of its output as it fetches a layer's (one more halo exchange, at ``pre``'s width)."""
 
+    recompute_segment: int = 0
+    """Layers per recomputed segment of the stack (``--recompute-segment``; 0: none). Where set, a training
+    forward in one process runs the layers in segments of this many under ``torch.utils.checkpoint``
+    (non-reentrant): only each segment's input stays alive for backward, which runs the segment's forward
+    again, one segment at a time. ``L`` layers then keep ``ceil(L / k)`` activations, plus one segment's
+    ``k`` while it is recomputed: about ``2√L`` at ``k ≈ √L`` instead of ``L`` (Chen et al., "Training deep
+    nets with sublinear memory cost", 2016), for one more forward of every layer. The numbers are the same:
+    keyed dropout masks are functions of the key, captured here and restored for the recomputation. A
+    layout that moves rows between layers (``fetch``) would move them again: there it is refused
+    (``parallel.rules.check_segments``), and ``forward`` ignores it where ``fetch`` is given."""
+
     PRE_SITE = 0
     """Dropout site of ``pre``; graph layer ``i`` is site ``i + 1`` and ``post`` is ``num_layers + 1``."""
 
@@ -207,6 +218,13 @@ class GNN(nn.Module):
         else:
             h = self.pre(x, first.src_ids)
         h0 = h if self.uses_h0 else None
+        last = blocks if isinstance(blocks, Block) else blocks[len(self.layers) - 1]
+        if self._segmented(fetch):
+            ctx = contextvars.copy_context()  # the dropout key, as each segment's recomputation must see it
+            for start in range(0, len(self.layers), self.recompute_segment):
+                stop = min(start + self.recompute_segment, len(self.layers))
+                h = checkpoint(_run_in, ctx, self._run_layers, blocks, h, h0, start, stop, use_reentrant=False)
+            return self.post(h, last.dst_ids)
         outs = []
         for i, layer in enumerate(self.layers):
             block = blocks if isinstance(blocks, Block) else blocks[i]
@@ -217,7 +235,21 @@ class GNN(nn.Module):
                 outs.append(h)
         if self.reads_every_layer:
             h = [out[: block.num_dst] for out in outs]
-        return self.post(h, block.dst_ids)
+        return self.post(h, last.dst_ids)
+
+    def _segmented(self, fetch) -> bool:
+        """Whether this forward runs its layers in recomputed segments (``recompute_segment``): a training
+        forward that records gradients, in one process (no ``fetch``), of a model whose ``post`` reads
+        only the last layer (one reading them all keeps them all anyway)."""
+        return (self.recompute_segment > 0 and fetch is None and self.training and torch.is_grad_enabled()
+                and not self.reads_every_layer)
+
+    def _run_layers(self, blocks, h, h0, start: int, stop: int):
+        """Graph layers ``start..stop-1`` on ``h`` (one recomputed segment)."""
+        for i in range(start, stop):
+            block = blocks if isinstance(blocks, Block) else blocks[i]
+            h = self.layers[i](block, h, None if h0 is None else h0[: block.num_dst])
+        return h
 
     def check_edge_data(self, kinds=(), edge_width: int | None = None, num_relations: int | None = None) -> None:
         """Refuse, in one line before training, edge data the model needs and the graph lacks (or has in

@@ -61,7 +61,9 @@ def batch_norm_over(bn: nn.BatchNorm1d, x: torch.Tensor,
     if reduce is not None:
         v = reduce(v)
     var = v / count
-    if bn.training and bn.track_running_stats:
+    # a recomputation (--recompute, --recompute-segment) runs this forward again inside backward: the
+    # statistics were taken at the first run, and taking them twice would move them twice as far
+    if bn.training and bn.track_running_stats and torch._C._current_graph_task_id() == -1:
         with torch.no_grad():
             n = float(count)
             unbiased = var * (n / max(n - 1.0, 1.0))

@@ -144,7 +144,14 @@ class Engine:
 
     def training_rows(self, out: torch.Tensor) -> torch.Tensor:
         """The training rows, in node order, of what ``forward`` returned in training."""
-        return out if self.prune else out[self.train_mask]
+        return out if self.prune else out.index_select(0, self.train_index())
+
+    def train_index(self) -> torch.Tensor:
+        """``train_mask``'s positions, found once: a mask's ``nonzero`` syncs a GPU, and boolean indexing's
+        backward (``index_put_`` accumulating) sorts the positions there every step; ``index_select``'s does not."""
+        if getattr(self, "_train_index", (None,))[0] is not self.train_mask:
+            self._train_index = (self.train_mask, self.train_mask.nonzero().squeeze(1))
+        return self._train_index[1]
 
     def rows_computed(self, model) -> list[int] | None:
         """Per graph layer, the rows a training step computes (``None``: every row, or ``--prune``'s)."""

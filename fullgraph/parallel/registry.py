@@ -133,6 +133,7 @@ def refuse_foreign_options(p) -> None:
 def check_layout(cfg) -> None:
     """``cfg``'s layout against its model and the rest of its options (the layout's ``check``)."""
     layout = layout_of(cfg.parallel.mode)
+    rules.check_segments(cfg)
     if layout.check is not None:
         layout.check(cfg)
 
@@ -144,6 +145,7 @@ def check_model_layout(cfg, model) -> None:
     if not layout_of(cfg.parallel.mode).holds_every_layer:
         what = f"jk={model.jk_mode!r}" if getattr(model, "jk_mode", None) else type(model).__name__
         rules.check_readout(cfg, getattr(model, "reads_every_layer", False), what)
+    rules.check_segments(cfg, model)
     if getattr(model, "whole_graph", False) and (cfg.parallel.mode != "single" or cfg.parallel.prune):
         raise InputError(f"expected layers of one hop each with --parallel {cfg.parallel.mode}"
                          f"{' --prune' if cfg.parallel.prune else ''} (got a whole model on dicts, {cfg.model.name}: "

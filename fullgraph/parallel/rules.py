@@ -12,7 +12,7 @@ from fullgraph.errors import InputError
 from fullgraph.models import MODELS, SPMM_MODELS, is_reference, model_spec
 from fullgraph.models.base import reads_every_layer_refusal
 
-__all__ = ["check_chunked", "check_readout", "check_spmm", "check_tensor", "check_depth"]
+__all__ = ["check_chunked", "check_readout", "check_spmm", "check_tensor", "check_depth", "check_segments"]
 
 
 def check_chunked(cfg) -> None:
@@ -32,6 +32,32 @@ def check_chunked(cfg) -> None:
     if p.boundary_rate < 1.0:
         raise InputError(f"expected --boundary-rate 1 with --parallel {p.mode} (got {p.boundary_rate}); boundary "
                          f"sampling runs with --parallel graph")
+
+
+def check_segments(cfg, model=None) -> None:
+    """``--recompute-segment`` (``GNN.recompute_segment``): one process only, and a model that runs its layers
+    through ``GNN.forward`` and whose ``post`` reads only the last one; ``model``: the built model, where a
+    user's builder made it (``None``: the spec's facts)."""
+    k = cfg.model.recompute_segment
+    if not k:
+        return
+    if cfg.parallel.mode != "single":
+        raise InputError(f"expected --recompute-segment only with --parallel single (got --parallel "
+                         f"{cfg.parallel.mode}): its ranks exchange rows between or inside the layers, and "
+                         f"recomputing a segment would exchange them again; --recompute keeps one layer's input per "
+                         f"layer there")
+    spec = model_spec(cfg.model.name)
+    if k > cfg.model.layers and model is None and spec.builtin:
+        raise InputError(f"expected --recompute-segment at most --layers ({cfg.model.layers}) (got {k})")
+    every = spec.reads_every_layer if model is None else getattr(model, "reads_every_layer", False)
+    if every:
+        raise InputError(f"expected a model whose output reads only its last graph layer with --recompute-segment "
+                         f"(got {cfg.model.name}, which reads every layer's output, so keeps them all anyway)")
+    from fullgraph.models.base import GNN
+
+    if model is not None and type(model).forward is not GNN.forward:
+        raise InputError(f"expected a model that runs its layers through fullgraph's GNN.forward with "
+                         f"--recompute-segment (got {type(model).__name__}, whose own forward decides what it keeps)")
 
 
 def check_readout(cfg, reads_every_layer: bool, what: str) -> None:

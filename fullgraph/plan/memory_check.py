@@ -1,8 +1,10 @@
 """Before a run starts: each rank's estimated peak against the memory it may use, and when the largest does
-not fit, one line saying what would (``--recompute``, more parts, a smaller ``--edge-batch`` or
-``--hidden``), each option's estimate from :mod:`fullgraph.plan.rank_memory`."""
+not fit, one line saying what would (``--recompute``, ``--recompute-segment``, more parts, a smaller
+``--edge-batch`` or ``--hidden``), each option's estimate from :mod:`fullgraph.plan.rank_memory`."""
 
 from __future__ import annotations
+
+import math
 
 from fullgraph.errors import InputError
 from fullgraph.models import model_spec
@@ -49,6 +51,10 @@ def check_memory(cfg, stats: list[dict], *, available_bytes: int | None = None, 
     fits = []
     if not m.recompute and peak(recompute=True) <= limit:
         fits.append(f"--recompute (~{_gib(peak(recompute=True))})")
+    k = max(2, round(math.sqrt(m.layers)))  # the segment that keeps the fewest activations, ~2√L
+    one_process = not cfg.parallel.mesh.distributed
+    if one_process and m.layers > 2 and not m.recompute_segment and peak(recompute_segment=k) <= limit:
+        fits.append(f"--recompute-segment {k} (~{_gib(peak(recompute_segment=k))})")
     fits += _more_parts(opts, stats, s, limit)
     if edge_batch and stats[worst].get("pair_bytes"):
         fits += _smaller_batch(lambda f: max(estimate_peak_bytes(**(opts | st | {"pair_bytes": int(st["pair_bytes"] * f)}))

@@ -66,7 +66,7 @@ def _memory_model(model: str, features: int, classes: int, sizes: dict):
 def kept_activation_bytes(model: str, *, nodes: int, halo: int, block_nnz: int, features: int, classes: int,
                           layers: int, hidden: int, heads: int = 8, feature_nnz: int | None = None,
                           recompute: bool = False, gcn_kernel: str = "fused", model_args: dict | None = None,
-                          node_types: dict | None = None) -> int:
+                          node_types: dict | None = None, recompute_segment: int = 0) -> int:
     """Bytes a training forward pass leaves alive for backward (dropout on), beyond the graph data.
 
     ``nodes`` dst rows (n), ``halo`` extra src rows (m = n + halo: a layer after the first reads the
@@ -74,8 +74,20 @@ def kept_activation_bytes(model: str, *, nodes: int, halo: int, block_nnz: int, 
     block (E'), ``feature_nnz`` stored entries of sparse input features (None: dense). Each model's
     count is its spec's (``MemoryModel.kept``, counted from what its layers' autograd saves);
     tests/plan/test_memory.py checks it against ``torch.autograd.graph.saved_tensors_hooks``. With
-    ``recompute`` a graph layer keeps only its inputs (``pre`` and ``post`` are not recomputed).
+    ``recompute`` a graph layer keeps only its inputs (``pre`` and ``post`` are not recomputed). With
+    ``recompute_segment`` k (``GNN.recompute_segment``) the stack keeps its ``S = ceil(L / k)`` segments' inputs,
+    counted as a stack of S layers that recomputes, plus what one segment of k hidden layers keeps while
+    backward recomputes it (k times a hidden layer's kept bytes: the difference of stacks of 3 and 2).
     """
+    if recompute_segment and layers > 2:
+        args = dict(nodes=nodes, halo=halo, block_nnz=block_nnz, features=features, classes=classes, hidden=hidden,
+                    heads=heads, feature_nnz=feature_nnz, gcn_kernel=gcn_kernel, model_args=model_args,
+                    node_types=node_types)
+        k = min(recompute_segment, layers)
+        inputs = kept_activation_bytes(model, layers=max(2, -(-layers // k)), recompute=True, **args)
+        per_layer = (kept_activation_bytes(model, layers=3, recompute=recompute, **args)
+                     - kept_activation_bytes(model, layers=2, recompute=recompute, **args))
+        return inputs + k * per_layer
     sparse = feature_nnz is not None
     m = nodes + halo
     dropped_x = 4 * feature_nnz if sparse else 4 * m * features  # dropout(X): a dense copy, or new sparse values
@@ -141,7 +153,8 @@ def memory_breakdown(*, nodes: int, edges: int, features: int, classes: int, mod
                      recompute: bool = False, gcn_kernel: str = "fused", distributed: bool = False,
                      mmap_threshold: int | None = None, model_args: dict | None = None,
                      edge_bytes: int = 0, node_types: dict | None = None, pair_bytes: int = 0,
-                     owned_share: float | None = None, split_bytes: int = 0) -> dict[str, int]:
+                     owned_share: float | None = None, split_bytes: int = 0,
+                     recompute_segment: int = 0) -> dict[str, int]:
     """The parts of :func:`estimate_peak_bytes`: ``process``, ``graph``, ``weights``, ``activations``.
     ``owned_share``: the fraction of the graph's nodes whose node-owned parameters (``MemoryModel.owned``:
     R-GCN's embeddings) this rank holds, under graph parallelism its inner nodes'; ``None``: all of them.
@@ -159,12 +172,14 @@ def memory_breakdown(*, nodes: int, edges: int, features: int, classes: int, mod
         params -= mem.owned - round(mem.owned * min(1.0, owned_share))
     kept = kept_activation_bytes(model, nodes=n, halo=halo, block_nnz=E, features=features, classes=classes,
                                  layers=layers, hidden=H, heads=heads, feature_nnz=feature_nnz, recompute=recompute,
-                                 gcn_kernel=gcn_kernel, model_args=model_args, node_types=node_types)
+                                 gcn_kernel=gcn_kernel, model_args=model_args, node_types=node_types,
+                                 recompute_segment=recompute_segment)
     unit = 4 * (E if mem.per_edge else n) * (mem.width or H)
+    again = bool(recompute or recompute_segment)  # backward runs forwards again: their temporaries
     # + gradients and Adam's moments, and a link step's scored pairs
-    step = kept + mem.transient[bool(recompute)] * unit + 3 * 4 * params + pair_bytes
+    step = kept + mem.transient[again] * unit + 3 * 4 * params + pair_bytes
     threshold = this_process_threshold() if mmap_threshold is None else mmap_threshold
-    overhead = MMAP_OVERHEAD if 4 * n * (mem.width or H) >= threshold else mem.heap_overhead[bool(recompute)]
+    overhead = MMAP_OVERHEAD if 4 * n * (mem.width or H) >= threshold else mem.heap_overhead[again]
     return {
         "process": PROCESS_BYTES,
         "graph": _graph_bytes(nodes=n, halo=halo, edges=edges, features=features, feature_nnz=feature_nnz,
@@ -179,7 +194,8 @@ def estimate_peak_bytes(*, nodes: int, edges: int, features: int, classes: int, 
                         recompute: bool = False, gcn_kernel: str = "fused", distributed: bool = False,
                         mmap_threshold: int | None = None, model_args: dict | None = None,
                         edge_bytes: int = 0, node_types: dict | None = None, pair_bytes: int = 0,
-                        owned_share: float | None = None, split_bytes: int = 0) -> int:
+                        owned_share: float | None = None, split_bytes: int = 0,
+                        recompute_segment: int = 0) -> int:
     """Estimated peak RSS of one training process, in bytes (see the module docstring).
 
     Args:
@@ -197,13 +213,15 @@ def estimate_peak_bytes(*, nodes: int, edges: int, features: int, classes: int, 
             command line fixed it, else glibc's dynamic threshold at its 32 MiB ceiling); a launcher
             estimating for ranks that run the command line may pass ``fullgraph.memory.MMAP_THRESHOLD_BYTES``.
         pair_bytes: what a link-prediction step's scored pairs hold on this rank (``LinkTask.memory``).
+        recompute_segment: layers per recomputed segment (``--recompute-segment``; 0: none).
     """
     return sum(memory_breakdown(nodes=nodes, edges=edges, features=features, classes=classes, model=model,
                                 layers=layers, hidden=hidden, heads=heads, halo=halo, feature_nnz=feature_nnz,
                                 recompute=recompute, gcn_kernel=gcn_kernel, distributed=distributed,
                                 mmap_threshold=mmap_threshold, model_args=model_args,
                                 edge_bytes=edge_bytes, node_types=node_types, pair_bytes=pair_bytes,
-                                owned_share=owned_share, split_bytes=split_bytes).values())
+                                owned_share=owned_share, split_bytes=split_bytes,
+                                recompute_segment=recompute_segment).values())
 
 
 def tensor_peak_bytes(*, nodes: int, edges: int, nprocs: int, model: str, **options) -> int:
@@ -349,4 +367,5 @@ def model_memory_options(cfg) -> dict:
     args = dict(m.args) if not (spec.builtin and spec.reads_node_types) else {  # its own options, for a measurement
         k: getattr(m, k) for k in spec.options if k not in ("layers", "hidden", "dropout")}
     return dict(model=m.name, layers=m.layers, hidden=m.hidden, heads=m.heads, recompute=m.recompute,
-                gcn_kernel=m.gcn_kernel, model_args=args)
+                gcn_kernel=m.gcn_kernel, model_args=args,
+                **({"recompute_segment": m.recompute_segment} if m.recompute_segment else {}))

@@ -60,7 +60,8 @@ class NodeTask:
     def loss(self, engine, model, out: torch.Tensor, epoch: int, step: int) -> torch.Tensor:
         """This rank's share of the loss: its training rows (``out`` may hold fewer rows than the
         rank's: ``Engine.training_rows``)."""
-        return self.rows_loss(engine.training_rows(out), engine.y[engine.train_mask], engine.num_train)
+        y = engine.y.index_select(0, engine.train_index())
+        return self.rows_loss(engine.training_rows(out), y, engine.num_train)
 
     @staticmethod
     def rows_loss(logits: torch.Tensor, y: torch.Tensor, count: int) -> torch.Tensor:

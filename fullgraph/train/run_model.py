@@ -92,10 +92,13 @@ class RunModel:
                                 featureless=self.cfg.model.featureless)
         if self.obj is not None:
             self.obj.recompute = self.cfg.model.recompute
+            self.obj.recompute_segment = self.cfg.model.recompute_segment
             return self.obj
         args = model_args(self.cfg, in_dim, num_classes, edge_dim, node_types)
-        return build_model(args.pop("name"), args.pop("in_dim"), args.pop("out_dim"),
-                           recompute=self.cfg.model.recompute, **args)
+        model = build_model(args.pop("name"), args.pop("in_dim"), args.pop("out_dim"),
+                            recompute=self.cfg.model.recompute, **args)
+        model.recompute_segment = self.cfg.model.recompute_segment
+        return model
 
     def hidden(self, model: GNN) -> int:
         """The hidden width: the option's for a built-in model, else the widest input of a layer after the first."""

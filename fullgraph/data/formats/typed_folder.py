@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from fullgraph.data.formats._common import labels_from_onehot, load_array, read_table
+from fullgraph.data.formats._common import _is_number_row, labels_from_onehot, load_array, read_table
 from fullgraph.data.graph import Graph
 from fullgraph.errors import InputError
 
@@ -178,19 +178,11 @@ def label_column(path: Path) -> bool:
     with open(path, encoding="utf8", errors="replace") as f:
         first = next((line.split("#", 1)[0] for line in f if line.split("#", 1)[0].strip()), "")
     names = first.replace(",", " ").split()
-    if len(names) < 3 or any(_is_number(w) for w in names):
+    if len(names) < 3 or any(_is_number_row(w) for w in names):
         return False
     if len(names) != 3 or names[2].lower() not in LABEL_NAMES:
         raise InputError(f"expected the header of {path} to name two ids and at most a label column, 'src dst "
                          f"label' (got {' '.join(names)}): a typed folder's edges carry no other data")
-    return True
-
-
-def _is_number(word: str) -> bool:
-    try:
-        float(word)
-    except ValueError:
-        return False
     return True
 
 
