@@ -151,32 +151,33 @@ def deepest(build, device, max_layers: int, deadline: float) -> dict:
 
 
 def on_device(graph, device: str) -> tuple:
-    """What :func:`model_step` reads, built once: the GCN block, the features, the training rows, their labels."""
+    """What :func:`model_step` reads, built once: the GCN block, the features, the training rows, their labels,
+    the class count."""
     from fullgraph.ops import Block
 
     rows = graph.train_mask.nonzero().squeeze(1).to(device)
     return (Block.from_graph(graph, "gcn").to(device), graph.dense_x().to(device), rows,
-            graph.y.to(device).index_select(0, rows))
+            graph.y.to(device).index_select(0, rows), graph.num_classes)
 
 
-def model_step(graph, prepared: tuple, device: str, layers: int, segment: int = 0):
-    """fullgraph's GCN ``layers`` × 256 (fused layer, dropout 0.5) as the trainer steps it, without the
-    trainer's set-up: keyed dropout, the training rows' loss, backward, Adam. ``prepared``: :func:`on_device`'s;
-    ``segment``: ``--recompute-segment``."""
+def model_step(prepared: tuple, device: str, layers: int, segment: int = 0, model: str = "gcn", hidden: int = 256):
+    """fullgraph's ``model`` (``layers`` × ``hidden``, dropout 0.5; GCN: the fused layer) as the trainer steps
+    it, without the trainer's set-up: keyed dropout, the training rows' loss, backward, Adam. ``prepared``:
+    ``(block, x, training rows, their labels, classes)``, :func:`on_device`'s; ``segment``:
+    ``--recompute-segment``."""
     from fullgraph.models import build_model
     from fullgraph.ops.dropout import keyed_dropout
     from torch.nn import functional as F
 
-    block, x, rows, y = prepared
-    model = build_model("gcn", graph.num_features, graph.num_classes, layers=layers, hidden=256, dropout=0.5)
-    model = model.to(device)
-    model.recompute_segment = segment
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    block, x, rows, y, classes = prepared
+    net = build_model(model, x.shape[1], classes, layers=layers, hidden=hidden, dropout=0.5).to(device)
+    net.recompute_segment = segment
+    opt = torch.optim.Adam(net.parameters(), lr=0.01)
 
     def step():
         opt.zero_grad()
         with keyed_dropout(0, 1):
-            out = model(block, x)
+            out = net(block, x)
         F.cross_entropy(out.index_select(0, rows), y).backward()
         opt.step()
 

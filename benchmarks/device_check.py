@@ -6,9 +6,8 @@ under its own time cap (``CAPS``), so that a slow part cannot starve the ones af
     python benchmarks/device_check.py --device cpu --scale 12 --edges 40000 --epochs 2 --max-layers 8 \
         --sweep-scale 12 --sweep-edges 40000 --out /tmp/dc                           # dry run here
 
-* ``gpu_tests``: ``pytest -m gpu`` (tests/test_gpu.py), and a short CUDA run of the one layout a single
-  GPU hosts, ``single``, for GCN, SAGE, GAT and link prediction (the multi-rank layouts take one GPU per
-  rank under NCCL: one GPU hosts none of them).
+* ``gpu_tests``: ``pytest -m "gpu and not shared_gpu"`` (tests/test_gpu.py: every model on CUDA, a rank over
+  NCCL), and a short CUDA run of link prediction.
 * ``speed``: one process, epoch time (CUDA-synchronized, median after warm-up) and the allocator's peak,
   fullgraph's GCN and SAGE 2 × 256 against PyG's ``GCNConv``/``SAGEConv`` over a CSR ``adj_t`` (its
   fastest form here) on the same device, on Coauthor-Physics (``--root``) and an R-MAT graph.
@@ -24,6 +23,11 @@ under its own time cap (``CAPS``), so that a slow part cannot starve the ones af
   R-MAT graph (where the first lease found fullgraph slower).
 * ``precision``: bf16 against fp32 (fullgraph's ``--precision``): epoch time, peak and test accuracy of a
   short run of GCN 2 × 256 on Coauthor-Physics (measured in the first lease; not run by default).
+* ``largest``: the largest R-MAT graph (2^26 nodes and 5·10^8 draws first, then halved) made on the device
+  (``_device_graph``) that one GPU trains GCN and SAGE 3 × 128 on, its peak beside
+  ``fullgraph.plan.device_peak_bytes`` (not run by default: the second call).
+* ``shared_gpu``: every multi-rank layout with two ranks sharing the one GPU over gloo, against the same
+  layout on the CPU (``pytest -m shared_gpu``; not run by default: the second call).
 * ``accuracy``: issue 66's comparison on the device, ``accuracy_vs_pyg.py`` GCN 2 × 64 against PyG's
   ``GCNConv``, ``--acc-datasets`` over ``--acc-seeds`` (not run by default: a second call of its own).
 
@@ -34,6 +38,7 @@ generated once per call and kept in ``--out`` for the parts after the first.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -49,14 +54,18 @@ import torch
 from _device_steps import deepest, fullgraph_step, graphs, model_step, on_device, pyg_step, sync, timed
 from _harness import REPO, environment, print_header, write_json
 
-CAPS = MappingProxyType({"gpu_tests": 150, "speed": 60, "deepest": 100, "cpu_sweep": 120, "profile": 50,
-                         "precision": 60, "accuracy": 300})
+CAPS = MappingProxyType({"gpu_tests": 150, "speed": 60, "deepest": 90, "cpu_sweep": 100, "profile": 50,
+                         "precision": 60, "largest": 90, "shared_gpu": 150, "accuracy": 100})
 """Seconds each part may run, sized from the second lease's H200 (issue 65): ``pytest -m gpu`` took 136 s
 (its two NCCL tests 54 and 59 s, each starting four CUDA processes); ``cpu_sweep`` took 105 s for its
 first P on a 2^18-node graph, now 2^17 with two epochs; ``profile`` needed more than 35 s."""
 DEFAULT_PARTS = ("gpu_tests", "speed", "deepest", "cpu_sweep", "profile")
 CALL_BUDGET_S = 480
 """One call's seconds (issue 65: ≤ 8 minutes), which the default parts' caps must not exceed."""
+SECOND_CALL = ("largest", "shared_gpu", "accuracy")
+"""The parts of the lease's second call, made at once after the first on the still warm machine."""
+LEASE_S, START_S = 900, 90
+"""A session's device seconds, and what a machine's start takes of them (the device tool: one to two minutes)."""
 
 
 def part_speed(args) -> dict:
@@ -128,9 +137,9 @@ def part_deepest(args) -> dict:
     end = time.monotonic() + CAPS["deepest"] - 10
     segment = lambda n: max(2, math.ceil(math.sqrt(n)))  # noqa: E731 - fewest kept activations near √L
     ready = on_device(graph, args.device)
-    builds = {"fullgraph": (lambda n: model_step(graph, ready, args.device, n), 0.25),
+    builds = {"fullgraph": (lambda n: model_step(ready, args.device, n), 0.25),
               "pyg": (lambda n: pyg_step(graph, "gcn", args.device, layers=n), 0.25),
-              "fullgraph --recompute-segment": (lambda n: model_step(graph, ready, args.device, n, segment(n)), 0.5)}
+              "fullgraph --recompute-segment": (lambda n: model_step(ready, args.device, n, segment(n)), 0.5)}
     out, left = {}, 1.0
     for name, (build, share) in builds.items():
         deadline = time.monotonic() + (end - time.monotonic()) * share / left
@@ -197,7 +206,7 @@ def part_gpu_tests(args) -> dict:
     """``pytest -m gpu`` and a short CUDA run of each model and task ``single`` trains."""
     out = {}
     end = time.monotonic() + CAPS["gpu_tests"] - 5
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "--durations=5",
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu and not shared_gpu", "-p", "no:cacheprovider",
                            "tests/test_gpu.py"], cwd=REPO, capture_output=True, text=True, timeout=args.cap)
     out["pytest_gpu"] = {"rc": proc.returncode, "tail": (proc.stdout + proc.stderr)[-2000:]}
     print(json.dumps(out), flush=True)  # kept should the CLI run after it meet the part's cap
@@ -209,6 +218,58 @@ def part_gpu_tests(args) -> dict:
         out[" ".join(flags)] = {"rc": proc.returncode, "tail": (proc.stdout + proc.stderr)[-600:]}
         print(" ".join(flags), proc.returncode, flush=True)
     return out
+
+
+def part_largest(args) -> dict:
+    """Issue 65 item 4: the largest R-MAT graph one GPU trains GCN and SAGE 3 × 128 on (one step), made
+    on the device (``_device_graph``, ``--largest-scale`` nodes' log2 and ``--largest-edges`` draws, both
+    halved per step down), its allocator peak beside ``fullgraph.plan.device_peak_bytes``."""
+    from _device_graph import device_rmat, gcn_block, mean_block
+    from _device_steps import peak, peak_reset
+    from fullgraph.plan import device_peak_bytes
+
+    rows = []
+    for model, norm_block in (("gcn", gcn_block), ("sage", mean_block)):
+        for down in range(3):
+            scale, draws = args.largest_scale - down, args.largest_edges >> down
+            row, held = {"model": model, "scale": scale, "draws": draws}, None
+            try:
+                t0 = time.perf_counter()
+                graph = device_rmat(scale, draws, num_features=128, num_classes=16, device=args.device)
+                block = norm_block(graph)
+                sync(args.device)
+                row |= {"build_s": time.perf_counter() - t0, "nodes": graph.num_nodes, "edges": graph.num_edges}
+                row["estimate"] = device_peak_bytes(nodes=graph.num_nodes, edges=graph.num_edges, features=128,
+                                                    classes=16, model=model, layers=3, hidden=128)
+                held = (block, graph.x, graph.train_rows, graph.y.index_select(0, graph.train_rows), 16)
+                del graph  # its CSR: the trainer keeps a graph's own structure on the host
+                peak_reset(args.device)
+                t0 = time.perf_counter()
+                model_step(held, args.device, 3, model=model, hidden=128)()
+                sync(args.device)
+                row |= {"ok": True, "step_s": time.perf_counter() - t0, "peak": peak(args.device)}
+                row["peak_over_estimate"] = row["peak"] / row["estimate"] if row["peak"] else None
+            except torch.OutOfMemoryError as e:
+                e.__traceback__ = None
+                row["ok"] = False
+            finally:
+                graph = block = held = None
+                gc.collect()
+                torch.cuda.empty_cache() if torch.cuda.is_available() else None
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            if row["ok"]:
+                break
+    return {"rows": rows}
+
+
+def part_shared_gpu(args) -> dict:
+    """Issue 65 item 6: every multi-rank layout with two ranks sharing the one GPU over gloo, against the
+    same layout on the CPU (``pytest -m shared_gpu``, tests/test_gpu.py)."""
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "shared_gpu", "-p", "no:cacheprovider",
+                           "tests/test_gpu.py"], cwd=REPO, capture_output=True, text=True,
+                          timeout=CAPS["shared_gpu"] - 5)
+    return {"rc": proc.returncode, "tail": (proc.stdout + proc.stderr)[-3000:]}
 
 
 def part_accuracy(args) -> dict:
@@ -267,6 +328,8 @@ def main(argv=None) -> int:
     p.add_argument("--sweep-edges", type=int, default=1_200_000)
     p.add_argument("--sweep-epochs", type=int, default=2)
     p.add_argument("--sweep-procs", default="1,2,4,8", help="cpu_sweep's process counts")
+    p.add_argument("--largest-scale", type=int, default=26, help="largest: the first graph's 2**scale nodes")
+    p.add_argument("--largest-edges", type=int, default=500_000_000, help="largest: its R-MAT draws (~2x edges)")
     p.add_argument("--acc-datasets", default="coauthor-physics", help="accuracy: the graphs, comma-separated")
     p.add_argument("--acc-seeds", default="0-31", help="accuracy: the seeds (accuracy_vs_pyg.py's form)")
     p.add_argument("--acc-epochs", type=int, default=200, help="accuracy: epochs (the issue's 200; fewer for a dry run)")
@@ -291,7 +354,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     result = {"gpu_tests": part_gpu_tests, "speed": part_speed, "deepest": part_deepest,
               "cpu_sweep": part_cpu_sweep, "profile": part_profile, "precision": part_precision,
-              "accuracy": part_accuracy}[part](args)
+              "largest": part_largest, "shared_gpu": part_shared_gpu, "accuracy": part_accuracy}[part](args)
     result["seconds"] = time.perf_counter() - t0
     write_json(out / f"{part}.json", result)
     return 0

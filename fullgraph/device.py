@@ -1,9 +1,11 @@
 """Which device a process computes on (``--device``), and how much of it a run used.
 
 ``auto`` means CUDA when this process can have a GPU of its own, the CPU otherwise. One process
-takes GPU 0; a rank takes the GPU of its local rank, so a machine needs a GPU per local rank (NCCL
-refuses two ranks on one GPU). ``cpu`` keeps a run on the host even where GPUs exist (distributed
-runs then use gloo); ``cuda`` insists, and is refused with one line where no GPU can be had.
+takes GPU 0; a rank takes the GPU of its local rank, and the ranks talk over NCCL. ``cpu`` keeps a run
+on the host even where GPUs exist (distributed runs then use gloo). ``cuda`` insists: with fewer GPUs
+than local ranks the ranks share them (rank ``r`` on GPU ``r mod count``) and talk over gloo, which
+NCCL's one-rank-per-GPU rule leaves (``comm.context.Comm`` stages through host memory what gloo does not
+move from a GPU); with none it is refused in one line.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import torch
 import fullgraph.environ as environ
 from fullgraph.errors import InputError
 
-__all__ = ["DEVICES", "resolve_device", "synchronize", "reset_peak", "peak_device_bytes", "environment"]
+__all__ = ["DEVICES", "resolve_device", "shares_gpu", "synchronize", "reset_peak", "peak_device_bytes", "environment"]
 
 
 DEVICES = ("auto", "cpu", "cuda")  # --device
@@ -39,9 +41,17 @@ def resolve_device(choice: str, local_rank: int = 0, local_world_size: int = 1) 
     if gpus >= local_world_size:
         return torch.device("cuda", local_rank)
     if choice == "cuda":
-        raise InputError(f"expected a GPU for each of the {local_world_size} process(es) on this machine with "
-                         f"--device cuda (torch sees {gpus}); use --device cpu or auto")
+        if gpus:  # more ranks than GPUs: they share them, over gloo (shares_gpu)
+            return torch.device("cuda", local_rank % gpus)
+        raise InputError(f"expected a GPU with --device cuda (torch sees 0 on this machine, for "
+                         f"{local_world_size} process(es)); use --device cpu or auto")
     return torch.device("cpu")
+
+
+def shares_gpu(device: torch.device, local_world_size: int) -> bool:
+    """Whether ``device`` is a GPU that other local ranks use too (fewer GPUs than local ranks): such
+    ranks cannot talk over NCCL, which takes one rank per GPU."""
+    return device.type == "cuda" and torch.cuda.device_count() < local_world_size
 
 
 def synchronize(device: torch.device) -> None:

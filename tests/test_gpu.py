@@ -55,6 +55,20 @@ def test_device_cuda_is_refused_without_a_gpu_in_one_line():
     assert run.stderr.strip().count("\n") == 0 and "--device cuda" in run.stderr and "torch sees 0" in run.stderr
 
 
+def test_device_cuda_shares_the_gpus_among_more_ranks(monkeypatch):
+    """``--device cuda`` with fewer GPUs than local ranks: rank r on GPU r mod count, flagged as sharing
+    (gloo, not NCCL); ``auto`` keeps such ranks on the CPU."""
+    from fullgraph.device import resolve_device, shares_gpu
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert [resolve_device("cuda", r, 4) for r in range(4)] == [torch.device("cuda", i) for i in (0, 1, 0, 1)]
+    assert shares_gpu(torch.device("cuda", 1), 4) and not shares_gpu(torch.device("cuda", 1), 2)
+    assert not shares_gpu(torch.device("cpu"), 4)
+    monkeypatch.delenv("FULLGRAPH_DEVICE")
+    assert resolve_device("auto", 3, 4).type == "cpu"  # auto: a GPU of its own or none
+
+
 def test_device_auto_is_cuda_where_each_process_has_a_gpu(monkeypatch):
     from fullgraph.device import resolve_device
 
@@ -139,3 +153,30 @@ def test_a_rank_with_a_gpu_of_its_own_trains_over_nccl(tmp_path, how):
     with open(tmp_path / "single" / "out" / "metrics.jsonl") as f:
         want = [json.loads(line)["loss"] for line in f]
     assert_same_losses(losses, want, CUDA_LOSSES, f"rank on cuda:0 ({how}) losses")
+
+
+SHARED_LAYOUTS = {
+    "graph": ["--parallel", "graph", "--nprocs", "2"],
+    "pipeline": ["--parallel", "pipeline", "--nprocs", "2", "--chunks", "2"],
+    "spmm-1d": ["--parallel", "spmm-1d", "--nprocs", "2"],
+    "tensor": ["--parallel", "tensor", "--nprocs", "2"],
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.shared_gpu
+@pytest.mark.parametrize("layout", list(SHARED_LAYOUTS))
+def test_ranks_sharing_one_gpu_train_as_on_the_cpu(tmp_path, layout):
+    """Every multi-rank layout's CUDA path on one GPU: two ranks share it (``--device cuda`` with more
+    ranks than GPUs), talk over gloo with host copies of what gloo does not move from a GPU, and give the
+    losses the same layout gives on the CPU (within CUDA_LOSSES: cuBLAS and cuSPARSE sum in other orders)."""
+    if torch.cuda.device_count() >= 2:
+        pytest.skip("every rank has a GPU of its own here (NCCL): nothing is shared")
+    common = ["--epochs", "4", "--eval-every", "4", "--dropout", "0.5", "--out", "out", *SHARED_LAYOUTS[layout]]
+    (tmp_path / "cpu").mkdir()
+    _cli([*common, "--device", "cpu"], tmp_path / "cpu", launcher=(sys.executable,))
+    run = _cli([*common, "--device", "cuda"], tmp_path, launcher=(sys.executable,))
+    assert run["device"].startswith("cuda") and run["peak_cuda_bytes"] > 0
+    got, want = ([json.loads(line)["loss"] for line in open(d / "out" / "metrics.jsonl")]
+                 for d in (tmp_path, tmp_path / "cpu"))
+    assert_same_losses(got, want, CUDA_LOSSES, f"{layout}, two ranks on one GPU")

@@ -30,6 +30,7 @@ import torch.distributed as dist
 
 import fullgraph.environ as environ
 from fullgraph.comm.ledger import Ledger
+from fullgraph.comm.pending import Pending, host_buffer, host_copy
 from fullgraph.errors import InputError
 
 __all__ = ["DistEnv", "Comm", "Pending", "RendezvousError", "broadcast_object", "init_world", "stale_env_hint"]
@@ -203,13 +204,13 @@ def init_world(env: DistEnv, device: str = "auto", setup_timeout_s: float = 1800
     group is the same, so NCCL is never left out by an earlier gloo-only set-up. Reaching the store
     has its own bound, ``connect_timeout_s`` (default: ``FULLGRAPH_CONNECT_TIMEOUT``, else 60 s): a
     rank 0 that never comes is reported then, not after ``setup_timeout_s``."""
-    from fullgraph.device import resolve_device
+    from fullgraph.device import resolve_device, shares_gpu
 
     dev = resolve_device(device, env.local_rank, env.local_world_size)
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
-    if not dist.is_initialized():
-        backend = "cpu:gloo,cuda:nccl" if dev.type == "cuda" else "gloo"
+    if not dist.is_initialized():  # NCCL takes one rank per GPU: ranks that share one use gloo
+        backend = "cpu:gloo,cuda:nccl" if dev.type == "cuda" and not shares_gpu(dev, env.local_world_size) else "gloo"
         store = _store(env, min(setup_timeout_s, connect_timeout_s or _connect_seconds()), setup_timeout_s)
         with _notice(lambda s: f"rank {env.rank} of {env.world_size}: waiting for the other ranks to join the "
                                f"process group ({s:.0f} s so far; giving up after {setup_timeout_s:g} s)"):
@@ -239,7 +240,8 @@ class Comm:
         self.env = env
         self.rank, self.world_size = env.rank, env.world_size
         self.device = init_world(env, device, setup_timeout_s)
-        self.backend = "nccl" if self.device.type == "cuda" else "gloo"
+        self.backend = "nccl" if self.device.type == "cuda" and "nccl" in str(dist.get_backend()) else "gloo"
+        self.stage = self.device.type == "cuda" and self.backend == "gloo"  # ranks sharing a GPU: see comm.pending
         self.timeout_s = timeout_s
         self.ranks = list(range(env.world_size))
         self.group = self.world_group = dist.new_group(self.ranks, timeout=timedelta(seconds=timeout_s))
@@ -279,18 +281,27 @@ class Comm:
         one ``batch_isend_irecv``; gloo: on the lanes); returns the handles to wait on. The bytes sent are recorded now, the
         time spent waiting when ``Pending.wait`` is called."""
         self.ledger.record(category, sum(t.numel() * t.element_size() for t, _, _ in sends))
-        return Pending(self._start(sends, recvs), [t for t, _, _ in sends] + [t for t, _, _ in recvs], self, category)
+        return self._start(sends, recvs, category)
 
-    def _start(self, sends: list[tuple[torch.Tensor, int, int]], recvs: list[tuple[torch.Tensor, int, int]]) -> list:
-        """Start ``(tensor, global peer rank, tag)`` sends and receives; their handles. On gloo, lane 0
-        carries what a lower rank sends a higher one, lane 1 the other direction (see ``__init__``)."""
+    def _start(self, sends: list[tuple[torch.Tensor, int, int]], recvs: list[tuple[torch.Tensor, int, int]],
+               category: str) -> Pending:
+        """Start ``(tensor, global peer rank, tag)`` sends and receives. On gloo, lane 0 carries what a
+        lower rank sends a higher one, lane 1 the other direction (see ``__init__``); staged (``stage``),
+        they move host copies, and what arrives is put on the GPU when the ``Pending`` is waited on."""
+        keep, back = [t for t, _, _ in sends + recvs], []
+        if self.stage:
+            sends = [(host_copy(t), peer, tag) for t, peer, tag in sends]
+            back = [(host_buffer(t), t) for t, _, _ in recvs]
+            recvs = [(host, peer, tag) for (host, _), (_, peer, tag) in zip(back, recvs)]
+            keep += [t for t, _, _ in sends]
         if self.lanes is None:
             ops = [dist.P2POp(dist.isend, t, peer, self.world_group, tag) for t, peer, tag in sends]
             ops += [dist.P2POp(dist.irecv, t, peer, self.world_group, tag) for t, peer, tag in recvs]
-            return dist.batch_isend_irecv(ops) if ops else []
+            return Pending(dist.batch_isend_irecv(ops) if ops else [], keep, self, category)
         me = self.env.rank
-        return ([dist.isend(t, peer, group=self.lanes[me > peer], tag=tag) for t, peer, tag in sends]
-                + [dist.irecv(t, peer, group=self.lanes[peer > me], tag=tag) for t, peer, tag in recvs])
+        works = ([dist.isend(t, peer, group=self.lanes[me > peer], tag=tag) for t, peer, tag in sends]
+                 + [dist.irecv(t, peer, group=self.lanes[peer > me], tag=tag) for t, peer, tag in recvs])
+        return Pending(works, keep, self, category, back)
 
     def _swap(self, send: list[torch.Tensor], recv: list[torch.Tensor], category: str, nbytes: int) -> None:
         """``send[r]`` to rank r of the group into ``recv[r]`` (contiguous) from it, as point-to-point
@@ -300,7 +311,7 @@ class Comm:
         sends = [(send[r].contiguous(), g, EXCHANGE_TAG) for r, g in peers if send[r].numel()]
         recvs = [(recv[r], g, EXCHANGE_TAG) for r, g in peers if recv[r].numel()]  # as many as the peer sends
         self.ledger.record(category, nbytes)
-        Pending(self._start(sends, recvs), [t for t, _, _ in sends + recvs], self, category).wait()
+        self._start(sends, recvs, category).wait()
 
     # ------------------------------------------------------------------ collectives
     def all_to_all_rows(self, send: torch.Tensor, send_counts: list[int], recv_counts: list[int],
@@ -343,11 +354,15 @@ class Comm:
         receiver (what leaves it: the payload times the others in the group). With ``async_op`` the
         transfer is started and its ``Pending`` returned; waiting on it records the time."""
         nbytes = t.numel() * t.element_size() * (self.world_size - 1) if root == self.env.rank else 0
+        moved = host_copy(t) if self.stage else t
         if async_op:
             self.ledger.record(category, nbytes)
-            return Pending([dist.broadcast(t, src=root, group=self.group, async_op=True)], [t], self, category)
+            work = dist.broadcast(moved, src=root, group=self.group, async_op=True)
+            return Pending([work], [t, moved], self, category, [(moved, t)] if moved is not t else ())
         with self.ledger.timed(category, nbytes):
-            dist.broadcast(t, src=root, group=self.group)
+            dist.broadcast(moved, src=root, group=self.group)
+        if moved is not t:
+            t.copy_(moved)
         return None
 
     def barrier(self, category: str = "meta/metrics") -> None:
@@ -355,19 +370,21 @@ class Comm:
         device, which NCCL and gloo both run). It carries no data, so it is recorded as 0 bytes: the
         per-epoch byte counts stay what the layout moved, checkpoints or not."""
         with self.ledger.timed(category, 0):
-            dist.all_reduce(torch.zeros(1, device=self.device), group=self.group)
+            dist.all_reduce(torch.zeros(1, device="cpu" if self.stage else self.device), group=self.group)
 
     def all_reduce_(self, t: torch.Tensor, category: str) -> torch.Tensor:
         """Sum ``t`` over ranks, in place."""
+        moved = host_copy(t) if self.stage else t
         with self.ledger.timed(category, t.numel() * t.element_size()):
-            dist.all_reduce(t, op=dist.ReduceOp.SUM, group=self.group)
-        return t
+            dist.all_reduce(moved, op=dist.ReduceOp.SUM, group=self.group)
+        return t if moved is t else t.copy_(moved)
 
     def all_gather(self, t: torch.Tensor, category: str) -> list[torch.Tensor]:
-        out = [torch.empty_like(t) for _ in range(self.world_size)]
+        moved = host_copy(t) if self.stage else t.contiguous()
+        out = [torch.empty_like(moved) for _ in range(self.world_size)]
         with self.ledger.timed(category, t.numel() * t.element_size() * (self.world_size - 1)):
-            dist.all_gather(out, t.contiguous(), group=self.group)
-        return out
+            dist.all_gather(out, moved, group=self.group)
+        return [o.to(t.device) for o in out] if self.stage else out
 
     def close(self) -> None:
         """Destroy the process groups and let go of them: gloo's threads are joined now, not in the
@@ -379,22 +396,3 @@ class Comm:
         for comm in self.family:
             comm.group = comm.world_group = comm.lanes = None
         gc.collect()  # a group caught in a reference cycle goes now too
-
-
-class Pending:
-    """Handles of started point-to-point operations (gloo returns one per operation: all are waited
-    on); ``wait`` gives up after the communicator's timeout, so a dead neighbour cannot hang a rank."""
-
-    def __init__(self, works, tensors, comm: Comm, category: str):
-        self.works, self.tensors, self.comm, self.category = works, tensors, comm, category
-
-    def wait(self) -> float:
-        """Block until every operation is done; returns (and records) the seconds spent waiting."""
-        t0 = time.perf_counter()
-        for w in self.works:
-            if not w.wait(timeout=timedelta(seconds=self.comm.timeout_s)):
-                raise RuntimeError(f"rank {self.comm.env.rank}: a {self.category} transfer did not finish in "
-                                   f"{self.comm.timeout_s:g} s")
-        self.works = []
-        self.comm.ledger.record(self.category, 0, waited := time.perf_counter() - t0)
-        return waited

@@ -20,12 +20,12 @@ from fullgraph.plan.epoch_time import (
 from fullgraph.plan.layer_timer import LayerTimer
 from fullgraph.plan.memory_check import check_memory
 from fullgraph.plan.rank_memory import (
-    GIB, MIB, PROCESS_BYTES, estimate_peak_bytes, graph_memory_stats, kept_activation_bytes,
+    GIB, MIB, PROCESS_BYTES, device_peak_bytes, estimate_peak_bytes, graph_memory_stats, kept_activation_bytes,
     memory_breakdown, model_memory_options, part_memory_stats, partition_memory_stats, variable_bytes,
 )
 from fullgraph.plan.volumes import ModelShape, epoch_volume, gcn_product_widths, spmm_volume
 
-__all__ = ["gcn_product_widths", "spmm_volume", "ModelShape", "epoch_volume", "estimate_peak_bytes",
+__all__ = ["gcn_product_widths", "spmm_volume", "ModelShape", "epoch_volume", "estimate_peak_bytes", "device_peak_bytes",
            "memory_breakdown", "check_memory", "model_memory_options", "variable_bytes", "graph_memory_stats",
            "part_memory_stats", "partition_memory_stats", "kept_activation_bytes", "GIB", "MIB", "PROCESS_BYTES",
            "Network", "Kernels", "LayerTimer", "LayerCalls", "RankWork", "EpochEstimate", "estimate_epoch",

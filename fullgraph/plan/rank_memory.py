@@ -38,7 +38,7 @@ import torch
 
 from fullgraph.models import model_spec
 
-__all__ = ["estimate_peak_bytes", "tensor_peak_bytes", "partition_peak", "single_peak", "spmm_peak", "tensor_peak",
+__all__ = ["estimate_peak_bytes", "device_peak_bytes", "tensor_peak_bytes", "partition_peak", "single_peak", "spmm_peak", "tensor_peak",
            "memory_breakdown", "model_memory_options", "variable_bytes", "graph_memory_stats",
            "part_memory_stats", "partition_memory_stats", "kept_activation_bytes"]
 
@@ -222,6 +222,18 @@ def estimate_peak_bytes(*, nodes: int, edges: int, features: int, classes: int, 
                                 edge_bytes=edge_bytes, node_types=node_types, pair_bytes=pair_bytes,
                                 owned_share=owned_share, split_bytes=split_bytes,
                                 recompute_segment=recompute_segment).values())
+
+
+def device_peak_bytes(*, nodes: int, edges: int, **options) -> int:
+    """Estimated peak of PyTorch's allocator on a GPU for one process training the whole graph
+    (``torch.cuda.max_memory_allocated``): what :func:`memory_breakdown` counts, less what stays on the
+    host (the process itself, the graph's own CSR) and less the host allocator's overhead; the block,
+    its transpose where backward needs one, features, labels and masks, the weights, and a step's
+    activations, gradients and Adam's moments, as they are held on the device. ``options``: as
+    :func:`estimate_peak_bytes` takes them (``halo`` and ``distributed`` do not apply)."""
+    b = memory_breakdown(nodes=nodes, edges=edges, **(options | {"distributed": False, "mmap_threshold": 1}))
+    host_csr = 8 * (nodes + 1) + 8 * edges  # the graph's in-edge CSR: the trainer keeps it on the host
+    return int(b["graph"] - host_csr + b["weights"] + b["activations"] / MMAP_OVERHEAD)
 
 
 def tensor_peak_bytes(*, nodes: int, edges: int, nprocs: int, model: str, **options) -> int:
